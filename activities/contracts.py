@@ -1,0 +1,280 @@
+"""The wire contract between the workflow, its activities, its callers and its stored histories.
+
+Everything that crosses a Temporal boundary is defined here once: the ticket a caller starts a run with,
+the approval signal, the conversation in the Anthropic Messages shape, each tool's arguments and result,
+and the outcome. Field names are part of every recorded history, so renaming one breaks runs in flight and
+the histories in ``replay_histories/``; add fields with defaults instead.
+
+It lives in ``activities/`` because the arrows point one way: workflows import activities' contracts,
+activities import nothing from workflows.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, StringConstraints, ValidationError
+
+WORKFLOW_NAME = "SupportAgent"
+TASK_QUEUE = "support-agent"
+APPROVE_SIGNAL = "approve"
+AWAITING_APPROVAL_QUERY = "awaiting_approval_of"
+AWAITING_APPROVAL_ATTRIBUTE = "AwaitingApprovalCents"
+
+ORDER_ID_PATTERN = r"[A-Z]-\d{4,}"
+OrderId = Annotated[str, StringConstraints(pattern=rf"^{ORDER_ID_PATTERN}$")]
+EmailAddress = Annotated[
+    str, StringConstraints(strip_whitespace=True, max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+]
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class Contract(BaseModel):
+    """A message on the wire: unknown fields are refused so that a typo fails loudly instead of being lost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- starting a ticket ------------------------------------------------------------------------------------
+
+
+class RefundKey(StrEnum):
+    """Which idempotency key a refund carries to the payment provider."""
+
+    NONE = "none"
+    """No key: every attempt is a new payment. Exists to show what Temporal alone does (seed, table row 1)."""
+    PER_TOOL_CALL = "per_tool_call"
+    """The same for every retry of one tool call: covers a crash, not a model that asks again."""
+    PER_ORDER = "per_order"
+    """``refund:<order_id>``: names the business operation, so nothing refunds an order twice."""
+
+
+class TicketOptions(Contract):
+    approval_limit_cents: NonNegativeInt = 2000
+    """Refunds above this wait for a person. It lives here, in workflow code, never in the prompt."""
+    approval_timeout_seconds: PositiveInt = 86_400
+    """How long a person has to answer; silence after that means no."""
+    refund_key: RefundKey = RefundKey.PER_ORDER
+    max_steps: PositiveInt = 10
+    """Model calls the agent may make before it gives up."""
+
+
+class TicketInput(Contract):
+    ticket_id: NonEmpty
+    question: NonEmpty
+    customer_email: EmailAddress
+    options: TicketOptions = TicketOptions()
+
+
+# --- approvals ---------------------------------------------------------------------------------------------
+
+
+class Approval(Contract):
+    """The ``approve`` signal: a person's answer about the amount they were shown."""
+
+    amount_cents: PositiveInt
+    approved: bool
+    approver: NonEmpty
+
+
+class ApprovalDecision(StrEnum):
+    APPROVED = "approved"
+    DECLINED = "declined"
+    TIMED_OUT = "timed_out"
+    REJECTED = "rejected"
+    """The signal released nothing: malformed, or about an amount nobody is waiting for."""
+
+
+class ApprovalRecord(Contract):
+    amount_cents: int | None
+    decision: ApprovalDecision
+    approver: str | None
+    at: datetime
+    """Workflow time, so it is the same on every replay."""
+    reason: str = ""
+
+
+# --- the conversation, in the Anthropic Messages shape -----------------------------------------------------
+
+
+class TextBlock(Contract):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(Contract):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(Contract):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+
+
+class Message(Contract):
+    role: Literal["user", "assistant"]
+    content: list[ContentBlock]
+
+    @classmethod
+    def user_text(cls, text: str) -> Message:
+        return cls(role="user", content=[TextBlock(text=text)])
+
+
+class TicketContext(Contract):
+    """What the model is told about the ticket besides the conversation."""
+
+    ticket_id: str
+    customer_email: str
+
+
+class ThinkRequest(Contract):
+    ticket: TicketContext
+    step: PositiveInt
+    messages: list[Message]
+
+
+class Usage(Contract):
+    input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+
+
+class Decision(Contract):
+    """One model response: its content blocks go into the conversation as the assistant's turn."""
+
+    content: list[ContentBlock]
+    stop_reason: str = "end_turn"
+    usage: Usage = Usage()
+
+    @property
+    def tool_calls(self) -> list[ToolUseBlock]:
+        return [block for block in self.content if isinstance(block, ToolUseBlock)]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(block.text for block in self.content if isinstance(block, TextBlock))
+
+
+# --- tools: arguments (what the model must send) and results (what the activities return) ------------------
+
+
+class LookupOrderArgs(Contract):
+    """Look up an order: its amount and the customer's email address. Always do this before refunding."""
+
+    order_id: OrderId = Field(description="The order id, such as A-1001.")
+
+
+class IssueRefundArgs(Contract):
+    """Refund part or all of an order to the customer's original payment method."""
+
+    order_id: OrderId = Field(description="The order id, such as A-1001.")
+    amount_cents: PositiveInt = Field(description="The amount to refund, in cents.")
+
+
+class SendEmailArgs(Contract):
+    """Send an email to the customer about their ticket."""
+
+    to: EmailAddress = Field(description="The customer's email address.")
+    subject: NonEmpty = Field(max_length=200)
+    body: NonEmpty = Field(max_length=20_000)
+
+
+class Order(Contract):
+    order_id: str
+    amount_cents: int
+    customer_email: str
+
+
+class RefundRequest(Contract):
+    order_id: str
+    amount_cents: PositiveInt
+    idempotency_key: str | None
+
+
+class RefundReceipt(Contract):
+    refund_id: int
+    order_id: str
+    amount_cents: int
+    replayed: bool = False
+    """True when the provider recognised the key and paid nothing this time."""
+
+
+class EmailRequest(Contract):
+    to: str
+    subject: str
+    body: str
+    idempotency_key: str
+
+
+class EmailReceipt(Contract):
+    email_id: int
+    to: str
+    replayed: bool = False
+
+
+# --- the outcome -------------------------------------------------------------------------------------------
+
+
+class Status(StrEnum):
+    RESOLVED = "resolved"
+    DECLINED = "declined"
+    """The refund the ticket needed was not approved."""
+    GAVE_UP = "gave_up"
+    """The agent used all its steps without answering."""
+    FAILED = "failed"
+    """The model could not be reached or refused: the ticket is handed to a person."""
+
+
+class ToolCallRecord(Contract):
+    step: int
+    tool_use_id: str
+    name: str
+    input: dict[str, Any]
+    result: str
+    is_error: bool
+
+
+class RefundRecord(Contract):
+    refund_id: int
+    order_id: str
+    amount_cents: int
+
+
+class Outcome(Contract):
+    ticket_id: str
+    status: Status
+    answer: str
+    steps: int
+    model_calls: int
+    tool_calls: list[ToolCallRecord] = []
+    refunds: list[RefundRecord] = []
+    approvals: list[ApprovalRecord] = []
+
+
+def find_order_id(text: str) -> str | None:
+    """The first order id a customer's words name, if any."""
+    match = re.search(ORDER_ID_PATTERN, text)
+    return match.group(0) if match else None
+
+
+def money(cents: int) -> str:
+    return f"{cents // 100}.{cents % 100:02d}"
+
+
+def describe_errors(error: ValidationError) -> str:
+    """A validation error as one line that names each bad field: ``options.max_steps: Input should be ...``."""
+    parts = []
+    for detail in error.errors(include_url=False):
+        field = ".".join(str(part) for part in detail["loc"]) or "input"
+        parts.append(f"{field}: {detail['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,41 @@
+"""The ``think`` activity: one call to the language model, whichever model is configured.
+
+The model is a seam: anything with ``decide(request) -> Decision`` plugs in (the scripted stand-in here,
+Claude through the ``anthropic`` SDK). The activity adds what every model needs around it: a heartbeat,
+so a worker that dies mid-call is noticed in seconds rather than after the call's long timeout, and a row
+in ``model_calls`` for every answer, so a test or an operator can count what the model was asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from temporalio import activity
+
+from activities.contracts import Decision, ThinkRequest
+from activities.heartbeat import heartbeating
+from activities.store import BusinessStore
+
+
+class LanguageModel(Protocol):
+    name: str
+
+    async def decide(self, request: ThinkRequest) -> Decision: ...
+
+
+class ModelActivities:
+    def __init__(self, model: LanguageModel, store: BusinessStore) -> None:
+        self.model = model
+        self.store = store
+
+    @activity.defn(name="think")
+    async def think(self, request: ThinkRequest) -> Decision:
+        async with heartbeating():
+            decision = await self.model.decide(request)
+        await asyncio.to_thread(self.store.record_model_call, request.ticket.ticket_id, request.step)
+        activity.logger.info(
+            "model answered",
+            extra={"model": self.model.name, "step": request.step, "tools": [c.name for c in decision.tool_calls]},
+        )
+        return decision

@@ -1,0 +1,65 @@
+"""The support agent's tools, one activity type each, so the Temporal UI shows which tool ran.
+
+Errors that cannot succeed on a retry (no such order, a reused key, a refund above the charge) are raised
+as non-retryable ``ApplicationError``s with a message the model and a person can act on: retrying them
+would only spend the retry budget before telling the model the same thing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.contracts import (
+    EmailReceipt,
+    EmailRequest,
+    LookupOrderArgs,
+    Order,
+    RefundReceipt,
+    RefundRequest,
+)
+from activities.heartbeat import heartbeating
+from activities.store import BusinessStore, IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
+
+T = TypeVar("T")
+
+NON_RETRYABLE: dict[type[Exception], str] = {
+    OrderNotFoundError: "OrderNotFound",
+    IdempotencyConflictError: "IdempotencyConflict",
+    RefundExceedsChargeError: "RefundExceedsCharge",
+}
+
+
+async def _call(fn: Callable[[], T]) -> T:
+    """Run a store call off the event loop, heartbeating, with business refusals made non-retryable."""
+    try:
+        async with heartbeating():
+            return await asyncio.to_thread(fn)
+    except tuple(NON_RETRYABLE) as error:
+        raise ApplicationError(str(error), type=NON_RETRYABLE[type(error)], non_retryable=True) from error
+
+
+class ToolActivities:
+    def __init__(self, store: BusinessStore) -> None:
+        self.store = store
+
+    @activity.defn(name="lookup_order")
+    async def lookup_order(self, args: LookupOrderArgs) -> Order:
+        return await _call(lambda: self.store.order(args.order_id))
+
+    @activity.defn(name="issue_refund")
+    async def issue_refund(self, request: RefundRequest) -> RefundReceipt:
+        return await _call(lambda: self.store.refund(request))
+
+    @activity.defn(name="find_refund")
+    async def find_refund(self, idempotency_key: str) -> RefundReceipt | None:
+        """Ask the provider what it recorded under a key: a timed-out refund may well have been paid."""
+        return await _call(lambda: self.store.refund_by_key(idempotency_key))
+
+    @activity.defn(name="send_email")
+    async def send_email(self, request: EmailRequest) -> EmailReceipt:
+        return await _call(lambda: self.store.send_email(request))

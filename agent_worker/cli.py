@@ -1,0 +1,88 @@
+"""``agent-worker``: run a worker, the embedded dev stack or the demo, and manage the business data."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from activities.contracts import Order, money
+from agent_worker import logging as agent_logging
+from agent_worker.client import connect
+from agent_worker.config import Settings
+from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, start_dev_server
+from agent_worker.worker import run_worker
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(prog="agent-worker", description=__doc__)
+    commands = cli.add_subparsers(dest="command", required=True)
+
+    worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
+    worker.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
+    worker.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+
+    dev = commands.add_parser("dev", help="embedded Temporal dev server with its Web UI, and a worker beside it")
+    dev.add_argument("--port", type=int, default=DEFAULT_PORT)
+    dev.add_argument("--ui-port", type=int, default=DEFAULT_UI_PORT)
+
+    demo = commands.add_parser("demo", help="one support ticket end to end, with the approval asked here")
+    answer = demo.add_mutually_exclusive_group()
+    answer.add_argument("--approve", dest="decision", action="store_true", default=None, help="approve without asking")
+    answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
+    demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
+
+    orders = commands.add_parser("orders", help="list orders, or add one")
+    orders_commands = orders.add_subparsers(dest="orders_command", required=True)
+    orders_commands.add_parser("list")
+    add = orders_commands.add_parser("add")
+    add.add_argument("order_id")
+    add.add_argument("amount_cents", type=int)
+    add.add_argument("customer_email")
+    return cli
+
+
+async def dev(settings: Settings, port: int, ui_port: int) -> None:
+    env = await start_dev_server(settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port)
+    try:
+        print(
+            f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}; "
+            f"history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops both.",
+            file=sys.stderr,
+            flush=True,
+        )
+        await run_worker(env.client, settings)
+    finally:
+        await env.shutdown()
+
+
+async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
+    await run_worker(await connect(address, namespace), settings)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    settings = Settings()
+    if args.command == "demo":
+        agent_logging.configure("WARNING", "console")
+        from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
+
+        asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
+    elif args.command == "orders":
+        store = settings.store().create()
+        if args.orders_command == "add":
+            store.add_order(Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email))
+        for order in store.orders():
+            print(f"{order.order_id}\t{money(order.amount_cents)}\t{order.customer_email}")
+    else:
+        agent_logging.configure(settings.log_level, settings.log_format)
+        if args.command == "worker":
+            asyncio.run(worker(settings, args.address, args.namespace))
+        else:
+            asyncio.run(dev(settings, args.port, args.ui_port))
+    # temporalio can crash at interpreter exit after all its work is done (sdk-python issue 300):
+    # the exit code must be ours, not the teardown's.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

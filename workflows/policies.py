@@ -1,0 +1,68 @@
+"""How long each activity may take and how often it is retried.
+
+Temporal owns every retry: model and tool clients inside activities run with their own retries off.
+The numbers follow from what each call is and from what a crash must cost:
+
+- Every activity heartbeats, with a heartbeat timeout of a few seconds, so a worker
+  killed in the middle is noticed in seconds. The start-to-close timeouts can then be sized for the work
+  (two minutes for a model call) without making a crash cost two minutes.
+- ``issue_refund`` has a schedule-to-close timeout far below the payment provider's 24-hour key
+  lifetime: a retry that arrived after the key expired would be a new payment.
+- Attempts are bounded, so a tool that keeps failing is handed to the model instead of retried forever.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TypedDict
+
+from temporalio.common import RetryPolicy
+
+
+class ActivityOptions(TypedDict, total=False):
+    start_to_close_timeout: timedelta
+    schedule_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
+HEARTBEAT = timedelta(seconds=5)
+
+THINK: ActivityOptions = {
+    "start_to_close_timeout": timedelta(minutes=2),
+    "heartbeat_timeout": HEARTBEAT,
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60), maximum_attempts=8
+    ),
+}
+
+LOOKUP_ORDER: ActivityOptions = {
+    "heartbeat_timeout": HEARTBEAT,
+    "start_to_close_timeout": timedelta(seconds=10),
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5
+    ),
+}
+
+ISSUE_REFUND: ActivityOptions = {
+    "start_to_close_timeout": timedelta(seconds=30),
+    "schedule_to_close_timeout": timedelta(hours=1),
+    "heartbeat_timeout": HEARTBEAT,
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
+    ),
+}
+
+FIND_REFUND: ActivityOptions = {
+    "heartbeat_timeout": HEARTBEAT,
+    "start_to_close_timeout": timedelta(seconds=10),
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+}
+
+SEND_EMAIL: ActivityOptions = {
+    "heartbeat_timeout": HEARTBEAT,
+    "start_to_close_timeout": timedelta(seconds=30),
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
+    ),
+}

@@ -1,0 +1,282 @@
+"""``SupportAgent``: the agent loop as a deterministic Temporal workflow.
+
+The model picks tools, the tools run, their results go back to the model, until it answers. Every call to
+the world is an activity, so after a crash a new worker replays this code against the recorded history
+and carries on from the last recorded step: it does not ask the model again about a recorded decision and
+does not repeat a finished tool. What this code must never do is take another path on replay: no clock,
+no randomness, no I/O except through ``temporalio.workflow``; the sandbox enforces it and the stored
+histories in ``replay_histories/`` check it in CI.
+
+Three decisions stay in this code and out of the prompt, because a model can be talked out of a rule
+but not past an ``if``: which amounts need a person's approval, which idempotency key a refund carries,
+and who may be emailed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel, ValidationError
+
+    from activities.contracts import (
+        APPROVE_SIGNAL,
+        AWAITING_APPROVAL_ATTRIBUTE,
+        AWAITING_APPROVAL_QUERY,
+        WORKFLOW_NAME,
+        Approval,
+        ApprovalDecision,
+        ApprovalRecord,
+        Decision,
+        EmailRequest,
+        IssueRefundArgs,
+        LookupOrderArgs,
+        Message,
+        Outcome,
+        RefundKey,
+        RefundRecord,
+        RefundRequest,
+        SendEmailArgs,
+        Status,
+        ThinkRequest,
+        TicketContext,
+        TicketInput,
+        ToolCallRecord,
+        ToolResultBlock,
+        ToolUseBlock,
+        describe_errors,
+        money,
+    )
+    from activities.model import ModelActivities
+    from activities.tools import ToolActivities
+    from workflows import policies
+
+AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+
+
+class ToolError(Exception):
+    """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
+
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Tool(Generic[ArgsT]):
+    """What the workflow knows of a tool: the arguments it validates and the step that runs it."""
+
+    args: type[ArgsT]
+    run: Callable[[SupportAgent, int, ToolUseBlock, ArgsT], Awaitable[str]]
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class SupportAgent:
+    def __init__(self) -> None:
+        self._awaiting: int | None = None
+        self._answer: Approval | None = None
+        self._approvals: list[ApprovalRecord] = []
+        self._tool_calls: list[ToolCallRecord] = []
+        self._refunds: list[RefundRecord] = []
+        self._model_calls = 0
+
+    @workflow.run
+    async def run(self, raw_ticket: Any = None) -> Outcome:
+        """Take the input loosely and validate it here: a typed argument that fails to decode would leave
+        the run RUNNING with its first workflow task failing forever, instead of failing it clearly."""
+        try:
+            self._ticket = TicketInput.model_validate(raw_ticket)
+        except ValidationError as error:
+            raise ApplicationError(
+                f"Invalid ticket input: {describe_errors(error)}", type="InvalidTicketInput", non_retryable=True
+            ) from None
+        ticket = self._ticket
+        workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
+        messages = [Message.user_text(ticket.question)]
+        for step in range(1, ticket.options.max_steps + 1):
+            try:
+                decision = await self._think(step, messages)
+            except ActivityError as error:
+                return self._outcome(
+                    Status.FAILED, step, f"The agent could not get an answer from the model ({cause(error)}). "
+                    "A person will take this ticket over.",
+                )
+            messages.append(Message(role="assistant", content=decision.content))
+            if not decision.tool_calls:
+                status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
+                return self._outcome(status, step, decision.text)
+            results = [await self._use(step, call) for call in decision.tool_calls]
+            messages.append(Message(role="user", content=list(results)))
+        return self._outcome(
+            Status.GAVE_UP, ticket.options.max_steps,
+            f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
+        )
+
+    @workflow.signal(name=APPROVE_SIGNAL)
+    def approve(self, raw_approval: Any) -> None:
+        """A person's answer. It releases only the refund of the amount they were shown, and only once.
+
+        The payload is validated here rather than by the converter: a payload that fails to decode is
+        dropped by the SDK with nothing but a log line, while this records why it released nothing."""
+        try:
+            approval = Approval.model_validate(raw_approval)
+        except ValidationError as error:
+            self._reject(None, None, f"malformed approval: {describe_errors(error)}")
+            return
+        if self._awaiting is None:
+            self._reject(approval.amount_cents, approval.approver, "no refund is waiting for approval")
+        elif approval.amount_cents != self._awaiting:
+            self._reject(
+                approval.amount_cents, approval.approver,
+                f"the refund waiting is {money(self._awaiting)}, not {money(approval.amount_cents)}",
+            )
+        else:
+            self._answer = approval
+
+    @workflow.query(name=AWAITING_APPROVAL_QUERY)
+    def awaiting_approval_of(self) -> int | None:
+        """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
+        return self._awaiting
+
+    # --- the loop's two kinds of step ---
+
+    async def _think(self, step: int, messages: list[Message]) -> Decision:
+        context = TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
+        decision = await workflow.execute_activity_method(
+            ModelActivities.think, ThinkRequest(ticket=context, step=step, messages=messages), **policies.THINK
+        )
+        self._model_calls += 1
+        return decision
+
+    async def _use(self, step: int, call: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call and turn whatever happens into the tool result the model reads."""
+        tool = TOOLS.get(call.name)
+        try:
+            if tool is None:
+                raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(TOOLS)}.")
+            try:
+                args = tool.args.model_validate(call.input)
+            except ValidationError as error:
+                raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
+            content, is_error = await tool.run(self, step, call, args), False
+        except ToolError as error:
+            content, is_error = str(error), True
+        except ActivityError as error:
+            # Out of retries, or not worth retrying: the model hears about it instead of the run failing.
+            content, is_error = f"The tool failed: {cause(error)}", True
+        self._tool_calls.append(
+            ToolCallRecord(
+                step=step, tool_use_id=call.id, name=call.name, input=call.input, result=content, is_error=is_error
+            )
+        )
+        return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
+
+    # --- the tools ---
+
+    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs) -> str:
+        order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **policies.LOOKUP_ORDER)
+        return order.model_dump_json()
+
+    async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
+        if args.amount_cents > self._ticket.options.approval_limit_cents:
+            await self._await_approval(args.amount_cents)
+        request = RefundRequest(
+            order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=self._refund_key(step, call, args)
+        )
+        receipt = await workflow.execute_activity_method(ToolActivities.issue_refund, request, **policies.ISSUE_REFUND)
+        self._refunds.append(
+            RefundRecord(refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents)
+        )
+        return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
+
+    async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs) -> str:
+        if args.to.casefold() != self._ticket.customer_email.casefold():
+            raise ToolError(f"Emails go only to this ticket's customer, {self._ticket.customer_email}.")
+        request = EmailRequest(
+            to=args.to, subject=args.subject, body=args.body, idempotency_key=f"email:{self._call_key(step, call)}"
+        )
+        receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **policies.SEND_EMAIL)
+        return f"Email #{receipt.email_id} sent to {receipt.to}."
+
+    # --- approvals ---
+
+    async def _await_approval(self, amount_cents: int) -> None:
+        """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
+        self._awaiting, self._answer = amount_cents, None
+        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
+        timeout = timedelta(seconds=self._ticket.options.approval_timeout_seconds)
+        try:
+            await workflow.wait_condition(lambda: self._answer is not None, timeout=timeout)
+        except TimeoutError:
+            pass
+        finally:
+            workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
+            self._awaiting = None
+        answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
+        if answer is None:
+            self._record(amount_cents, ApprovalDecision.TIMED_OUT, None, f"no answer within {timeout}")
+            raise ToolError("A person did not approve this refund in time, so it was not made.")
+        if not answer.approved:
+            self._record(amount_cents, ApprovalDecision.DECLINED, answer.approver)
+            raise ToolError(f"A person ({answer.approver}) declined this refund, so it was not made.")
+        self._record(amount_cents, ApprovalDecision.APPROVED, answer.approver)
+
+    def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
+        self._approvals.append(
+            ApprovalRecord(amount_cents=amount, decision=decision, approver=approver, at=workflow.now(), reason=reason)
+        )
+
+    def _reject(self, amount: int | None, approver: str | None, reason: str) -> None:
+        workflow.logger.warning("approval released nothing", extra={"reason": reason, "approver": approver})
+        self._record(amount, ApprovalDecision.REJECTED, approver, reason)
+
+    def _refund_was_refused(self) -> bool:
+        refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
+        return not self._refunds and any(a.decision in refused for a in self._approvals)
+
+    # --- idempotency keys ---
+
+    def _call_key(self, step: int, call: ToolUseBlock) -> str:
+        """The same for every retry of this tool call, different for every other call."""
+        info = workflow.info()
+        return f"{info.workflow_id}/{info.run_id}/{step}/{call.id}"
+
+    def _refund_key(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str | None:
+        return {
+            RefundKey.NONE: None,
+            RefundKey.PER_TOOL_CALL: f"refund:{self._call_key(step, call)}",
+            RefundKey.PER_ORDER: f"refund:{args.order_id}",
+        }[self._ticket.options.refund_key]
+
+    def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
+        workflow.logger.info("ticket closed", extra={"status": status.value, "steps": steps})
+        return Outcome(
+            ticket_id=self._ticket.ticket_id, status=status, answer=answer, steps=steps,
+            model_calls=self._model_calls, tool_calls=self._tool_calls, refunds=self._refunds,
+            approvals=self._approvals,
+        )
+
+
+TOOLS: dict[str, Tool[Any]] = {
+    "lookup_order": Tool(LookupOrderArgs, SupportAgent._lookup_order),
+    "issue_refund": Tool(IssueRefundArgs, SupportAgent._issue_refund),
+    "send_email": Tool(SendEmailArgs, SupportAgent._send_email),
+}
+
+
+def cause(error: ActivityError) -> str:
+    """The message a person can act on, from the innermost cause of an activity's failure."""
+    inner: BaseException = error
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    if isinstance(inner, ApplicationError):
+        return inner.message
+    return str(inner) or type(inner).__name__
+
+
