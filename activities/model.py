@@ -36,6 +36,10 @@ class ModelActivities:
         await asyncio.to_thread(self.store.record_model_call, request.ticket.ticket_id, request.step)
         activity.logger.info(
             "model answered",
-            extra={"model": self.model.name, "step": request.step, "tools": [c.name for c in decision.tool_calls]},
+            extra={
+                "model": self.model.name,
+                "step": request.step,
+                "tools": [c.name for c in decision.tool_calls],
+            },
         )
         return decision

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from activities.contracts import (
@@ -74,48 +75,70 @@ class ScriptedModel:
         return script(request, asked_before)
 
 
+@dataclass(frozen=True)
+class Turn:
+    """What the script looks at to choose its next move."""
+
+    request: ThinkRequest
+    history: list[Exchange]
+    order_id: str
+    asked_before: int
+
+    def use(self, name: str, **tool_input: object) -> Decision:
+        call_id = f"toolu_{self.request.step:02d}_{len(self.history)}"
+        return Decision(content=[ToolUseBlock(id=call_id, name=name, input=tool_input)], stop_reason="tool_use")
+
+    def email(self, subject: str, body: str) -> Decision:
+        return self.use("send_email", to=self.request.ticket.customer_email, subject=subject, body=body)
+
+
 def script(request: ThinkRequest, asked_before: int) -> Decision:
     """The next move for a conversation, given how often this step was asked about already."""
-    history = exchanges(request.messages)
     order_id = find_order_id(first_user_text(request.messages))
-
-    def use(name: str, **tool_input: object) -> Decision:
-        call = ToolUseBlock(id=f"toolu_{request.step:02d}_{len(history)}", name=name, input=tool_input)
-        return Decision(content=[call], stop_reason="tool_use")
-
     if order_id is None:
         return answer("Which order is this about? Please reply with its number, such as A-1001.")
-    if not history:
-        return use("lookup_order", order_id=order_id)
+    turn = Turn(request, exchanges(request.messages), order_id, asked_before)
+    if not turn.history:
+        return turn.use("lookup_order", order_id=order_id)
+    after = AFTER.get(turn.history[-1].call.name)
+    return after(turn, turn.history[-1]) if after else answer("I have passed your ticket to a colleague.")
 
-    last = history[-1]
-    if last.call.name == "lookup_order":
-        if last.result.is_error:
-            return answer(f"I could not find order {order_id}. A colleague will look into your ticket.")
-        order = Order.model_validate(json.loads(last.result.content))
-        return use("issue_refund", order_id=order_id, amount_cents=order.amount_cents + CHANGE_OF_MIND_CENTS * asked_before)
 
-    if last.call.name == "issue_refund":
-        if not last.result.is_error:
-            refund = re.search(r"refund #\d+", last.result.content)
-            body = f"We have refunded {money(int(last.call.input['amount_cents']))} for order {order_id}" + (
-                f" ({refund.group(0)})." if refund else "."
-            )
-            return use("send_email", to=request.ticket.customer_email, subject=f"Your refund for {order_id}", body=body)
-        if "approve" in last.result.content or "declined" in last.result.content:
-            return use(
-                "send_email", to=request.ticket.customer_email, subject=f"About your order {order_id}",
-                body=f"We could not approve a refund for order {order_id}. A colleague will be in touch.",
-            )
-        refund_requests = sum(1 for e in history if e.call.name == "issue_refund")
-        if refund_requests < MAX_REFUND_REQUESTS:
-            return use("issue_refund", **last.call.input)
-        return answer(f"I could not refund order {order_id}: {last.result.content} A colleague will take over.")
+def after_lookup(turn: Turn, last: Exchange) -> Decision:
+    if last.result.is_error:
+        return answer(f"I could not find order {turn.order_id}. A colleague will look into your ticket.")
+    order = Order.model_validate(json.loads(last.result.content))
+    amount = order.amount_cents + CHANGE_OF_MIND_CENTS * turn.asked_before
+    return turn.use("issue_refund", order_id=turn.order_id, amount_cents=amount)
 
-    if last.call.name == "send_email":
-        return answer(f"I have emailed you about order {order_id}: {last.call.input.get('body', '')}")
 
-    return answer("I have passed your ticket to a colleague.")
+def after_refund(turn: Turn, last: Exchange) -> Decision:
+    if not last.result.is_error:
+        refund = re.search(r"refund #\d+", last.result.content)
+        paid = money(int(last.call.input["amount_cents"]))
+        suffix = f" ({refund.group(0)})." if refund else "."
+        return turn.email(
+            f"Your refund for {turn.order_id}", f"We have refunded {paid} for order {turn.order_id}{suffix}"
+        )
+    if "approve" in last.result.content or "declined" in last.result.content:
+        return turn.email(
+            f"About your order {turn.order_id}",
+            f"We could not approve a refund for order {turn.order_id}. A colleague will be in touch.",
+        )
+    if sum(1 for e in turn.history if e.call.name == "issue_refund") < MAX_REFUND_REQUESTS:
+        return turn.use("issue_refund", **last.call.input)
+    return answer(f"I could not refund order {turn.order_id}: {last.result.content} A colleague will take over.")
+
+
+def after_email(turn: Turn, last: Exchange) -> Decision:
+    return answer(f"I have emailed you about order {turn.order_id}: {last.call.input.get('body', '')}")
+
+
+AFTER: dict[str, Callable[[Turn, Exchange], Decision]] = {
+    "lookup_order": after_lookup,
+    "issue_refund": after_refund,
+    "send_email": after_email,
+}
 
 
 def answer(text: str) -> Decision:

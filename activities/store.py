@@ -128,7 +128,10 @@ class BusinessStore:
     def orders(self) -> list[Order]:
         with self._connect() as db:
             rows = db.execute("SELECT * FROM orders ORDER BY order_id").fetchall()
-        return [Order(order_id=r["order_id"], amount_cents=r["amount_cents"], customer_email=r["customer_email"]) for r in rows]
+        return [
+            Order(order_id=r["order_id"], amount_cents=r["amount_cents"], customer_email=r["customer_email"])
+            for r in rows
+        ]
 
     def order(self, order_id: str) -> Order:
         with self._connect() as db:
@@ -151,15 +154,18 @@ class BusinessStore:
                             f"{money(request.amount_cents)} on {request.order_id}"
                         )
                     return RefundReceipt(
-                        refund_id=first["id"], order_id=first["order_id"],
-                        amount_cents=first["amount_cents"], replayed=True,
+                        refund_id=first["id"],
+                        order_id=first["order_id"],
+                        amount_cents=first["amount_cents"],
+                        replayed=True,
                     )
             order = db.execute("SELECT amount_cents FROM orders WHERE order_id = ?", (request.order_id,)).fetchone()
             if order is None:
                 raise OrderNotFoundError(f"There is no order {request.order_id}")
             if self.refund_guard:
                 (refunded,) = db.execute(
-                    "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE order_id = ?", (request.order_id,)
+                    "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE order_id = ?",
+                    (request.order_id,),
                 ).fetchone()
                 if refunded + request.amount_cents > order["amount_cents"]:
                     raise RefundExceedsChargeError(
@@ -171,7 +177,9 @@ class BusinessStore:
                 (request.order_id, request.amount_cents, request.idempotency_key, self._now()),
             )
             assert cursor.lastrowid is not None
-            return RefundReceipt(refund_id=cursor.lastrowid, order_id=request.order_id, amount_cents=request.amount_cents)
+            return RefundReceipt(
+                refund_id=cursor.lastrowid, order_id=request.order_id, amount_cents=request.amount_cents
+            )
 
     def refund_by_key(self, key: str) -> RefundReceipt | None:
         """What the provider recorded under a key: how a timed-out refund's outcome is found out."""
@@ -179,7 +187,9 @@ class BusinessStore:
             row = self._live_row(db, "refunds", key)
         if row is None:
             return None
-        return RefundReceipt(refund_id=row["id"], order_id=row["order_id"], amount_cents=row["amount_cents"], replayed=True)
+        return RefundReceipt(
+            refund_id=row["id"], order_id=row["order_id"], amount_cents=row["amount_cents"], replayed=True
+        )
 
     # --- mail ---
 
@@ -187,7 +197,11 @@ class BusinessStore:
         with self._transaction() as db:
             first = self._live_row(db, "emails", request.idempotency_key)
             if first is not None:
-                if (first["to_address"], first["subject"], first["body"]) != (request.to, request.subject, request.body):
+                if (first["to_address"], first["subject"], first["body"]) != (
+                    request.to,
+                    request.subject,
+                    request.body,
+                ):
                     raise IdempotencyConflictError(
                         f"Idempotency key {request.idempotency_key} was used for another email"
                     )
@@ -211,7 +225,8 @@ class BusinessStore:
     def model_calls(self, ticket_id: str) -> list[ModelCall]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT ticket_id, step, created_at FROM model_calls WHERE ticket_id = ? ORDER BY id", (ticket_id,)
+                "SELECT ticket_id, step, created_at FROM model_calls WHERE ticket_id = ? ORDER BY id",
+                (ticket_id,),
             ).fetchall()
         return [ModelCall(row["ticket_id"], row["step"], row["created_at"]) for row in rows]
 
@@ -227,9 +242,7 @@ class BusinessStore:
 
     def emails(self, to: str | None = None) -> list[EmailRequest]:
         with self._connect() as db:
-            rows = db.execute(
-                "SELECT * FROM emails WHERE ? IS NULL OR to_address = ? ORDER BY id", (to, to)
-            ).fetchall()
+            rows = db.execute("SELECT * FROM emails WHERE ? IS NULL OR to_address = ? ORDER BY id", (to, to)).fetchall()
         return [
             EmailRequest(to=r["to_address"], subject=r["subject"], body=r["body"], idempotency_key=r["idempotency_key"])
             for r in rows

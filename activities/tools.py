@@ -23,7 +23,12 @@ from activities.contracts import (
     RefundRequest,
 )
 from activities.heartbeat import heartbeating
-from activities.store import BusinessStore, IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
+from activities.store import (
+    BusinessStore,
+    IdempotencyConflictError,
+    OrderNotFoundError,
+    RefundExceedsChargeError,
+)
 
 T = TypeVar("T")
 

@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "orders":
         store = settings.store().create()
         if args.orders_command == "add":
-            store.add_order(Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email))
+            store.add_order(
+                Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email)
+            )
         for order in store.orders():
             print(f"{order.order_id}\t{money(order.amount_cents)}\t{order.customer_email}")
     else:

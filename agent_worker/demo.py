@@ -69,12 +69,18 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 f"Customer ({ticket.customer_email}): {ticket.question}",
             )
             handle = await env.client.start_workflow(
-                WORKFLOW_NAME, ticket.model_dump(mode="json"), id=f"ticket-{ticket_id}",
-                task_queue=settings.task_queue, result_type=Outcome,
+                WORKFLOW_NAME,
+                ticket.model_dump(mode="json"),
+                id=f"ticket-{ticket_id}",
+                task_queue=settings.task_queue,
+                result_type=Outcome,
             )
-            await narrate(env.client, handle, decision)
-            outcome = await handle.result()
-        say("", f"Outcome: {outcome.status.value} after {outcome.steps} steps and {outcome.model_calls} model calls.")
+            await narrate(env.client, handle, decision=decision)
+            outcome: Outcome = await handle.result()
+        say(
+            "",
+            f"Outcome: {outcome.status.value} after {outcome.steps} steps and {outcome.model_calls} model calls.",
+        )
         say(*how_to_look(handle.id, port))
         return outcome
     finally:
@@ -87,25 +93,31 @@ def next_demo_order(refunds: Sequence[Any], customer: str) -> Order:
     return Order(order_id=f"A-{number}", amount_cents=4900, customer_email=customer)
 
 
-async def narrate(client: Client, handle: WorkflowHandle[Any, Outcome], decision: bool | None) -> None:
+async def narrate(client: Client, handle: WorkflowHandle[Any, Outcome], *, decision: bool | None) -> None:
     scheduled: dict[int, str] = {}
     async for event in handle.fetch_history_events(wait_new_event=True):
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            scheduled[event.event_id] = attrs.activity_type.name
-            if attrs.activity_type.name == "think":
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            scheduled[event.event_id] = name
+            if name == "think":
                 say("", f"  [step] asking the model (event {event.event_id})")
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            attrs = event.activity_task_completed_event_attributes
-            result = (await decode(client, attrs.result) or [None])[0]
-            say(*describe_result(scheduled.get(attrs.scheduled_event_id, "?"), result))
-        elif kind in (EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED, EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT):
+            completed = event.activity_task_completed_event_attributes
+            result = (await decode(client, completed.result) or [None])[0]
+            say(*describe_result(scheduled.get(completed.scheduled_event_id, "?"), result))
+        elif kind in (
+            EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+            EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+        ):
             say(f"{INDENT}the activity failed: {failure_message(event)}")
         elif kind == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
             fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
-            if AWAITING_APPROVAL_ATTRIBUTE in fields and fields[AWAITING_APPROVAL_ATTRIBUTE].data not in (b"", b"null"):
-                await ask_for_approval(handle, decision)
+            if AWAITING_APPROVAL_ATTRIBUTE in fields and fields[AWAITING_APPROVAL_ATTRIBUTE].data not in (
+                b"",
+                b"null",
+            ):
+                await ask_for_approval(handle, decision=decision)
         elif kind == EventType.EVENT_TYPE_TIMER_FIRED:
             say(f"{INDENT}nobody answered in time: the refund is not made")
         elif kind in (
@@ -116,7 +128,7 @@ async def narrate(client: Client, handle: WorkflowHandle[Any, Outcome], decision
             return
 
 
-async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], decision: bool | None) -> None:
+async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bool | None) -> None:
     amount = await handle.query(AWAITING_APPROVAL_QUERY, result_type=int | None)  # type: ignore[arg-type]
     if amount is None:
         return
@@ -169,8 +181,10 @@ def how_to_look(workflow_id: str, port: int) -> list[str]:
         "and run more tickets, keep a server, its Web UI and a worker up with `agent-worker dev`, then open",
         f"  http://localhost:{DEFAULT_UI_PORT}/namespaces/default/workflows/{workflow_id}",
         "and drive tickets with the temporal CLI:",
-        f"  temporal workflow start --type {WORKFLOW_NAME} --task-queue support-agent --workflow-id ticket-T-1 "
-        f"--input {shlex.quote(EXAMPLE_TICKET)}",
+        (
+            f"  temporal workflow start --type {WORKFLOW_NAME} --task-queue support-agent --workflow-id ticket-T-1 "
+            f"--input {shlex.quote(EXAMPLE_TICKET)}"
+        ),
         f"  temporal workflow query --workflow-id ticket-T-1 --name {AWAITING_APPROVAL_QUERY}",
         f"  temporal workflow list --query '{AWAITING_APPROVAL_ATTRIBUTE} > 0'",
         f"  temporal workflow signal --workflow-id ticket-T-1 --name {APPROVE_SIGNAL} --input {shlex.quote(approve)}",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,12 +23,15 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 _TEMPORAL_EXTRAS = {
     "temporal_workflow": {"workflow_id": "workflow_id", "run_id": "run_id", "workflow_type": "workflow_type"},
     "temporal_activity": {
-        "workflow_id": "workflow_id", "workflow_run_id": "run_id", "activity_type": "activity", "attempt": "attempt",
+        "workflow_id": "workflow_id",
+        "workflow_run_id": "run_id",
+        "activity_type": "activity",
+        "attempt": "attempt",
     },
 }
 
 
-def _flatten_temporal(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _flatten_temporal(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for extra, keys in _TEMPORAL_EXTRAS.items():
         values = event.pop(extra, None)
         if isinstance(values, dict):
@@ -76,7 +79,10 @@ def configure(level: str = "INFO", fmt: str = "json") -> None:
 def bound_to_activity() -> Iterator[None]:
     info = activity.info()
     with structlog.contextvars.bound_contextvars(
-        workflow_id=info.workflow_id, run_id=info.workflow_run_id, activity=info.activity_type, attempt=info.attempt
+        workflow_id=info.workflow_id,
+        run_id=info.workflow_run_id,
+        activity=info.activity_type,
+        attempt=info.attempt,
     ):
         yield
 

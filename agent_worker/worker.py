@@ -44,7 +44,13 @@ def build_worker(client: Client, settings: Settings, store: BusinessStore | None
         client,
         task_queue=settings.task_queue,
         workflows=[SupportAgent],
-        activities=[models.think, tools.lookup_order, tools.issue_refund, tools.find_refund, tools.send_email],
+        activities=[
+            models.think,
+            tools.lookup_order,
+            tools.issue_refund,
+            tools.find_refund,
+            tools.send_email,
+        ],
         interceptors=[LogContextInterceptor()],
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
@@ -73,7 +79,8 @@ async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | N
             await stop.wait()
             log.info(
                 "worker stopping: no new tasks, in-flight activities get a grace period",
-                reason=reason, grace_seconds=settings.graceful_shutdown_seconds,
+                reason=reason,
+                grace_seconds=settings.graceful_shutdown_seconds,
             )
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -94,7 +94,9 @@ class SupportAgent:
             self._ticket = TicketInput.model_validate(raw_ticket)
         except ValidationError as error:
             raise ApplicationError(
-                f"Invalid ticket input: {describe_errors(error)}", type="InvalidTicketInput", non_retryable=True
+                f"Invalid ticket input: {describe_errors(error)}",
+                type="InvalidTicketInput",
+                non_retryable=True,
             ) from None
         ticket = self._ticket
         workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
@@ -104,7 +106,9 @@ class SupportAgent:
                 decision = await self._think(step, messages)
             except ActivityError as error:
                 return self._outcome(
-                    Status.FAILED, step, f"The agent could not get an answer from the model ({cause(error)}). "
+                    Status.FAILED,
+                    step,
+                    f"The agent could not get an answer from the model ({cause(error)}). "
                     "A person will take this ticket over.",
                 )
             messages.append(Message(role="assistant", content=decision.content))
@@ -114,7 +118,8 @@ class SupportAgent:
             results = [await self._use(step, call) for call in decision.tool_calls]
             messages.append(Message(role="user", content=list(results)))
         return self._outcome(
-            Status.GAVE_UP, ticket.options.max_steps,
+            Status.GAVE_UP,
+            ticket.options.max_steps,
             f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
         )
 
@@ -133,7 +138,8 @@ class SupportAgent:
             self._reject(approval.amount_cents, approval.approver, "no refund is waiting for approval")
         elif approval.amount_cents != self._awaiting:
             self._reject(
-                approval.amount_cents, approval.approver,
+                approval.amount_cents,
+                approval.approver,
                 f"the refund waiting is {money(self._awaiting)}, not {money(approval.amount_cents)}",
             )
         else:
@@ -149,22 +155,17 @@ class SupportAgent:
     async def _think(self, step: int, messages: list[Message]) -> Decision:
         context = TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
         decision = await workflow.execute_activity_method(
-            ModelActivities.think, ThinkRequest(ticket=context, step=step, messages=messages), **policies.THINK
+            ModelActivities.think,
+            ThinkRequest(ticket=context, step=step, messages=messages),
+            **policies.THINK,
         )
         self._model_calls += 1
         return decision
 
     async def _use(self, step: int, call: ToolUseBlock) -> ToolResultBlock:
         """Run one tool call and turn whatever happens into the tool result the model reads."""
-        tool = TOOLS.get(call.name)
         try:
-            if tool is None:
-                raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(TOOLS)}.")
-            try:
-                args = tool.args.model_validate(call.input)
-            except ValidationError as error:
-                raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
-            content, is_error = await tool.run(self, step, call, args), False
+            content, is_error = await self._invoke(step, call), False
         except ToolError as error:
             content, is_error = str(error), True
         except ActivityError as error:
@@ -172,10 +173,25 @@ class SupportAgent:
             content, is_error = f"The tool failed: {cause(error)}", True
         self._tool_calls.append(
             ToolCallRecord(
-                step=step, tool_use_id=call.id, name=call.name, input=call.input, result=content, is_error=is_error
+                step=step,
+                tool_use_id=call.id,
+                name=call.name,
+                input=call.input,
+                result=content,
+                is_error=is_error,
             )
         )
         return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
+
+    async def _invoke(self, step: int, call: ToolUseBlock) -> str:
+        tool = self.TOOLS.get(call.name)
+        if tool is None:
+            raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(self.TOOLS)}.")
+        try:
+            args = tool.args.model_validate(call.input)
+        except ValidationError as error:
+            raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
+        return await tool.run(self, step, call, args)
 
     # --- the tools ---
 
@@ -187,7 +203,9 @@ class SupportAgent:
         if args.amount_cents > self._ticket.options.approval_limit_cents:
             await self._await_approval(args.amount_cents)
         request = RefundRequest(
-            order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=self._refund_key(step, call, args)
+            order_id=args.order_id,
+            amount_cents=args.amount_cents,
+            idempotency_key=self._refund_key(step, call, args),
         )
         receipt = await workflow.execute_activity_method(ToolActivities.issue_refund, request, **policies.ISSUE_REFUND)
         self._refunds.append(
@@ -199,7 +217,10 @@ class SupportAgent:
         if args.to.casefold() != self._ticket.customer_email.casefold():
             raise ToolError(f"Emails go only to this ticket's customer, {self._ticket.customer_email}.")
         request = EmailRequest(
-            to=args.to, subject=args.subject, body=args.body, idempotency_key=f"email:{self._call_key(step, call)}"
+            to=args.to,
+            subject=args.subject,
+            body=args.body,
+            idempotency_key=f"email:{self._call_key(step, call)}",
         )
         receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **policies.SEND_EMAIL)
         return f"Email #{receipt.email_id} sent to {receipt.to}."
@@ -254,20 +275,24 @@ class SupportAgent:
             RefundKey.PER_ORDER: f"refund:{args.order_id}",
         }[self._ticket.options.refund_key]
 
+    TOOLS: ClassVar[dict[str, Tool[Any]]] = {
+        "lookup_order": Tool(LookupOrderArgs, _lookup_order),
+        "issue_refund": Tool(IssueRefundArgs, _issue_refund),
+        "send_email": Tool(SendEmailArgs, _send_email),
+    }
+
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
         workflow.logger.info("ticket closed", extra={"status": status.value, "steps": steps})
         return Outcome(
-            ticket_id=self._ticket.ticket_id, status=status, answer=answer, steps=steps,
-            model_calls=self._model_calls, tool_calls=self._tool_calls, refunds=self._refunds,
+            ticket_id=self._ticket.ticket_id,
+            status=status,
+            answer=answer,
+            steps=steps,
+            model_calls=self._model_calls,
+            tool_calls=self._tool_calls,
+            refunds=self._refunds,
             approvals=self._approvals,
         )
-
-
-TOOLS: dict[str, Tool[Any]] = {
-    "lookup_order": Tool(LookupOrderArgs, SupportAgent._lookup_order),
-    "issue_refund": Tool(IssueRefundArgs, SupportAgent._issue_refund),
-    "send_email": Tool(SendEmailArgs, SupportAgent._send_email),
-}
 
 
 def cause(error: ActivityError) -> str:
@@ -278,5 +303,3 @@ def cause(error: ActivityError) -> str:
     if isinstance(inner, ApplicationError):
         return inner.message
     return str(inner) or type(inner).__name__
-
-
