@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
+import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -31,6 +32,7 @@ from activities.store import (
 )
 
 T = TypeVar("T")
+log = structlog.get_logger(__name__)
 
 NON_RETRYABLE: dict[type[Exception], str] = {
     OrderNotFoundError: "OrderNotFound",
@@ -58,7 +60,12 @@ class ToolActivities:
 
     @activity.defn(name="issue_refund")
     async def issue_refund(self, request: RefundRequest) -> RefundReceipt:
-        return await _call(lambda: self.store.refund(request))
+        receipt = await _call(lambda: self.store.refund(request))
+        log.info(
+            "refund replayed" if receipt.replayed else "refund paid",
+            refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
+        )  # fmt: skip
+        return receipt
 
     @activity.defn(name="find_refund")
     async def find_refund(self, idempotency_key: str) -> RefundReceipt | None:
@@ -67,4 +74,6 @@ class ToolActivities:
 
     @activity.defn(name="send_email")
     async def send_email(self, request: EmailRequest) -> EmailReceipt:
-        return await _call(lambda: self.store.send_email(request))
+        receipt = await _call(lambda: self.store.send_email(request))
+        log.info("email replayed" if receipt.replayed else "email sent", email_id=receipt.email_id)
+        return receipt

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import structlog
-from temporalio import activity
+from temporalio import activity, workflow
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 _TEMPORAL_EXTRAS = {
@@ -70,6 +70,9 @@ def configure(level: str = "INFO", fmt: str = "json") -> None:
             ],
         )
     )
+    # The run's identity goes into the event's keys (flattened above), not into the message text.
+    workflow.logger.workflow_info_on_message = False
+    activity.logger.activity_info_on_message = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

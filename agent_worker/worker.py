@@ -34,9 +34,12 @@ def choose_model(settings: Settings, store: BusinessStore) -> LanguageModel:
     return ScriptedModel(store, think_seconds=settings.scripted_think_seconds)
 
 
-def build_worker(client: Client, settings: Settings, store: BusinessStore | None = None) -> Worker:
+def build_worker(
+    client: Client, settings: Settings, store: BusinessStore | None = None, model: LanguageModel | None = None
+) -> Worker:
+    """The worker for the settings; tests hand in a scratch store and, where a script needs it, a model."""
     store = store or settings.store().create()
-    model = choose_model(settings, store)
+    model = model or choose_model(settings, store)
     tools = ToolActivities(store)
     models = ModelActivities(model, store)
     log.info("worker configured", task_queue=settings.task_queue, model=model.name, business_db=str(store.path))

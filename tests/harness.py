@@ -1,0 +1,125 @@
+"""What the tests share: a worker on a scratch store, tickets to start, and ways to read a run's history."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHandle
+
+from activities.contracts import (
+    AWAITING_APPROVAL_QUERY,
+    WORKFLOW_NAME,
+    ContentBlock,
+    Decision,
+    Outcome,
+    TextBlock,
+    ThinkRequest,
+    ToolUseBlock,
+)
+from activities.model import LanguageModel
+from activities.store import BusinessStore
+from agent_worker.config import Settings
+from agent_worker.worker import build_worker
+
+Handle = WorkflowHandle[Any, Outcome]
+
+
+def ticket(
+    question: str = "My parcel for order A-1001 never arrived", email: str = "ann@example.com", **options: Any
+) -> dict[str, Any]:
+    """A ticket as a caller sends it: plain JSON, the way ``temporal workflow start --input`` does."""
+    return {
+        "ticket_id": f"T-{uuid.uuid4().hex[:8]}",
+        "question": question,
+        "customer_email": email,
+        "options": options,
+    }
+
+
+@dataclass
+class Harness:
+    client: Client
+    store: BusinessStore
+    task_queue: str
+
+    def settings(self) -> Settings:
+        return Settings(task_queue=self.task_queue, db_path=self.store.path)
+
+    @asynccontextmanager
+    async def worker(self, model: LanguageModel | None = None) -> AsyncIterator[None]:
+        async with build_worker(self.client, self.settings(), self.store, model):
+            yield
+
+    async def start(self, raw_ticket: Any) -> Handle:
+        return await self.client.start_workflow(
+            WORKFLOW_NAME, raw_ticket, id=f"ticket-{uuid.uuid4()}", task_queue=self.task_queue, result_type=Outcome
+        )
+
+    async def run(self, raw_ticket: Any, model: LanguageModel | None = None) -> Outcome:
+        async with self.worker(model):
+            handle = await self.start(raw_ticket)
+            result: Outcome = await handle.result()
+            return result
+
+
+async def awaiting(handle: Handle, amount: int | None, timeout: float = 20) -> None:
+    """Wait until the run's approval query reports ``amount`` (a bounded poll: queries are not pushed)."""
+    async with asyncio.timeout(timeout):
+        while await handle.query(AWAITING_APPROVAL_QUERY) != amount:
+            await asyncio.sleep(0.05)
+
+
+async def events(handle: Handle, *kinds: EventType.ValueType) -> list[HistoryEvent]:
+    found = [event async for event in handle.fetch_history_events()]
+    return [event for event in found if not kinds or event.event_type in kinds]
+
+
+async def activity_attempts(handle: Handle, activity: str) -> list[int]:
+    """The attempt number of every start of ``activity`` in the run's history."""
+    history = await events(handle)
+    scheduled = {
+        e.event_id
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
+    }
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+    ]
+
+
+@dataclass
+class PlaybackModel:
+    """A model that plays a fixed list of responses, one per step, and keeps every request it was sent.
+
+    For the paths the support script never takes: unknown tools, nonsense arguments, two refunds."""
+
+    responses: Sequence[Decision]
+    name: str = "playback"
+    requests: list[ThinkRequest] = field(default_factory=list)
+
+    async def decide(self, request: ThinkRequest) -> Decision:
+        self.requests.append(request)
+        return self.responses[min(request.step, len(self.responses)) - 1]
+
+
+def calls(*tool_calls: tuple[str, dict[str, Any]], step: int = 0) -> Decision:
+    content: list[ContentBlock] = [
+        ToolUseBlock(id=f"toolu_{step}_{n}", name=name, input=tool_input)
+        for n, (name, tool_input) in enumerate(tool_calls)
+    ]
+    return Decision(content=content, stop_reason="tool_use")
+
+
+def says(text: str) -> Decision:
+    return Decision(content=[TextBlock(text=text)], stop_reason="end_turn")

@@ -1,0 +1,127 @@
+"""Bad input gets a clear error and loses nothing: tickets, approval signals, and the clock of a timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Status
+from tests.harness import Harness, awaiting, events, ticket
+
+
+def _without(key: str) -> dict[str, Any]:
+    raw = ticket()
+    del raw[key]
+    return raw
+
+
+BAD_TICKETS = {
+    "missing question": (_without("question"), "question: Field required"),
+    "missing email": (_without("customer_email"), "customer_email: Field required"),
+    "wrong type": ({**ticket(), "ticket_id": 42}, "ticket_id: Input should be a valid string"),
+    "negative limit": (ticket(approval_limit_cents=-1), "options.approval_limit_cents: Input should be greater than"),
+    "unknown refund key": (
+        ticket(refund_key="per_moon"),
+        "options.refund_key: Input should be 'none', 'per_tool_call'",
+    ),
+    "zero steps": (ticket(max_steps=0), "options.max_steps: Input should be greater than 0"),
+    "unknown field": ({**ticket(), "priority": "high"}, "priority: Extra inputs are not permitted"),
+    "not an object": ("please refund me", "input: Input should be a valid dictionary or instance of TicketInput"),
+    "bad email": (ticket(email="not-an-address"), "customer_email: String should match pattern"),
+}
+
+
+@pytest.mark.parametrize(("raw", "message"), BAD_TICKETS.values(), ids=BAD_TICKETS.keys())
+async def test_a_malformed_ticket_fails_the_run_at_once_naming_the_field(
+    agent: Harness, raw: Any, message: str
+) -> None:
+    async with agent.worker():
+        handle = await agent.start(raw)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+
+    error = failure.value.cause
+    assert isinstance(error, ApplicationError)
+    assert error.type == "InvalidTicketInput"
+    assert error.non_retryable
+    assert message in error.message
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+    assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
+
+
+async def test_a_run_started_with_no_input_fails_clearly(agent: Harness) -> None:
+    async with agent.worker():
+        handle = await agent.client.start_workflow("SupportAgent", id="ticket-no-input", task_queue=agent.task_queue)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    assert isinstance(failure.value.cause, ApplicationError)
+    assert "Invalid ticket input" in failure.value.cause.message
+
+
+MALFORMED_APPROVALS = [
+    {"amount_cents": "all of it", "approved": True, "approver": "ann"},
+    {"amount_cents": 4900, "approved": True},
+    {"amount_cents": -4900, "approved": True, "approver": "ann"},
+    {"amount_cents": 4900, "approved": "sure", "approver": "ann"},
+    "yes",
+    None,
+]
+
+
+async def test_malformed_approvals_release_nothing_and_are_recorded_with_the_reason(agent: Harness) -> None:
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+        for approval in MALFORMED_APPROVALS:
+            await handle.signal(APPROVE_SIGNAL, approval)
+        await awaiting(handle, 4900)
+        assert agent.store.refunds() == []
+        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        outcome = await handle.result()
+
+    rejected = outcome.approvals[: len(MALFORMED_APPROVALS)]
+    assert all(a.decision is ApprovalDecision.REJECTED for a in rejected)
+    assert all(a.reason.startswith("malformed approval") for a in rejected)
+    assert "amount_cents: Input should be a valid integer" in rejected[0].reason
+    assert "approver: Field required" in rejected[1].reason
+    assert outcome.approvals[-1].decision is ApprovalDecision.APPROVED
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+
+
+async def test_an_approval_when_nothing_waits_releases_nothing_later(agent: Harness) -> None:
+    """A pre-approval is refused: a person approves an amount they were shown, not one the agent may ask for."""
+    async with agent.worker():
+        handle = await agent.start(ticket("My order A-1001, please", approval_limit_cents=2000))
+        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "early"})
+        await awaiting(handle, 4900)
+        assert agent.store.refunds() == []
+        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        outcome = await handle.result()
+
+    assert [(a.decision, a.approver) for a in outcome.approvals] == [
+        (ApprovalDecision.REJECTED, "early"),
+        (ApprovalDecision.APPROVED, "ann"),
+    ]
+    assert outcome.approvals[0].reason == "no refund is waiting for approval"
+
+
+async def test_without_an_approval_in_time_the_agent_is_told_no_and_refunds_nothing(
+    agent_in_skipped_time: Harness,
+) -> None:
+    agent = agent_in_skipped_time
+    outcome = await agent.run(ticket(approval_timeout_seconds=86_400))
+
+    assert outcome.status is Status.DECLINED
+    assert agent.store.refunds() == []
+    (email,) = agent.store.emails()
+    assert "could not approve a refund" in email.body
+    (approval,) = outcome.approvals
+    assert approval.decision is ApprovalDecision.TIMED_OUT
+    assert approval.reason == "no answer within 1 day, 0:00:00"
+    refund_call = next(c for c in outcome.tool_calls if c.name == "issue_refund")
+    assert refund_call.result == "A person did not approve this refund in time, so it was not made."

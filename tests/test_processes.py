@@ -1,0 +1,137 @@
+"""The product as its users drive it: the ``temporal`` CLI, the worker process, and the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from activities.contracts import Outcome, Status
+from agent_worker.devserver import binary
+from tests.harness import Harness, ticket
+
+AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
+
+
+async def run(*command: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
+    """Run a command without blocking the event loop (an in-process worker shares it); return stdout."""
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode == 0, f"{command} exited {process.returncode}: {err.decode()}"
+    return out.decode()
+
+
+def address(client: Client) -> str:
+    return client.service_client.config.target_host
+
+
+async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_ticket(
+    agent: Harness, client: Client
+) -> None:
+    temporal = [binary("temporal"), "--address", address(client)]
+    workflow_id = f"ticket-{uuid.uuid4()}"
+    async with agent.worker():
+        await run(
+            *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", agent.task_queue,
+            "--workflow-id", workflow_id, "--input", json.dumps(ticket(approval_limit_cents=2000)),
+        )  # fmt: skip
+        query = [*temporal, "workflow", "query", "--workflow-id", workflow_id, "--name", "awaiting_approval_of"]
+        async with asyncio.timeout(20):
+            while json.loads(await run(*query, "-o", "json"))["queryResult"] != [4900]:
+                await asyncio.sleep(0.2)
+
+        listed = "[]"
+        async with asyncio.timeout(20):  # visibility is eventually consistent
+            while workflow_id not in listed:
+                listed = await run(
+                    *temporal, "workflow", "list", "--query",
+                    f"AwaitingApprovalCents > 0 AND TaskQueue = '{agent.task_queue}'", "-o", "json",
+                )  # fmt: skip
+        assert [w["execution"]["workflowId"] for w in json.loads(listed)] == [workflow_id]
+
+        await run(
+            *temporal, "workflow", "signal", "--workflow-id", workflow_id, "--name", "approve",
+            "--input", '{"amount_cents": 4900, "approved": true, "approver": "ann"}',
+        )  # fmt: skip
+        result = await run(*temporal, "workflow", "result", "--workflow-id", workflow_id, "-o", "json")
+
+    outcome = Outcome.model_validate(json.loads(result)["result"])
+    assert outcome.status is Status.RESOLVED
+    assert [(r.amount_cents, r.order_id) for r in outcome.refunds] == [(4900, "A-1001")]
+    assert outcome.approvals[0].approver == "ann"
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+
+
+def worker_env(agent: Harness, client: Client) -> dict[str, str]:
+    return {
+        "TEMPORAL_ADDRESS": address(client),
+        "AGENT_TASK_QUEUE": agent.task_queue,
+        "AGENT_DB_PATH": str(agent.store.path),
+    }
+
+
+async def test_the_worker_process_logs_json_with_the_run_and_stops_politely_on_sigterm(
+    agent: Harness, client: Client
+) -> None:
+    worker = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **worker_env(agent, client)},
+    )  # fmt: skip
+    try:
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
+        outcome = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(worker.communicate(), 60)
+
+    assert outcome.status is Status.RESOLVED
+    assert worker.returncode == 0
+    lines: list[dict[str, Any]] = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    refund = next(line for line in lines if line.get("activity") == "issue_refund")
+    assert refund["workflow_id"] == handle.id
+    assert refund["run_id"] == handle.result_run_id
+    assert refund["attempt"] == 1
+    assert refund["event"] == "refund paid"
+    assert any(line.get("workflow_id") == handle.id and line["event"] == "ticket closed" for line in lines)
+    assert lines[-1]["event"] == "worker stopped"
+    assert lines[-1]["reason"] == "received SIGTERM"
+
+
+@pytest.mark.parametrize(("flag", "status", "refunded"), [("--approve", "resolved", 1), ("--decline", "declined", 0)])
+async def test_the_demo_runs_a_ticket_through_approval_to_its_answer(
+    tmp_path: Path, flag: str, status: str, refunded: int
+) -> None:
+    out = await run(AGENT_WORKER, "demo", flag, env={"AGENT_DATA_DIR": str(tmp_path)}, timeout=120)
+
+    assert "the model asks for lookup_order(order_id='A-2001')" in out
+    assert "[approval] the refund of 49.00 waits for a person" in out
+    assert f"Outcome: {status} after 4 steps and 4 model calls." in out
+    assert "temporal workflow signal --workflow-id ticket-T-1 --name approve" in out
+    from activities.store import BusinessStore  # noqa: PLC0415
+
+    assert len(BusinessStore(tmp_path / "business.sqlite3").refunds()) == refunded
+    assert (tmp_path / "temporal.sqlite3").exists()
+
+
+async def test_the_demo_refuses_to_wait_for_an_answer_nobody_can_type(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "demo", stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "AGENT_DATA_DIR": str(tmp_path)},
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode != 0
+    assert "pass --approve or --decline" in err.decode()
