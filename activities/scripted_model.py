@@ -131,6 +131,8 @@ def after_refund(turn: Turn, last: Exchange) -> Decision:
 
 
 def after_email(turn: Turn, last: Exchange) -> Decision:
+    if last.result.is_error:
+        return answer(f"About order {turn.order_id}: I could not email you ({last.result.content}); a colleague will.")
     return answer(f"I have emailed you about order {turn.order_id}: {last.call.input.get('body', '')}")
 
 

@@ -82,7 +82,8 @@ async def events(handle: Handle, *kinds: EventType.ValueType) -> list[HistoryEve
 
 
 async def activity_attempts(handle: Handle, activity: str) -> list[int]:
-    """The attempt number of every start of ``activity`` in the run's history."""
+    """For each time ``activity`` was scheduled, the attempts it took: the server records only the last
+    attempt's start event, with its attempt number."""
     history = await events(handle)
     scheduled = {
         e.event_id

@@ -9,8 +9,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Status
-from tests.harness import Harness, awaiting, events, ticket
+from temporalio import activity
+from temporalio.worker import Worker
+
+from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, EmailReceipt, EmailRequest, Status
+from activities.model import ModelActivities
+from activities.scripted_model import ScriptedModel
+from activities.tools import ToolActivities
+from tests.harness import Harness, activity_attempts, awaiting, events, ticket
+from workflows.support_agent import SupportAgent
 
 
 def _without(key: str) -> dict[str, Any]:
@@ -125,3 +132,35 @@ async def test_without_an_approval_in_time_the_agent_is_told_no_and_refunds_noth
     assert approval.reason == "no answer within 1 day, 0:00:00"
     refund_call = next(c for c in outcome.tool_calls if c.name == "issue_refund")
     assert refund_call.result == "A person did not approve this refund in time, so it was not made."
+
+
+class _MailServerDown(ToolActivities):
+    """The mail server refuses every connection: a failure that might pass, so it is retried to the limit."""
+
+    @activity.defn(name="send_email")
+    async def send_email(self, request: EmailRequest) -> EmailReceipt:
+        raise ConnectionRefusedError(f"mail server refused the connection for {request.to}")
+
+
+async def test_a_tool_out_of_retries_is_handed_to_the_model_instead_of_failing_the_run(
+    agent_in_skipped_time: Harness,
+) -> None:
+    agent = agent_in_skipped_time
+    tools = _MailServerDown(agent.store)
+    models = ModelActivities(ScriptedModel(agent.store), agent.store)
+    async with Worker(
+        agent.client,
+        task_queue=agent.task_queue,
+        workflows=[SupportAgent],
+        activities=[models.think, tools.lookup_order, tools.issue_refund, tools.find_refund, tools.send_email],
+    ):
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
+        outcome = await handle.result()
+
+    assert await activity_attempts(handle, "send_email") == [5]
+    email = next(c for c in outcome.tool_calls if c.name == "send_email")
+    assert email.is_error
+    assert "mail server refused the connection for ann@example.com" in email.result
+    assert "I could not email you" in outcome.answer
+    assert outcome.status is Status.RESOLVED
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
