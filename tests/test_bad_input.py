@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
-
-from temporalio import activity
 from temporalio.worker import Worker
 
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, EmailReceipt, EmailRequest, Status
