@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         Approval,
         ApprovalDecision,
         ApprovalRecord,
+        AuditEntry,
         Decision,
         EmailRequest,
         IssueRefundArgs,
@@ -85,6 +86,7 @@ class SupportAgent:
         self._tool_calls: list[ToolCallRecord] = []
         self._refunds: list[RefundRecord] = []
         self._model_calls = 0
+        self._audits = 0
 
     @workflow.run
     async def run(self, raw_ticket: Any = None) -> Outcome:
@@ -100,6 +102,11 @@ class SupportAgent:
             ) from None
         ticket = self._ticket
         workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
+        if escalation := self._past_sla():
+            await self._audit(f"escalated to a person: {escalation}")
+            return self._outcome(
+                Status.ESCALATED, 0, "Your ticket has waited longer than we promised, so a colleague is taking it over."
+            )
         messages = [Message.user_text(ticket.question)]
         for step in range(1, ticket.options.max_steps + 1):
             try:
@@ -149,6 +156,27 @@ class SupportAgent:
     def awaiting_approval_of(self) -> int | None:
         """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
         return self._awaiting
+
+    def _past_sla(self) -> str | None:
+        """Why the ticket is past its SLA, or None. Workflow time, never the wall clock: a replay hours
+        later must see the moment the decision was first made, or it takes the other branch."""
+        opened_at = self._ticket.opened_at or workflow.info().start_time
+        age = workflow.now() - opened_at
+        sla = timedelta(seconds=self._ticket.options.sla_seconds)
+        return f"opened {age} ago, SLA {sla}" if age > sla else None
+
+    async def _audit(self, entry: str) -> None:
+        info = workflow.info()
+        self._audits += 1
+        await workflow.execute_activity_method(
+            ToolActivities.audit,
+            AuditEntry(
+                ticket_id=self._ticket.ticket_id,
+                entry=entry,
+                idempotency_key=f"audit:{info.workflow_id}/{info.run_id}/{self._audits}",
+            ),
+            **policies.AUDIT,
+        )
 
     # --- the loop's two kinds of step ---
 
@@ -231,6 +259,7 @@ class SupportAgent:
         """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
         self._awaiting, self._answer = amount_cents, None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
+        await self._audit(f"refund of {money(amount_cents)} waits for approval")
         timeout = timedelta(seconds=self._ticket.options.approval_timeout_seconds)
         try:
             await workflow.wait_condition(lambda: self._answer is not None, timeout=timeout)
@@ -240,6 +269,10 @@ class SupportAgent:
             workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
             self._awaiting = None
         answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
+        await self._audit(
+            f"refund of {money(amount_cents)} "
+            + (f"{'approved' if answer.approved else 'declined'} by {answer.approver}" if answer else "timed out")
+        )
         if answer is None:
             self._record(amount_cents, ApprovalDecision.TIMED_OUT, None, f"no answer within {timeout}")
             raise ToolError("A person did not approve this refund in time, so it was not made.")
