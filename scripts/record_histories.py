@@ -122,6 +122,15 @@ async def sla_young_ticket_handled_by_agent(r: Recorder) -> Handle:
     return await r.finished({**ticket(approval_limit_cents=10_000, sla_seconds=10), "opened_at": opened.isoformat()})
 
 
+async def resolved_with_closing_audit(r: Recorder) -> Handle:
+    """The path added behind the ``audit-ticket-close`` patch: new runs write a closing audit entry."""
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    await approve(handle, 4900)
+    await handle.result()
+    return handle
+
+
 async def crash_with_retried_activity(r: Recorder) -> Handle:
     """A real worker process is killed with SIGKILL while the model thinks; this process's worker carries on."""
     env = {
@@ -159,6 +168,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         resolved_without_approval, approved_refund, declined_by_a_person, declined_by_timeout,
         wrong_amount_then_right_amount, tool_failure_handed_to_model, max_steps_reached, malformed_ticket_failed,
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
+        resolved_with_closing_audit,
     )
 }  # fmt: skip
 

@@ -23,6 +23,7 @@ from agent_worker.replay import HISTORIES, history_files, replay
 from tests.harness import Harness, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, run, worker_env
 from tests.variants import (
+    ClosingAuditWithoutPatch,
     DecidesOnTheWallClock,
     DrawsRandomnessInTheSandbox,
     LooksUpBeforeThinking,
@@ -157,7 +158,8 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
     opened = datetime.now(UTC) - timedelta(hours=1)
     outcome = await agent.run({**ticket(approval_limit_cents=10_000), "opened_at": opened.isoformat()})
     assert outcome.status is Status.RESOLVED
-    assert agent.store.audit_log(outcome.ticket_id) == []
+    assert outcome.model_calls == 4
+    assert agent.store.audit_log(outcome.ticket_id) == ["closed as resolved after 4 steps; refunded 49.00"]
 
 
 @pytest.mark.slow
@@ -185,5 +187,17 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
     assert agent.store.audit_log(outcome.ticket_id) == [
         "refund of 49.00 waits for approval",
         "refund of 49.00 approved by ann",
+        "closed as resolved after 4 steps; refunded 49.00",
     ]
     assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+
+
+async def test_the_closing_audit_needs_its_patch_runs_started_before_it_break_without_one() -> None:
+    old, new = HISTORIES / "approved_refund.json", HISTORIES / "resolved_with_closing_audit.json"
+    assert "audit-ticket-close" not in old.read_text()
+    assert "EVENT_TYPE_MARKER_RECORDED" in new.read_text()
+
+    (unpatched,) = await replay([old], workflows=[ClosingAuditWithoutPatch])
+    assert not unpatched.ok
+    assert "Nondeterminism" in str(unpatched.failure)
+    assert all(r.ok for r in await replay([old, new]))

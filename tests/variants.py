@@ -64,3 +64,14 @@ class DrawsRandomnessInTheSandbox(SupportAgent):
     async def run(self, raw_ticket: Any = None) -> Outcome:
         workflow.logger.info("lucky number %s", random.random())
         return await super().run(raw_ticket)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ClosingAuditWithoutPatch(SupportAgent):
+    """The closing audit entry shipped without ``workflow.patched``: runs started before it break."""
+
+    @workflow.run
+    async def run(self, raw_ticket: Any = None) -> Outcome:
+        outcome = await super().run(raw_ticket)
+        await self._audit("closed")
+        return outcome

@@ -61,6 +61,11 @@ with workflow.unsafe.imports_passed_through():
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 
+CLOSING_AUDIT = "audit-ticket-close"
+"""Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
+started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
+once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
+
 
 class ToolError(Exception):
     """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
@@ -107,28 +112,13 @@ class SupportAgent:
             return self._outcome(
                 Status.ESCALATED, 0, "Your ticket has waited longer than we promised, so a colleague is taking it over."
             )
-        messages = [Message.user_text(ticket.question)]
-        for step in range(1, ticket.options.max_steps + 1):
-            try:
-                decision = await self._think(step, messages)
-            except ActivityError as error:
-                return self._outcome(
-                    Status.FAILED,
-                    step,
-                    f"The agent could not get an answer from the model ({cause(error)}). "
-                    "A person will take this ticket over.",
-                )
-            messages.append(Message(role="assistant", content=decision.content))
-            if not decision.tool_calls:
-                status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
-                return self._outcome(status, step, decision.text)
-            results = [await self._use(step, call) for call in decision.tool_calls]
-            messages.append(Message(role="user", content=list(results)))
-        return self._outcome(
-            Status.GAVE_UP,
-            ticket.options.max_steps,
-            f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
-        )
+        outcome = await self._converse()
+        if workflow.patched(CLOSING_AUDIT):
+            refunded = sum(r.amount_cents for r in outcome.refunds)
+            await self._audit(
+                f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
+            )
+        return outcome
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, raw_approval: Any) -> None:
@@ -156,6 +146,32 @@ class SupportAgent:
     def awaiting_approval_of(self) -> int | None:
         """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
         return self._awaiting
+
+    async def _converse(self) -> Outcome:
+        """The agent loop: think, use the tools asked for, repeat until the model answers or steps run out."""
+        ticket = self._ticket
+        messages = [Message.user_text(ticket.question)]
+        for step in range(1, ticket.options.max_steps + 1):
+            try:
+                decision = await self._think(step, messages)
+            except ActivityError as error:
+                return self._outcome(
+                    Status.FAILED,
+                    step,
+                    f"The agent could not get an answer from the model ({cause(error)}). "
+                    "A person will take this ticket over.",
+                )
+            messages.append(Message(role="assistant", content=decision.content))
+            if not decision.tool_calls:
+                status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
+                return self._outcome(status, step, decision.text)
+            results = [await self._use(step, call) for call in decision.tool_calls]
+            messages.append(Message(role="user", content=list(results)))
+        return self._outcome(
+            Status.GAVE_UP,
+            ticket.options.max_steps,
+            f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
+        )
 
     def _past_sla(self) -> str | None:
         """Why the ticket is past its SLA, or None. Workflow time, never the wall clock: a replay hours
