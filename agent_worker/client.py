@@ -31,7 +31,13 @@ async def connect(
     if namespace:
         config["namespace"] = namespace
     config.setdefault("target_host", DEFAULT_ADDRESS)
-    return await Client.connect(**config, data_converter=data_converter)
+    try:
+        return await Client.connect(**config, data_converter=data_converter)
+    except RuntimeError as error:  # the bridge reports an unreachable server as a RuntimeError
+        raise SystemExit(
+            f"Cannot reach Temporal at {config['target_host']} (namespace {config.get('namespace', 'default')}): "
+            f"{error}. Set TEMPORAL_ADDRESS or --address, or start one with `agent-worker dev`."
+        ) from None
 
 
 class SearchAttributeMissingError(RuntimeError):
