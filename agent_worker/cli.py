@@ -13,7 +13,7 @@ import structlog
 
 from activities.contracts import Order, money
 from agent_worker import logging as agent_logging
-from agent_worker import operator
+from agent_worker import metrics, operator
 from agent_worker.client import connect
 from agent_worker.codec_server import serve
 from agent_worker.config import Settings
@@ -100,7 +100,8 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
 
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    await run_worker(await connect(address, namespace, settings.data_converter()), settings)
+    runtime = metrics.runtime(settings.metrics_bind)
+    await run_worker(await connect(address, namespace, settings.data_converter(), runtime), settings)
 
 
 async def replay(settings: Settings, paths: list[Path]) -> int:
