@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     """Where the embedded defaults keep their files: the business database and the dev server's history."""
     db_path: Path | None = None
     """The business database (orders, refunds, emails, model calls); default ``<data_dir>/business.sqlite3``."""
+    database_url: str | None = None
+    """A SQLAlchemy URL for a shared business database, e.g. ``postgresql+psycopg://user@host/db``; when set,
+    it is used instead of the SQLite file, so several workers on several machines share one provider."""
 
     refund_guard: bool = True
     """Refuse a refund that would take an order's refunded total above its charge, as Stripe does."""
@@ -86,7 +89,8 @@ class Settings(BaseSettings):
 
     def store(self) -> BusinessStore:
         return BusinessStore(
-            self.business_db,
+            None if self.database_url else self.business_db,
+            url=self.database_url,
             key_ttl=timedelta(hours=self.idempotency_key_ttl_hours),
             refund_guard=self.refund_guard,
         )

@@ -53,7 +53,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     try:
         async with build_worker(env.client, settings, store):
             say(
-                f"Worker polling task queue {settings.task_queue!r}; business database {store.path}.",
+                f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
                 f"Order {order.order_id} was charged {money(order.amount_cents)}; refunds above "
                 f"{money(ticket.options.approval_limit_cents)} wait for a person.",
                 "",

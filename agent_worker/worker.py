@@ -44,7 +44,7 @@ def build_worker(
     model = model or choose_model(settings, store)
     tools = ToolActivities(store)
     models = ModelActivities(model, store)
-    log.info("worker configured", task_queue=settings.task_queue, model=model.name, business_db=str(store.path))
+    log.info("worker configured", task_queue=settings.task_queue, model=model.name, business_db=str(store))
     return Worker(
         client,
         task_queue=settings.task_queue,
