@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -72,12 +73,16 @@ class TicketOptions(Contract):
     refund_key: RefundKey = RefundKey.PER_ORDER
     max_steps: PositiveInt = 10
     """Model calls the agent may make before it gives up."""
+    sla_seconds: PositiveInt = 86_400
+    """A ticket older than this when its run starts goes to a person: the model is not asked."""
 
 
 class TicketInput(Contract):
     ticket_id: NonEmpty
     question: NonEmpty
     customer_email: EmailAddress
+    opened_at: AwareDatetime | None = None
+    """When the customer opened the ticket (with a timezone); the run's start time if left out."""
     options: TicketOptions = TicketOptions()
 
 
@@ -286,6 +291,12 @@ TOOL_SPECS: dict[str, ToolSpec] = {
 }
 
 
+class AuditEntry(Contract):
+    ticket_id: str
+    entry: str
+    idempotency_key: str
+
+
 class Order(Contract):
     order_id: str
     amount_cents: int
@@ -334,6 +345,8 @@ class Status(StrEnum):
     HANDED_OVER = "handed_over"
     """The model itself declined to go on (a refusal, or a conversation too long for it): nothing is broken,
     but the ticket needs a person."""
+    ESCALATED = "escalated"
+    """The ticket was older than its SLA: it went straight to a person, without asking the model."""
 
 
 class ToolCallRecord(Contract):

@@ -6,12 +6,15 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 from activities.contracts import Order, money
 from agent_worker import logging as agent_logging
 from agent_worker.client import connect
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, start_dev_server
+from agent_worker.replay import HISTORIES, export
+from agent_worker.replay import replay as replay_histories
 from agent_worker.worker import run_worker
 
 
@@ -32,6 +35,18 @@ def parser() -> argparse.ArgumentParser:
     answer.add_argument("--approve", dest="decision", action="store_true", default=None, help="approve without asking")
     answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
     demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
+
+    replay = commands.add_parser("replay", help="replay stored histories against the current workflow code")
+    replay.add_argument("paths", nargs="*", type=Path, help="history files or folders (default: replay_histories/)")
+
+    history = commands.add_parser("history", help="record a run's history for the replayer")
+    history_commands = history.add_subparsers(dest="history_command", required=True)
+    export = history_commands.add_parser("export", help="write a run's history as JSON")
+    export.add_argument("--workflow-id", required=True)
+    export.add_argument("--run-id", help="a particular run (default: the latest)")
+    export.add_argument("--out", type=Path, required=True)
+    export.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
+    export.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
 
     orders = commands.add_parser("orders", help="list orders, or add one")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
@@ -61,10 +76,30 @@ async def worker(settings: Settings, address: str | None, namespace: str | None)
     await run_worker(await connect(address, namespace), settings)
 
 
+async def replay(paths: list[Path]) -> int:
+    results = await replay_histories(paths or [HISTORIES])
+    for result in results:
+        print(result.line(), flush=True)
+    failed = sum(not r.ok for r in results)
+    print(f"{len(results) - failed} replayed, {failed} failed", flush=True)
+    return 1 if failed or not results else 0
+
+
+async def export_history(args: argparse.Namespace) -> None:
+    client = await connect(args.address, args.namespace)
+    count = await export(client, args.workflow_id, args.out, args.run_id)
+    print(f"wrote {count} events of {args.workflow_id} to {args.out}")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
-    if args.command == "demo":
+    code = 0
+    if args.command == "replay":
+        code = asyncio.run(replay(args.paths))
+    elif args.command == "history":
+        asyncio.run(export_history(args))
+    elif args.command == "demo":
         agent_logging.configure("WARNING", "console")
         from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
 
@@ -87,4 +122,4 @@ def main(argv: list[str] | None = None) -> None:
     # the exit code must be ours, not the teardown's.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         Approval,
         ApprovalDecision,
         ApprovalRecord,
+        AuditEntry,
         ContentBlock,
         Decision,
         EmailRequest,
@@ -81,6 +82,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+
+CLOSING_AUDIT = "audit-ticket-close"
+"""Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
+started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
+once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
 
 
 class ToolError(Exception):
@@ -123,6 +129,7 @@ class SupportAgent:
         self._refunds: list[RefundRecord] = []
         self._model_calls = 0
         self._usage = UsageReport()
+        self._audits = 0
 
     @workflow.run
     async def run(self, raw_ticket: Any = None) -> Outcome:
@@ -138,35 +145,18 @@ class SupportAgent:
             ) from None
         ticket = self._ticket
         workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
-        messages = [Message.user_text(ticket.question)]
-        for step in range(1, ticket.options.max_steps + 1):
-            try:
-                decision = await self._think(step, messages)
-            except ActivityError as error:
-                return self._outcome(
-                    Status.FAILED,
-                    step,
-                    f"The agent could not get an answer from the model ({cause(error)}). "
-                    "A person will take this ticket over.",
-                )
-            if decision.stop_reason in STOPPED:
-                return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason])
-            _add_turn(messages, "assistant", decision.content)
-            if decision.stop_reason == "max_tokens":
-                results = [self._answer_call(step, call, CUT_OFF, is_error=True) for call in decision.tool_calls]
-                _add_turn(messages, "user", [*results, TextBlock(text=CUT_OFF)])
-                continue
-            if decision.stop_reason == "pause_turn" and not decision.tool_calls:
-                continue
-            if not decision.tool_calls:
-                status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
-                return self._outcome(status, step, decision.text)
-            _add_turn(messages, "user", list(await self._use_all(step, decision.tool_calls)))
-        return self._outcome(
-            Status.GAVE_UP,
-            ticket.options.max_steps,
-            f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
-        )
+        if escalation := self._past_sla():
+            await self._audit(f"escalated to a person: {escalation}")
+            return self._outcome(
+                Status.ESCALATED, 0, "Your ticket has waited longer than we promised, so a colleague is taking it over."
+            )
+        outcome = await self._converse()
+        if workflow.patched(CLOSING_AUDIT):
+            refunded = sum(r.amount_cents for r in outcome.refunds)
+            await self._audit(
+                f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
+            )
+        return outcome
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, raw_approval: Any) -> None:
@@ -199,6 +189,60 @@ class SupportAgent:
     def usage(self) -> UsageReport:
         """Tokens and estimated cost so far, in total and per model call."""
         return self._usage
+
+    async def _converse(self) -> Outcome:
+        """The agent loop: think, use the tools asked for, repeat until the model answers or steps run out."""
+        ticket = self._ticket
+        messages = [Message.user_text(ticket.question)]
+        for step in range(1, ticket.options.max_steps + 1):
+            try:
+                decision = await self._think(step, messages)
+            except ActivityError as error:
+                return self._outcome(
+                    Status.FAILED,
+                    step,
+                    f"The agent could not get an answer from the model ({cause(error)}). "
+                    "A person will take this ticket over.",
+                )
+            if decision.stop_reason in STOPPED:
+                return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason])
+            _add_turn(messages, "assistant", decision.content)
+            if decision.stop_reason == "max_tokens":
+                results = [self._answer_call(step, call, CUT_OFF, is_error=True) for call in decision.tool_calls]
+                _add_turn(messages, "user", [*results, TextBlock(text=CUT_OFF)])
+                continue
+            if decision.stop_reason == "pause_turn" and not decision.tool_calls:
+                continue
+            if not decision.tool_calls:
+                status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
+                return self._outcome(status, step, decision.text)
+            _add_turn(messages, "user", list(await self._use_all(step, decision.tool_calls)))
+        return self._outcome(
+            Status.GAVE_UP,
+            ticket.options.max_steps,
+            f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
+        )
+
+    def _past_sla(self) -> str | None:
+        """Why the ticket is past its SLA, or None. Workflow time, never the wall clock: a replay hours
+        later must see the moment the decision was first made, or it takes the other branch."""
+        opened_at = self._ticket.opened_at or workflow.info().start_time
+        age = workflow.now() - opened_at
+        sla = timedelta(seconds=self._ticket.options.sla_seconds)
+        return f"opened {age} ago, SLA {sla}" if age > sla else None
+
+    async def _audit(self, entry: str) -> None:
+        info = workflow.info()
+        self._audits += 1
+        await workflow.execute_activity_method(
+            ToolActivities.audit,
+            AuditEntry(
+                ticket_id=self._ticket.ticket_id,
+                entry=entry,
+                idempotency_key=f"audit:{info.workflow_id}/{info.run_id}/{self._audits}",
+            ),
+            **policies.AUDIT,
+        )
 
     # --- the loop's two kinds of step ---
 
@@ -305,6 +349,7 @@ class SupportAgent:
         """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
         self._awaiting, self._answer = amount_cents, None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
+        await self._audit(f"refund of {money(amount_cents)} waits for approval")
         timeout = timedelta(seconds=self._ticket.options.approval_timeout_seconds)
         try:
             await workflow.wait_condition(lambda: self._answer is not None, timeout=timeout)
@@ -314,6 +359,10 @@ class SupportAgent:
             workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
             self._awaiting = None
         answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
+        await self._audit(
+            f"refund of {money(amount_cents)} "
+            + (f"{'approved' if answer.approved else 'declined'} by {answer.approver}" if answer else "timed out")
+        )
         if answer is None:
             self._record(amount_cents, ApprovalDecision.TIMED_OUT, None, f"no answer within {timeout}")
             raise ToolError("A person did not approve this refund in time, so it was not made.")
