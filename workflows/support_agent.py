@@ -105,10 +105,6 @@ class Tool(Generic[ArgsT]):
     run: Callable[[SupportAgent, int, ToolUseBlock, ArgsT], Awaitable[str]]
 
 
-CONCURRENT_READS_PATCH = "concurrent-read-only-tools"
-"""Runs recorded before consecutive read-only tool calls ran at once ran them one by one; replaying one of
-those must schedule them one by one again."""
-
 CUT_OFF = (
     "Your reply was cut off at the maximum length before it was complete, so none of its tool calls ran. "
     "Please continue, more briefly."
@@ -264,13 +260,14 @@ class SupportAgent:
         """Run every tool call of one response; return their results in the order of the calls.
 
         Consecutive read-only calls run at once; a call with a side effect runs alone, so a refund and the
-        email about it never race, and the approval a refund waits for is asked for one refund at a time."""
+        email about it never race, and the approval a refund waits for is asked for one refund at a time.
+
+        No patch guards this: the activities are scheduled in the same order as when they ran one by one,
+        only more of them in one workflow task, and the replayer accepts that (``two_lookups_one_by_one.json``,
+        recorded before, replays on this code)."""
         outcomes: list[tuple[str, bool]] = []
         for batch in _batches(calls):
-            if len(batch) > 1 and workflow.patched(CONCURRENT_READS_PATCH):
-                outcomes += await asyncio.gather(*(self._use(step, call) for call in batch))
-            else:
-                outcomes += [await self._use(step, call) for call in batch]
+            outcomes += await asyncio.gather(*(self._use(step, call) for call in batch))
         return [
             self._answer_call(step, call, content, is_error=is_error)
             for call, (content, is_error) in zip(calls, outcomes, strict=True)
