@@ -39,7 +39,13 @@ class ModelActivities:
             extra={
                 "model": self.model.name,
                 "step": request.step,
+                "stop_reason": decision.stop_reason,
                 "tools": [c.name for c in decision.tool_calls],
+                "input_tokens": decision.usage.input_tokens,
+                "output_tokens": decision.usage.output_tokens,
+                "cache_read_input_tokens": decision.usage.cache_read_input_tokens,
+                "cache_creation_input_tokens": decision.usage.cache_creation_input_tokens,
+                "cost_usd": decision.usage.cost_usd,
             },
         )
         return decision
