@@ -75,6 +75,8 @@ class TicketOptions(Contract):
     """Model calls the agent may make before it gives up."""
     sla_seconds: PositiveInt = 86_400
     """A ticket older than this when its run starts goes to a person: the model is not asked."""
+    approvers: list[NonEmpty] | None = None
+    """Who may approve this ticket's refunds; None takes the worker's default (``AGENT_APPROVERS``)."""
 
 
 class TicketInput(Contract):

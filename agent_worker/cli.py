@@ -5,17 +5,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
+
+import structlog
 
 from activities.contracts import Order, money
 from agent_worker import logging as agent_logging
 from agent_worker.client import connect
+from agent_worker.codec_server import serve
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, start_dev_server
 from agent_worker.replay import HISTORIES, export
 from agent_worker.replay import replay as replay_histories
 from agent_worker.worker import run_worker
+
+log = structlog.get_logger(__name__)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,6 +54,10 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
     export.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
 
+    codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
+    codec.add_argument("--host", default="127.0.0.1")
+    codec.add_argument("--port", type=int, default=8081)
+
     orders = commands.add_parser("orders", help="list orders, or add one")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
     orders_commands.add_parser("list")
@@ -59,7 +69,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def dev(settings: Settings, port: int, ui_port: int) -> None:
-    env = await start_dev_server(settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port)
+    env = await start_dev_server(
+        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter()
+    )
     try:
         print(
             f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}; "
@@ -73,11 +85,11 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
 
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    await run_worker(await connect(address, namespace), settings)
+    await run_worker(await connect(address, namespace, settings.data_converter()), settings)
 
 
-async def replay(paths: list[Path]) -> int:
-    results = await replay_histories(paths or [HISTORIES])
+async def replay(settings: Settings, paths: list[Path]) -> int:
+    results = await replay_histories(paths or [HISTORIES], data_converter=settings.data_converter())
     for result in results:
         print(result.line(), flush=True)
     failed = sum(not r.ok for r in results)
@@ -85,10 +97,26 @@ async def replay(paths: list[Path]) -> int:
     return 1 if failed or not results else 0
 
 
-async def export_history(args: argparse.Namespace) -> None:
-    client = await connect(args.address, args.namespace)
+async def export_history(settings: Settings, args: argparse.Namespace) -> None:
+    client = await connect(args.address, args.namespace, settings.data_converter())
     count = await export(client, args.workflow_id, args.out, args.run_id)
     print(f"wrote {count} events of {args.workflow_id} to {args.out}")
+
+
+async def codec_server(settings: Settings, host: str, port: int) -> None:
+    codec = settings.codec()
+    if codec is None or settings.codec_server_token is None:
+        raise SystemExit("the codec server needs AGENT_CODEC_KEYS and AGENT_CODEC_SERVER_TOKEN")
+    runner = await serve(
+        codec, settings.codec_server_token.get_secret_value(), settings.codec_server_origin, host, port
+    )
+    log.info("codec server listening", url=f"http://{host}:{port}", cors_origin=settings.codec_server_origin)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await runner.cleanup()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,9 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings()
     code = 0
     if args.command == "replay":
-        code = asyncio.run(replay(args.paths))
+        code = asyncio.run(replay(settings, args.paths))
     elif args.command == "history":
-        asyncio.run(export_history(args))
+        asyncio.run(export_history(settings, args))
     elif args.command == "demo":
         agent_logging.configure("WARNING", "console")
         from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
@@ -116,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
         agent_logging.configure(settings.log_level, settings.log_format)
         if args.command == "worker":
             asyncio.run(worker(settings, args.address, args.namespace))
+        elif args.command == "codec-server":
+            asyncio.run(codec_server(settings, args.host, args.port))
         else:
             asyncio.run(dev(settings, args.port, args.ui_port))
     # temporalio can crash at interpreter exit after all its work is done (sdk-python issue 300):

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHistory
+from temporalio.converter import DataConverter
 from temporalio.worker import Replayer, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from agent_worker.client import DATA_CONVERTER
+from agent_worker.config import DATA_CONVERTER
 from workflows.support_agent import SupportAgent
 
 HISTORIES = Path("replay_histories")
@@ -56,10 +57,11 @@ async def replay(
     paths: Sequence[Path],
     workflows: Sequence[type] = (SupportAgent,),
     runner: WorkflowRunner | None = None,
+    data_converter: DataConverter = DATA_CONVERTER,
 ) -> list[ReplayResult]:
     """Replay each history file; a file that cannot even be read counts as a failure, not a crash."""
     replayer = Replayer(
-        workflows=workflows, data_converter=DATA_CONVERTER, workflow_runner=runner or SandboxedWorkflowRunner()
+        workflows=workflows, data_converter=data_converter, workflow_runner=runner or SandboxedWorkflowRunner()
     )
     results = []
     for path in history_files(paths):

@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.model import LanguageModel, ModelActivities
+from activities.policy import PolicyActivities
 from activities.scripted_model import ScriptedModel
 from activities.store import BusinessStore
 from activities.tools import ToolActivities
@@ -86,7 +87,7 @@ def build_worker(
         client,
         task_queue=settings.task_queue,
         workflows=[SupportAgent],
-        activities=[models.think, *tools.all()],
+        activities=[models.think, *tools.all(), PolicyActivities(settings.approvers).default_approvers],
         interceptors=[LogContextInterceptor()],
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),

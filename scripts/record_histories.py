@@ -160,6 +160,16 @@ async def two_lookups_at_once(r: Recorder) -> Handle:
     return await r.finished(ticket("Where are my orders A-1001 and A-1002?"))
 
 
+async def approval_from_someone_not_named_then_an_approver(r: Recorder) -> Handle:
+    """The path added behind the ``approver-check`` patch: only the ticket's approvers release a refund."""
+    handle = await r.start(ticket(approvers=["ben"]))
+    await awaiting(handle, 4900)
+    await approve(handle, 4900, approver="mallory")
+    await approve(handle, 4900, approver="ben")
+    await handle.result()
+    return handle
+
+
 async def crash_with_retried_activity(r: Recorder) -> Handle:
     """A real worker process is killed with SIGKILL while the model thinks; this process's worker carries on."""
     env = {
@@ -198,7 +208,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         resolved_without_approval, approved_refund, declined_by_a_person, declined_by_timeout,
         wrong_amount_then_right_amount, tool_failure_handed_to_model, max_steps_reached, malformed_ticket_failed,
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
-        resolved_with_closing_audit, two_lookups_at_once,
+        resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
     )
 }  # fmt: skip
 

@@ -73,3 +73,8 @@ AUDIT: ActivityOptions = {
     # The trail must be written: retried until it is, like the provider lookup above.
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
+
+DEFAULT_APPROVERS: ActivityOptions = {
+    "start_to_close_timeout": timedelta(seconds=10),
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+}

@@ -78,10 +78,15 @@ with workflow.unsafe.imports_passed_through():
         money,
     )
     from activities.model import ModelActivities
+    from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
     from workflows import policies
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+
+APPROVER_CHECK = "approver-check"
+"""Patch: only the ticket's approvers (or the worker's default ones) may release a refund. Runs that were
+already waiting before it keep accepting anyone, as they were promised."""
 
 CLOSING_AUDIT = "audit-ticket-close"
 """Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
@@ -126,6 +131,7 @@ class SupportAgent:
         self._model_calls = 0
         self._usage = UsageReport()
         self._audits = 0
+        self._approvers: list[str] | None = None
 
     @workflow.run
     async def run(self, raw_ticket: Any = None) -> Outcome:
@@ -173,6 +179,11 @@ class SupportAgent:
                 approval.approver,
                 f"the refund waiting is {money(self._awaiting)}, not {money(approval.amount_cents)}",
             )
+        elif self._approvers and approval.approver not in self._approvers:
+            self._reject(
+                approval.amount_cents, approval.approver,
+                f"{approval.approver} may not approve refunds on this ticket (approvers: {', '.join(self._approvers)})",
+            )  # fmt: skip
         else:
             self._answer = approval
 
@@ -344,6 +355,12 @@ class SupportAgent:
 
     async def _await_approval(self, amount_cents: int) -> None:
         """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
+        if workflow.patched(APPROVER_CHECK) and self._approvers is None:
+            self._approvers = self._ticket.options.approvers
+            if self._approvers is None:
+                self._approvers = await workflow.execute_activity_method(
+                    PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
+                )
         self._awaiting, self._answer = amount_cents, None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
         await self._audit(f"refund of {money(amount_cents)} waits for approval")
