@@ -7,8 +7,11 @@ test scripts and refuses what the real API would refuse.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import json
 import os
+import signal
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,6 +23,7 @@ import structlog
 from anthropic._data import DEPRECATED_MODELS
 from anthropic.types import Model
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.claude_model import ClaudeModel, retry_after
@@ -48,6 +52,7 @@ from tests.fake_messages_api import (
     tool_use,
 )
 from tests.harness import Harness, activity_attempts, awaiting, events, ticket
+from tests.test_processes import AGENT_WORKER, worker_env
 from workflows.support_agent import CUT_OFF, REFUSED
 
 API_KEY = "sk-ant-test-key"
@@ -431,6 +436,36 @@ def test_retry_after_is_read_in_milliseconds_seconds_or_as_a_date() -> None:
     assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) is None, "a date in the past: no wait"
     assert retry_after({"retry-after": "soon"}) is None
     assert retry_after({}) is None
+
+
+# --- the worker process, configured as in production ------------------------------------------------------
+
+
+async def test_a_worker_process_given_only_the_sdks_variables_runs_tickets_on_claude_and_never_logs_the_key(
+    agent: Harness, client: Client, fake_api: FakeMessagesAPI, sdk_env: None
+) -> None:
+    replies, _ = support_script()
+    fake_api.script(*replies)
+    settings = {"AGENT_MODEL_BACKEND": "auto", "AGENT_LOG_LEVEL": "DEBUG"}  # DEBUG: the SDK logs requests
+    worker = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, **worker_env(agent, client), **settings},
+    )  # fmt: skip
+    try:
+        handle = await agent.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
+        outcome = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(worker.communicate(), 60)
+
+    assert outcome.status is Status.RESOLVED
+    assert len(fake_api.requests) == 4
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    assert any(line["event"] == "model: Claude" and line["base_url"].startswith(fake_api.url) for line in lines)
+    answered = [line for line in lines if line["event"] == "model answered"]
+    assert [line["output_tokens"] for line in answered] == [80, 40, 90, 30]
+    history = (await handle.fetch_history()).to_json()
+    assert API_KEY not in out.decode() + err.decode() + history + outcome.model_dump_json()
 
 
 # --- choosing the model ------------------------------------------------------------------------------------
