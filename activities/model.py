@@ -33,6 +33,8 @@ class ModelActivities:
     async def think(self, request: ThinkRequest) -> Decision:
         async with heartbeating():
             decision = await self.model.decide(request)
+        if not decision.model:  # a stand-in that does not say: the usage report still names who answered
+            decision = decision.model_copy(update={"model": self.model.name})
         await asyncio.to_thread(self.store.record_model_call, request.ticket.ticket_id, request.step)
         activity.logger.info(
             "model answered",
