@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     codec_server_origin: str = "http://localhost:8233"
     """The one origin (the Web UI) the codec server answers CORS requests from."""
 
+    metrics_bind: str | None = None
+    """host:port for the Prometheus endpoint (``/metrics``), e.g. ``0.0.0.0:9464``; off when unset."""
+
     approvers: list[str] = []
     """Who may approve refunds on tickets that name nobody in ``options.approvers``; empty: anyone."""
 

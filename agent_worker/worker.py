@@ -25,6 +25,7 @@ from activities.tools import ToolActivities
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.logging import LogContextInterceptor
+from agent_worker.metrics import report_waiting_approvals
 from workflows.support_agent import SupportAgent
 
 log = structlog.get_logger(__name__)
@@ -110,9 +111,13 @@ async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | N
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    gauge = asyncio.create_task(report_waiting_approvals(client))
     try:
         async with worker:
-            log.info("worker started", task_queue=settings.task_queue, namespace=client.namespace)
+            log.info(
+                "worker started", task_queue=settings.task_queue, namespace=client.namespace,
+                metrics=f"http://{settings.metrics_bind}/metrics" if settings.metrics_bind else None,
+            )  # fmt: skip
             await stop.wait()
             log.info(
                 "worker stopping: no new tasks, in-flight activities get a grace period",
@@ -120,6 +125,7 @@ async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | N
                 grace_seconds=settings.graceful_shutdown_seconds,
             )
     finally:
+        gauge.cancel()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     log.info("worker stopped", reason=reason)

@@ -386,6 +386,10 @@ class SupportAgent:
         self._record(amount_cents, ApprovalDecision.APPROVED, answer.approver)
 
     def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
+        # Metrics from workflow code are not emitted while replaying: an answer is counted once.
+        workflow.metric_meter().create_counter("agent_approvals", "Answers about refunds, by decision", "1").add(
+            1, {"decision": decision.value}
+        )
         self._approvals.append(
             ApprovalRecord(amount_cents=amount, decision=decision, approver=approver, at=workflow.now(), reason=reason)
         )
