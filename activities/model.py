@@ -33,13 +33,21 @@ class ModelActivities:
     async def think(self, request: ThinkRequest) -> Decision:
         async with heartbeating():
             decision = await self.model.decide(request)
+        if not decision.model:  # a stand-in that does not say: the usage report still names who answered
+            decision = decision.model_copy(update={"model": self.model.name})
         await asyncio.to_thread(self.store.record_model_call, request.ticket.ticket_id, request.step)
         activity.logger.info(
             "model answered",
             extra={
                 "model": self.model.name,
                 "step": request.step,
+                "stop_reason": decision.stop_reason,
                 "tools": [c.name for c in decision.tool_calls],
+                "input_tokens": decision.usage.input_tokens,
+                "output_tokens": decision.usage.output_tokens,
+                "cache_read_input_tokens": decision.usage.cache_read_input_tokens,
+                "cache_creation_input_tokens": decision.usage.cache_creation_input_tokens,
+                "cost_usd": decision.usage.cost_usd,
             },
         )
         return decision

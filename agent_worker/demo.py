@@ -24,6 +24,7 @@ from activities.contracts import (
     Order,
     Outcome,
     TicketInput,
+    UsageReport,
     money,
 )
 from agent_worker.config import Settings
@@ -73,11 +74,23 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
         say(
             "",
             f"Outcome: {outcome.status.value} after {outcome.steps} steps and {outcome.model_calls} model calls.",
+            describe_usage(outcome.usage),
         )
         say(*how_to_look(handle.id, port))
         return outcome
     finally:
         await env.shutdown()
+
+
+def describe_usage(report: UsageReport) -> str:
+    total = report.total
+    if not (total.input_tokens or total.output_tokens):
+        return "Tokens: none counted (the scripted stand-in uses none; set ANTHROPIC_API_KEY to run on Claude)."
+    return (
+        f"Tokens: {total.input_tokens:,} input, {total.output_tokens:,} output, {total.cache_read_input_tokens:,} "
+        f"read from the prompt cache, {total.cache_creation_input_tokens:,} written to it; "
+        f"estimated cost ${total.cost_usd:.4f}."
+    )
 
 
 def next_demo_order(refunds: Sequence[Any], customer: str) -> Order:

@@ -23,6 +23,12 @@ from agent_worker.devserver import binary, start_dev_server
 from tests.harness import Harness
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every worker the tests start, in process or as a subprocess, runs the scripted model unless a test hands
+    it another: a developer's ANTHROPIC_API_KEY must not send the suite's tickets to Claude (and bill them)."""
+    os.environ["AGENT_MODEL_BACKEND"] = "scripted"
+
+
 @pytest.fixture(scope="session")
 async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
     env = await start_dev_server(None)
