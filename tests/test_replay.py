@@ -195,8 +195,8 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
 
 async def test_the_closing_audit_needs_its_patch_runs_started_before_it_break_without_one() -> None:
     old, new = HISTORIES / "approved_refund.json", HISTORIES / "resolved_with_closing_audit.json"
-    assert "audit-ticket-close" not in old.read_text()
-    assert "EVENT_TYPE_MARKER_RECORDED" in new.read_text()
+    assert patches(old) == set()
+    assert patches(new) == {"audit-ticket-close"}
 
     (unpatched,) = await replay([old], workflows=[ClosingAuditWithoutPatch])
     assert not unpatched.ok
