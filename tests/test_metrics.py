@@ -39,4 +39,7 @@ async def test_the_metrics_endpoint_counts_refunds_and_approvals_beside_temporal
     assert any(line.startswith("agent_refunded_cents{") and line.endswith(" 4900") for line in lines)
     assert any('decision="approved"' in line and line.startswith("agent_approvals{") for line in lines)
     assert any(line.startswith("agent_approvals_waiting") for line in lines)
+    assert any(
+        line.startswith("agent_model_calls{") and 'model="scripted"' in line and line.endswith(" 4") for line in lines
+    )
     assert any(line.startswith("temporal_workflow_completed") for line in lines)
