@@ -13,7 +13,7 @@ import structlog
 
 from activities.contracts import Order, money
 from agent_worker import logging as agent_logging
-from agent_worker import metrics, operator
+from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect
 from agent_worker.codec_server import serve
 from agent_worker.config import Settings
@@ -101,7 +101,13 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
     runtime = metrics.runtime(settings.metrics_bind)
-    await run_worker(await connect(address, namespace, settings.data_converter(), runtime), settings)
+    client = await connect(
+        address, namespace, settings.data_converter(), runtime, tracing.plugins(enabled=settings.tracing)
+    )
+    try:
+        await run_worker(client, settings)
+    finally:
+        tracing.flush()
 
 
 async def replay(settings: Settings, paths: list[Path]) -> int:

@@ -8,9 +8,11 @@ the tests must all use the same one, so it is defined once here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
@@ -27,6 +29,7 @@ async def connect(
     namespace: str | None = None,
     data_converter: DataConverter = DATA_CONVERTER,
     runtime: Runtime | None = None,
+    plugins: Sequence[Plugin] = (),
 ) -> Client:
     """A client for the configured cluster; ``address`` and ``namespace`` override the configuration."""
     config = ClientConfig.load_client_connect_config()
@@ -36,7 +39,7 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", DEFAULT_ADDRESS)
     try:
-        return await Client.connect(**config, data_converter=data_converter, runtime=runtime)
+        return await Client.connect(**config, data_converter=data_converter, runtime=runtime, plugins=plugins)
     except RuntimeError as error:  # the bridge reports an unreachable server as a RuntimeError
         raise SystemExit(
             f"Cannot reach Temporal at {config['target_host']} (namespace {config.get('namespace', 'default')}): "

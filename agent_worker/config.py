@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     metrics_bind: str | None = None
     """host:port for the Prometheus endpoint (``/metrics``), e.g. ``0.0.0.0:9464``; off when unset."""
 
+    tracing: bool = False
+    """Trace tickets through Temporal's OpenTelemetry plugin, exporting over OTLP/HTTP to
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+
     approvers: list[str] = []
     """Who may approve refunds on tickets that name nobody in ``options.approvers``; empty: anyone."""
 
