@@ -116,6 +116,8 @@ def describe(activity: str, request: Any, result: Any) -> list[str]:
         return lines
     if activity == "audit" and isinstance(request, dict):
         return [f"{INDENT}audit: {request.get('entry')}"]
+    if activity == "default_approvers":
+        return [f"{INDENT}who may approve: {', '.join(result) if result else 'anyone (no approvers configured)'}"]
     return [f"{INDENT}{activity} returned {json.dumps(result)}"]
 
 
