@@ -97,8 +97,14 @@ async def dev_server(scratch: Path) -> AsyncIterator[tuple[Process, str]]:
 
 @asynccontextmanager
 async def worker_process(address: str, store: BusinessStore, task_queue: str) -> AsyncIterator[Process]:
-    env = {**os.environ, "TEMPORAL_ADDRESS": address, "AGENT_TASK_QUEUE": task_queue,
-           "AGENT_DB_PATH": str(store.path), "AGENT_LOG_LEVEL": "WARNING", "AGENT_MODEL_BACKEND": "scripted"}  # fmt: skip
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "AGENT_TASK_QUEUE": task_queue,
+        "AGENT_DB_PATH": str(store.path),
+        "AGENT_LOG_LEVEL": "WARNING",
+        "AGENT_MODEL_BACKEND": "scripted",
+    }
     process = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "agent-worker"), "worker", env=env, stderr=asyncio.subprocess.DEVNULL
     )
