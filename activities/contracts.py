@@ -437,6 +437,8 @@ class ContinuedState(Contract):
     awaiting: PositiveInt | None = None
     """The amount a person was being asked to approve when the run continued."""
     approval_deadline: datetime | None = None
+    answer: Approval | None = None
+    """An answer to that approval the last run received but had not acted on yet."""
     approvers: list[str] | None = None
     model_calls: NonNegativeInt = 0
     usage: UsageReport = UsageReport()

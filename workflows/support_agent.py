@@ -431,7 +431,9 @@ class SupportAgent:
         carried, self._carried_wait = self._carried_wait, None
         resumed = carried is not None and carried[0] == amount_cents
         deadline = carried[1] if carried is not None and resumed else workflow.now() + timeout
-        self._awaiting, self._answer = amount_cents, None
+        self._awaiting = amount_cents
+        if not resumed:  # an answer the last run received is kept
+            self._answer = None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
         if not resumed:  # the run this one continues wrote it already
             await self._audit(f"refund of {money(amount_cents)} waits for approval")
@@ -460,7 +462,7 @@ class SupportAgent:
         """Wait for the person until ``deadline`` (raise ``TimeoutError`` then). A run that is due to continue
         as new does so first, and one the server asks to continue while it waits does so then: the next run
         waits on for the same amount until the same deadline, and answers the same query."""
-        if self._should_continue():
+        if self._answer is None and self._should_continue():
             await self._continue_as_new(self._step, [], waiting=(amount_cents, deadline))
         remaining = deadline - workflow.now()
         if remaining <= timedelta(0):
@@ -514,6 +516,7 @@ class SupportAgent:
             results=self._step_results,
             awaiting=waiting[0] if waiting else None,
             approval_deadline=waiting[1] if waiting else None,
+            answer=self._answer if waiting else None,
             approvers=self._approvers,
             model_calls=self._model_calls,
             usage=self._usage,
@@ -537,6 +540,7 @@ class SupportAgent:
         self._audits = state.audits
         if state.awaiting is not None and state.approval_deadline is not None:
             self._carried_wait = (state.awaiting, state.approval_deadline)
+            self._answer = state.answer
 
     # --- idempotency keys ---
 
