@@ -12,11 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from activities.contracts import TASK_QUEUE
 from activities.store import BusinessStore
+from agent_worker.faults import Faults, parse
 
 
 class Settings(BaseSettings):
@@ -45,9 +46,28 @@ class Settings(BaseSettings):
     worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
     max_cached_workflows: PositiveInt = 1000
 
+    faults: str = ""
+    """Crash tests only: kill or hang this worker at activity boundaries (``agent_worker/faults.py``). Empty,
+    the default, injects nothing; anything else is logged as a warning on every start."""
+    faults_dir: Path | None = None
+    """Where faults count how often each point was reached, across worker processes; default beside the
+    business database (``<db>.faults``)."""
+
+    @field_validator("faults")
+    @classmethod
+    def _faults_must_parse(cls, value: str) -> str:
+        parse(value)  # a typo must stop the worker, not leave a crash test silently crash-free
+        return value
+
     @property
     def business_db(self) -> Path:
         return self.db_path or self.data_dir / "business.sqlite3"
+
+    def fault_injector(self) -> Faults | None:
+        faults = parse(self.faults)
+        if not faults:
+            return None
+        return Faults(faults, self.faults_dir or self.business_db.with_name(self.business_db.name + ".faults"))
 
     def store(self) -> BusinessStore:
         return BusinessStore(
