@@ -68,6 +68,9 @@ class TicketOptions(Contract):
     refund_key: RefundKey = RefundKey.PER_ORDER
     max_steps: PositiveInt = 10
     """Model calls the agent may make before it gives up."""
+    reconcile_refunds: bool = True
+    """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
+    it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
 
 
 class TicketInput(Contract):

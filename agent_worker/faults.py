@@ -8,7 +8,7 @@ SIGKILL of the whole worker process leaves the server knowing nothing, which is 
 The faults live in an activity interceptor, so the activities themselves carry no test code, and they are
 off unless ``AGENT_FAULTS`` names them; a worker with faults logs a warning saying so on every start.
 
-``AGENT_FAULTS`` is a comma-separated list of ``WHEN:ACTIVITY[#NTH][*TIMES]=ACTION``:
+``AGENT_FAULTS`` is a comma-separated list of ``WHEN:ACTIVITY[#NTH]=ACTION[*TIMES]``:
 
 - ``after:issue_refund=kill``: SIGKILL the worker the first time a refund returns;
 - ``after:think#2=kill``: the second time ``think`` returns (the step that proposes the refund);
@@ -43,7 +43,7 @@ log = structlog.get_logger(__name__)
 
 Action = Literal["kill", "hang"]
 _FAULT = re.compile(
-    r"^(?P<when>before|after):(?P<activity>\w+)(?:#(?P<nth>\d+))?(?:\*(?P<times>\d+))?=(?P<action>\w+)$"
+    r"^(?P<when>before|after):(?P<activity>\w+)(?:#(?P<nth>\d+))?=(?P<action>\w+)(?:\*(?P<times>\d+))?$"
 )
 _ACTIONS: tuple[Action, ...] = ("kill", "hang")
 HANG_MARGIN = timedelta(seconds=1)
@@ -72,7 +72,7 @@ class Fault:
         return self.nth <= reach < self.nth + self.times
 
     def __str__(self) -> str:
-        return f"{self.point}#{self.nth}*{self.times}={self.action}"
+        return f"{self.point}#{self.nth}={self.action}*{self.times}"
 
 
 def parse(spec: str) -> list[Fault]:
@@ -83,7 +83,7 @@ def parse(spec: str) -> list[Fault]:
             continue
         match = _FAULT.match(part)
         if match is None:
-            raise FaultSpecError(f"Cannot read fault {part!r}: write WHEN:ACTIVITY[#NTH][*TIMES]=ACTION")
+            raise FaultSpecError(f"Cannot read fault {part!r}: write WHEN:ACTIVITY[#NTH]=ACTION[*TIMES]")
         action = match["action"]
         if action not in _ACTIONS:
             raise FaultSpecError(f"Unknown fault action {action!r} in {part!r}: use one of {', '.join(_ACTIONS)}")

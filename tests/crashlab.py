@@ -32,6 +32,7 @@ from workflows.support_agent import AWAITING_APPROVAL
 
 AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
 POLL = 0.1
+MAX_KILLS = 5
 
 
 def address(client: Client) -> str:
@@ -153,6 +154,7 @@ class Lab:
             async with asyncio.timeout(timeout):
                 while not result.done():
                     if not self.workers or not self.workers[-1].alive:
+                        self._check_deaths()
                         await self.spawn()
                     amount = await waiting_for(handle)
                     if approve and amount is not None and amount not in approved:
@@ -165,6 +167,16 @@ class Lab:
             if not result.done():
                 result.cancel()
         return result.result()
+
+    def _check_deaths(self) -> None:
+        """A worker that died of anything but a SIGKILL (a bad setting, a crash at start-up) is a broken test
+        or product, not a crash to recover from: say so instead of restarting it over and over."""
+        for worker in self.workers:
+            if worker.returncode not in (None, -signal.SIGKILL):
+                tail = worker.log_path.read_text(errors="replace")[-3000:]
+                raise AssertionError(f"worker {worker.pid} exited {worker.returncode}:\n{tail}")
+        if len(self.killed()) > MAX_KILLS:
+            raise AssertionError(f"{len(self.killed())} workers were killed: a fault fires more often than asked")
 
     async def close(self) -> None:
         await asyncio.gather(*(w.stop() for w in self.workers if w.alive))

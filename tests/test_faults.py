@@ -28,22 +28,23 @@ def test_no_setting_means_no_faults(tmp_path: Path) -> None:
 
 
 def test_a_fault_names_its_point_its_first_reach_how_many_times_and_what_it_does() -> None:
-    assert parse("after:issue_refund=kill, before:think#3*2=hang") == [
+    assert parse("after:issue_refund=kill, before:think#3=hang*2") == [
         Fault("after", "issue_refund", "kill"),
         Fault("before", "think", "hang", nth=3, times=2),
     ]
 
 
 @pytest.mark.parametrize(
-    "spec", ["after:issue_refund", "during:think=kill", "after:think=explode", "after:think#0=kill"]
+    "spec",
+    ["after:issue_refund", "during:think=kill", "after:think=explode", "after:think#0=kill", "after:think=kill*0"],
 )
 def test_a_fault_setting_that_says_nothing_exact_stops_the_worker(spec: str) -> None:
-    with pytest.raises(ValueError, match="fault"):
+    with pytest.raises(ValueError, match=r"(?i)fault"):
         Settings(faults=spec)
 
 
 def test_reaches_are_counted_across_processes_so_a_fault_fires_a_bounded_number_of_times(tmp_path: Path) -> None:
-    spec = parse("after:think#2*2=kill")
+    spec = parse("after:think#2=kill*2")
     first_worker, second_worker = Faults(spec, tmp_path / "markers"), Faults(spec, tmp_path / "markers")
 
     fired = [bool(w.due("after:think")) for w in (first_worker, second_worker, first_worker, second_worker)]
@@ -65,7 +66,7 @@ async def test_fault_injection_is_off_unless_named_and_says_so_loudly_at_every_s
     for worker in faulty:
         warning = next(line for line in worker.logs() if line["event"].startswith("FAULT INJECTION IS ON"))
         assert warning["level"] == "warning"
-        assert warning["faults"] == ["before:find_refund#1*1=kill"]
+        assert warning["faults"] == ["before:find_refund#1=kill*1"]
     assert await typo.exited() != 0
     assert "does not run: isue_refund" in typo.log_path.read_text()
 
