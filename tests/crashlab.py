@@ -47,6 +47,8 @@ class WorkerProcess:
     log_path: Path
     started_at: float
     exited_at: float | None = None
+    stopped: bool = False
+    """Sent SIGTERM by the test, so a clean exit is expected."""
     _reaper: asyncio.Task[None] | None = None
 
     @classmethod
@@ -89,6 +91,7 @@ class WorkerProcess:
 
     def signal(self, signum: signal.Signals) -> None:
         if self.alive:
+            self.stopped = self.stopped or signum == signal.SIGTERM
             self.process.send_signal(signum)
 
     def logs(self) -> list[dict[str, Any]]:
@@ -172,7 +175,7 @@ class Lab:
         """A worker that died of anything but a SIGKILL (a bad setting, a crash at start-up) is a broken test
         or product, not a crash to recover from: say so instead of restarting it over and over."""
         for worker in self.workers:
-            if worker.returncode not in (None, -signal.SIGKILL):
+            if worker.returncode not in (None, -signal.SIGKILL) and not (worker.stopped and worker.returncode == 0):
                 tail = worker.log_path.read_text(errors="replace")[-3000:]
                 raise AssertionError(f"worker {worker.pid} exited {worker.returncode}:\n{tail}")
         if len(self.killed()) > MAX_KILLS:
