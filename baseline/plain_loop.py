@@ -3,7 +3,7 @@
 It is the usual way to make an agent restartable without an orchestrator: save the conversation after
 every tool call and, when run again for the same ticket, continue from the last save. It drives the same
 scripted model, business store and payment provider as the product, and its refunds carry no idempotency
-key, as in the seed, so the crash tests and ``bench/baseline.py`` compare orchestration and nothing else.
+key, as in the seed, so the crash tests and ``bench/crash_vs_plain_loop.py`` compare orchestration and nothing else.
 
     python -m baseline.plain_loop --ticket-id T-1 --email ann@example.com --question "... order A-1001 ..."
 

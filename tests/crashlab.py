@@ -216,3 +216,18 @@ async def recovery_seconds(handle: Handle, killed: WorkerProcess, successor: Wor
     if killed_at is None or not started:
         return None
     return min(started) - killed_at
+
+
+async def run_plain_loop(
+    store: BusinessStore, ticket_id: str, question: str, email: str = "ann@example.com", **settings: str
+) -> tuple[int, str]:
+    """Run the baseline plain loop (``baseline/plain_loop.py``) for a ticket until it answers or dies, in a
+    process of its own; its exit code and everything it printed."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "baseline.plain_loop", "--ticket-id", ticket_id, "--email", email,
+        "--question", question, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "AGENT_DB_PATH": str(store.path), **settings},
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode() + err.decode()

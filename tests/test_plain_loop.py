@@ -6,31 +6,17 @@ the same ticket, as whoever restarts it would.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import signal
-import sys
 from collections import Counter
 
 import pytest
 
 from activities.store import BusinessStore
+from tests.crashlab import run_plain_loop
 
 pytestmark = pytest.mark.slow
 
 QUESTION = "My parcel for order A-1001 never arrived"
-
-
-async def plain_loop(store: BusinessStore, ticket_id: str, **settings: str) -> tuple[int, str]:
-    """Run the plain loop for a ticket until it answers or dies; its exit code and output."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "baseline.plain_loop", "--ticket-id", ticket_id, "--email", "ann@example.com",
-        "--question", QUESTION, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "AGENT_DB_PATH": str(store.path), **settings},
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode() + err.decode()
 
 
 async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_refund_is_a_different_amount(
@@ -38,8 +24,8 @@ async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_
 ) -> None:
     crash = {"AGENT_REFUND_GUARD": "false", "AGENT_FAULTS": "after:issue_refund=kill"}
 
-    killed, _ = await plain_loop(store, "T-plain", **crash)
-    rerun, answer = await plain_loop(store, "T-plain", **crash)
+    killed, _ = await run_plain_loop(store, "T-plain", QUESTION, **crash)
+    rerun, answer = await run_plain_loop(store, "T-plain", QUESTION, **crash)
 
     assert (killed, rerun) == (-signal.SIGKILL, 0)
     assert [r.amount_cents for r in store.refunds()] == [4900, 5900]
@@ -50,8 +36,8 @@ async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_
 
 
 async def test_with_the_refund_guard_on_the_plain_loops_second_refund_is_refused(store: BusinessStore) -> None:
-    killed, _ = await plain_loop(store, "T-plain", AGENT_FAULTS="after:issue_refund=kill")
-    rerun, answer = await plain_loop(store, "T-plain", AGENT_FAULTS="after:issue_refund=kill")
+    killed, _ = await run_plain_loop(store, "T-plain", QUESTION, AGENT_FAULTS="after:issue_refund=kill")
+    rerun, answer = await run_plain_loop(store, "T-plain", QUESTION, AGENT_FAULTS="after:issue_refund=kill")
 
     assert (killed, rerun) == (-signal.SIGKILL, 0)
     assert [r.amount_cents for r in store.refunds()] == [4900]
