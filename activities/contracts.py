@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -68,6 +69,10 @@ class TicketOptions(Contract):
     refund_key: RefundKey = RefundKey.PER_ORDER
     max_steps: PositiveInt = 10
     """Model calls the agent may make before it gives up."""
+    sla_seconds: PositiveInt = 86_400
+    """A ticket older than this when its run starts goes to a person: the model is not asked."""
+    approvers: list[NonEmpty] | None = None
+    """Who may approve this ticket's refunds; None takes the worker's default (``AGENT_APPROVERS``)."""
     reconcile_refunds: bool = True
     """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
     it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
@@ -77,6 +82,8 @@ class TicketInput(Contract):
     ticket_id: NonEmpty
     question: NonEmpty
     customer_email: EmailAddress
+    opened_at: AwareDatetime | None = None
+    """When the customer opened the ticket (with a timezone); the run's start time if left out."""
     options: TicketOptions = TicketOptions()
 
 
@@ -200,6 +207,12 @@ class SendEmailArgs(Contract):
     body: NonEmpty = Field(max_length=20_000)
 
 
+class AuditEntry(Contract):
+    ticket_id: str
+    entry: str
+    idempotency_key: str
+
+
 class Order(Contract):
     order_id: str
     amount_cents: int
@@ -244,6 +257,8 @@ class Status(StrEnum):
     """The agent used all its steps without answering."""
     FAILED = "failed"
     """The model could not be reached or refused: the ticket is handed to a person."""
+    ESCALATED = "escalated"
+    """The ticket was older than its SLA: it went straight to a person, without asking the model."""
 
 
 class ToolCallRecord(Contract):

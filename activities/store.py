@@ -1,4 +1,5 @@
-"""The business side: orders, the payment provider's refunds, sent emails, and the model's call log.
+"""The business side: orders, the payment provider's refunds, sent emails, the audit trail, and the model's
+call log.
 
 It is a real SQLite file that workers, tests and operators share, so a crash test can count what was paid
 from outside the process that paid it. The payment side keeps Stripe's idempotency rules, because that is
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from activities.contracts import EmailReceipt, EmailRequest, Order, RefundReceipt, RefundRequest, money
+from activities.contracts import AuditEntry, EmailReceipt, EmailRequest, Order, RefundReceipt, RefundRequest, money
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS orders (
@@ -56,6 +57,13 @@ CREATE TABLE IF NOT EXISTS model_calls (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS model_calls_by_step ON model_calls(ticket_id, step);
+CREATE TABLE IF NOT EXISTS audit_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ticket_id TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    idempotency_key TEXT UNIQUE,
+    created_at TEXT NOT NULL
+);
 """
 
 DEMO_ORDERS = (
@@ -229,6 +237,24 @@ class BusinessStore:
                 (ticket_id,),
             ).fetchall()
         return [ModelCall(row["ticket_id"], row["step"], row["created_at"]) for row in rows]
+
+    # --- the audit trail ---
+
+    def audit(self, entry: AuditEntry) -> None:
+        """Write an audit entry once per key: a retried activity does not write it twice."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO audit_log (ticket_id, entry, idempotency_key, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(idempotency_key) DO NOTHING",
+                (entry.ticket_id, entry.entry, entry.idempotency_key, self._now()),
+            )
+
+    def audit_log(self, ticket_id: str | None = None) -> list[str]:
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT entry FROM audit_log WHERE ? IS NULL OR ticket_id = ? ORDER BY id", (ticket_id, ticket_id)
+            ).fetchall()
+        return [row["entry"] for row in rows]
 
     # --- reading, for tests and operators ---
 

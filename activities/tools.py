@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.contracts import (
+    AuditEntry,
     EmailReceipt,
     EmailRequest,
     LookupOrderArgs,
@@ -54,6 +55,10 @@ class ToolActivities:
     def __init__(self, store: BusinessStore) -> None:
         self.store = store
 
+    def all(self) -> list[Callable[..., Any]]:
+        """Every activity of the business side, for a worker to register."""
+        return [self.lookup_order, self.issue_refund, self.find_refund, self.audit, self.send_email]
+
     @activity.defn(name="lookup_order")
     async def lookup_order(self, args: LookupOrderArgs) -> Order:
         return await _call(lambda: self.store.order(args.order_id))
@@ -71,6 +76,12 @@ class ToolActivities:
     async def find_refund(self, idempotency_key: str) -> RefundReceipt | None:
         """Ask the provider what it recorded under a key: a timed-out refund may well have been paid."""
         return await _call(lambda: self.store.refund_by_key(idempotency_key))
+
+    @activity.defn(name="audit")
+    async def audit(self, entry: AuditEntry) -> None:
+        """Not a tool the model can call: the workflow's audit trail, written here because a write in
+        workflow code would run again on every replay."""
+        await _call(lambda: self.store.audit(entry))
 
     @activity.defn(name="send_email")
     async def send_email(self, request: EmailRequest) -> EmailReceipt:

@@ -5,14 +5,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
+from pathlib import Path
+
+import structlog
 
 from activities.contracts import Order, money
 from agent_worker import logging as agent_logging
 from agent_worker.client import connect
+from agent_worker.codec_server import serve
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, start_dev_server
+from agent_worker.replay import HISTORIES, export
+from agent_worker.replay import replay as replay_histories
 from agent_worker.worker import run_worker
+
+log = structlog.get_logger(__name__)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -33,6 +42,22 @@ def parser() -> argparse.ArgumentParser:
     answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
     demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
 
+    replay = commands.add_parser("replay", help="replay stored histories against the current workflow code")
+    replay.add_argument("paths", nargs="*", type=Path, help="history files or folders (default: replay_histories/)")
+
+    history = commands.add_parser("history", help="record a run's history for the replayer")
+    history_commands = history.add_subparsers(dest="history_command", required=True)
+    export = history_commands.add_parser("export", help="write a run's history as JSON")
+    export.add_argument("--workflow-id", required=True)
+    export.add_argument("--run-id", help="a particular run (default: the latest)")
+    export.add_argument("--out", type=Path, required=True)
+    export.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
+    export.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+
+    codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
+    codec.add_argument("--host", default="127.0.0.1")
+    codec.add_argument("--port", type=int, default=8081)
+
     orders = commands.add_parser("orders", help="list orders, or add one")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
     orders_commands.add_parser("list")
@@ -44,7 +69,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def dev(settings: Settings, port: int, ui_port: int) -> None:
-    env = await start_dev_server(settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port)
+    env = await start_dev_server(
+        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter()
+    )
     try:
         print(
             f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}; "
@@ -58,13 +85,49 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
 
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    await run_worker(await connect(address, namespace), settings)
+    await run_worker(await connect(address, namespace, settings.data_converter()), settings)
+
+
+async def replay(settings: Settings, paths: list[Path]) -> int:
+    results = await replay_histories(paths or [HISTORIES], data_converter=settings.data_converter())
+    for result in results:
+        print(result.line(), flush=True)
+    failed = sum(not r.ok for r in results)
+    print(f"{len(results) - failed} replayed, {failed} failed", flush=True)
+    return 1 if failed or not results else 0
+
+
+async def export_history(settings: Settings, args: argparse.Namespace) -> None:
+    client = await connect(args.address, args.namespace, settings.data_converter())
+    count = await export(client, args.workflow_id, args.out, args.run_id)
+    print(f"wrote {count} events of {args.workflow_id} to {args.out}")
+
+
+async def codec_server(settings: Settings, host: str, port: int) -> None:
+    codec = settings.codec()
+    if codec is None or settings.codec_server_token is None:
+        raise SystemExit("the codec server needs AGENT_CODEC_KEYS and AGENT_CODEC_SERVER_TOKEN")
+    runner = await serve(
+        codec, settings.codec_server_token.get_secret_value(), settings.codec_server_origin, host, port
+    )
+    log.info("codec server listening", url=f"http://{host}:{port}", cors_origin=settings.codec_server_origin)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await runner.cleanup()
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
-    if args.command == "demo":
+    code = 0
+    if args.command == "replay":
+        code = asyncio.run(replay(settings, args.paths))
+    elif args.command == "history":
+        asyncio.run(export_history(settings, args))
+    elif args.command == "demo":
         agent_logging.configure("WARNING", "console")
         from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
 
@@ -81,10 +144,12 @@ def main(argv: list[str] | None = None) -> None:
         agent_logging.configure(settings.log_level, settings.log_format)
         if args.command == "worker":
             asyncio.run(worker(settings, args.address, args.namespace))
+        elif args.command == "codec-server":
+            asyncio.run(codec_server(settings, args.host, args.port))
         else:
             asyncio.run(dev(settings, args.port, args.ui_port))
     # temporalio can crash at interpreter exit after all its work is done (sdk-python issue 300):
     # the exit code must be ours, not the teardown's.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)

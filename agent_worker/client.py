@@ -11,18 +11,19 @@ from __future__ import annotations
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
+from agent_worker.config import DATA_CONVERTER
 
-DATA_CONVERTER: DataConverter = pydantic_data_converter
 DEFAULT_ADDRESS = "localhost:7233"
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
+async def connect(
+    address: str | None = None, namespace: str | None = None, data_converter: DataConverter = DATA_CONVERTER
+) -> Client:
     """A client for the configured cluster; ``address`` and ``namespace`` override the configuration."""
     config = ClientConfig.load_client_connect_config()
     if address:
@@ -30,7 +31,7 @@ async def connect(address: str | None = None, namespace: str | None = None) -> C
     if namespace:
         config["namespace"] = namespace
     config.setdefault("target_host", DEFAULT_ADDRESS)
-    return await Client.connect(**config, data_converter=DATA_CONVERTER)
+    return await Client.connect(**config, data_converter=data_converter)
 
 
 class SearchAttributeMissingError(RuntimeError):

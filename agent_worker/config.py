@@ -8,16 +8,23 @@ a cluster exactly as the ``temporal`` CLI on the same machine would.
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 
 from activities.contracts import TASK_QUEUE
 from activities.store import BusinessStore
+from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.faults import Faults, parse
+
+DATA_CONVERTER: DataConverter = pydantic_data_converter
+"""Part of the contract with stored histories: worker, clients and replayer must all decode the same way."""
 
 
 class Settings(BaseSettings):
@@ -45,6 +52,31 @@ class Settings(BaseSettings):
     """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
     worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
     max_cached_workflows: PositiveInt = 1000
+
+    codec_keys: dict[str, SecretStr] = {}
+    """Payload encryption keys by id, base64 (16, 24 or 32 bytes): ``AGENT_CODEC_KEYS='{"2026-11": "..."}'``.
+    Empty: payloads are not encrypted (the embedded demo's default)."""
+    codec_key_id: str | None = None
+    """The key new payloads are encrypted with; default the last one listed. Keep old keys listed after a
+    rotation so what they encrypted still decrypts."""
+    codec_server_token: SecretStr | None = None
+    """The bearer token the codec server requires; it refuses to start without one."""
+    codec_server_origin: str = "http://localhost:8233"
+    """The one origin (the Web UI) the codec server answers CORS requests from."""
+
+    approvers: list[str] = []
+    """Who may approve refunds on tickets that name nobody in ``options.approvers``; empty: anyone."""
+
+    def codec(self) -> EncryptionCodec | None:
+        if not self.codec_keys:
+            return None
+        keys = {
+            key_id: base64.b64decode(key.get_secret_value(), validate=True) for key_id, key in self.codec_keys.items()
+        }
+        return EncryptionCodec(keys, self.codec_key_id or list(keys)[-1])
+
+    def data_converter(self) -> DataConverter:
+        return with_codec(DATA_CONVERTER, self.codec())
 
     faults: str = ""
     """Crash tests only: kill or hang this worker at activity boundaries (``agent_worker/faults.py``). Empty,

@@ -58,7 +58,9 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
 
     port, ui_port = free_port(DEFAULT_PORT), free_port(DEFAULT_UI_PORT)
     say(f"Starting Temporal (dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}) ...")
-    env = await start_dev_server(settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port)
+    env = await start_dev_server(
+        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter()
+    )
     try:
         async with build_worker(env.client, settings, store):
             say(

@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 from temporalio.common import SearchAttributeKey
+from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
-from agent_worker.client import DATA_CONVERTER
+from agent_worker.config import DATA_CONVERTER
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
@@ -45,7 +46,11 @@ def free_port(preferred: int | None = None) -> int:
 
 
 async def start_dev_server(
-    db_file: Path | None, *, port: int | None = None, ui_port: int | None = None
+    db_file: Path | None,
+    *,
+    port: int | None = None,
+    ui_port: int | None = None,
+    data_converter: DataConverter = DATA_CONVERTER,
 ) -> WorkflowEnvironment:
     """Start ``temporal server start-dev`` (with the Web UI when ``ui_port`` is given) and connect to it."""
     if db_file is not None:
@@ -57,6 +62,6 @@ async def start_dev_server(
         ui=ui_port is not None,
         ui_port=ui_port,
         search_attributes=[SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)],
-        data_converter=DATA_CONVERTER,
+        data_converter=data_converter,
         dev_server_extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port())],
     )

@@ -20,6 +20,7 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
 from activities.model import LanguageModel, ModelActivities
+from activities.policy import PolicyActivities
 from activities.scripted_model import ScriptedModel
 from activities.store import BusinessStore
 from activities.tools import ToolActivities
@@ -47,10 +48,8 @@ def build_worker(
     models = ModelActivities(model, store)
     activities: list[Callable[..., Any]] = [
         models.think,
-        tools.lookup_order,
-        tools.issue_refund,
-        tools.find_refund,
-        tools.send_email,
+        *tools.all(),
+        PolicyActivities(settings.approvers).default_approvers,
     ]
     interceptors: list[Interceptor] = [LogContextInterceptor()]
     faults = settings.fault_injector()

@@ -15,7 +15,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.store import BusinessStore
-from agent_worker.client import DATA_CONVERTER, ensure_search_attributes
+from agent_worker.client import ensure_search_attributes
+from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
 from tests.harness import Harness
 

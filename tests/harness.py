@@ -49,12 +49,12 @@ class Harness:
     store: BusinessStore
     task_queue: str
 
-    def settings(self) -> Settings:
-        return Settings(task_queue=self.task_queue, db_path=self.store.path)
+    def settings(self, **overrides: Any) -> Settings:
+        return Settings(task_queue=self.task_queue, db_path=self.store.path, **overrides)
 
     @asynccontextmanager
-    async def worker(self, model: LanguageModel | None = None) -> AsyncIterator[None]:
-        async with build_worker(self.client, self.settings(), self.store, model):
+    async def worker(self, model: LanguageModel | None = None, **settings: Any) -> AsyncIterator[None]:
+        async with build_worker(self.client, self.settings(**settings), self.store, model):
             yield
 
     async def start(self, raw_ticket: Any) -> Handle:

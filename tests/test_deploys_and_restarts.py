@@ -19,7 +19,7 @@ from temporalio.client import Client
 
 from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE, Status
 from activities.store import BusinessStore
-from agent_worker.client import DATA_CONVERTER
+from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port
 from tests.crashlab import Lab, poll, waiting_for
 from tests.harness import Handle, activity_attempts, ticket

@@ -66,3 +66,15 @@ SEND_EMAIL: ActivityOptions = {
         initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
     ),
 }
+
+AUDIT: ActivityOptions = {
+    "heartbeat_timeout": HEARTBEAT,
+    "start_to_close_timeout": timedelta(seconds=10),
+    # The trail must be written: retried until it is, like the provider lookup above.
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+}
+
+DEFAULT_APPROVERS: ActivityOptions = {
+    "start_to_close_timeout": timedelta(seconds=10),
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+}

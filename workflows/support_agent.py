@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         Approval,
         ApprovalDecision,
         ApprovalRecord,
+        AuditEntry,
         Decision,
         EmailRequest,
         IssueRefundArgs,
@@ -56,12 +57,22 @@ with workflow.unsafe.imports_passed_through():
         money,
     )
     from activities.model import ModelActivities
+    from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
     from workflows import policies
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 RECONCILE_PATCH = "reconcile-timed-out-refunds"
 """Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
+
+APPROVER_CHECK = "approver-check"
+"""Patch: only the ticket's approvers (or the worker's default ones) may release a refund. Runs that were
+already waiting before it keep accepting anyone, as they were promised."""
+
+CLOSING_AUDIT = "audit-ticket-close"
+"""Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
+started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
+once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
 
 
 class ToolError(Exception):
@@ -88,6 +99,8 @@ class SupportAgent:
         self._tool_calls: list[ToolCallRecord] = []
         self._refunds: list[RefundRecord] = []
         self._model_calls = 0
+        self._audits = 0
+        self._approvers: list[str] | None = None
 
     @workflow.run
     async def run(self, raw_ticket: Any = None) -> Outcome:
@@ -103,6 +116,54 @@ class SupportAgent:
             ) from None
         ticket = self._ticket
         workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
+        if escalation := self._past_sla():
+            await self._audit(f"escalated to a person: {escalation}")
+            return self._outcome(
+                Status.ESCALATED, 0, "Your ticket has waited longer than we promised, so a colleague is taking it over."
+            )
+        outcome = await self._converse()
+        if workflow.patched(CLOSING_AUDIT):
+            refunded = sum(r.amount_cents for r in outcome.refunds)
+            await self._audit(
+                f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
+            )
+        return outcome
+
+    @workflow.signal(name=APPROVE_SIGNAL)
+    def approve(self, raw_approval: Any) -> None:
+        """A person's answer. It releases only the refund of the amount they were shown, and only once.
+
+        The payload is validated here rather than by the converter: a payload that fails to decode is
+        dropped by the SDK with nothing but a log line, while this records why it released nothing."""
+        try:
+            approval = Approval.model_validate(raw_approval)
+        except ValidationError as error:
+            self._reject(None, None, f"malformed approval: {describe_errors(error)}")
+            return
+        if self._awaiting is None:
+            self._reject(approval.amount_cents, approval.approver, "no refund is waiting for approval")
+        elif approval.amount_cents != self._awaiting:
+            self._reject(
+                approval.amount_cents,
+                approval.approver,
+                f"the refund waiting is {money(self._awaiting)}, not {money(approval.amount_cents)}",
+            )
+        elif self._approvers and approval.approver not in self._approvers:
+            self._reject(
+                approval.amount_cents, approval.approver,
+                f"{approval.approver} may not approve refunds on this ticket (approvers: {', '.join(self._approvers)})",
+            )  # fmt: skip
+        else:
+            self._answer = approval
+
+    @workflow.query(name=AWAITING_APPROVAL_QUERY)
+    def awaiting_approval_of(self) -> int | None:
+        """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
+        return self._awaiting
+
+    async def _converse(self) -> Outcome:
+        """The agent loop: think, use the tools asked for, repeat until the model answers or steps run out."""
+        ticket = self._ticket
         messages = [Message.user_text(ticket.question)]
         for step in range(1, ticket.options.max_steps + 1):
             try:
@@ -126,32 +187,26 @@ class SupportAgent:
             f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
         )
 
-    @workflow.signal(name=APPROVE_SIGNAL)
-    def approve(self, raw_approval: Any) -> None:
-        """A person's answer. It releases only the refund of the amount they were shown, and only once.
+    def _past_sla(self) -> str | None:
+        """Why the ticket is past its SLA, or None. Workflow time, never the wall clock: a replay hours
+        later must see the moment the decision was first made, or it takes the other branch."""
+        opened_at = self._ticket.opened_at or workflow.info().start_time
+        age = workflow.now() - opened_at
+        sla = timedelta(seconds=self._ticket.options.sla_seconds)
+        return f"opened {age} ago, SLA {sla}" if age > sla else None
 
-        The payload is validated here rather than by the converter: a payload that fails to decode is
-        dropped by the SDK with nothing but a log line, while this records why it released nothing."""
-        try:
-            approval = Approval.model_validate(raw_approval)
-        except ValidationError as error:
-            self._reject(None, None, f"malformed approval: {describe_errors(error)}")
-            return
-        if self._awaiting is None:
-            self._reject(approval.amount_cents, approval.approver, "no refund is waiting for approval")
-        elif approval.amount_cents != self._awaiting:
-            self._reject(
-                approval.amount_cents,
-                approval.approver,
-                f"the refund waiting is {money(self._awaiting)}, not {money(approval.amount_cents)}",
-            )
-        else:
-            self._answer = approval
-
-    @workflow.query(name=AWAITING_APPROVAL_QUERY)
-    def awaiting_approval_of(self) -> int | None:
-        """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
-        return self._awaiting
+    async def _audit(self, entry: str) -> None:
+        info = workflow.info()
+        self._audits += 1
+        await workflow.execute_activity_method(
+            ToolActivities.audit,
+            AuditEntry(
+                ticket_id=self._ticket.ticket_id,
+                entry=entry,
+                idempotency_key=f"audit:{info.workflow_id}/{info.run_id}/{self._audits}",
+            ),
+            **policies.AUDIT,
+        )
 
     # --- the loop's two kinds of step ---
 
@@ -272,8 +327,15 @@ class SupportAgent:
 
     async def _await_approval(self, amount_cents: int) -> None:
         """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
+        if workflow.patched(APPROVER_CHECK) and self._approvers is None:
+            self._approvers = self._ticket.options.approvers
+            if self._approvers is None:
+                self._approvers = await workflow.execute_activity_method(
+                    PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
+                )
         self._awaiting, self._answer = amount_cents, None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
+        await self._audit(f"refund of {money(amount_cents)} waits for approval")
         timeout = timedelta(seconds=self._ticket.options.approval_timeout_seconds)
         try:
             await workflow.wait_condition(lambda: self._answer is not None, timeout=timeout)
@@ -283,6 +345,10 @@ class SupportAgent:
             workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
             self._awaiting = None
         answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
+        await self._audit(
+            f"refund of {money(amount_cents)} "
+            + (f"{'approved' if answer.approved else 'declined'} by {answer.approver}" if answer else "timed out")
+        )
         if answer is None:
             self._record(amount_cents, ApprovalDecision.TIMED_OUT, None, f"no answer within {timeout}")
             raise ToolError("A person did not approve this refund in time, so it was not made.")

@@ -1,0 +1,66 @@
+"""``agent-worker codec-server``: decrypts payloads for the Web UI and ``temporal --codec-endpoint``.
+
+History on the server is ciphertext (``agent_worker.codec``); this endpoint turns it back into text for the
+people allowed to see it, and for no one else: every request needs the bearer token, CORS answers only the
+configured Web UI origin, and it listens on 127.0.0.1 unless told otherwise. It speaks Temporal's codec
+server protocol: ``POST /decode`` and ``POST /encode`` with ``{"payloads": [...]}`` in protobuf JSON.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Sequence
+
+from aiohttp import web
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.converter import PayloadCodec
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
+
+
+def make_app(codec: PayloadCodec, token: str, origin: str) -> web.Application:
+    def cors(response: web.StreamResponse, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Origin") == origin:
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Allow-Credentials"] = "true"
+            response.headers["Access-Control-Allow-Methods"] = "POST"
+            response.headers["Access-Control-Allow-Headers"] = ALLOWED_HEADERS
+            response.headers["Vary"] = "Origin"
+        return response
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "OPTIONS":  # a browser's preflight carries no credentials
+            allowed = request.headers.get("Origin") == origin
+            return cors(web.Response(status=204 if allowed else 403), request)
+        supplied = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode()):
+            return cors(web.json_response({"error": "a valid bearer token is required"}, status=401), request)
+        return cors(await handler(request), request)
+
+    def route(transform: Callable[[Sequence[Payload]], Awaitable[list[Payload]]]) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            try:
+                payloads = json_format.Parse(await request.text(), Payloads())
+                result = await transform(payloads.payloads)
+            except (json_format.ParseError, ValueError, KeyError) as error:
+                return web.json_response({"error": f"cannot {request.path.strip('/')}: {error}"}, status=400)
+            body = json_format.MessageToJson(Payloads(payloads=result))
+            return web.Response(text=body, content_type="application/json")
+
+        return handle
+
+    app = web.Application(middlewares=[guard])
+    app.router.add_post("/decode", route(codec.decode))
+    app.router.add_post("/encode", route(codec.encode))
+    app.router.add_route("OPTIONS", "/{tail:.*}", route(codec.decode))  # answered by the guard
+    return app
+
+
+async def serve(codec: PayloadCodec, token: str, origin: str, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(make_app(codec, token, origin), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

@@ -1,0 +1,204 @@
+"""Record ``replay_histories/`` anew from scenarios: one real run per path worth guarding.
+
+    ./dev run python scripts/record_histories.py [NAME ...]
+
+Each scenario runs a real ticket on a fresh dev server (a real worker process for the crash) and writes
+its history with ``agent-worker history export``'s writer. Re-record only when a change is meant to alter
+what new runs do, and keep the old files: they stand for runs already in flight (see the README).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client, WorkflowHandle
+
+from activities.contracts import APPROVE_SIGNAL, AWAITING_APPROVAL_QUERY, WORKFLOW_NAME, Outcome
+from activities.store import BusinessStore
+from agent_worker.config import Settings
+from agent_worker.devserver import start_dev_server
+from agent_worker.replay import HISTORIES, export
+from agent_worker.worker import build_worker
+
+Handle = WorkflowHandle[Any, Outcome]
+
+
+def ticket(question: str = "My parcel for order A-1001 never arrived", **options: Any) -> dict[str, Any]:
+    return {"ticket_id": f"T-{uuid.uuid4().hex[:6]}", "question": question, "customer_email": "ann@example.com",
+            "options": options}  # fmt: skip
+
+
+async def awaiting(handle: Handle, amount: int | None) -> None:
+    async with asyncio.timeout(30):
+        while await handle.query(AWAITING_APPROVAL_QUERY) != amount:
+            await asyncio.sleep(0.05)
+
+
+async def approve(handle: Handle, amount: int, *, approved: bool = True, approver: str = "ann") -> None:
+    await handle.signal(APPROVE_SIGNAL, {"amount_cents": amount, "approved": approved, "approver": approver})
+
+
+class Recorder:
+    def __init__(self, client: Client, store: BusinessStore, task_queue: str) -> None:
+        self.client, self.store, self.task_queue = client, store, task_queue
+
+    async def start(self, raw: Any) -> Handle:
+        return await self.client.start_workflow(
+            WORKFLOW_NAME, raw, id=f"record-{uuid.uuid4()}", task_queue=self.task_queue, result_type=Outcome
+        )
+
+    async def finished(self, raw: Any) -> Handle:
+        handle = await self.start(raw)
+        await handle.result()
+        return handle
+
+
+async def resolved_without_approval(r: Recorder) -> Handle:
+    return await r.finished(ticket(approval_limit_cents=10_000))
+
+
+async def approved_refund(r: Recorder) -> Handle:
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    await approve(handle, 4900)
+    await handle.result()
+    return handle
+
+
+async def declined_by_a_person(r: Recorder) -> Handle:
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    await approve(handle, 4900, approved=False, approver="ben")
+    await handle.result()
+    return handle
+
+
+async def declined_by_timeout(r: Recorder) -> Handle:
+    return await r.finished(ticket(approval_timeout_seconds=2))
+
+
+async def wrong_amount_then_right_amount(r: Recorder) -> Handle:
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    await approve(handle, 1000)
+    await handle.signal(APPROVE_SIGNAL, {"amount_cents": "all of it"})  # malformed: recorded, released nothing
+    await approve(handle, 4900)
+    await handle.result()
+    return handle
+
+
+async def tool_failure_handed_to_model(r: Recorder) -> Handle:
+    return await r.finished(ticket("Where is my order Z-9999?"))
+
+
+async def max_steps_reached(r: Recorder) -> Handle:
+    return await r.finished(ticket(approval_limit_cents=10_000, max_steps=2))
+
+
+async def malformed_ticket_failed(r: Recorder) -> Handle:
+    handle = await r.start({"ticket_id": "T-bad", "question": "refund!", "options": {"refund_key": "per_moon"}})
+    await _wait_closed(handle)  # the run fails on purpose
+    return handle
+
+
+async def sla_escalation(r: Recorder) -> Handle:
+    opened = datetime.now(UTC) - timedelta(days=2)
+    return await r.finished({**ticket(), "opened_at": opened.isoformat()})
+
+
+async def sla_young_ticket_handled_by_agent(r: Recorder) -> Handle:
+    """Inside a 10-second SLA when recorded, long past it whenever it is replayed: the clock trap's bait."""
+    opened = datetime.now(UTC) - timedelta(seconds=1)
+    return await r.finished({**ticket(approval_limit_cents=10_000, sla_seconds=10), "opened_at": opened.isoformat()})
+
+
+async def resolved_with_closing_audit(r: Recorder) -> Handle:
+    """The path added behind the ``audit-ticket-close`` patch: new runs write a closing audit entry."""
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    await approve(handle, 4900)
+    await handle.result()
+    return handle
+
+
+async def approval_from_someone_not_named_then_an_approver(r: Recorder) -> Handle:
+    """The path added behind the ``approver-check`` patch: only the ticket's approvers release a refund."""
+    handle = await r.start(ticket(approvers=["ben"]))
+    await awaiting(handle, 4900)
+    await approve(handle, 4900, approver="mallory")
+    await approve(handle, 4900, approver="ben")
+    await handle.result()
+    return handle
+
+
+async def crash_with_retried_activity(r: Recorder) -> Handle:
+    """A real worker process is killed with SIGKILL while the model thinks; this process's worker carries on."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": r.client.service_client.config.target_host,
+        "AGENT_TASK_QUEUE": r.task_queue + "-crash",
+        "AGENT_DB_PATH": str(r.store.path),
+        "AGENT_SCRIPTED_THINK_SECONDS": "30",
+    }
+    worker = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "agent-worker"), "worker", env=env, stderr=asyncio.subprocess.DEVNULL
+    )
+    crash = Recorder(r.client, r.store, r.task_queue + "-crash")
+    handle = await crash.start(ticket(approval_limit_cents=10_000))
+    async with asyncio.timeout(30):
+        while not any(a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                      for a in (await handle.describe()).raw_description.pending_activities):  # fmt: skip
+            await asyncio.sleep(0.1)
+    worker.send_signal(signal.SIGKILL)
+    await worker.wait()
+    async with build_worker(r.client, Settings(task_queue=crash.task_queue, db_path=r.store.path), r.store):
+        await handle.result()
+    return handle
+
+
+async def _wait_closed(handle: Handle) -> None:
+    async with asyncio.timeout(30):
+        while (await handle.describe()).close_time is None:
+            await asyncio.sleep(0.05)
+
+
+SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
+    f.__name__: f
+    for f in (
+        resolved_without_approval, approved_refund, declined_by_a_person, declined_by_timeout,
+        wrong_amount_then_right_amount, tool_failure_handed_to_model, max_steps_reached, malformed_ticket_failed,
+        sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
+        resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver,
+    )
+}  # fmt: skip
+
+
+async def record(names: list[str], out: Path) -> None:
+    env = await start_dev_server(None)
+    try:
+        for name in names or list(SCENARIOS):
+            with tempfile.TemporaryDirectory() as scratch:  # a business database of its own per scenario
+                store = BusinessStore(Path(scratch) / "business.sqlite3").create()
+                task_queue = f"record-{uuid.uuid4()}"
+                async with build_worker(env.client, Settings(task_queue=task_queue, db_path=store.path), store):
+                    handle = await SCENARIOS[name](Recorder(env.client, store, task_queue))
+                count = await export(env.client, handle.id, out / f"{name}.json")
+                print(f"recorded {name}: {count} events", flush=True)
+    finally:
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(record(sys.argv[1:], HISTORIES))
+    sys.stdout.flush()
+    os._exit(0)  # temporalio may crash at interpreter exit (sdk-python issue 300); the work is done

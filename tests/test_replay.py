@@ -1,0 +1,203 @@
+"""The replay gate: every stored history replays on the current code, and a breaking change is caught."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from activities.contracts import APPROVE_SIGNAL, Status
+from activities.model import ModelActivities
+from activities.scripted_model import ScriptedModel
+from activities.tools import ToolActivities
+from agent_worker.devserver import binary
+from agent_worker.replay import HISTORIES, history_files, replay
+from tests.harness import Harness, awaiting, events, ticket
+from tests.test_processes import AGENT_WORKER, run, worker_env
+from tests.variants import (
+    ClosingAuditWithoutPatch,
+    DecidesOnTheWallClock,
+    DrawsRandomnessInTheSandbox,
+    LooksUpBeforeThinking,
+    ReadsTheClockInTheSandbox,
+)
+
+STORED = history_files([HISTORIES])
+
+
+def test_the_stored_histories_cover_every_path_worth_guarding() -> None:
+    names = {path.stem for path in STORED}
+    assert {
+        "resolved_without_approval", "approved_refund", "declined_by_timeout", "wrong_amount_then_right_amount",
+        "tool_failure_handed_to_model", "crash_with_retried_activity", "max_steps_reached", "sla_escalation",
+    } <= names  # fmt: skip
+
+
+@pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
+async def test_every_stored_history_replays_on_the_current_workflow_code(path: Path) -> None:
+    (result,) = await replay([path])
+    assert result.ok, result.failure
+
+
+async def test_a_release_that_runs_another_activity_first_is_rejected_on_the_stored_history() -> None:
+    (result,) = await replay([HISTORIES / "resolved_without_approval.json"], workflows=[LooksUpBeforeThinking])
+    assert not result.ok
+    assert "Nondeterminism" in str(result.failure)
+    assert "'think'" in str(result.failure)
+    assert "'lookup_order'" in str(result.failure)
+
+
+async def test_a_branch_on_the_wall_clock_takes_the_other_path_on_replay_and_the_replayer_rejects_it() -> None:
+    path = HISTORIES / "sla_young_ticket_handled_by_agent.json"
+    recorded = json.loads(path.read_text())["events"][0]["eventTime"]
+    assert datetime.now(UTC) - datetime.fromisoformat(recorded) > timedelta(seconds=10), "replayed inside the SLA"
+
+    (result,) = await replay([path], workflows=[DecidesOnTheWallClock], runner=UnsandboxedWorkflowRunner())
+    assert not result.ok
+    assert "Nondeterminism" in str(result.failure)
+    assert "'think'" in str(result.failure)
+    assert "'audit'" in str(result.failure)
+
+
+async def test_a_history_whose_first_activity_was_renamed_by_hand_is_rejected(tmp_path: Path) -> None:
+    history = json.loads((HISTORIES / "resolved_without_approval.json").read_text())
+    first = next(e for e in history["events"] if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED")
+    first["activityTaskScheduledEventAttributes"]["activityType"]["name"] = "lookup_order"
+    tampered = tmp_path / "renamed.json"
+    tampered.write_text(json.dumps(history))
+
+    (result,) = await replay([tampered])
+    assert not result.ok
+    assert "Nondeterminism" in str(result.failure)
+
+
+async def test_the_replay_command_prints_a_line_per_file_and_exits_non_zero_on_a_failure(tmp_path: Path) -> None:
+    (tmp_path / "not_a_history.json").write_text('{"events": "nope"}')
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "replay", str(HISTORIES / "approved_refund.json"), str(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    lines = out.decode().splitlines()
+
+    assert process.returncode == 1
+    assert lines[0] == f"ok    {HISTORIES / 'approved_refund.json'}"
+    assert lines[1].startswith(f"FAIL  {tmp_path / 'not_a_history.json'}: ")
+    assert lines[-1] == "1 replayed, 1 failed"
+
+
+async def test_the_replay_command_replays_every_stored_history_by_default() -> None:
+    out = await run(AGENT_WORKER, "replay")
+    assert out.splitlines()[-1] == f"{len(STORED)} replayed, 0 failed"
+
+
+async def test_histories_from_temporal_workflow_show_and_from_history_export_both_replay(
+    agent: Harness, client: Client, tmp_path: Path
+) -> None:
+    address = client.service_client.config.target_host
+    outcome_handle = None
+    async with agent.worker():
+        outcome_handle = await agent.start(ticket(approval_limit_cents=10_000))
+        await outcome_handle.result()
+    shown = await run(binary("temporal"), "--address", address, "workflow", "show",
+                      "--workflow-id", outcome_handle.id, "--output", "json")  # fmt: skip
+    (tmp_path / "shown.json").write_text(shown)
+    await run(AGENT_WORKER, "history", "export", "--address", address, "--workflow-id", outcome_handle.id,
+              "--out", str(tmp_path / "exported.json"))  # fmt: skip
+
+    results = await replay([tmp_path])
+    assert [(r.path.name, r.ok) for r in results] == [("exported.json", True), ("shown.json", True)]
+
+
+@pytest.mark.parametrize(
+    ("variant", "refused"),
+    [(ReadsTheClockInTheSandbox, "datetime.datetime.now"), (DrawsRandomnessInTheSandbox, "random.random")],
+    ids=["wall clock", "randomness"],
+)
+async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_randomness(
+    agent: Harness, variant: type, refused: str
+) -> None:
+    """The Python counterpart of the seed's puzzle: where a PHP worker took the other branch silently,
+    the sandbox fails the workflow task, visibly, before anything is decided."""
+    think = ModelActivities(ScriptedModel(agent.store), agent.store).think
+    tools = ToolActivities(agent.store).all()
+    async with Worker(agent.client, task_queue=agent.task_queue, workflows=[variant], activities=[think, *tools]):
+        handle = await agent.start(ticket())
+        async with asyncio.timeout(20):
+            while not (failed := await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)):
+                await asyncio.sleep(0.1)
+        await handle.terminate("negative control done")
+
+    message = failed[0].workflow_task_failed_event_attributes.failure.message
+    assert "Cannot access" in message
+    assert refused in message
+    assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
+    assert agent.store.refunds() == []
+
+
+async def test_a_ticket_older_than_its_sla_goes_to_a_person_and_the_model_is_not_asked(agent: Harness) -> None:
+    opened = datetime.now(UTC) - timedelta(days=2)
+    outcome = await agent.run({**ticket(sla_seconds=86_400), "opened_at": opened.isoformat()})
+
+    assert outcome.status is Status.ESCALATED
+    assert outcome.model_calls == 0
+    assert agent.store.model_calls(outcome.ticket_id) == []
+    (entry,) = agent.store.audit_log(outcome.ticket_id)
+    assert entry.startswith("escalated to a person: opened 2 days")
+
+
+async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None:
+    opened = datetime.now(UTC) - timedelta(hours=1)
+    outcome = await agent.run({**ticket(approval_limit_cents=10_000), "opened_at": opened.isoformat()})
+    assert outcome.status is Status.RESOLVED
+    assert outcome.model_calls == 4
+    assert agent.store.audit_log(outcome.ticket_id) == ["closed as resolved after 4 steps; refunded 49.00"]
+
+
+@pytest.mark.slow
+async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_worker_replays_the_ticket(
+    agent: Harness, client: Client
+) -> None:
+    worker = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "worker", env={**os.environ, **worker_env(agent, client)}, stderr=asyncio.subprocess.DEVNULL
+    )
+    handle = await agent.start(ticket())
+    try:
+        await awaiting(handle, 4900)
+        async with asyncio.timeout(20):
+            while not agent.store.audit_log():
+                await asyncio.sleep(0.05)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        await worker.wait()
+
+    async with agent.worker():
+        await awaiting(handle, 4900)
+        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        outcome = await handle.result()
+
+    assert agent.store.audit_log(outcome.ticket_id) == [
+        "refund of 49.00 waits for approval",
+        "refund of 49.00 approved by ann",
+        "closed as resolved after 4 steps; refunded 49.00",
+    ]
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+
+
+async def test_the_closing_audit_needs_its_patch_runs_started_before_it_break_without_one() -> None:
+    old, new = HISTORIES / "approved_refund.json", HISTORIES / "resolved_with_closing_audit.json"
+    assert "audit-ticket-close" not in old.read_text()
+    assert "EVENT_TYPE_MARKER_RECORDED" in new.read_text()
+
+    (unpatched,) = await replay([old], workflows=[ClosingAuditWithoutPatch])
+    assert not unpatched.ok
+    assert "Nondeterminism" in str(unpatched.failure)
+    assert all(r.ok for r in await replay([old, new]))

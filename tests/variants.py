@@ -1,0 +1,77 @@
+"""Deliberately broken versions of ``SupportAgent``, for proving that the replay gate can fail.
+
+Each is registered under the real workflow's name, as a careless change would be deployed. They live in
+a module of their own because the sandbox re-imports a workflow's module on every run.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts import WORKFLOW_NAME, AuditEntry, LookupOrderArgs, Outcome, Status, TicketInput
+    from activities.tools import ToolActivities
+    from workflows import policies
+    from workflows.support_agent import SupportAgent
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class LooksUpBeforeThinking(SupportAgent):
+    """A "harmless" release that looks the order up before asking the model."""
+
+    @workflow.run
+    async def run(self, raw_ticket: Any = None) -> Outcome:
+        await workflow.execute_activity_method(
+            ToolActivities.lookup_order, LookupOrderArgs(order_id="A-1001"), **policies.LOOKUP_ORDER
+        )
+        return await super().run(raw_ticket)
+
+
+@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
+class DecidesOnTheWallClock(SupportAgent):
+    """The seed article's SLA puzzle in Python: the SLA check reads the machine's clock instead of
+    workflow time, so a replay after the SLA has passed takes the escalation branch."""
+
+    @workflow.run
+    async def run(self, raw_ticket: Any = None) -> Outcome:
+        ticket = TicketInput.model_validate(raw_ticket)
+        opened_at = ticket.opened_at or workflow.info().start_time
+        if datetime.now(UTC) - opened_at > timedelta(seconds=ticket.options.sla_seconds):
+            await workflow.execute_activity_method(
+                ToolActivities.audit,
+                AuditEntry(ticket_id=ticket.ticket_id, entry="escalated", idempotency_key="audit:clock"),
+                **policies.AUDIT,
+            )
+            return Outcome(ticket_id=ticket.ticket_id, status=Status.ESCALATED, answer="", steps=0, model_calls=0)
+        return await super().run(raw_ticket)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ReadsTheClockInTheSandbox(SupportAgent):
+    @workflow.run
+    async def run(self, raw_ticket: Any = None) -> Outcome:
+        workflow.logger.info("it is %s", datetime.now(UTC))
+        return await super().run(raw_ticket)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class DrawsRandomnessInTheSandbox(SupportAgent):
+    @workflow.run
+    async def run(self, raw_ticket: Any = None) -> Outcome:
+        workflow.logger.info("lucky number %s", random.random())
+        return await super().run(raw_ticket)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ClosingAuditWithoutPatch(SupportAgent):
+    """The closing audit entry shipped without ``workflow.patched``: runs started before it break."""
+
+    @workflow.run
+    async def run(self, raw_ticket: Any = None) -> Outcome:
+        outcome = await super().run(raw_ticket)
+        await self._audit("closed")
+        return outcome
