@@ -34,7 +34,13 @@ KILL_POINTS: tuple[str, ...] = (
     "after:lookup_order",
     "before:think#2",
     "after:think#2",
+    "before:default_approvers",
+    "after:default_approvers",
+    "before:audit#1",
+    "after:audit#1",
     WAITING,
+    "before:audit#2",
+    "after:audit#2",
     "before:issue_refund",
     "after:issue_refund",
     "before:think#3",
@@ -43,8 +49,11 @@ KILL_POINTS: tuple[str, ...] = (
     "after:send_email",
     "before:think#4",
     "after:think#4",
+    "before:audit#3",
+    "after:audit#3",
 )
-"""In the order the ticket reaches them; ``think#n`` is the model call for step n."""
+"""In the order the ticket reaches them. ``think#n`` is the model call for step n; ``audit#1`` records that
+the refund waits for approval, ``audit#2`` the approval, ``audit#3`` the ticket's close."""
 
 
 @dataclass(frozen=True)
@@ -53,16 +62,24 @@ class Row:
     refunds: list[int]
     approved: list[int]
     emails: int
+    audit_entries: int
     model_calls: int
     status: Status
     killed: int
     recovery: float | None
     """Seconds from the SIGKILL to the ticket's next activity starting on the new worker."""
+    error: str | None = None
+    """Why the row has no figures: the run did not finish, or a worker died of something else."""
 
     def markdown(self) -> str:
+        if self.error is not None:
+            return f"| `{self.kill_point}` | error: {self.error} | | | | | |"
         recovery = "" if self.recovery is None else f"{self.recovery:.1f} s"
         refunds = ", ".join(money(r) for r in self.refunds) or "none"
-        return f"| `{self.kill_point}` | {refunds} | {self.emails} | {self.model_calls} | {self.status} | {recovery} |"
+        return (
+            f"| `{self.kill_point}` | {refunds} | {self.emails} | {self.audit_entries} | {self.model_calls} "
+            f"| {self.status} | {recovery} |"
+        )
 
 
 async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Row:
@@ -89,6 +106,7 @@ async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Ro
             refunds=[r.amount_cents for r in store.refunds()],
             approved=[a.amount_cents or 0 for a in outcome.approvals if a.decision is ApprovalDecision.APPROVED],
             emails=len(store.emails()),
+            audit_entries=len(store.audit_log()),
             model_calls=len(store.model_calls(outcome.ticket_id)),
             status=outcome.status,
             killed=len(killed),
@@ -106,14 +124,18 @@ async def run_matrix(
 
     async def one(n: int, kill_point: str) -> Row:
         async with lanes:
-            return await run_kill_point(client, directory / f"{n:02d}", kill_point)
+            try:
+                return await run_kill_point(client, directory / f"{n:02d}", kill_point)
+            except Exception as error:  # noqa: BLE001 - one broken row, whatever broke it, must not hide the others
+                error_text = f"{type(error).__name__}: {error}".replace("\n", " ")[:500]
+                return Row(kill_point, [], [], 0, 0, 0, Status.FAILED, 0, None, error_text)
 
     return list(await asyncio.gather(*(one(n, point) for n, point in enumerate(kill_points))))
 
 
 HEADER = (
-    "| kill point | refunds | emails | model calls | status | recovery |\n"
-    "|---|---|---|---|---|---|"
+    "| kill point | refunds | emails | audit entries | model calls | status | recovery |\n"
+    "|---|---|---|---|---|---|---|"
 )  # fmt: skip
 
 

@@ -24,8 +24,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts import Outcome, Status
 from activities.store import BusinessStore
+from agent_worker.replay import HISTORIES, replay
 from tests.crashlab import Lab
 from tests.harness import Handle, activity_attempts, events, ticket
+from tests.variants import ReconcilesWithoutPatch
 from workflows.support_agent import RECONCILE_PATCH
 
 pytestmark = pytest.mark.slow
@@ -137,3 +139,14 @@ async def test_a_timed_out_refund_that_never_paid_is_reported_as_not_made_and_is
     assert "The refund of 49.00 on order A-1001 was not made" in first
     assert second == (False, "Refunded 49.00 on order A-1001 (refund #1).")
     assert run.model_calls() == 5
+
+
+async def test_reconciliation_shipped_without_its_patch_would_break_the_runs_already_in_flight() -> None:
+    before = HISTORIES / "refund_timed_out_before_reconciliation.json"
+
+    (with_patch,) = await replay([before])
+    (without_patch,) = await replay([before], workflows=[ReconcilesWithoutPatch])
+
+    assert with_patch.ok, with_patch.failure
+    assert "Nondeterminism" in str(without_patch.failure)
+    assert "'find_refund'" in str(without_patch.failure)
