@@ -11,7 +11,9 @@ activities import nothing from workflows.
 
 from __future__ import annotations
 
+import inspect
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -21,6 +23,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveInt,
     StringConstraints,
@@ -31,6 +34,7 @@ WORKFLOW_NAME = "SupportAgent"
 TASK_QUEUE = "support-agent"
 APPROVE_SIGNAL = "approve"
 AWAITING_APPROVAL_QUERY = "awaiting_approval_of"
+USAGE_QUERY = "usage"
 AWAITING_APPROVAL_ATTRIBUTE = "AwaitingApprovalCents"
 
 ORDER_ID_PATTERN = r"[A-Z]-\d{4,}"
@@ -137,7 +141,26 @@ class ToolResultBlock(Contract):
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+class ThinkingBlock(Contract):
+    """Claude's reasoning before a tool call. The API refuses a tool result whose assistant turn comes back
+    without it, or altered, so it is kept verbatim, signature included, and never shown to anyone."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(Contract):
+    """Reasoning the API encrypted; like ``ThinkingBlock`` it must go back exactly as it came."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
+ContentBlock = Annotated[
+    TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock,
+    Field(discriminator="type"),
+]
 
 
 class Message(Contract):
@@ -163,16 +186,53 @@ class ThinkRequest(Contract):
 
 
 class Usage(Contract):
+    """Tokens one model call used (or several, summed), and what they cost by the worker's price table.
+
+    ``input_tokens`` counts only the input that was neither read from nor written to the prompt cache: the
+    API bills the three at different prices, so they are kept apart as the API reports them."""
+
     input_tokens: NonNegativeInt = 0
     output_tokens: NonNegativeInt = 0
+    cache_read_input_tokens: NonNegativeInt = 0
+    cache_creation_input_tokens: NonNegativeInt = 0
+    cost_usd: NonNegativeFloat = 0.0
+    """An estimate, from the price the worker that made the call had for its model; 0 where it had none."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+
+class StepUsage(Contract):
+    step: int
+    model: str
+    usage: Usage
+
+
+class UsageReport(Contract):
+    """What the ``usage`` query returns while a ticket runs, and what its outcome carries at the end."""
+
+    total: Usage = Usage()
+    steps: list[StepUsage] = []
+    """One entry per model call, in order."""
 
 
 class Decision(Contract):
-    """One model response: its content blocks go into the conversation as the assistant's turn."""
+    """One model response: its content blocks go into the conversation as the assistant's turn.
+
+    ``stop_reason`` is the Messages API's: ``end_turn`` (an answer), ``tool_use``, ``max_tokens`` (cut off),
+    ``pause_turn`` (to be continued), ``refusal``, ``stop_sequence`` or ``model_context_window_exceeded``."""
 
     content: list[ContentBlock]
     stop_reason: str = "end_turn"
     usage: Usage = Usage()
+    model: str = ""
+    """The model that answered, as the API names it; empty for a stand-in."""
 
     @property
     def tool_calls(self) -> list[ToolUseBlock]:
@@ -205,6 +265,35 @@ class SendEmailArgs(Contract):
     to: EmailAddress = Field(description="The customer's email address.")
     subject: NonEmpty = Field(max_length=200)
     body: NonEmpty = Field(max_length=20_000)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as both sides see it: the workflow validates a call's arguments with ``args`` before anything
+    runs, and the model adapter describes the tool to the model from the same class (its docstring and its
+    JSON schema), so what the model is told and what is enforced cannot drift apart."""
+
+    name: str
+    args: type[Contract]
+    read_only: bool
+    """Changes nothing in the world, so several calls may run at once; the others run one at a time."""
+
+    @property
+    def description(self) -> str:
+        return inspect.cleandoc(self.args.__doc__ or "")
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.args.model_json_schema()
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolSpec("lookup_order", LookupOrderArgs, read_only=True),
+        ToolSpec("issue_refund", IssueRefundArgs, read_only=False),
+        ToolSpec("send_email", SendEmailArgs, read_only=False),
+    )
+}
 
 
 class AuditEntry(Contract):
@@ -256,7 +345,11 @@ class Status(StrEnum):
     GAVE_UP = "gave_up"
     """The agent used all its steps without answering."""
     FAILED = "failed"
-    """The model could not be reached or refused: the ticket is handed to a person."""
+    """The model could not be reached, or its API refused the request (a bad key, a bad request): something
+    is wrong with the system, and the ticket is handed to a person."""
+    HANDED_OVER = "handed_over"
+    """The model itself declined to go on (a refusal, or a conversation too long for it): nothing is broken,
+    but the ticket needs a person."""
     ESCALATED = "escalated"
     """The ticket was older than its SLA: it went straight to a person, without asking the model."""
 
@@ -285,6 +378,8 @@ class Outcome(Contract):
     tool_calls: list[ToolCallRecord] = []
     refunds: list[RefundRecord] = []
     approvals: list[ApprovalRecord] = []
+    usage: UsageReport = UsageReport()
+    """Tokens and estimated cost, in total and per model call."""
 
 
 def find_order_id(text: str) -> str | None:

@@ -33,13 +33,38 @@ class ModelActivities:
     async def think(self, request: ThinkRequest) -> Decision:
         async with heartbeating():
             decision = await self.model.decide(request)
+        if not decision.model:  # a stand-in that does not say: the usage report still names who answered
+            decision = decision.model_copy(update={"model": self.model.name})
         await asyncio.to_thread(self.store.record_model_call, request.ticket.ticket_id, request.step)
+        count_usage(decision)
         activity.logger.info(
             "model answered",
             extra={
                 "model": self.model.name,
                 "step": request.step,
+                "stop_reason": decision.stop_reason,
                 "tools": [c.name for c in decision.tool_calls],
+                "input_tokens": decision.usage.input_tokens,
+                "output_tokens": decision.usage.output_tokens,
+                "cache_read_input_tokens": decision.usage.cache_read_input_tokens,
+                "cache_creation_input_tokens": decision.usage.cache_creation_input_tokens,
+                "cost_usd": decision.usage.cost_usd,
             },
         )
         return decision
+
+
+def count_usage(decision: Decision) -> None:
+    """Model calls and tokens on the worker's metrics endpoint, by model and kind of token."""
+    meter = activity.metric_meter().with_additional_attributes({"model": decision.model or "unknown"})
+    meter.create_counter("agent_model_calls", "Answers the model gave", "1").add(1)
+    tokens = meter.create_counter("agent_model_tokens", "Tokens the model used, by kind", "1")
+    usage = decision.usage
+    for kind, count in (
+        ("input", usage.input_tokens),
+        ("output", usage.output_tokens),
+        ("cache_read", usage.cache_read_input_tokens),
+        ("cache_write", usage.cache_creation_input_tokens),
+    ):
+        if count:
+            tokens.add(count, {"kind": kind})

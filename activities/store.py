@@ -1,9 +1,11 @@
 """The business side: orders, the payment provider's refunds, sent emails, the audit trail, and the model's
 call log.
 
-It is a real SQLite file that workers, tests and operators share, so a crash test can count what was paid
-from outside the process that paid it. The payment side keeps Stripe's idempotency rules, because that is
-the contract real providers offer and the one a retried activity relies on:
+It is a real database that workers, tests and operators share, so a crash test can count what was paid
+from outside the process that paid it: a SQLite file by default, PostgreSQL when several workers on
+several machines share it. One SQLAlchemy Core schema serves both. The payment side keeps Stripe's
+idempotency rules, because that is the contract real providers offer and the one a retried activity
+relies on:
 
 - the same key with the same request pays nothing and returns the first result (same refund number, so
   the model and the customer see the same text as without the crash);
@@ -12,59 +14,71 @@ the contract real providers offer and the one a retried activity relies on:
 - a refund that would take an order's refunded total above what was charged is refused (a setting, on
   by default; the crash tests switch it off to show what orchestration alone does).
 
-Each check-and-write runs in one ``BEGIN IMMEDIATE`` transaction, so two workers racing the same key
-cannot both pay: the second waits for the first's lock and then finds its row.
+Two workers racing one key must not both pay. Each key is a row in ``idempotency_keys`` under a primary
+key: the first insert wins, the loser's insert does nothing (on PostgreSQL it waits for the winner to
+commit), and the loser reads the winner's result back. No check-then-insert race is left to chance.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
 
 from activities.contracts import AuditEntry, EmailReceipt, EmailRequest, Order, RefundReceipt, RefundRequest, money
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS orders (
-    order_id TEXT PRIMARY KEY,
-    amount_cents INTEGER NOT NULL CHECK (amount_cents >= 0),
-    customer_email TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS refunds (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    order_id TEXT NOT NULL REFERENCES orders(order_id),
-    amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
-    idempotency_key TEXT,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS refunds_by_key ON refunds(idempotency_key, created_at);
-CREATE TABLE IF NOT EXISTS emails (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    to_address TEXT NOT NULL,
-    subject TEXT NOT NULL,
-    body TEXT NOT NULL,
-    idempotency_key TEXT,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS emails_by_key ON emails(idempotency_key, created_at);
-CREATE TABLE IF NOT EXISTS model_calls (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ticket_id TEXT NOT NULL,
-    step INTEGER NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS model_calls_by_step ON model_calls(ticket_id, step);
-CREATE TABLE IF NOT EXISTS audit_log (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ticket_id TEXT NOT NULL,
-    entry TEXT NOT NULL,
-    idempotency_key TEXT UNIQUE,
-    created_at TEXT NOT NULL
-);
-"""
+metadata = sa.MetaData()
+orders = sa.Table(
+    "orders", metadata,
+    sa.Column("order_id", sa.Text, primary_key=True),
+    sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents >= 0"), nullable=False),
+    sa.Column("customer_email", sa.Text, nullable=False),
+)  # fmt: skip
+refunds = sa.Table(
+    "refunds", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
+    sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents > 0"), nullable=False),
+    sa.Column("idempotency_key", sa.Text, index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+emails = sa.Table(
+    "emails", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("to_address", sa.Text, nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.Text, index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+idempotency_keys = sa.Table(
+    "idempotency_keys", metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("request", sa.Text, nullable=False),  # what was asked the first time, to refuse another request
+    sa.Column("result_id", sa.Integer),  # the refund or email it produced, once committed
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+model_calls = sa.Table(
+    "model_calls", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ticket_id", sa.Text, nullable=False, index=True),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+audit_log = sa.Table(
+    "audit_log", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ticket_id", sa.Text, nullable=False, index=True),
+    sa.Column("entry", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.Text, unique=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
 
 DEMO_ORDERS = (
     Order(order_id="A-1001", amount_cents=4900, customer_email="ann@example.com"),
@@ -90,220 +104,260 @@ class RefundExceedsChargeError(ValueError):
 class ModelCall:
     ticket_id: str
     step: int
-    created_at: str
+    created_at: datetime
+
+
+def engine_for(url: str, *, writer: bool = True) -> Engine:
+    """An engine whose write transactions serialise: ``BEGIN IMMEDIATE`` on SQLite, row locks on PostgreSQL."""
+    if not url.startswith("sqlite"):
+        return sa.create_engine(url, pool_pre_ping=True)
+    engine = sa.create_engine(url, connect_args={"timeout": 30}, poolclass=sa.pool.NullPool)
+
+    @sa.event.listens_for(engine, "connect")
+    def _autocommit_driver(dbapi: Any, _record: Any) -> None:
+        dbapi.isolation_level = None  # let SQLAlchemy, not the driver, say when a transaction begins
+        dbapi.execute("PRAGMA journal_mode = WAL")  # readers never wait for the writer; kept in the file
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        # A writer takes the lock at once, so two checks-then-writes cannot interleave.
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+
+    return engine
 
 
 class BusinessStore:
-    """Every method opens its own connection: the store is shared by processes, not by threads."""
+    """The business database; ``path`` for the SQLite default, ``url`` for anything SQLAlchemy can reach."""
 
     def __init__(
         self,
-        path: Path,
+        path: Path | None = None,
         *,
+        url: str | None = None,
         key_ttl: timedelta = timedelta(hours=24),
         refund_guard: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.path = path
+        if (path is None) == (url is None):
+            raise ValueError("give the store a SQLite path or a database URL")
+        self.path = path if path is not None else Path(url or "")
+        self.url = url or f"sqlite:///{path}"
         self.key_ttl = key_ttl
         self.refund_guard = refund_guard
         self._clock = clock
+        self._engine = engine_for(self.url)
+        self._reader = engine_for(self.url, writer=False) if self.url.startswith("sqlite") else self._engine
+        self._insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
+
+    def close(self) -> None:
+        """Close pooled connections (PostgreSQL keeps some open between calls)."""
+        self._engine.dispose()
+        self._reader.dispose()
+
+    def __str__(self) -> str:
+        """Where the store is, with any password hidden: safe to log."""
+        return self._engine.url.render_as_string(hide_password=True)
 
     def create(self, *, seed_demo_orders: bool = True) -> BusinessStore:
-        """Create the schema if missing and seed the demo orders on first use; safe to call every start."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer; persists in the file
-            db.executescript(SCHEMA)
-        if seed_demo_orders:
-            with self._transaction() as db:
-                db.executemany(
-                    "INSERT OR IGNORE INTO orders VALUES (?, ?, ?)",
-                    [(o.order_id, o.amount_cents, o.customer_email) for o in DEMO_ORDERS],
-                )
+        """Create the schema if missing and seed the demo orders on first use; safe to call on every start."""
+        if self._engine.dialect.name == "sqlite":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._engine.begin() as db:
+            metadata.create_all(db)
+            if seed_demo_orders:
+                db.execute(self._insert(orders).on_conflict_do_nothing(), [o.model_dump() for o in DEMO_ORDERS])
         return self
 
     # --- orders ---
 
     def add_order(self, order: Order) -> None:
-        with self._transaction() as db:
+        statement = self._insert(orders).values(**order.model_dump())
+        with self._engine.begin() as db:
             db.execute(
-                "INSERT INTO orders VALUES (?, ?, ?) ON CONFLICT(order_id) DO UPDATE SET "
-                "amount_cents = excluded.amount_cents, customer_email = excluded.customer_email",
-                (order.order_id, order.amount_cents, order.customer_email),
+                statement.on_conflict_do_update(
+                    index_elements=[orders.c.order_id],
+                    set_={
+                        "amount_cents": statement.excluded.amount_cents,
+                        "customer_email": statement.excluded.customer_email,
+                    },
+                )
             )
 
     def orders(self) -> list[Order]:
-        with self._connect() as db:
-            rows = db.execute("SELECT * FROM orders ORDER BY order_id").fetchall()
-        return [
-            Order(order_id=r["order_id"], amount_cents=r["amount_cents"], customer_email=r["customer_email"])
-            for r in rows
-        ]
+        with self._reader.connect() as db:
+            return [_order(row) for row in db.execute(orders.select().order_by(orders.c.order_id))]
 
     def order(self, order_id: str) -> Order:
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM orders WHERE order_id = ?", (order_id,)).fetchone()
+        with self._reader.connect() as db:
+            row = db.execute(orders.select().where(orders.c.order_id == order_id)).first()
         if row is None:
             raise OrderNotFoundError(f"There is no order {order_id}")
-        return Order(order_id=row["order_id"], amount_cents=row["amount_cents"], customer_email=row["customer_email"])
+        return _order(row)
 
     # --- the payment provider ---
 
     def refund(self, request: RefundRequest) -> RefundReceipt:
-        with self._transaction() as db:
+        fingerprint = f"refund {request.order_id} {request.amount_cents}"
+        with self._engine.begin() as db:
             if request.idempotency_key is not None:
-                first = self._live_row(db, "refunds", request.idempotency_key)
+                first = self._claim(db, request.idempotency_key, fingerprint)
                 if first is not None:
-                    if (first["order_id"], first["amount_cents"]) != (request.order_id, request.amount_cents):
-                        raise IdempotencyConflictError(
-                            f"Idempotency key {request.idempotency_key} was used for a refund of "
-                            f"{money(first['amount_cents'])} on {first['order_id']}, not "
-                            f"{money(request.amount_cents)} on {request.order_id}"
-                        )
-                    return RefundReceipt(
-                        refund_id=first["id"],
-                        order_id=first["order_id"],
-                        amount_cents=first["amount_cents"],
-                        replayed=True,
-                    )
-            order = db.execute("SELECT amount_cents FROM orders WHERE order_id = ?", (request.order_id,)).fetchone()
+                    return self._first_refund(db, request, first)
+            order = db.execute(
+                sa.select(orders.c.amount_cents).where(orders.c.order_id == request.order_id).with_for_update()
+            ).first()  # the row lock serialises refunds of one order, so the guard's sum stays true
             if order is None:
                 raise OrderNotFoundError(f"There is no order {request.order_id}")
             if self.refund_guard:
-                (refunded,) = db.execute(
-                    "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE order_id = ?",
-                    (request.order_id,),
-                ).fetchone()
-                if refunded + request.amount_cents > order["amount_cents"]:
+                refunded = db.execute(
+                    sa.select(sa.func.coalesce(sa.func.sum(refunds.c.amount_cents), 0)).where(
+                        refunds.c.order_id == request.order_id
+                    )
+                ).scalar_one()
+                if refunded + request.amount_cents > order.amount_cents:
                     raise RefundExceedsChargeError(
                         f"Refusing to refund {money(request.amount_cents)} on {request.order_id}: "
-                        f"{money(refunded)} of {money(order['amount_cents'])} is already refunded"
+                        f"{money(refunded)} of {money(order.amount_cents)} is already refunded"
                     )
-            cursor = db.execute(
-                "INSERT INTO refunds (order_id, amount_cents, idempotency_key, created_at) VALUES (?, ?, ?, ?)",
-                (request.order_id, request.amount_cents, request.idempotency_key, self._now()),
+            refund_id = db.execute(
+                refunds.insert().returning(refunds.c.id),
+                {"order_id": request.order_id, "amount_cents": request.amount_cents,
+                 "idempotency_key": request.idempotency_key, "created_at": self._clock()},
+            ).scalar_one()  # fmt: skip
+            self._settle(db, request.idempotency_key, refund_id)
+        return RefundReceipt(refund_id=refund_id, order_id=request.order_id, amount_cents=request.amount_cents)
+
+    def _first_refund(self, db: Connection, request: RefundRequest, first: sa.Row[Any]) -> RefundReceipt:
+        if first.request != f"refund {request.order_id} {request.amount_cents}":
+            order_id, amount = first.request.split()[1:]
+            raise IdempotencyConflictError(
+                f"Idempotency key {request.idempotency_key} was used for a refund of {money(int(amount))} on "
+                f"{order_id}, not {money(request.amount_cents)} on {request.order_id}"
             )
-            assert cursor.lastrowid is not None
-            return RefundReceipt(
-                refund_id=cursor.lastrowid, order_id=request.order_id, amount_cents=request.amount_cents
-            )
+        row = db.execute(refunds.select().where(refunds.c.id == first.result_id)).one()
+        return RefundReceipt(refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=True)
 
     def refund_by_key(self, key: str) -> RefundReceipt | None:
         """What the provider recorded under a key: how a timed-out refund's outcome is found out."""
-        with self._connect() as db:
-            row = self._live_row(db, "refunds", key)
+        with self._reader.connect() as db:
+            row = db.execute(
+                sa.select(refunds)
+                .join(idempotency_keys, idempotency_keys.c.result_id == refunds.c.id)
+                .where(idempotency_keys.c.key == key, idempotency_keys.c.created_at > self._cutoff())
+                .where(idempotency_keys.c.request.startswith("refund "))
+            ).first()
         if row is None:
             return None
-        return RefundReceipt(
-            refund_id=row["id"], order_id=row["order_id"], amount_cents=row["amount_cents"], replayed=True
-        )
+        return RefundReceipt(refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=True)
 
     # --- mail ---
 
     def send_email(self, request: EmailRequest) -> EmailReceipt:
-        with self._transaction() as db:
-            first = self._live_row(db, "emails", request.idempotency_key)
+        fingerprint = f"email {request.to}\n{request.subject}\n{request.body}"
+        with self._engine.begin() as db:
+            first = self._claim(db, request.idempotency_key, fingerprint)
             if first is not None:
-                if (first["to_address"], first["subject"], first["body"]) != (
-                    request.to,
-                    request.subject,
-                    request.body,
-                ):
+                if first.request != fingerprint:
                     raise IdempotencyConflictError(
                         f"Idempotency key {request.idempotency_key} was used for another email"
                     )
-                return EmailReceipt(email_id=first["id"], to=first["to_address"], replayed=True)
-            cursor = db.execute(
-                "INSERT INTO emails (to_address, subject, body, idempotency_key, created_at) VALUES (?, ?, ?, ?, ?)",
-                (request.to, request.subject, request.body, request.idempotency_key, self._now()),
-            )
-            assert cursor.lastrowid is not None
-            return EmailReceipt(email_id=cursor.lastrowid, to=request.to)
+                return EmailReceipt(email_id=first.result_id, to=request.to, replayed=True)
+            email_id = db.execute(
+                emails.insert().returning(emails.c.id),
+                {"to_address": request.to, "subject": request.subject, "body": request.body,
+                 "idempotency_key": request.idempotency_key, "created_at": self._clock()},
+            ).scalar_one()  # fmt: skip
+            self._settle(db, request.idempotency_key, email_id)
+        return EmailReceipt(email_id=email_id, to=request.to)
 
-    # --- the model's call log, so tests and operators can count calls ---
+    # --- idempotency keys ---
 
-    def record_model_call(self, ticket_id: str, step: int) -> None:
-        with self._transaction() as db:
-            db.execute(
-                "INSERT INTO model_calls (ticket_id, step, created_at) VALUES (?, ?, ?)",
-                (ticket_id, step, self._now()),
-            )
+    def _claim(self, db: Connection, key: str, fingerprint: str) -> sa.Row[Any] | None:
+        """Take the key for this request, or return the live row of whoever took it first.
 
-    def model_calls(self, ticket_id: str) -> list[ModelCall]:
-        with self._connect() as db:
-            rows = db.execute(
-                "SELECT ticket_id, step, created_at FROM model_calls WHERE ticket_id = ? ORDER BY id",
-                (ticket_id,),
-            ).fetchall()
-        return [ModelCall(row["ticket_id"], row["step"], row["created_at"]) for row in rows]
+        The insert does nothing on a conflict (on PostgreSQL it first waits for a racing transaction to
+        commit). An expired key is taken over in one conditional update, so two late repeats cannot both
+        count as new."""
+        now = self._clock()
+        claimed = db.execute(
+            self._insert(idempotency_keys)
+            .values(key=key, request=fingerprint, created_at=now)
+            .on_conflict_do_nothing(index_elements=[idempotency_keys.c.key])
+            .returning(idempotency_keys.c.key)  # rowcount is not reliable across drivers; a returned row is
+        ).first()
+        if claimed is not None:
+            return None
+        expired = db.execute(
+            idempotency_keys.update()
+            .where(idempotency_keys.c.key == key, idempotency_keys.c.created_at <= self._cutoff())
+            .values(request=fingerprint, result_id=None, created_at=now)
+            .returning(idempotency_keys.c.key)
+        ).first()
+        if expired is not None:
+            return None
+        return db.execute(idempotency_keys.select().where(idempotency_keys.c.key == key)).one()
+
+    def _settle(self, db: Connection, key: str | None, result_id: int) -> None:
+        if key is not None:
+            db.execute(idempotency_keys.update().where(idempotency_keys.c.key == key).values(result_id=result_id))
 
     # --- the audit trail ---
 
     def audit(self, entry: AuditEntry) -> None:
         """Write an audit entry once per key: a retried activity does not write it twice."""
-        with self._transaction() as db:
+        with self._engine.begin() as db:
             db.execute(
-                "INSERT INTO audit_log (ticket_id, entry, idempotency_key, created_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(idempotency_key) DO NOTHING",
-                (entry.ticket_id, entry.entry, entry.idempotency_key, self._now()),
-            )
+                self._insert(audit_log)
+                .values(ticket_id=entry.ticket_id, entry=entry.entry, idempotency_key=entry.idempotency_key,
+                        created_at=self._clock())
+                .on_conflict_do_nothing(index_elements=[audit_log.c.idempotency_key])
+            )  # fmt: skip
 
     def audit_log(self, ticket_id: str | None = None) -> list[str]:
-        with self._connect() as db:
+        query = sa.select(audit_log.c.entry).order_by(audit_log.c.id)
+        if ticket_id is not None:
+            query = query.where(audit_log.c.ticket_id == ticket_id)
+        with self._reader.connect() as db:
+            return list(db.execute(query).scalars())
+
+    # --- the model's call log, so tests and operators can count calls ---
+
+    def record_model_call(self, ticket_id: str, step: int) -> None:
+        with self._engine.begin() as db:
+            db.execute(model_calls.insert().values(ticket_id=ticket_id, step=step, created_at=self._clock()))
+
+    def model_calls(self, ticket_id: str) -> list[ModelCall]:
+        with self._reader.connect() as db:
             rows = db.execute(
-                "SELECT entry FROM audit_log WHERE ? IS NULL OR ticket_id = ? ORDER BY id", (ticket_id, ticket_id)
-            ).fetchall()
-        return [row["entry"] for row in rows]
+                model_calls.select().where(model_calls.c.ticket_id == ticket_id).order_by(model_calls.c.id)
+            )
+            return [ModelCall(row.ticket_id, row.step, row.created_at) for row in rows]
 
     # --- reading, for tests and operators ---
 
     def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
-        with self._connect() as db:
-            rows = db.execute(
-                "SELECT id, order_id, amount_cents FROM refunds WHERE ? IS NULL OR order_id = ? ORDER BY id",
-                (order_id, order_id),
-            ).fetchall()
-        return [RefundReceipt(refund_id=r["id"], order_id=r["order_id"], amount_cents=r["amount_cents"]) for r in rows]
+        query = refunds.select().order_by(refunds.c.id)
+        if order_id is not None:
+            query = query.where(refunds.c.order_id == order_id)
+        with self._reader.connect() as db:
+            return [
+                RefundReceipt(refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents)
+                for row in db.execute(query)
+            ]
 
     def emails(self, to: str | None = None) -> list[EmailRequest]:
-        with self._connect() as db:
-            rows = db.execute("SELECT * FROM emails WHERE ? IS NULL OR to_address = ? ORDER BY id", (to, to)).fetchall()
-        return [
-            EmailRequest(to=r["to_address"], subject=r["subject"], body=r["body"], idempotency_key=r["idempotency_key"])
-            for r in rows
-        ]
+        query = emails.select().order_by(emails.c.id)
+        if to is not None:
+            query = query.where(emails.c.to_address == to)
+        with self._reader.connect() as db:
+            return [
+                EmailRequest(to=row.to_address, subject=row.subject, body=row.body, idempotency_key=row.idempotency_key)
+                for row in db.execute(query)
+            ]
 
-    # --- plumbing ---
+    def _cutoff(self) -> datetime:
+        return self._clock() - self.key_ttl
 
-    def _now(self) -> str:
-        return self._clock().astimezone(UTC).isoformat(timespec="microseconds")
 
-    def _live_row(self, db: sqlite3.Connection, table: str, key: str) -> sqlite3.Row | None:
-        cutoff = (self._clock() - self.key_ttl).astimezone(UTC).isoformat(timespec="microseconds")
-        row: sqlite3.Row | None = db.execute(
-            f"SELECT * FROM {table} WHERE idempotency_key = ? AND created_at > ? ORDER BY id LIMIT 1",  # noqa: S608 - table is one of two literals
-            (key, cutoff),
-        ).fetchone()
-        return row
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        try:
-            db.execute("PRAGMA busy_timeout = 30000")
-            yield db
-        finally:
-            db.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+def _order(row: sa.Row[Any]) -> Order:
+    return Order(order_id=row.order_id, amount_cents=row.amount_cents, customer_email=row.customer_email)

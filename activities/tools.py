@@ -66,6 +66,10 @@ class ToolActivities:
     @activity.defn(name="issue_refund")
     async def issue_refund(self, request: RefundRequest) -> RefundReceipt:
         receipt = await _call(lambda: self.store.refund(request))
+        if not receipt.replayed:
+            meter = activity.metric_meter()
+            meter.create_counter("agent_refunds_paid", "Refunds the provider paid", "1").add(1)
+            meter.create_counter("agent_refunded_cents", "Money refunded", "cents").add(receipt.amount_cents)
         log.info(
             "refund replayed" if receipt.replayed else "refund paid",
             refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,

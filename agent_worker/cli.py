@@ -13,6 +13,7 @@ import structlog
 
 from activities.contracts import Order, money
 from agent_worker import logging as agent_logging
+from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect
 from agent_worker.codec_server import serve
 from agent_worker.config import Settings
@@ -54,6 +55,20 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
     export.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
 
+    tickets = commands.add_parser("tickets", help="list tickets from Temporal's visibility (no worker needed)")
+    tickets.add_argument("--waiting", action="store_true", help="only those waiting for an approval")
+    tickets.add_argument("--limit", type=int, default=50)
+    show = commands.add_parser("show", help="a ticket's transcript, tool calls, approvals and outcome")
+    show.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
+    approve = commands.add_parser("approve", help="approve (or --decline) the refund a ticket waits for")
+    approve.add_argument("ticket")
+    approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")
+    approve.add_argument("--approver", required=True)
+    approve.add_argument("--decline", action="store_true")
+    for command in (tickets, show, approve):
+        command.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
+        command.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--port", type=int, default=8081)
@@ -85,7 +100,14 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
 
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    await run_worker(await connect(address, namespace, settings.data_converter()), settings)
+    runtime = metrics.runtime(settings.metrics_bind)
+    client = await connect(
+        address, namespace, settings.data_converter(), runtime, tracing.plugins(enabled=settings.tracing)
+    )
+    try:
+        await run_worker(client, settings)
+    finally:
+        tracing.flush()
 
 
 async def replay(settings: Settings, paths: list[Path]) -> int:
@@ -119,11 +141,26 @@ async def codec_server(settings: Settings, host: str, port: int) -> None:
     await runner.cleanup()
 
 
+async def operate(settings: Settings, args: argparse.Namespace) -> int:
+    client = await connect(args.address, args.namespace, settings.data_converter())
+    if args.command == "tickets":
+        await operator.list_tickets(client, waiting=args.waiting, limit=args.limit)
+    elif args.command == "show":
+        await operator.show(client, args.ticket)
+    else:
+        await operator.approve(
+            client, args.ticket, amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
     code = 0
-    if args.command == "replay":
+    if args.command in {"tickets", "show", "approve"}:
+        code = asyncio.run(operate(settings, args))
+    elif args.command == "replay":
         code = asyncio.run(replay(settings, args.paths))
     elif args.command == "history":
         asyncio.run(export_history(settings, args))

@@ -8,11 +8,14 @@ the tests must all use the same one, so it is defined once here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
@@ -22,7 +25,11 @@ DEFAULT_ADDRESS = "localhost:7233"
 
 
 async def connect(
-    address: str | None = None, namespace: str | None = None, data_converter: DataConverter = DATA_CONVERTER
+    address: str | None = None,
+    namespace: str | None = None,
+    data_converter: DataConverter = DATA_CONVERTER,
+    runtime: Runtime | None = None,
+    plugins: Sequence[Plugin] = (),
 ) -> Client:
     """A client for the configured cluster; ``address`` and ``namespace`` override the configuration."""
     config = ClientConfig.load_client_connect_config()
@@ -31,7 +38,13 @@ async def connect(
     if namespace:
         config["namespace"] = namespace
     config.setdefault("target_host", DEFAULT_ADDRESS)
-    return await Client.connect(**config, data_converter=data_converter)
+    try:
+        return await Client.connect(**config, data_converter=data_converter, runtime=runtime, plugins=plugins)
+    except RuntimeError as error:  # the bridge reports an unreachable server as a RuntimeError
+        raise SystemExit(
+            f"Cannot reach Temporal at {config['target_host']} (namespace {config.get('namespace', 'default')}): "
+            f"{error}. Set TEMPORAL_ADDRESS or --address, or start one with `agent-worker dev`."
+        ) from None
 
 
 class SearchAttributeMissingError(RuntimeError):

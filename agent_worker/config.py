@@ -1,5 +1,9 @@
 """Settings for the worker and the CLI, from the environment (prefix ``AGENT_``) or a ``.env`` file.
 
+The Anthropic connection is not here either: the ``anthropic`` SDK reads its own ``ANTHROPIC_API_KEY`` (or
+``ANTHROPIC_AUTH_TOKEN``, or a profile) and ``ANTHROPIC_BASE_URL`` (a gateway or proxy) as it documents
+them, so a worker is pointed at Claude exactly as any other program using the SDK would be.
+
 The Temporal connection is not here: it comes from Temporal's own environment configuration
 (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS settings, ``TEMPORAL_PROFILE`` and
 the TOML config file), read by ``temporalio.envconfig`` in ``agent_worker.client``, so a worker connects to
@@ -19,12 +23,18 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
 from activities.contracts import TASK_QUEUE
+from activities.pricing import DEFAULT_PRICES, ModelPrice
+from activities.prompt import SUPPORT_POLICY
 from activities.store import BusinessStore
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.faults import Faults, parse
 
 DATA_CONVERTER: DataConverter = pydantic_data_converter
 """Part of the contract with stored histories: worker, clients and replayer must all decode the same way."""
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""The current Sonnet in the SDK's own model list (``anthropic.types.Model``): fast, capable and a fifth
+of Opus's price per token, which suits a support agent's short tool-using turns."""
 
 
 class Settings(BaseSettings):
@@ -35,6 +45,9 @@ class Settings(BaseSettings):
     """Where the embedded defaults keep their files: the business database and the dev server's history."""
     db_path: Path | None = None
     """The business database (orders, refunds, emails, model calls); default ``<data_dir>/business.sqlite3``."""
+    database_url: str | None = None
+    """A SQLAlchemy URL for a shared business database, e.g. ``postgresql+psycopg://user@host/db``; when set,
+    it is used instead of the SQLite file, so several workers on several machines share one provider."""
 
     refund_guard: bool = True
     """Refuse a refund that would take an order's refunded total above its charge, as Stripe does."""
@@ -42,6 +55,22 @@ class Settings(BaseSettings):
 
     scripted_think_seconds: float = Field(default=0.0, ge=0)
     """How long the scripted model pretends to think: zero for tests and benchmarks."""
+
+    model_backend: Literal["auto", "claude", "scripted"] = "auto"
+    """Which model the ``think`` activity asks. ``auto``: Claude when the ``anthropic`` SDK finds credentials
+    (``ANTHROPIC_API_KEY`` and the like), otherwise the scripted stand-in; ``claude`` refuses to start without
+    credentials instead of falling back."""
+    anthropic_model: str = DEFAULT_MODEL
+    anthropic_max_tokens: PositiveInt = 8192
+    """Room for the answer and any thinking before it; a reply cut off here is handled, not fatal."""
+    anthropic_temperature: float | None = Field(default=None, ge=0, le=1)
+    """Unset by default: the model's own default. Claude's 5-series models refuse (400) any other value."""
+    anthropic_timeout_seconds: PositiveFloat = 90.0
+    """One HTTP request to the API; below the ``think`` activity's start-to-close timeout, so a slow call
+    fails as a retryable timeout in the activity rather than as a timed-out attempt."""
+    anthropic_system_prompt: str = SUPPORT_POLICY
+    anthropic_prices: dict[str, ModelPrice] = DEFAULT_PRICES
+    """Dollars per million tokens per model, for the cost estimate in the ``usage`` query and the outcome."""
 
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
@@ -63,6 +92,13 @@ class Settings(BaseSettings):
     """The bearer token the codec server requires; it refuses to start without one."""
     codec_server_origin: str = "http://localhost:8233"
     """The one origin (the Web UI) the codec server answers CORS requests from."""
+
+    metrics_bind: str | None = None
+    """host:port for the Prometheus endpoint (``/metrics``), e.g. ``0.0.0.0:9464``; off when unset."""
+
+    tracing: bool = False
+    """Trace tickets through Temporal's OpenTelemetry plugin, exporting over OTLP/HTTP to
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
 
     approvers: list[str] = []
     """Who may approve refunds on tickets that name nobody in ``options.approvers``; empty: anyone."""
@@ -103,7 +139,8 @@ class Settings(BaseSettings):
 
     def store(self) -> BusinessStore:
         return BusinessStore(
-            self.business_db,
+            None if self.database_url else self.business_db,
+            url=self.database_url,
             key_ttl=timedelta(hours=self.idempotency_key_ttl_hours),
             refund_guard=self.refund_guard,
         )

@@ -8,17 +8,12 @@ after a crash, and what the Web UI shows.
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import sys
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from temporalio.api.common.v1 import Payloads
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import WorkflowHandle
 
 from activities.contracts import (
     APPROVE_SIGNAL,
@@ -29,18 +24,13 @@ from activities.contracts import (
     Order,
     Outcome,
     TicketInput,
+    UsageReport,
     money,
 )
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
+from agent_worker.transcript import INDENT, narrate, say
 from agent_worker.worker import build_worker
-
-INDENT = "      "
-
-
-def say(*lines: str) -> None:
-    for line in lines:
-        print(line, flush=True)
 
 
 async def run_demo(settings: Settings, *, decision: bool | None, question: str | None) -> Outcome:
@@ -64,7 +54,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     try:
         async with build_worker(env.client, settings, store):
             say(
-                f"Worker polling task queue {settings.task_queue!r}; business database {store.path}.",
+                f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
                 f"Order {order.order_id} was charged {money(order.amount_cents)}; refunds above "
                 f"{money(ticket.options.approval_limit_cents)} wait for a person.",
                 "",
@@ -77,16 +67,30 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 task_queue=settings.task_queue,
                 result_type=Outcome,
             )
-            await narrate(env.client, handle, decision=decision)
+            await narrate(
+                env.client, handle, follow=True, on_waiting=lambda: ask_for_approval(handle, decision=decision)
+            )
             outcome: Outcome = await handle.result()
         say(
             "",
             f"Outcome: {outcome.status.value} after {outcome.steps} steps and {outcome.model_calls} model calls.",
+            describe_usage(outcome.usage),
         )
         say(*how_to_look(handle.id, port))
         return outcome
     finally:
         await env.shutdown()
+
+
+def describe_usage(report: UsageReport) -> str:
+    total = report.total
+    if not (total.input_tokens or total.output_tokens):
+        return "Tokens: none counted (the scripted stand-in uses none; set ANTHROPIC_API_KEY to run on Claude)."
+    return (
+        f"Tokens: {total.input_tokens:,} input, {total.output_tokens:,} output, {total.cache_read_input_tokens:,} "
+        f"read from the prompt cache, {total.cache_creation_input_tokens:,} written to it; "
+        f"estimated cost ${total.cost_usd:.4f}."
+    )
 
 
 def next_demo_order(refunds: Sequence[Any], customer: str) -> Order:
@@ -95,78 +99,16 @@ def next_demo_order(refunds: Sequence[Any], customer: str) -> Order:
     return Order(order_id=f"A-{number}", amount_cents=4900, customer_email=customer)
 
 
-async def narrate(client: Client, handle: WorkflowHandle[Any, Outcome], *, decision: bool | None) -> None:
-    scheduled: dict[int, str] = {}
-    async for event in handle.fetch_history_events(wait_new_event=True):
-        kind = event.event_type
-        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            name = event.activity_task_scheduled_event_attributes.activity_type.name
-            scheduled[event.event_id] = name
-            if name == "think":
-                say("", f"  [step] asking the model (event {event.event_id})")
-        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            completed = event.activity_task_completed_event_attributes
-            result = (await decode(client, completed.result) or [None])[0]
-            say(*describe_result(scheduled.get(completed.scheduled_event_id, "?"), result))
-        elif kind in (
-            EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
-            EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
-        ):
-            say(f"{INDENT}the activity failed: {failure_message(event)}")
-        elif kind == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
-            if AWAITING_APPROVAL_ATTRIBUTE in fields and fields[AWAITING_APPROVAL_ATTRIBUTE].data not in (
-                b"",
-                b"null",
-            ):
-                await ask_for_approval(handle, decision=decision)
-        elif kind == EventType.EVENT_TYPE_TIMER_FIRED:
-            say(f"{INDENT}nobody answered in time: the refund is not made")
-        elif kind in (
-            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
-        ):
-            return
-
-
 async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bool | None) -> None:
     amount = await handle.query(AWAITING_APPROVAL_QUERY, result_type=int | None)  # type: ignore[arg-type]
     if amount is None:
         return
-    say(f"  [approval] the refund of {money(amount)} waits for a person (a durable timer runs meanwhile)")
     if decision is None:
         reply = await asyncio.to_thread(input, f"{INDENT}approve a refund of {money(amount)}? [y/N] ")
         decision = reply.strip().lower() in {"y", "yes"}
     else:
         say(f"{INDENT}{'approving' if decision else 'declining'} it, as --{'approve' if decision else 'decline'} says")
     await handle.signal(APPROVE_SIGNAL, Approval(amount_cents=amount, approved=decision, approver="demo-operator"))
-
-
-async def decode(client: Client, payloads: Payloads) -> list[Any]:
-    return await client.data_converter.decode(payloads.payloads)
-
-
-def describe_result(activity: str, result: Any) -> list[str]:
-    if activity == "think" and isinstance(result, dict):
-        lines = []
-        for block in result.get("content", []):
-            if block.get("type") == "tool_use":
-                args = ", ".join(f"{k}={v!r}" for k, v in block["input"].items())
-                lines.append(f"{INDENT}the model asks for {block['name']}({args})")
-            elif block.get("type") == "text":
-                lines.append(f"{INDENT}the model answers: " + textwrap.shorten(block["text"], 200))
-        return lines
-    return [f"{INDENT}{activity} returned {json.dumps(result)}"]
-
-
-def failure_message(event: HistoryEvent) -> str:
-    attrs = (
-        event.activity_task_failed_event_attributes
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
-        else event.activity_task_timed_out_event_attributes
-    )
-    return attrs.failure.message or "timed out"
 
 
 EXAMPLE_TICKET = (

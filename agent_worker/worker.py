@@ -28,14 +28,54 @@ from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.faults import FaultInterceptor
 from agent_worker.logging import LogContextInterceptor
+from agent_worker.metrics import report_waiting_approvals
 from workflows.support_agent import SupportAgent
 
 log = structlog.get_logger(__name__)
 
 
+class NoCredentialsError(RuntimeError):
+    pass
+
+
 def choose_model(settings: Settings, store: BusinessStore) -> LanguageModel:
-    """The scripted model for now; the Claude adapter plugs in here when an API key is configured."""
-    return ScriptedModel(store, think_seconds=settings.scripted_think_seconds)
+    """Claude when the ``anthropic`` SDK finds credentials (or ``AGENT_MODEL_BACKEND=claude`` demands it),
+    the scripted stand-in otherwise; the log says which, and why."""
+    if settings.model_backend == "scripted":
+        log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
+        return ScriptedModel(store, think_seconds=settings.scripted_think_seconds)
+    # Importing the SDK takes seconds on a small machine; a worker that runs the script never pays for it.
+    import anthropic  # noqa: PLC0415
+
+    from activities.claude_model import ClaudeModel  # noqa: PLC0415
+
+    # One client per worker process, with the SDK's retries off: Temporal's retry policy is the only one.
+    # Credentials and the base URL come from the SDK's own environment (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL).
+    try:
+        client = anthropic.AsyncAnthropic(max_retries=0, timeout=settings.anthropic_timeout_seconds)
+    except anthropic.CredentialsError as error:
+        # Credentials were configured (a profile, a config directory) but are broken: running the script
+        # instead would hide that, and the script refunds for real.
+        raise NoCredentialsError(f"Anthropic credentials are configured but cannot be used: {error}") from error
+    if not (client.api_key or client.auth_token or client.credentials):
+        if settings.model_backend == "claude":
+            raise NoCredentialsError("AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)")
+        log.warning(
+            "model: the scripted stand-in, because no Anthropic API key is configured; "
+            "set ANTHROPIC_API_KEY to run the agent on Claude"
+        )
+        return ScriptedModel(store, think_seconds=settings.scripted_think_seconds)
+    if settings.anthropic_model not in settings.anthropic_prices:
+        log.warning("no price for this model: its cost is reported as 0", model=settings.anthropic_model)
+    log.info("model: Claude", model=settings.anthropic_model, base_url=str(client.base_url))
+    return ClaudeModel(
+        client,
+        model=settings.anthropic_model,
+        max_tokens=settings.anthropic_max_tokens,
+        temperature=settings.anthropic_temperature,
+        system_prompt=settings.anthropic_system_prompt,
+        prices=settings.anthropic_prices,
+    )
 
 
 def build_worker(
@@ -62,7 +102,7 @@ def build_worker(
             markers=str(faults.markers),
         )
         interceptors.append(FaultInterceptor(faults))
-    log.info("worker configured", task_queue=settings.task_queue, model=model.name, business_db=str(store.path))
+    log.info("worker configured", task_queue=settings.task_queue, model=model.name, business_db=str(store))
     return Worker(
         client,
         task_queue=settings.task_queue,
@@ -90,9 +130,13 @@ async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | N
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    gauge = asyncio.create_task(report_waiting_approvals(client))
     try:
         async with worker:
-            log.info("worker started", task_queue=settings.task_queue, namespace=client.namespace)
+            log.info(
+                "worker started", task_queue=settings.task_queue, namespace=client.namespace,
+                metrics=f"http://{settings.metrics_bind}/metrics" if settings.metrics_bind else None,
+            )  # fmt: skip
             await stop.wait()
             log.info(
                 "worker stopping: no new tasks, in-flight activities get a grace period",
@@ -100,6 +144,7 @@ async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | N
                 grace_seconds=settings.graceful_shutdown_seconds,
             )
     finally:
+        gauge.cancel()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     log.info("worker stopped", reason=reason)

@@ -23,7 +23,17 @@ from typing import Any
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 
-from activities.contracts import APPROVE_SIGNAL, AWAITING_APPROVAL_QUERY, WORKFLOW_NAME, Outcome
+from activities.contracts import (
+    APPROVE_SIGNAL,
+    AWAITING_APPROVAL_QUERY,
+    WORKFLOW_NAME,
+    Decision,
+    Outcome,
+    TextBlock,
+    ThinkRequest,
+    ToolUseBlock,
+)
+from activities.model import LanguageModel
 from activities.store import BusinessStore
 from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server
@@ -46,6 +56,19 @@ async def awaiting(handle: Handle, amount: int | None) -> None:
 
 async def approve(handle: Handle, amount: int, *, approved: bool = True, approver: str = "ann") -> None:
     await handle.signal(APPROVE_SIGNAL, {"amount_cents": amount, "approved": approved, "approver": approver})
+
+
+class TwoLookupsModel:
+    """Asks for two lookups in one response, as Claude does when a customer names two orders, then answers."""
+
+    name = "two-lookups"
+
+    async def decide(self, request: ThinkRequest) -> Decision:
+        if request.step == 1:
+            lookups = [ToolUseBlock(id=f"toolu_{n}", name="lookup_order", input={"order_id": order})
+                       for n, order in enumerate(("A-1001", "A-1002"))]  # fmt: skip
+            return Decision(content=list(lookups), stop_reason="tool_use")
+        return Decision(content=[TextBlock(text="Both orders are on their way.")], stop_reason="end_turn")
 
 
 class Recorder:
@@ -131,6 +154,12 @@ async def resolved_with_closing_audit(r: Recorder) -> Handle:
     return handle
 
 
+async def two_lookups_at_once(r: Recorder) -> Handle:
+    """Two read-only calls in one response run concurrently; recorded before they did, the same scenario is
+    ``two_lookups_one_by_one``."""
+    return await r.finished(ticket("Where are my orders A-1001 and A-1002?"))
+
+
 async def approval_from_someone_not_named_then_an_approver(r: Recorder) -> Handle:
     """The path added behind the ``approver-check`` patch: only the ticket's approvers release a refund."""
     handle = await r.start(ticket(approvers=["ben"]))
@@ -149,6 +178,7 @@ async def crash_with_retried_activity(r: Recorder) -> Handle:
         "AGENT_TASK_QUEUE": r.task_queue + "-crash",
         "AGENT_DB_PATH": str(r.store.path),
         "AGENT_SCRIPTED_THINK_SECONDS": "30",
+        "AGENT_MODEL_BACKEND": "scripted",
     }
     worker = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "agent-worker"), "worker", env=env, stderr=asyncio.subprocess.DEVNULL
@@ -161,7 +191,7 @@ async def crash_with_retried_activity(r: Recorder) -> Handle:
             await asyncio.sleep(0.1)
     worker.send_signal(signal.SIGKILL)
     await worker.wait()
-    async with build_worker(r.client, Settings(task_queue=crash.task_queue, db_path=r.store.path), r.store):
+    async with build_worker(r.client, scripted(crash.task_queue, r.store), r.store):
         await handle.result()
     return handle
 
@@ -175,7 +205,7 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
     runs in flight when the patch shipped, and cannot be recorded again from this code."""
     settings = Settings(
         task_queue=r.task_queue + "-hang", db_path=r.store.path, refund_guard=False,
-        faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1,
+        faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1, model_backend="scripted",
     )  # fmt: skip
     async with build_worker(r.client, settings, settings.store()):  # the guard off, as the settings say
         return await Recorder(r.client, r.store, settings.task_queue).finished(
@@ -195,9 +225,19 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         resolved_without_approval, approved_refund, declined_by_a_person, declined_by_timeout,
         wrong_amount_then_right_amount, tool_failure_handed_to_model, max_steps_reached, malformed_ticket_failed,
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
-        resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, refund_timed_out_reconciled,
+        resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
+        refund_timed_out_reconciled,
     )
 }  # fmt: skip
+
+MODELS: dict[str, Callable[[], LanguageModel]] = {"two_lookups_at_once": TwoLookupsModel}
+"""Scenarios that need another model than the script."""
+
+
+def scripted(task_queue: str, store: BusinessStore) -> Settings:
+    """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
+    script, never from (and never billed to) Claude."""
+    return Settings(task_queue=task_queue, db_path=store.path, model_backend="scripted")
 
 
 async def record(names: list[str], out: Path) -> None:
@@ -207,7 +247,8 @@ async def record(names: list[str], out: Path) -> None:
             with tempfile.TemporaryDirectory() as scratch:  # a business database of its own per scenario
                 store = BusinessStore(Path(scratch) / "business.sqlite3").create()
                 task_queue = f"record-{uuid.uuid4()}"
-                async with build_worker(env.client, Settings(task_queue=task_queue, db_path=store.path), store):
+                model = MODELS[name]() if name in MODELS else None
+                async with build_worker(env.client, scripted(task_queue, store), store, model):
                     handle = await SCENARIOS[name](Recorder(env.client, store, task_queue))
                 count = await export(env.client, handle.id, out / f"{name}.json")
                 print(f"recorded {name}: {count} events", flush=True)

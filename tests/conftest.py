@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -19,6 +21,12 @@ from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
 from tests.harness import Harness
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every worker the tests start, in process or as a subprocess, runs the scripted model unless a test hands
+    it another: a developer's ANTHROPIC_API_KEY must not send the suite's tickets to Claude (and bill them)."""
+    os.environ["AGENT_MODEL_BACKEND"] = "scripted"
 
 
 @pytest.fixture(scope="session")
@@ -74,3 +82,51 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 _EXIT_STATUS = pytest.StashKey[int]()
+
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def postgres_available() -> bool:
+    engine = sqlalchemy.create_engine(POSTGRES)
+    try:
+        with engine.connect():
+            return True
+    except sqlalchemy.exc.OperationalError:
+        return False
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh schema in the machine's PostgreSQL, dropped afterwards; skipped where none listens."""
+    if not postgres_available():
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432 (CI and every machine of this project have one)")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    engine = sqlalchemy.create_engine(POSTGRES)
+    with engine.begin() as db:
+        db.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
+    with engine.begin() as db:
+        db.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    engine.dispose()
+
+
+StoreFactory = Callable[..., BusinessStore]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    """Makes the business store on each backend it supports, with the settings a test gives."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    made: list[BusinessStore] = []
+
+    def make(**settings: Any) -> BusinessStore:
+        path = None if url else tmp_path / "business.sqlite3"
+        made.append(BusinessStore(path, url=url, **settings).create())
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()

@@ -133,6 +133,7 @@ class Lab:
             "AGENT_DB_PATH": str(self.store.path),
             "AGENT_LOG_FORMAT": "json",
             "AGENT_LOG_LEVEL": "INFO",
+            "AGENT_MODEL_BACKEND": "scripted",  # counted calls and changes of mind are the script's; never bill Claude
             **self.settings,
             **overrides,
         }

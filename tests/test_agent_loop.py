@@ -24,6 +24,13 @@ async def test_without_a_crash_it_refunds_once_and_asks_the_model_four_times(age
     assert [c.name for c in outcome.tool_calls] == ["lookup_order", "issue_refund", "send_email"]
     assert [(r.order_id, r.amount_cents) for r in outcome.refunds] == [("A-1001", 4900)]
     assert "refund #1" in outcome.answer
+    assert [(s.step, s.model) for s in outcome.usage.steps] == [
+        (1, "scripted"),
+        (2, "scripted"),
+        (3, "scripted"),
+        (4, "scripted"),
+    ]
+    assert outcome.usage.total.cost_usd == 0
 
 
 async def test_the_approval_query_reports_4900_and_an_approval_of_1000_releases_nothing(agent: Harness) -> None:

@@ -1,15 +1,16 @@
-"""The payment side keeps Stripe's idempotency rules, because a retried activity relies on them."""
+"""The payment side keeps Stripe's idempotency rules, because a retried activity relies on them; on SQLite
+and on PostgreSQL alike."""
 
 from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from activities.contracts import EmailRequest, Order, RefundRequest
-from activities.store import BusinessStore, IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
+from activities.store import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
+from tests.conftest import StoreFactory
 
 
 class Clock:
@@ -24,7 +25,8 @@ def refund(amount: int, key: str | None = "refund:A-1001", order: str = "A-1001"
     return RefundRequest(order_id=order, amount_cents=amount, idempotency_key=key)
 
 
-def test_the_same_key_and_request_pays_nothing_and_returns_the_first_result(store: BusinessStore) -> None:
+def test_the_same_key_and_request_pays_nothing_and_returns_the_first_result(make_store: StoreFactory) -> None:
+    store = make_store()
     first = store.refund(refund(4900))
     again = store.refund(refund(4900))
 
@@ -33,16 +35,17 @@ def test_the_same_key_and_request_pays_nothing_and_returns_the_first_result(stor
     assert len(store.refunds()) == 1
 
 
-def test_the_same_key_with_another_amount_is_refused(store: BusinessStore) -> None:
+def test_the_same_key_with_another_amount_is_refused(make_store: StoreFactory) -> None:
+    store = make_store()
     store.refund(refund(4900))
     with pytest.raises(IdempotencyConflictError, match=r"used for a refund of 49\.00 on A-1001, not 59\.00"):
         store.refund(refund(5900))
     assert len(store.refunds()) == 1
 
 
-def test_a_key_expires_and_a_repeat_after_that_is_a_new_request(tmp_path: Path) -> None:
+def test_a_key_expires_and_a_repeat_after_that_is_a_new_request(make_store: StoreFactory) -> None:
     clock = Clock()
-    store = BusinessStore(tmp_path / "b.sqlite3", key_ttl=timedelta(hours=24), refund_guard=False, clock=clock).create()
+    store = make_store(key_ttl=timedelta(hours=24), refund_guard=False, clock=clock)
     store.refund(refund(4900))
     clock.now += timedelta(hours=23, minutes=59)
     assert store.refund(refund(4900)).replayed
@@ -54,14 +57,15 @@ def test_a_key_expires_and_a_repeat_after_that_is_a_new_request(tmp_path: Path) 
     assert store.refund_by_key("refund:A-1001") == late.model_copy(update={"replayed": True})
 
 
-def test_without_a_key_every_request_pays(tmp_path: Path) -> None:
-    store = BusinessStore(tmp_path / "b.sqlite3", refund_guard=False).create()
+def test_without_a_key_every_request_pays(make_store: StoreFactory) -> None:
+    store = make_store(refund_guard=False)
     store.refund(refund(4900, key=None))
     store.refund(refund(4900, key=None))
     assert len(store.refunds()) == 2
 
 
-def test_the_guard_refuses_a_refund_above_what_was_charged(store: BusinessStore) -> None:
+def test_the_guard_refuses_a_refund_above_what_was_charged(make_store: StoreFactory) -> None:
+    store = make_store()
     store.refund(refund(4000, key="a"))
     with pytest.raises(RefundExceedsChargeError, match=r"40.00 of 49.00 is already refunded"):
         store.refund(refund(1000, key="b"))
@@ -69,21 +73,25 @@ def test_the_guard_refuses_a_refund_above_what_was_charged(store: BusinessStore)
     assert sum(r.amount_cents for r in store.refunds()) == 4900
 
 
-def test_with_the_guard_off_the_provider_pays_whatever_it_is_asked(tmp_path: Path) -> None:
-    store = BusinessStore(tmp_path / "b.sqlite3", refund_guard=False).create()
+def test_with_the_guard_off_the_provider_pays_whatever_it_is_asked(make_store: StoreFactory) -> None:
+    store = make_store(refund_guard=False)
     store.refund(refund(4900, key="a"))
     store.refund(refund(5900, key="b"))
     assert sum(r.amount_cents for r in store.refunds()) == 10_800
 
 
-def test_an_unknown_order_is_not_found(store: BusinessStore) -> None:
+def test_an_unknown_order_is_not_found(make_store: StoreFactory) -> None:
+    store = make_store()
     with pytest.raises(OrderNotFoundError, match="There is no order Z-1"):
         store.order("Z-1")
     with pytest.raises(OrderNotFoundError):
         store.refund(refund(100, order="Z-1"))
 
 
-def test_two_threads_racing_one_key_pay_once(store: BusinessStore) -> None:
+def test_eight_connections_racing_one_key_pay_once_and_the_losers_get_the_winners_result(
+    make_store: StoreFactory,
+) -> None:
+    store = make_store()
     results = []
     barrier = threading.Barrier(8)
 
@@ -102,7 +110,8 @@ def test_two_threads_racing_one_key_pay_once(store: BusinessStore) -> None:
     assert sorted(r.replayed for r in results) == [False] + [True] * 7
 
 
-def test_an_email_key_sends_once_and_refuses_a_different_email(store: BusinessStore) -> None:
+def test_an_email_key_sends_once_and_refuses_a_different_email(make_store: StoreFactory) -> None:
+    store = make_store()
     email = EmailRequest(to="ann@example.com", subject="Refund", body="49.00", idempotency_key="email:1")
     first = store.send_email(email)
     assert store.send_email(email).email_id == first.email_id
@@ -111,9 +120,43 @@ def test_an_email_key_sends_once_and_refuses_a_different_email(store: BusinessSt
     assert len(store.emails()) == 1
 
 
-def test_operators_can_add_orders_and_demo_orders_are_seeded_once(store: BusinessStore) -> None:
+def test_operators_can_add_orders_and_demo_orders_are_seeded_once(make_store: StoreFactory) -> None:
+    store = make_store()
     store.add_order(Order(order_id="B-2000", amount_cents=100, customer_email="zed@example.com"))
     store.create()
     assert store.order("A-1001").amount_cents == 4900
     assert store.order("B-2000").customer_email == "zed@example.com"
     assert len([o for o in store.orders() if o.order_id == "A-1001"]) == 1
+
+
+def test_eight_connections_racing_refunds_of_one_order_under_different_keys_never_pay_above_the_charge(
+    make_store: StoreFactory,
+) -> None:
+    store = make_store()
+    barrier = threading.Barrier(8)
+    refused = []
+
+    def race(n: int) -> None:
+        barrier.wait()
+        try:
+            store.refund(refund(1000, key=f"key-{n}"))
+        except RefundExceedsChargeError:
+            refused.append(n)
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert [r.amount_cents for r in store.refunds()] == [1000] * 4
+    assert len(refused) == 4
+
+
+def test_a_password_in_the_database_url_is_hidden_when_the_store_is_logged() -> None:
+    from activities.store import BusinessStore  # noqa: PLC0415
+
+    store = BusinessStore(url="postgresql+psycopg://agent:hunter2@db.internal/business")
+    assert "hunter2" not in str(store)
+    assert "db.internal/business" in str(store)
+    store.close()

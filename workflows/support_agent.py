@@ -10,14 +10,29 @@ histories in ``replay_histories/`` check it in CI.
 Three decisions stay in this code and out of the prompt, because a model can be talked out of a rule
 but not past an ``if``: which amounts need a person's approval, which idempotency key a refund carries,
 and who may be emailed.
+
+How the loop reads each model response (its ``stop_reason``, as the Messages API reports it):
+
+- ``tool_use``: every tool call in it runs, and all their results go back in one user turn, in the order
+  the calls were made. Consecutive read-only calls (``lookup_order``) run at once; a call with a side effect
+  (a refund, an email) runs alone, after everything before it and before everything after it.
+- ``end_turn`` (or ``stop_sequence``): the text is the answer, and the ticket is closed.
+- ``max_tokens``: the response was cut off, so a tool call in it may be cut off too (a refund of "49"
+  instead of "4900" would still validate). Nothing in it runs: each call is answered with an error saying
+  so, and the model is asked to carry on more briefly. It costs a step, within ``max_steps``.
+- ``pause_turn``: the API paused a long turn; it goes back as it is, and the next response continues the
+  same assistant turn.
+- ``refusal`` or ``model_context_window_exceeded``: the model will not, or cannot, go on. The ticket is
+  closed as ``handed_over`` with an answer that says a person will take it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -30,11 +45,14 @@ with workflow.unsafe.imports_passed_through():
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_ATTRIBUTE,
         AWAITING_APPROVAL_QUERY,
+        TOOL_SPECS,
+        USAGE_QUERY,
         WORKFLOW_NAME,
         Approval,
         ApprovalDecision,
         ApprovalRecord,
         AuditEntry,
+        ContentBlock,
         Decision,
         EmailRequest,
         IssueRefundArgs,
@@ -47,12 +65,16 @@ with workflow.unsafe.imports_passed_through():
         RefundRequest,
         SendEmailArgs,
         Status,
+        StepUsage,
+        TextBlock,
         ThinkRequest,
         TicketContext,
         TicketInput,
         ToolCallRecord,
         ToolResultBlock,
+        ToolSpec,
         ToolUseBlock,
+        UsageReport,
         describe_errors,
         money,
     )
@@ -84,10 +106,21 @@ ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 @dataclass(frozen=True)
 class Tool(Generic[ArgsT]):
-    """What the workflow knows of a tool: the arguments it validates and the step that runs it."""
+    """What the workflow knows of a tool: its contract (the arguments it validates, and whether it only
+    reads), shared with the model adapter that describes it, and the step that runs it."""
 
-    args: type[ArgsT]
+    spec: ToolSpec
     run: Callable[[SupportAgent, int, ToolUseBlock, ArgsT], Awaitable[str]]
+
+
+CUT_OFF = (
+    "Your reply was cut off at the maximum length before it was complete, so none of its tool calls ran. "
+    "Please continue, more briefly."
+)
+REFUSED = "I cannot help with this request myself. A person from our support team will take your ticket over."
+TOO_LONG = "This conversation has grown too long for me. A person from our support team will take your ticket over."
+STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": TOO_LONG}
+"""Stop reasons after which the model will not, or cannot, go on: the answer the customer gets instead."""
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -99,6 +132,7 @@ class SupportAgent:
         self._tool_calls: list[ToolCallRecord] = []
         self._refunds: list[RefundRecord] = []
         self._model_calls = 0
+        self._usage = UsageReport()
         self._audits = 0
         self._approvers: list[str] | None = None
 
@@ -161,6 +195,11 @@ class SupportAgent:
         """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
         return self._awaiting
 
+    @workflow.query(name=USAGE_QUERY)
+    def usage(self) -> UsageReport:
+        """Tokens and estimated cost so far, in total and per model call."""
+        return self._usage
+
     async def _converse(self) -> Outcome:
         """The agent loop: think, use the tools asked for, repeat until the model answers or steps run out."""
         ticket = self._ticket
@@ -175,12 +214,19 @@ class SupportAgent:
                     f"The agent could not get an answer from the model ({cause(error)}). "
                     "A person will take this ticket over.",
                 )
-            messages.append(Message(role="assistant", content=decision.content))
+            if decision.stop_reason in STOPPED:
+                return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason])
+            _add_turn(messages, "assistant", decision.content)
+            if decision.stop_reason == "max_tokens":
+                results = [self._answer_call(step, call, CUT_OFF, is_error=True) for call in decision.tool_calls]
+                _add_turn(messages, "user", [*results, TextBlock(text=CUT_OFF)])
+                continue
+            if decision.stop_reason == "pause_turn" and not decision.tool_calls:
+                continue
             if not decision.tool_calls:
                 status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
                 return self._outcome(status, step, decision.text)
-            results = [await self._use(step, call) for call in decision.tool_calls]
-            messages.append(Message(role="user", content=list(results)))
+            _add_turn(messages, "user", list(await self._use_all(step, decision.tool_calls)))
         return self._outcome(
             Status.GAVE_UP,
             ticket.options.max_steps,
@@ -218,17 +264,42 @@ class SupportAgent:
             **policies.THINK,
         )
         self._model_calls += 1
+        self._usage = UsageReport(
+            total=self._usage.total + decision.usage,
+            steps=[*self._usage.steps, StepUsage(step=step, model=decision.model, usage=decision.usage)],
+        )
         return decision
 
-    async def _use(self, step: int, call: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call and turn whatever happens into the tool result the model reads."""
+    async def _use_all(self, step: int, calls: list[ToolUseBlock]) -> list[ToolResultBlock]:
+        """Run every tool call of one response; return their results in the order of the calls.
+
+        Consecutive read-only calls run at once; a call with a side effect runs alone, so a refund and the
+        email about it never race, and the approval a refund waits for is asked for one refund at a time.
+
+        No patch guards this: the activities are scheduled in the same order as when they ran one by one,
+        only more of them in one workflow task, and the replayer accepts that (``two_lookups_one_by_one.json``,
+        recorded before, replays on this code)."""
+        outcomes: list[tuple[str, bool]] = []
+        for batch in _batches(calls):
+            outcomes += await asyncio.gather(*(self._use(step, call) for call in batch))
+        return [
+            self._answer_call(step, call, content, is_error=is_error)
+            for call, (content, is_error) in zip(calls, outcomes, strict=True)
+        ]
+
+    async def _use(self, step: int, call: ToolUseBlock) -> tuple[str, bool]:
+        """Run one tool call and turn whatever happens into the result the model reads, and whether it is an
+        error."""
         try:
-            content, is_error = await self._invoke(step, call), False
+            return await self._invoke(step, call), False
         except ToolError as error:
-            content, is_error = str(error), True
+            return str(error), True
         except ActivityError as error:
             # Out of retries, or not worth retrying: the model hears about it instead of the run failing.
-            content, is_error = f"The tool failed: {cause(error)}", True
+            return f"The tool failed: {cause(error)}", True
+
+    def _answer_call(self, step: int, call: ToolUseBlock, content: str, *, is_error: bool) -> ToolResultBlock:
+        """Record a tool call with its result in the outcome, and make the block that answers it."""
         self._tool_calls.append(
             ToolCallRecord(
                 step=step,
@@ -246,7 +317,7 @@ class SupportAgent:
         if tool is None:
             raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(self.TOOLS)}.")
         try:
-            args = tool.args.model_validate(call.input)
+            args = tool.spec.args.model_validate(call.input)
         except ValidationError as error:
             raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
         return await tool.run(self, step, call, args)
@@ -358,6 +429,10 @@ class SupportAgent:
         self._record(amount_cents, ApprovalDecision.APPROVED, answer.approver)
 
     def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
+        # Metrics from workflow code are not emitted while replaying: an answer is counted once.
+        workflow.metric_meter().create_counter("agent_approvals", "Answers about refunds, by decision", "1").add(
+            1, {"decision": decision.value}
+        )
         self._approvals.append(
             ApprovalRecord(amount_cents=amount, decision=decision, approver=approver, at=workflow.now(), reason=reason)
         )
@@ -385,9 +460,9 @@ class SupportAgent:
         }[self._ticket.options.refund_key]
 
     TOOLS: ClassVar[dict[str, Tool[Any]]] = {
-        "lookup_order": Tool(LookupOrderArgs, _lookup_order),
-        "issue_refund": Tool(IssueRefundArgs, _issue_refund),
-        "send_email": Tool(SendEmailArgs, _send_email),
+        "lookup_order": Tool(TOOL_SPECS["lookup_order"], _lookup_order),
+        "issue_refund": Tool(TOOL_SPECS["issue_refund"], _issue_refund),
+        "send_email": Tool(TOOL_SPECS["send_email"], _send_email),
     }
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
@@ -401,7 +476,37 @@ class SupportAgent:
             tool_calls=self._tool_calls,
             refunds=self._refunds,
             approvals=self._approvals,
+            usage=self._usage,
         )
+
+
+def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
+    """The calls in order: consecutive read-only ones together, every other one alone."""
+    batches: list[list[ToolUseBlock]] = []
+    for call in calls:
+        if _reads_only(call) and batches and _reads_only(batches[-1][0]):
+            batches[-1].append(call)
+        else:
+            batches.append([call])
+    return batches
+
+
+def _reads_only(call: ToolUseBlock) -> bool:
+    """A call to a tool that does not exist runs nothing, so it may join any batch of reads."""
+    spec = TOOL_SPECS.get(call.name)
+    return spec is None or spec.read_only
+
+
+def _add_turn(messages: list[Message], role: Literal["user", "assistant"], content: list[ContentBlock]) -> None:
+    """Add a turn to the conversation, continuing the last one if it has the same role (after a
+    ``pause_turn``, or after a cut-off response that said nothing), so roles keep alternating as the API
+    expects. Empty content adds nothing: the API refuses an empty turn."""
+    if not content:
+        return
+    if messages[-1].role == role:
+        messages[-1] = Message(role=role, content=[*messages[-1].content, *content])
+    else:
+        messages.append(Message(role=role, content=content))
 
 
 def is_refusal(error: ActivityError) -> bool:

@@ -1,0 +1,84 @@
+"""Operator commands: list tickets, show one, approve or decline a refund.
+
+Each is what a ``temporal`` CLI user would type, made readable: ``tickets`` is ``temporal workflow list``
+over Temporal's visibility store (so it works with no worker running), ``show`` reads the run's history
+(plus a query while it runs), and ``approve`` is ``temporal workflow signal --name approve``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError
+
+from activities.contracts import (
+    APPROVE_SIGNAL,
+    AWAITING_APPROVAL_ATTRIBUTE,
+    AWAITING_APPROVAL_QUERY,
+    WORKFLOW_NAME,
+    Approval,
+    Outcome,
+    money,
+)
+from agent_worker.transcript import narrate, say
+
+AWAITING = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+QUERY_TIMEOUT = timedelta(seconds=3)
+
+
+def workflow_id(ticket: str) -> str:
+    """Tickets run as ``ticket-<ticket id>``; a full workflow id is taken as it is."""
+    return ticket if ticket.startswith("ticket-") else f"ticket-{ticket}"
+
+
+def tickets_query(*, waiting: bool) -> str:
+    query = f"WorkflowType = '{WORKFLOW_NAME}'"
+    return f"{query} AND {AWAITING_APPROVAL_ATTRIBUTE} > 0" if waiting else query
+
+
+async def list_tickets(client: Client, *, waiting: bool, limit: int) -> int:
+    count = 0
+    async for execution in client.list_workflows(tickets_query(waiting=waiting), limit=limit):
+        amount = execution.typed_search_attributes.get(AWAITING)
+        status = execution.status.name.lower() if execution.status else "unknown"
+        say(
+            f"{execution.id:<40} {status:<11} {when(execution.start_time)}"
+            + (f"  waiting for approval of {money(amount)}" if amount else "")
+        )
+        count += 1
+    return count
+
+
+async def show(client: Client, ticket: str) -> None:
+    handle: WorkflowHandle[object, Outcome] = client.get_workflow_handle(workflow_id(ticket), result_type=Outcome)
+    description = await handle.describe()
+    say(f"{handle.id}: {description.status.name.lower() if description.status else 'unknown'}")
+    await narrate(client, handle, follow=False)
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        try:
+            waiting = await handle.query(AWAITING_APPROVAL_QUERY, rpc_timeout=QUERY_TIMEOUT)
+        except RPCError as error:  # a query needs a worker; the history above does not
+            say(f"(no worker answered the query: {error.message or error.status.name})")
+        else:
+            say(f"waiting for approval of {money(waiting)}" if waiting else "not waiting for an approval")
+    elif description.status == WorkflowExecutionStatus.COMPLETED:
+        outcome = await handle.result()
+        say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
+        say(f"answer: {outcome.answer}")
+        for refund in outcome.refunds:
+            say(f"refund #{refund.refund_id}: {money(refund.amount_cents)} on {refund.order_id}")
+        for approval in outcome.approvals:
+            say(f"approval {approval.decision.value} {approval.amount_cents} by {approval.approver} at {approval.at}"
+                + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
+
+
+async def approve(client: Client, ticket: str, *, amount_cents: int, approved: bool, approver: str) -> None:
+    handle = client.get_workflow_handle(workflow_id(ticket))
+    await handle.signal(APPROVE_SIGNAL, Approval(amount_cents=amount_cents, approved=approved, approver=approver))
+    say(f"{'approved' if approved else 'declined'} {money(amount_cents)} on {handle.id} as {approver}")
+
+
+def when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"

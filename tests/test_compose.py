@@ -1,0 +1,66 @@
+"""The compose cluster, checked offline: no Docker engine runs on these machines, so CI validates the file
+against the compose specification and checks what the schema cannot (references, pins, the image's user)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, Any] = COMPOSE["services"]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def test_the_compose_file_is_valid_against_the_compose_specification() -> None:
+    check = Path(sys.executable).parent / "check-jsonschema"
+    result = subprocess.run(
+        [str(check), "--builtin-schema", "vendor.compose-spec", str(ROOT / "docker-compose.yml")],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_dependency_names_a_service_and_every_mounted_file_exists() -> None:
+    for name, service in SERVICES.items():
+        depends = service.get("depends_on", [])
+        for target in depends if isinstance(depends, list) else depends.keys():
+            assert target in SERVICES, f"{name} depends on missing service {target}"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), f"{name} mounts missing {source}"
+            else:
+                assert source in COMPOSE.get("volumes", {}), f"{name} uses undeclared volume {source}"
+
+
+def test_every_variable_has_a_default_or_comes_from_the_env_file() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    for variable in re.findall(r"\$\{([^}]+)\}", text):
+        assert ":-" in variable, f"${{{variable}}} has no default; secrets belong in .env, read by env_file"
+
+
+def test_images_are_pinned_and_the_cluster_has_every_part() -> None:
+    for name, service in SERVICES.items():
+        image = service.get("image", "")
+        assert ":" in image, f"{name} image {image!r} has no tag"
+        assert not image.endswith(":latest"), f"{name} image {image!r} is not pinned"
+    assert {"postgresql", "temporal", "temporal-ui", "register-search-attributes", "worker"} <= set(SERVICES)
+    assert SERVICES["worker"]["deploy"]["replicas"] == 2
+    assert "postgresql+psycopg://" in SERVICES["worker"]["environment"]["AGENT_DATABASE_URL"]
+    assert SERVICES["worker"]["depends_on"]["register-search-attributes"] == {
+        "condition": "service_completed_successfully"
+    }
+
+
+def test_the_worker_image_runs_as_a_non_root_user_with_a_health_check_and_no_secrets() -> None:
+    assert re.search(r"^USER agent$", DOCKERFILE, re.MULTILINE)
+    assert "HEALTHCHECK" in DOCKERFILE
+    assert "ANTHROPIC_API_KEY" not in DOCKERFILE
+    assert "CODEC_KEYS" not in DOCKERFILE
+    assert ".env" in (ROOT / ".dockerignore").read_text().split()

@@ -1,0 +1,46 @@
+"""Operator commands against a real dev server: list waiting tickets, show one, approve it."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import Client
+
+from tests.harness import Harness, awaiting, ticket
+from tests.test_processes import AGENT_WORKER, address, run
+
+
+async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_shows_and_approves_it(
+    agent: Harness, client: Client
+) -> None:
+    cli = ["--address", address(client)]
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+
+    listed = ""
+    async with asyncio.timeout(20):  # visibility is eventually consistent; no worker runs now
+        while handle.id not in listed:
+            listed = await run(AGENT_WORKER, "tickets", "--waiting", *cli)
+    line = next(line for line in listed.splitlines() if handle.id in line)
+    assert "running" in line
+    assert "waiting for approval of 49.00" in line
+
+    shown = await run(AGENT_WORKER, "show", handle.id, *cli)
+    assert "the model asks for lookup_order(order_id='A-1001')" in shown
+    assert "[approval] a refund of 49.00 waits for a person" in shown
+    assert "no worker answered the query" in shown
+
+    async with agent.worker():
+        assert "waiting for approval of 49.00" in await run(AGENT_WORKER, "show", handle.id, *cli)
+        approved = await run(AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli)
+        assert approved.strip() == f"approved 49.00 on {handle.id} as ann"
+        await handle.result()
+        shown = await run(AGENT_WORKER, "show", handle.id, *cli)
+
+    assert "status resolved, 4 steps, 4 model calls" in shown
+    assert "refund #1: 49.00 on A-1001" in shown
+    assert "approval approved 4900 by ann" in shown
+    async with asyncio.timeout(20):
+        while handle.id in await run(AGENT_WORKER, "tickets", "--waiting", *cli):
+            await asyncio.sleep(0.2)
