@@ -84,6 +84,9 @@ class TicketOptions(Contract):
     continue_as_new_after_steps: PositiveInt = 100
     """Model calls one run makes before the ticket continues as a new run (sooner if the server suggests it),
     so no run's history outgrows Temporal's limits however long the ticket lasts. Linear history only."""
+    reconcile_refunds: bool = True
+    """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
+    it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
 
 
 class TicketInput(Contract):

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, SecretStr
+from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -27,6 +27,7 @@ from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from activities.store import BusinessStore
 from agent_worker.codec import EncryptionCodec, with_codec
+from agent_worker.faults import Faults, parse
 
 DATA_CONVERTER: DataConverter = pydantic_data_converter
 """Part of the contract with stored histories: worker, clients and replayer must all decode the same way."""
@@ -117,9 +118,28 @@ class Settings(BaseSettings):
     def data_converter(self) -> DataConverter:
         return with_codec(DATA_CONVERTER, self.codec())
 
+    faults: str = ""
+    """Crash tests only: kill or hang this worker at activity boundaries (``agent_worker/faults.py``). Empty,
+    the default, injects nothing; anything else is logged as a warning on every start."""
+    faults_dir: Path | None = None
+    """Where faults count how often each point was reached, across worker processes; default beside the
+    business database (``<db>.faults``)."""
+
+    @field_validator("faults")
+    @classmethod
+    def _faults_must_parse(cls, value: str) -> str:
+        parse(value)  # a typo must stop the worker, not leave a crash test silently crash-free
+        return value
+
     @property
     def business_db(self) -> Path:
         return self.db_path or self.data_dir / "business.sqlite3"
+
+    def fault_injector(self) -> Faults | None:
+        faults = parse(self.faults)
+        if not faults:
+            return None
+        return Faults(faults, self.faults_dir or self.business_db.with_name(self.business_db.name + ".faults"))
 
     def store(self) -> BusinessStore:
         return BusinessStore(

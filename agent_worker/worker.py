@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import structlog
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from activities.content_store import ContentStore
 from activities.model import LanguageModel, ModelActivities
@@ -25,6 +27,7 @@ from activities.store import BusinessStore
 from activities.tools import ToolActivities
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
+from agent_worker.faults import FaultInterceptor
 from agent_worker.logging import LogContextInterceptor
 from agent_worker.metrics import report_waiting_approvals
 from workflows.support_agent import SupportAgent
@@ -85,13 +88,29 @@ def build_worker(
     content = ContentStore(store)
     tools = ToolActivities(store, content, settings.inline_result_max_bytes)
     models = ModelActivities(model, store, content)
+    activities: list[Callable[..., Any]] = [
+        models.think,
+        *tools.all(),
+        PolicyActivities(settings.approvers).default_approvers,
+    ]
+    interceptors: list[Interceptor] = [LogContextInterceptor()]
+    faults = settings.fault_injector()
+    if faults is not None:
+        faults.check({fn.__name__ for fn in activities})  # each activity is registered under its method's name
+        log.warning(
+            "FAULT INJECTION IS ON: this worker will kill or hang itself on purpose. It is for crash tests; "
+            "unset AGENT_FAULTS anywhere else.",
+            faults=[str(f) for f in faults.faults],
+            markers=str(faults.markers),
+        )
+        interceptors.append(FaultInterceptor(faults))
     log.info("worker configured", task_queue=settings.task_queue, model=model.name, business_db=str(store))
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[SupportAgent],
-        activities=[models.think, *tools.all(), PolicyActivities(settings.approvers).default_approvers],
-        interceptors=[LogContextInterceptor()],
+        activities=activities,
+        interceptors=interceptors,
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,

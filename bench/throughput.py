@@ -34,7 +34,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from baseline.plain_loop import PlainLoop
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -46,6 +45,7 @@ from activities.store import BusinessStore
 from agent_worker.client import connect, ensure_search_attributes
 from agent_worker.devserver import binary, free_port
 from agent_worker.replay import HISTORIES, history_files, replay
+from baseline.plain_loop import PlainLoop
 
 RESULTS = Path(__file__).parent / "results"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -220,6 +220,23 @@ async def continued_as_new_while_awaiting_approval(r: Recorder) -> Handle:
     return handle
 
 
+async def refund_timed_out_reconciled(r: Recorder) -> Handle:
+    """The path added behind the ``reconcile-timed-out-refunds`` patch: a refund pays, then hangs through all
+    its attempts; the workflow asks the provider (``find_refund``) before telling the model.
+
+    ``refund_timed_out_before_reconciliation.json`` is this scenario recorded on the workflow code before the
+    patch (main at 21dbdac): the model was told "the tool failed" and asked again. Keep it; it stands for
+    runs in flight when the patch shipped, and cannot be recorded again from this code."""
+    settings = Settings(
+        task_queue=r.task_queue + "-hang", db_path=r.store.path, refund_guard=False,
+        faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1, model_backend="scripted",
+    )  # fmt: skip
+    async with build_worker(r.client, settings, settings.store()):  # the guard off, as the settings say
+        return await Recorder(r.client, r.store, settings.task_queue).finished(
+            ticket(approval_limit_cents=10_000, refund_key="per_tool_call")
+        )
+
+
 async def _wait_closed(handle: Handle) -> None:
     async with asyncio.timeout(30):
         while (await handle.describe()).close_time is None:
@@ -233,7 +250,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         wrong_amount_then_right_amount, tool_failure_handed_to_model, max_steps_reached, malformed_ticket_failed,
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
         resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
-        linear_history_with_large_results, continued_as_new_while_awaiting_approval,
+        linear_history_with_large_results, continued_as_new_while_awaiting_approval, refund_timed_out_reconciled,
     )
 }  # fmt: skip
 

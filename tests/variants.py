@@ -11,9 +11,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts import WORKFLOW_NAME, AuditEntry, LookupOrderArgs, Outcome, Status, TicketInput
+    from activities.contracts import (
+        WORKFLOW_NAME,
+        AuditEntry,
+        LookupOrderArgs,
+        Outcome,
+        RefundReceipt,
+        RefundRequest,
+        Status,
+        TicketInput,
+    )
     from activities.tools import ToolActivities
     from workflows import policies
     from workflows.support_agent import SupportAgent
@@ -75,3 +85,21 @@ class ClosingAuditWithoutPatch(SupportAgent):
         outcome = await super().run(raw_ticket, raw_state)
         await self._audit("closed")
         return outcome
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ReconcilesWithoutPatch(SupportAgent):
+    """Reconciliation of timed-out refunds shipped without ``workflow.patched``: a run whose refund timed out
+    before the release asked the model next, and now asks the provider first."""
+
+    @workflow.run
+    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
+        return await super().run(raw_ticket, raw_state)
+
+    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+        found = await workflow.execute_activity_method(
+            ToolActivities.find_refund, request.idempotency_key or "", **policies.FIND_REFUND
+        )
+        if found is None:
+            raise error
+        return found

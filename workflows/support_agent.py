@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         OrderEventsArgs,
         Outcome,
         RefundKey,
+        RefundReceipt,
         RefundRecord,
         RefundRequest,
         SendEmailArgs,
@@ -86,6 +87,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+RECONCILE_PATCH = "reconcile-timed-out-refunds"
+"""Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
 
 APPROVER_CHECK = "approver-check"
 """Patch: only the ticket's approvers (or the worker's default ones) may release a refund. Runs that were
@@ -399,7 +402,12 @@ class SupportAgent:
             amount_cents=args.amount_cents,
             idempotency_key=self._refund_key(step, call, args),
         )
-        receipt = await workflow.execute_activity_method(ToolActivities.issue_refund, request, **policies.ISSUE_REFUND)
+        try:
+            receipt = await workflow.execute_activity_method(
+                ToolActivities.issue_refund, request, **policies.ISSUE_REFUND
+            )
+        except ActivityError as error:
+            receipt = await self._reconcile(request, error)
         self._refunds.append(
             RefundRecord(refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents)
         )
@@ -416,6 +424,41 @@ class SupportAgent:
         )
         receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **policies.SEND_EMAIL)
         return f"Email #{receipt.email_id} sent to {receipt.to}."
+
+    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+        """A refund that failed without a refusal (timed out, out of retries) may well have been paid: ask
+        the provider what it recorded under the key, and tell the model that, not "the tool failed".
+
+        Without this, the model hears of a failure, asks for the refund again, and a key per tool call pays
+        twice (the seed's row 5). Only a keyed refund can be looked up. "Not found" is the truth when asked:
+        every attempt of the refund has been given up on by then, so none will pay later unless a hung
+        attempt outlives its timeout, and with the default per-order key even that could not pay twice.
+        """
+        key = request.idempotency_key
+        if (
+            key is None
+            or not self._ticket.options.reconcile_refunds
+            or is_refusal(error)
+            or not workflow.patched(RECONCILE_PATCH)
+        ):
+            raise error
+        found = await workflow.execute_activity_method(ToolActivities.find_refund, key, **policies.FIND_REFUND)
+        workflow.logger.warning(
+            "refund outcome unknown, reconciled with the provider",
+            extra={"cause": cause(error), "key": key, "refund_id": found.refund_id if found else None},
+        )
+        if found is None:
+            raise ToolError(
+                f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
+                f"payment provider did not answer in time ({cause(error)}) and has no refund under this request's key."
+            )
+        if (found.order_id, found.amount_cents) != (request.order_id, request.amount_cents):
+            raise ToolError(
+                f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
+                f"provider holds refund #{found.refund_id} of {money(found.amount_cents)} on {found.order_id} under "
+                "the same key, and refuses a key reused for another amount."
+            )
+        return found
 
     # --- approvals ---
 
@@ -600,6 +643,12 @@ def _ticket_key() -> str:
     run that continues it shares (for a ticket that never continued, its only run's id, as before)."""
     info = workflow.info()
     return f"{info.workflow_id}/{info.first_execution_run_id}"
+
+
+def is_refusal(error: ActivityError) -> bool:
+    """Whether the activity failed with a definite answer (a non-retryable error: the provider refused, the
+    order does not exist), as opposed to an unknown outcome (a timeout, retries used up)."""
+    return isinstance(error.cause, ApplicationError) and error.cause.non_retryable
 
 
 def cause(error: ActivityError) -> str:

@@ -1,0 +1,181 @@
+"""Fault injection for crash tests: kill or hang the worker at an activity boundary. Off unless named.
+
+Crash safety is proven with real crashes at precise moments: after the payment provider committed a
+refund and before ``issue_refund`` reports back, after the model answered and before ``think`` returns.
+An exception would not do: the SDK would report it and Temporal would retry a failure it knows about. A
+SIGKILL of the whole worker process leaves the server knowing nothing, which is what a crash is.
+
+The faults live in an activity interceptor, so the activities themselves carry no test code, and they are
+off unless ``AGENT_FAULTS`` names them; a worker with faults logs a warning saying so on every start.
+
+``AGENT_FAULTS`` is a comma-separated list of ``WHEN:ACTIVITY[#NTH]=ACTION[*TIMES]``:
+
+- ``after:issue_refund=kill``: SIGKILL the worker the first time a refund returns;
+- ``after:think#2=kill``: the second time ``think`` returns (the step that proposes the refund);
+- ``after:issue_refund=hang*5``: the first five times, stop heartbeating and sit past the attempt's
+  timeout, then fail the attempt (the server has long given up on it by then); a hang ``before`` an
+  activity never runs it.
+
+Every time a named point is reached, it claims the next number for that point by creating a marker file
+with ``O_EXCL`` in a directory beside the business database, atomically across processes. So the n-th
+time counts reaches across worker restarts, and a fault fires a bounded number of times however many
+workers a test starts with the same setting: ``after:issue_refund=kill`` kills one worker, not every
+worker that retries the refund.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from temporalio import activity
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+log = structlog.get_logger(__name__)
+
+Action = Literal["kill", "hang"]
+_FAULT = re.compile(
+    r"^(?P<when>before|after):(?P<activity>\w+)(?:#(?P<nth>\d+))?=(?P<action>\w+)(?:\*(?P<times>\d+))?$"
+)
+_ACTIONS: tuple[Action, ...] = ("kill", "hang")
+HANG_MARGIN = timedelta(seconds=1)
+HANG_WITHOUT_TIMEOUT = timedelta(minutes=5)
+
+
+class FaultSpecError(ValueError):
+    """``AGENT_FAULTS`` does not say exactly what to break: a worker must not guess."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    when: Literal["before", "after"]
+    activity: str
+    action: Action
+    nth: int = 1
+    """Fire from the nth time the point is reached (counted across processes) ..."""
+    times: int = 1
+    """... for this many reaches."""
+
+    @property
+    def point(self) -> str:
+        return f"{self.when}:{self.activity}"
+
+    def fires_at(self, reach: int) -> bool:
+        return self.nth <= reach < self.nth + self.times
+
+    def __str__(self) -> str:
+        return f"{self.point}#{self.nth}={self.action}*{self.times}"
+
+
+def parse(spec: str) -> list[Fault]:
+    """The faults ``AGENT_FAULTS`` names; an empty setting names none."""
+    faults = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        match = _FAULT.match(part)
+        if match is None:
+            raise FaultSpecError(f"Cannot read fault {part!r}: write WHEN:ACTIVITY[#NTH]=ACTION[*TIMES]")
+        action = match["action"]
+        if action not in _ACTIONS:
+            raise FaultSpecError(f"Unknown fault action {action!r} in {part!r}: use one of {', '.join(_ACTIONS)}")
+        nth, times = int(match["nth"] or 1), int(match["times"] or 1)
+        if nth < 1 or times < 1:
+            raise FaultSpecError(f"Fault {part!r}: #NTH and *TIMES count from 1")
+        faults.append(Fault(match["when"], match["activity"], action, nth, times))  # type: ignore[arg-type]  # the regex admits only before|after
+    return faults
+
+
+class Faults:
+    """The faults for one worker, and the directory that counts reaches across all of its processes."""
+
+    def __init__(self, faults: list[Fault], markers: Path) -> None:
+        self.faults = faults
+        self.markers = markers
+        self.points = {f.point for f in faults}
+
+    def check(self, activities: set[str]) -> None:
+        unknown = {f.activity for f in self.faults} - activities
+        if unknown:
+            raise FaultSpecError(
+                f"AGENT_FAULTS names activities this worker does not run: {', '.join(sorted(unknown))} "
+                f"(it runs {', '.join(sorted(activities))})"
+            )
+
+    def due(self, point: str) -> Fault | None:
+        """Count one reach of ``point``; the fault to fire now, if any."""
+        if point not in self.points:
+            return None
+        reach = self._claim(point)
+        return next((f for f in self.faults if f.point == point and f.fires_at(reach)), None)
+
+    def _claim(self, point: str) -> int:
+        self.markers.mkdir(parents=True, exist_ok=True)
+        reach = 1
+        while True:
+            try:
+                os.close(os.open(self.markers / f"{point.replace(':', '-')}.{reach}", os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                reach += 1
+            else:
+                return reach
+
+
+def kill_this_process(fault: Fault, **context: Any) -> None:
+    """SIGKILL the whole worker: no cleanup, no report to the server, exactly like a crash."""
+    log.warning("fault injected: killing this process with SIGKILL", fault=str(fault), pid=os.getpid(), **context)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class HungError(Exception):
+    """The end of a hang: by now the server has timed the attempt out, so nobody hears this."""
+
+
+async def hang(fault: Fault) -> None:
+    """Stop heartbeating and sit past the attempt's timeout, then fail the attempt without doing its work."""
+    info = activity.info()
+    timeout = info.start_to_close_timeout or HANG_WITHOUT_TIMEOUT
+    log.warning("fault injected: hanging past the attempt's timeout", fault=str(fault), seconds=timeout.total_seconds())
+    await asyncio.sleep((timeout + HANG_MARGIN).total_seconds())
+    raise HungError(f"fault {fault} hung this attempt past its timeout")
+
+
+class _Inbound(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, faults: Faults) -> None:  # noqa: A002 - the SDK's name
+        super().__init__(next)
+        self.faults = faults
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:  # noqa: A002 - the SDK's name
+        name = activity.info().activity_type
+        await self._at(f"before:{name}")
+        result = await self.next.execute_activity(input)
+        await self._at(f"after:{name}")
+        return result
+
+    async def _at(self, point: str) -> None:
+        fault = await asyncio.to_thread(self.faults.due, point)
+        if fault is None:
+            return
+        if fault.action == "kill":
+            kill_this_process(fault, attempt=activity.info().attempt)
+        await hang(fault)
+
+
+class FaultInterceptor(Interceptor):
+    """Fires the configured faults at ``before:<activity>`` and ``after:<activity>`` (after a success)."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:  # noqa: A002
+        return _Inbound(next, self.faults)

@@ -1,0 +1,152 @@
+"""Row 5 of the seed's crash table, and the reconciliation that closes it.
+
+A refund that pays and then hangs through all its attempts fails with a timeout although the money went
+out. Told "the tool failed", the model asks for the refund again: a key per tool call pays twice, a key
+per order pays once. Asking the provider what it recorded under the key before telling the model
+anything (the default) makes a key per tool call pay once too, and tells the model the truth either way.
+
+Each scenario sits through five heartbeat timeouts and their backoff (about 40 s of real time), so the
+four run side by side, each with its own worker process, database and task queue, and each test awaits
+its own. The provider's refund-total guard is off, so the figures show what orchestration alone does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import WorkflowEnvironment
+
+from activities.contracts import Outcome, Status
+from activities.store import BusinessStore
+from agent_worker.replay import HISTORIES, replay
+from tests.crashlab import Lab
+from tests.harness import Handle, activity_attempts, events, ticket
+from tests.variants import ReconcilesWithoutPatch
+from workflows.support_agent import RECONCILE_PATCH
+
+pytestmark = pytest.mark.slow
+
+PAYS_THEN_HANGS = "after:issue_refund=hang*5"
+HANGS_BEFORE_PAYING = "before:issue_refund=hang*5"
+NO_APPROVAL_NEEDED = 10_000
+
+
+@dataclass
+class Scenario:
+    lab: Lab
+    handle: Handle
+    outcome: Outcome
+
+    def refunds(self) -> list[int]:
+        return [r.amount_cents for r in self.lab.store.refunds()]
+
+    def model_calls(self) -> int:
+        return len(self.lab.store.model_calls(self.outcome.ticket_id))
+
+    def refund_results(self) -> list[tuple[bool, str]]:
+        return [(c.is_error, c.result) for c in self.outcome.tool_calls if c.name == "issue_refund"]
+
+
+SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
+    "per_tool_call, not reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_tool_call", "reconcile_refunds": False}),
+    "per_order, not reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_order", "reconcile_refunds": False}),
+    "per_tool_call, reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_tool_call"}),
+    "never paid, reconciled": (HANGS_BEFORE_PAYING, {"refund_key": "per_tool_call"}),
+}
+
+
+@pytest.fixture(scope="module")
+async def scenarios(
+    dev_server: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[dict[str, asyncio.Task[Scenario]]]:
+    labs: list[Lab] = []
+
+    async def run(faults: str, options: dict[str, Any]) -> Scenario:
+        store = BusinessStore(tmp_path_factory.mktemp("timed-out") / "business.sqlite3").create()
+        settings = {"AGENT_REFUND_GUARD": "false", "AGENT_FAULTS": faults, "AGENT_GRACEFUL_SHUTDOWN_SECONDS": "1"}
+        lab = Lab(dev_server.client, store, task_queue=f"timed-out-{uuid.uuid4()}", settings=settings)
+        labs.append(lab)
+        handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, **options))
+        return Scenario(lab, handle, await lab.supervise(handle, timeout=240))
+
+    tasks = {name: asyncio.create_task(run(*scenario)) for name, scenario in SCENARIOS.items()}
+    try:
+        yield tasks
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        await asyncio.gather(*(lab.close() for lab in labs))
+
+
+async def test_a_refund_that_timed_out_is_asked_for_again_by_the_model_and_a_key_per_tool_call_pays_twice(
+    scenarios: dict[str, asyncio.Task[Scenario]],
+) -> None:
+    run = await scenarios["per_tool_call, not reconciled"]
+
+    assert run.refunds() == [4900, 4900]
+    assert await activity_attempts(run.handle, "issue_refund") == [5, 1]
+    (first_failed, first), (second_failed, second) = run.refund_results()
+    assert first_failed
+    assert "timeout" in first.lower()
+    assert (second_failed, second) == (False, "Refunded 49.00 on order A-1001 (refund #2).")
+    assert run.model_calls() == 5
+    assert run.lab.workers[0].alive  # a hang, not a crash: the same worker carried on
+
+
+async def test_a_key_per_order_pays_once_however_often_the_refund_is_asked_for(
+    scenarios: dict[str, asyncio.Task[Scenario]],
+) -> None:
+    run = await scenarios["per_order, not reconciled"]
+
+    assert run.refunds() == [4900]
+    assert await activity_attempts(run.handle, "issue_refund") == [5, 1]
+    (first_failed, _), second = run.refund_results()
+    assert first_failed
+    assert second == (False, "Refunded 49.00 on order A-1001 (refund #1).")
+    assert run.outcome.status is Status.RESOLVED
+
+
+async def test_a_timed_out_refund_is_looked_up_before_the_model_hears_of_it_so_a_key_per_tool_call_pays_once(
+    scenarios: dict[str, asyncio.Task[Scenario]],
+) -> None:
+    run = await scenarios["per_tool_call, reconciled"]
+
+    assert run.refunds() == [4900]
+    assert await activity_attempts(run.handle, "issue_refund") == [5]
+    assert await activity_attempts(run.handle, "find_refund") == [1]
+    assert run.refund_results() == [(False, "Refunded 49.00 on order A-1001 (refund #1).")]
+    assert [r.amount_cents for r in run.outcome.refunds] == [4900]
+    assert run.model_calls() == 4
+    markers = await events(run.handle, EventType.EVENT_TYPE_MARKER_RECORDED)
+    assert RECONCILE_PATCH in str(markers)
+
+
+async def test_a_timed_out_refund_that_never_paid_is_reported_as_not_made_and_is_paid_once_when_asked_again(
+    scenarios: dict[str, asyncio.Task[Scenario]],
+) -> None:
+    run = await scenarios["never paid, reconciled"]
+
+    assert run.refunds() == [4900]
+    (first_failed, first), second = run.refund_results()
+    assert first_failed
+    assert "The refund of 49.00 on order A-1001 was not made" in first
+    assert second == (False, "Refunded 49.00 on order A-1001 (refund #1).")
+    assert run.model_calls() == 5
+
+
+async def test_reconciliation_shipped_without_its_patch_would_break_the_runs_already_in_flight() -> None:
+    before = HISTORIES / "refund_timed_out_before_reconciliation.json"
+
+    (with_patch,) = await replay([before])
+    (without_patch,) = await replay([before], workflows=[ReconcilesWithoutPatch])
+
+    assert with_patch.ok, with_patch.failure
+    assert "Nondeterminism" in str(without_patch.failure)
+    assert "'find_refund'" in str(without_patch.failure)
