@@ -155,7 +155,6 @@ class SupportAgent:
         self._step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
         self._carried_wait: tuple[int, datetime] | None = None
-        self._continuing = False
 
     @workflow.run
     async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
@@ -484,10 +483,11 @@ class SupportAgent:
             await self._wait_for_answer(amount_cents, deadline)
         except TimeoutError:
             pass
-        finally:
-            if not self._continuing:  # the next run waits on, with the attribute set
-                workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
-                self._awaiting = None
+        # Not in a ``finally``: continue-as-new raises through here (the next run waits on, with the attribute
+        # set), and a run evicted from the worker's cache while it waits is closed with GeneratorExit, when a
+        # workflow call would run outside the workflow's event loop.
+        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
+        self._awaiting = None
         answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
         await self._audit(
             f"refund of {money(amount_cents)} "
@@ -569,7 +569,6 @@ class SupportAgent:
             audits=self._audits,
         )
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
-        self._continuing = True
         workflow.continue_as_new(args=[self._ticket, state])
 
     def _restore(self, state: ContinuedState) -> None:
