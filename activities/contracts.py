@@ -77,6 +77,13 @@ class TicketOptions(Contract):
     """A ticket older than this when its run starts goes to a person: the model is not asked."""
     approvers: list[NonEmpty] | None = None
     """Who may approve this ticket's refunds; None takes the worker's default (``AGENT_APPROVERS``)."""
+    linear_history: bool = True
+    """Send the model activity only what is new since the last step, with a reference to the conversation
+    so far, so each step adds about the same bytes to the history. False sends the whole conversation every
+    step, as runs did before (the benchmark's naive side)."""
+    continue_as_new_after_steps: PositiveInt = 100
+    """Model calls one run makes before the ticket continues as a new run (sooner if the server suggests it),
+    so no run's history outgrows Temporal's limits however long the ticket lasts. Linear history only."""
     reconcile_refunds: bool = True
     """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
     it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
@@ -138,7 +145,11 @@ class ToolResultBlock(Contract):
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
     content: str
+    """The result; when ``content_ref`` is set, only a short preview of it."""
     is_error: bool = False
+    content_ref: str | None = None
+    """Where a result too large for the history is kept (``sha256:<hex>`` in the content store); the
+    ``think`` activity loads it before the model reads the conversation."""
 
 
 class ThinkingBlock(Contract):
@@ -183,6 +194,12 @@ class ThinkRequest(Contract):
     ticket: TicketContext
     step: PositiveInt
     messages: list[Message]
+    """The whole conversation; with ``store_conversation``, only what is new since ``conversation_ref``."""
+    store_conversation: bool = False
+    """The activity keeps the conversation in the content store and returns its new reference with the
+    decision, so the history carries each turn once instead of the whole conversation every step."""
+    conversation_ref: str | None = None
+    """The conversation so far (as the last decision returned it); None on the first step."""
 
 
 class Usage(Contract):
@@ -233,6 +250,8 @@ class Decision(Contract):
     usage: Usage = Usage()
     model: str = ""
     """The model that answered, as the API names it; empty for a stand-in."""
+    conversation_ref: str | None = None
+    """With ``ThinkRequest.store_conversation``: the conversation including this answer, as stored."""
 
     @property
     def tool_calls(self) -> list[ToolUseBlock]:
@@ -267,6 +286,13 @@ class SendEmailArgs(Contract):
     body: NonEmpty = Field(max_length=20_000)
 
 
+class OrderEventsArgs(Contract):
+    """Read an order's event log: every carrier scan, status change and note about it, oldest first. Long:
+    use it when the customer's question is about what happened to the parcel."""
+
+    order_id: OrderId = Field(description="The order id, such as A-1001.")
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool as both sides see it: the workflow validates a call's arguments with ``args`` before anything
@@ -292,6 +318,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         ToolSpec("lookup_order", LookupOrderArgs, read_only=True),
         ToolSpec("issue_refund", IssueRefundArgs, read_only=False),
         ToolSpec("send_email", SendEmailArgs, read_only=False),
+        ToolSpec("order_events", OrderEventsArgs, read_only=True),
     )
 }
 
@@ -320,6 +347,16 @@ class RefundReceipt(Contract):
     amount_cents: int
     replayed: bool = False
     """True when the provider recognised the key and paid nothing this time."""
+
+
+class ToolOutput(Contract):
+    """A tool's result as text; one above the worker's inline limit is kept in the content store and only a
+    preview and its reference travel through the history."""
+
+    content: str
+    content_ref: str | None = None
+    size: NonNegativeInt = 0
+    """Bytes of the whole result (UTF-8)."""
 
 
 class EmailRequest(Contract):
@@ -361,6 +398,8 @@ class ToolCallRecord(Contract):
     input: dict[str, Any]
     result: str
     is_error: bool
+    result_ref: str | None = None
+    """Where the whole result is kept when ``result`` is only its preview."""
 
 
 class RefundRecord(Contract):
@@ -380,6 +419,48 @@ class Outcome(Contract):
     approvals: list[ApprovalRecord] = []
     usage: UsageReport = UsageReport()
     """Tokens and estimated cost, in total and per model call."""
+
+
+# --- a ticket that continues as a new run ----------------------------------------------------------------
+
+
+class ContinuedState(Contract):
+    """Everything a run hands to the run that continues it: the conversation by reference, the step it got
+    to, a step cut short by the continuation (the tool calls still to run and the results of those that ran),
+    an approval being waited for, and everything the outcome reports."""
+
+    steps_taken: NonNegativeInt
+    conversation_ref: str | None
+    pending: list[Message] = []
+    """Turns not yet sent to the model (the results of the last step's tool calls)."""
+    calls: list[ToolUseBlock] = []
+    """The tool calls of the step cut short, all of them, in order."""
+    results: list[ToolResultBlock] = []
+    """Results of the first of ``calls``, those that ran before the continuation."""
+    awaiting: PositiveInt | None = None
+    """The amount a person was being asked to approve when the run continued."""
+    approval_deadline: datetime | None = None
+    answer: Approval | None = None
+    """An answer to that approval the last run received but had not acted on yet."""
+    approvers: list[str] | None = None
+    model_calls: NonNegativeInt = 0
+    usage: UsageReport = UsageReport()
+    tool_calls: list[ToolCallRecord] = []
+    refunds: list[RefundRecord] = []
+    approvals: list[ApprovalRecord] = []
+    audits: NonNegativeInt = 0
+
+
+def append_turn(messages: list[Message], role: Literal["user", "assistant"], content: list[ContentBlock]) -> None:
+    """Add a turn to the conversation, continuing the last one if it has the same role (after a
+    ``pause_turn``, or after a cut-off response that said nothing), so roles keep alternating as the API
+    expects. Empty content adds nothing: the API refuses an empty turn."""
+    if not content:
+        return
+    if messages and messages[-1].role == role:
+        messages[-1] = Message(role=role, content=[*messages[-1].content, *content])
+    else:
+        messages.append(Message(role=role, content=content))
 
 
 def find_order_id(text: str) -> str | None:

@@ -26,9 +26,11 @@ async def heartbeating(interval: timedelta | None = None) -> AsyncIterator[None]
         interval = timeout / 3 if timeout else DEFAULT_INTERVAL
 
     async def beat() -> None:
+        # Sleep first: most activities finish in milliseconds, and a heartbeat they never needed would be
+        # one more call to the server for every tool call.
         while True:
-            activity.heartbeat()
             await asyncio.sleep(interval.total_seconds())
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
     try:

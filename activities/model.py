@@ -13,7 +13,8 @@ from typing import Protocol
 
 from temporalio import activity
 
-from activities.contracts import Decision, ThinkRequest
+from activities.content_store import ContentStore, extend, load_conversation, resolve
+from activities.contracts import Decision, Message, ThinkRequest, append_turn
 from activities.heartbeat import heartbeating
 from activities.store import BusinessStore
 
@@ -25,14 +26,28 @@ class LanguageModel(Protocol):
 
 
 class ModelActivities:
-    def __init__(self, model: LanguageModel, store: BusinessStore) -> None:
+    def __init__(self, model: LanguageModel, store: BusinessStore, content: ContentStore | None = None) -> None:
         self.model = model
         self.store = store
+        self.content = content or ContentStore(store)
 
     @activity.defn(name="think")
     async def think(self, request: ThinkRequest) -> Decision:
+        """Ask the model about the whole conversation, loaded from the content store as far as the request
+        refers to it. With ``store_conversation``, the conversation with this answer is stored before the
+        activity completes, so a crash after it loses nothing, and its key goes back with the decision."""
         async with heartbeating():
-            decision = await self.model.decide(request)
+            conversation = await asyncio.to_thread(self._conversation, request)
+            full = await asyncio.to_thread(resolve, self.content, conversation)
+            decision = await self.model.decide(
+                request.model_copy(update={"messages": full, "store_conversation": False, "conversation_ref": None})
+            )
+            if request.store_conversation:
+                turns = [*request.messages, Message(role="assistant", content=decision.content)]
+                key, _ = await asyncio.to_thread(
+                    extend, self.content, request.conversation_ref, [t for t in turns if t.content]
+                )
+                decision = decision.model_copy(update={"conversation_ref": key})
         if not decision.model:  # a stand-in that does not say: the usage report still names who answered
             decision = decision.model_copy(update={"model": self.model.name})
         await asyncio.to_thread(self.store.record_model_call, request.ticket.ticket_id, request.step)
@@ -52,6 +67,14 @@ class ModelActivities:
             },
         )
         return decision
+
+    def _conversation(self, request: ThinkRequest) -> list[Message]:
+        if not request.store_conversation:
+            return request.messages
+        messages = load_conversation(self.content, request.conversation_ref)
+        for turn in request.messages:
+            append_turn(messages, turn.role, list(turn.content))
+        return messages
 
 
 def count_usage(decision: Decision) -> None:

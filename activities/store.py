@@ -79,6 +79,18 @@ audit_log = sa.Table(
     sa.Column("idempotency_key", sa.Text, unique=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )  # fmt: skip
+blobs = sa.Table(
+    "blobs", metadata,
+    sa.Column("key", sa.Text, primary_key=True),  # sha256:<hex> of the data: a key names one content forever
+    sa.Column("data", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+order_events = sa.Table(
+    "order_events", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
+    sa.Column("event", sa.Text, nullable=False),
+)  # fmt: skip
 
 DEMO_ORDERS = (
     Order(order_id="A-1001", amount_cents=4900, customer_email="ann@example.com"),
@@ -186,6 +198,17 @@ class BusinessStore:
     def orders(self) -> list[Order]:
         with self._reader.connect() as db:
             return [_order(row) for row in db.execute(orders.select().order_by(orders.c.order_id))]
+
+    def add_order_event(self, order_id: str, event: str) -> None:
+        with self._engine.begin() as db:
+            db.execute(order_events.insert().values(order_id=order_id, event=event))
+
+    def order_events(self, order_id: str) -> list[str]:
+        """The order's event log, oldest first; an order nobody wrote about has none."""
+        self.order(order_id)  # no such order is an error, not an empty log
+        with self._reader.connect() as db:
+            query = sa.select(order_events.c.event).where(order_events.c.order_id == order_id)
+            return list(db.execute(query.order_by(order_events.c.id)).scalars())
 
     def order(self, order_id: str) -> Order:
         with self._reader.connect() as db:
@@ -300,6 +323,22 @@ class BusinessStore:
     def _settle(self, db: Connection, key: str | None, result_id: int) -> None:
         if key is not None:
             db.execute(idempotency_keys.update().where(idempotency_keys.c.key == key).values(result_id=result_id))
+
+    # --- content-addressed blobs (large tool results, conversation snapshots) ---
+
+    def put_blob(self, key: str, data: bytes) -> None:
+        """Keep ``data`` under its content key; storing the same content again changes nothing."""
+        with self._engine.begin() as db:
+            db.execute(
+                self._insert(blobs)
+                .values(key=key, data=data, created_at=self._clock())
+                .on_conflict_do_nothing(index_elements=[blobs.c.key])
+            )
+
+    def get_blob(self, key: str) -> bytes | None:
+        with self._reader.connect() as db:
+            data: bytes | None = db.execute(sa.select(blobs.c.data).where(blobs.c.key == key)).scalar()
+        return data
 
     # --- the audit trail ---
 

@@ -15,14 +15,17 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.content_store import ContentStore, offload
 from activities.contracts import (
     AuditEntry,
     EmailReceipt,
     EmailRequest,
     LookupOrderArgs,
     Order,
+    OrderEventsArgs,
     RefundReceipt,
     RefundRequest,
+    ToolOutput,
 )
 from activities.heartbeat import heartbeating
 from activities.store import (
@@ -51,17 +54,33 @@ async def _call(fn: Callable[[], T]) -> T:
         raise ApplicationError(str(error), type=NON_RETRYABLE[type(error)], non_retryable=True) from error
 
 
+INLINE_MAX_BYTES = 8192
+"""Tool results above this go to the content store; the history carries a preview and the key."""
+
+
 class ToolActivities:
-    def __init__(self, store: BusinessStore) -> None:
+    def __init__(
+        self, store: BusinessStore, content: ContentStore | None = None, inline_max_bytes: int = INLINE_MAX_BYTES
+    ) -> None:
         self.store = store
+        self.content = content or ContentStore(store)
+        self.inline_max_bytes = inline_max_bytes
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of the business side, for a worker to register."""
-        return [self.lookup_order, self.issue_refund, self.find_refund, self.audit, self.send_email]
+        return [self.lookup_order, self.issue_refund, self.find_refund, self.audit, self.send_email, self.order_events]
 
     @activity.defn(name="lookup_order")
     async def lookup_order(self, args: LookupOrderArgs) -> Order:
         return await _call(lambda: self.store.order(args.order_id))
+
+    @activity.defn(name="order_events")
+    async def order_events(self, args: OrderEventsArgs) -> ToolOutput:
+        """The log can be long: above the inline limit it is stored before the activity completes, and only
+        its key and a preview are recorded in the history."""
+        events = await _call(lambda: self.store.order_events(args.order_id))
+        text = "\n".join(events) if events else f"No events are recorded for order {args.order_id}."
+        return await _call(lambda: offload(self.content, text, self.inline_max_bytes))
 
     @activity.defn(name="issue_refund")
     async def issue_refund(self, request: RefundRequest) -> RefundReceipt:

@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     anthropic_prices: dict[str, ModelPrice] = DEFAULT_PRICES
     """Dollars per million tokens per model, for the cost estimate in the ``usage`` query and the outcome."""
 
+    inline_result_max_bytes: PositiveInt = 8192
+    """Tool results larger than this (UTF-8 bytes) are kept in the content store (the business database's
+    ``blobs`` table) and the history carries only a preview and their ``sha256:`` key."""
+
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
 

@@ -19,6 +19,7 @@ import structlog
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
+from activities.content_store import ContentStore
 from activities.model import LanguageModel, ModelActivities
 from activities.policy import PolicyActivities
 from activities.scripted_model import ScriptedModel
@@ -84,8 +85,9 @@ def build_worker(
     """The worker for the settings; tests hand in a scratch store and, where a script needs it, a model."""
     store = store or settings.store().create()
     model = model or choose_model(settings, store)
-    tools = ToolActivities(store)
-    models = ModelActivities(model, store)
+    content = ContentStore(store)
+    tools = ToolActivities(store, content, settings.inline_result_max_bytes)
+    models = ModelActivities(model, store, content)
     activities: list[Callable[..., Any]] = [
         models.think,
         *tools.all(),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from activities.contracts import (
     APPROVE_SIGNAL,
@@ -39,6 +39,7 @@ from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
+from bench.history_growth import LongTicketModel, long_ticket, seed_long_orders
 
 Handle = WorkflowHandle[Any, Outcome]
 
@@ -196,6 +197,29 @@ async def crash_with_retried_activity(r: Recorder) -> Handle:
     return handle
 
 
+async def linear_history_with_large_results(r: Recorder) -> Handle:
+    """The path added behind the ``linear-history`` patch: think gets only what is new and the conversation's
+    key, and 20 KB event logs travel as a preview and a ``sha256:`` key."""
+    seed_long_orders(r.store, 4)
+    return await r.finished(long_ticket(4, linear=True))
+
+
+async def continued_as_new_while_awaiting_approval(r: Recorder) -> Handle:
+    """A run that continues as new while its refund waits for approval (this file is the second run; the
+    first, which ends in the continuation, is ``..._first_run``)."""
+    handle = await r.start(ticket(continue_as_new_after_steps=2))
+    first = r.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+    async with asyncio.timeout(30):
+        while (await first.describe()).status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            await asyncio.sleep(0.05)
+    await awaiting(handle, 4900)
+    await approve(handle, 4900)
+    await handle.result()
+    await export(r.client, handle.id, HISTORIES / "continued_as_new_while_awaiting_approval_first_run.json",
+                 run_id=handle.first_execution_run_id)  # fmt: skip
+    return handle
+
+
 async def refund_timed_out_reconciled(r: Recorder) -> Handle:
     """The path added behind the ``reconcile-timed-out-refunds`` patch: a refund pays, then hangs through all
     its attempts; the workflow asks the provider (``find_refund``) before telling the model.
@@ -226,11 +250,14 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         wrong_amount_then_right_amount, tool_failure_handed_to_model, max_steps_reached, malformed_ticket_failed,
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
         resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
-        refund_timed_out_reconciled,
+        linear_history_with_large_results, continued_as_new_while_awaiting_approval, refund_timed_out_reconciled,
     )
 }  # fmt: skip
 
-MODELS: dict[str, Callable[[], LanguageModel]] = {"two_lookups_at_once": TwoLookupsModel}
+MODELS: dict[str, Callable[[], LanguageModel]] = {
+    "two_lookups_at_once": TwoLookupsModel,
+    "linear_history_with_large_results": lambda: LongTicketModel(4),
+}
 """Scenarios that need another model than the script."""
 
 

@@ -78,3 +78,6 @@ DEFAULT_APPROVERS: ActivityOptions = {
     "start_to_close_timeout": timedelta(seconds=10),
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
+
+ORDER_EVENTS: ActivityOptions = LOOKUP_ORDER
+"""A read like ``lookup_order``; a long log is stored by the activity, so it takes no longer to record."""

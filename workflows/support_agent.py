@@ -31,8 +31,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -52,12 +52,13 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecision,
         ApprovalRecord,
         AuditEntry,
-        ContentBlock,
+        ContinuedState,
         Decision,
         EmailRequest,
         IssueRefundArgs,
         LookupOrderArgs,
         Message,
+        OrderEventsArgs,
         Outcome,
         RefundKey,
         RefundReceipt,
@@ -71,10 +72,12 @@ with workflow.unsafe.imports_passed_through():
         TicketContext,
         TicketInput,
         ToolCallRecord,
+        ToolOutput,
         ToolResultBlock,
         ToolSpec,
         ToolUseBlock,
         UsageReport,
+        append_turn,
         describe_errors,
         money,
     )
@@ -96,6 +99,12 @@ CLOSING_AUDIT = "audit-ticket-close"
 started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
 once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
 
+LINEAR_HISTORY = "linear-history"
+"""Patch: ``think`` gets only what is new since the last step and the key of the conversation so far (the
+activity keeps the conversation in the content store), and the ticket continues as a new run after
+``continue_as_new_after_steps`` model calls or when the server suggests it. Runs started before it replay
+sending the whole conversation every step."""
+
 
 class ToolError(Exception):
     """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
@@ -110,7 +119,7 @@ class Tool(Generic[ArgsT]):
     reads), shared with the model adapter that describes it, and the step that runs it."""
 
     spec: ToolSpec
-    run: Callable[[SupportAgent, int, ToolUseBlock, ArgsT], Awaitable[str]]
+    run: Callable[[SupportAgent, int, ToolUseBlock, ArgsT], Awaitable[str | ToolOutput]]
 
 
 CUT_OFF = (
@@ -135,13 +144,28 @@ class SupportAgent:
         self._usage = UsageReport()
         self._audits = 0
         self._approvers: list[str] | None = None
+        # Linear history and continuing as new (the LINEAR_HISTORY patch):
+        self._linear = False
+        self._conversation_ref: str | None = None
+        self._step = 0
+        """The step in progress (numbered across the ticket's runs)."""
+        self._run_steps = 0
+        """Model calls this run made: the budget before it continues as a new run."""
+        self._step_calls: list[ToolUseBlock] = []
+        self._step_results: list[ToolResultBlock] = []
+        """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
+        self._carried_wait: tuple[int, datetime] | None = None
+        self._continuing = False
 
     @workflow.run
-    async def run(self, raw_ticket: Any = None) -> Outcome:
+    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
         """Take the input loosely and validate it here: a typed argument that fails to decode would leave
-        the run RUNNING with its first workflow task failing forever, instead of failing it clearly."""
+        the run RUNNING with its first workflow task failing forever, instead of failing it clearly.
+
+        ``raw_state`` is set only on a run that continues another one (``ContinuedState``)."""
         try:
             self._ticket = TicketInput.model_validate(raw_ticket)
+            carried = None if raw_state is None else ContinuedState.model_validate(raw_state)
         except ValidationError as error:
             raise ApplicationError(
                 f"Invalid ticket input: {describe_errors(error)}",
@@ -149,13 +173,19 @@ class SupportAgent:
                 non_retryable=True,
             ) from None
         ticket = self._ticket
-        workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
-        if escalation := self._past_sla():
-            await self._audit(f"escalated to a person: {escalation}")
-            return self._outcome(
-                Status.ESCALATED, 0, "Your ticket has waited longer than we promised, so a colleague is taking it over."
-            )
-        outcome = await self._converse()
+        if carried is not None:
+            extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
+            workflow.logger.info("ticket continued", extra=extra)
+            self._restore(carried)
+        else:
+            workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
+            if escalation := self._past_sla():
+                await self._audit(f"escalated to a person: {escalation}")
+                return self._outcome(
+                    Status.ESCALATED, 0,
+                    "Your ticket has waited longer than we promised, so a colleague is taking it over.",
+                )  # fmt: skip
+        outcome = await self._converse(carried)
         if workflow.patched(CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
             await self._audit(
@@ -200,11 +230,18 @@ class SupportAgent:
         """Tokens and estimated cost so far, in total and per model call."""
         return self._usage
 
-    async def _converse(self) -> Outcome:
-        """The agent loop: think, use the tools asked for, repeat until the model answers or steps run out."""
+    async def _converse(self, carried: ContinuedState | None) -> Outcome:
+        """The agent loop: think, use the tools asked for, repeat until the model answers or steps run out.
+
+        With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
+        so far is ``self._conversation_ref``. Without it, ``messages`` is the whole conversation."""
         ticket = self._ticket
-        messages = [Message.user_text(ticket.question)]
-        for step in range(1, ticket.options.max_steps + 1):
+        self._linear = carried is not None or (ticket.options.linear_history and workflow.patched(LINEAR_HISTORY))
+        messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
+        first = 1 if carried is None else carried.steps_taken + 1
+        for step in range(first, ticket.options.max_steps + 1):
+            if self._should_continue():
+                await self._continue_as_new(step - 1, messages)
             try:
                 decision = await self._think(step, messages)
             except ActivityError as error:
@@ -216,22 +253,34 @@ class SupportAgent:
                 )
             if decision.stop_reason in STOPPED:
                 return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason])
-            _add_turn(messages, "assistant", decision.content)
+            if self._linear:  # the activity stored the conversation with this answer in it
+                self._conversation_ref, messages = decision.conversation_ref, []
+            else:
+                append_turn(messages, "assistant", decision.content)
             if decision.stop_reason == "max_tokens":
                 results = [self._answer_call(step, call, CUT_OFF, is_error=True) for call in decision.tool_calls]
-                _add_turn(messages, "user", [*results, TextBlock(text=CUT_OFF)])
+                append_turn(messages, "user", [*results, TextBlock(text=CUT_OFF)])
                 continue
             if decision.stop_reason == "pause_turn" and not decision.tool_calls:
                 continue
             if not decision.tool_calls:
                 status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
                 return self._outcome(status, step, decision.text)
-            _add_turn(messages, "user", list(await self._use_all(step, decision.tool_calls)))
+            append_turn(messages, "user", list(await self._use_all(step, decision.tool_calls)))
         return self._outcome(
             Status.GAVE_UP,
             ticket.options.max_steps,
             f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
         )
+
+    async def _resume(self, carried: ContinuedState) -> list[Message]:
+        """What the model has not been sent yet, after running the calls of the step the last run was in the
+        middle of (a refund waiting for approval) that it did not get to."""
+        messages = list(carried.pending)
+        if carried.calls:
+            self._step = carried.steps_taken
+            append_turn(messages, "user", list(await self._use_all(self._step, carried.calls, carried.results)))
+        return messages
 
     def _past_sla(self) -> str | None:
         """Why the ticket is past its SLA, or None. Workflow time, never the wall clock: a replay hours
@@ -242,14 +291,11 @@ class SupportAgent:
         return f"opened {age} ago, SLA {sla}" if age > sla else None
 
     async def _audit(self, entry: str) -> None:
-        info = workflow.info()
         self._audits += 1
         await workflow.execute_activity_method(
             ToolActivities.audit,
             AuditEntry(
-                ticket_id=self._ticket.ticket_id,
-                entry=entry,
-                idempotency_key=f"audit:{info.workflow_id}/{info.run_id}/{self._audits}",
+                ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{_ticket_key()}/{self._audits}"
             ),
             **policies.AUDIT,
         )
@@ -258,19 +304,23 @@ class SupportAgent:
 
     async def _think(self, step: int, messages: list[Message]) -> Decision:
         context = TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
-        decision = await workflow.execute_activity_method(
-            ModelActivities.think,
-            ThinkRequest(ticket=context, step=step, messages=messages),
-            **policies.THINK,
-        )
+        request = ThinkRequest(ticket=context, step=step, messages=messages)
+        if self._linear:
+            request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
+                                   conversation_ref=self._conversation_ref)  # fmt: skip
+        decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
         self._model_calls += 1
+        self._run_steps += 1
+        self._step = step
         self._usage = UsageReport(
             total=self._usage.total + decision.usage,
             steps=[*self._usage.steps, StepUsage(step=step, model=decision.model, usage=decision.usage)],
         )
         return decision
 
-    async def _use_all(self, step: int, calls: list[ToolUseBlock]) -> list[ToolResultBlock]:
+    async def _use_all(
+        self, step: int, calls: list[ToolUseBlock], done: list[ToolResultBlock] | None = None
+    ) -> list[ToolResultBlock]:
         """Run every tool call of one response; return their results in the order of the calls.
 
         Consecutive read-only calls run at once; a call with a side effect runs alone, so a refund and the
@@ -278,16 +328,22 @@ class SupportAgent:
 
         No patch guards this: the activities are scheduled in the same order as when they ran one by one,
         only more of them in one workflow task, and the replayer accepts that (``two_lookups_one_by_one.json``,
-        recorded before, replays on this code)."""
-        outcomes: list[tuple[str, bool]] = []
-        for batch in _batches(calls):
-            outcomes += await asyncio.gather(*(self._use(step, call) for call in batch))
-        return [
-            self._answer_call(step, call, content, is_error=is_error)
-            for call, (content, is_error) in zip(calls, outcomes, strict=True)
-        ]
+        recorded before, replays on this code).
 
-    async def _use(self, step: int, call: ToolUseBlock) -> tuple[str, bool]:
+        ``done`` are the results of the first calls, run by the run this one continues: only the rest run.
+        Results are kept as each batch ends, so a run that continues while a refund waits for approval hands
+        over the results of the calls before it."""
+        self._step_calls, self._step_results = calls, list(done or [])
+        for batch in _batches(calls[len(self._step_results) :]):
+            outcomes = await asyncio.gather(*(self._use(step, call) for call in batch))
+            self._step_results += [
+                self._answer_call(step, call, content, is_error=is_error)
+                for call, (content, is_error) in zip(batch, outcomes, strict=True)
+            ]
+        results, self._step_calls, self._step_results = self._step_results, [], []
+        return results
+
+    async def _use(self, step: int, call: ToolUseBlock) -> tuple[str | ToolOutput, bool]:
         """Run one tool call and turn whatever happens into the result the model reads, and whether it is an
         error."""
         try:
@@ -298,21 +354,28 @@ class SupportAgent:
             # Out of retries, or not worth retrying: the model hears about it instead of the run failing.
             return f"The tool failed: {cause(error)}", True
 
-    def _answer_call(self, step: int, call: ToolUseBlock, content: str, *, is_error: bool) -> ToolResultBlock:
-        """Record a tool call with its result in the outcome, and make the block that answers it."""
+    def _answer_call(
+        self, step: int, call: ToolUseBlock, result: str | ToolOutput, *, is_error: bool
+    ) -> ToolResultBlock:
+        """Record a tool call with its result in the outcome, and make the block that answers it. A result kept
+        in the content store is recorded as its preview and key."""
+        output = result if isinstance(result, ToolOutput) else ToolOutput(content=result)
         self._tool_calls.append(
             ToolCallRecord(
                 step=step,
                 tool_use_id=call.id,
                 name=call.name,
                 input=call.input,
-                result=content,
+                result=output.content,
                 is_error=is_error,
+                result_ref=output.content_ref,
             )
         )
-        return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
+        return ToolResultBlock(
+            tool_use_id=call.id, content=output.content, is_error=is_error, content_ref=output.content_ref
+        )
 
-    async def _invoke(self, step: int, call: ToolUseBlock) -> str:
+    async def _invoke(self, step: int, call: ToolUseBlock) -> str | ToolOutput:
         tool = self.TOOLS.get(call.name)
         if tool is None:
             raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(self.TOOLS)}.")
@@ -327,6 +390,9 @@ class SupportAgent:
     async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs) -> str:
         order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **policies.LOOKUP_ORDER)
         return order.model_dump_json()
+
+    async def _order_events(self, _step: int, _call: ToolUseBlock, args: OrderEventsArgs) -> ToolOutput:
+        return await workflow.execute_activity_method(ToolActivities.order_events, args, **policies.ORDER_EVENTS)
 
     async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
         if args.amount_cents > self._ticket.options.approval_limit_cents:
@@ -404,17 +470,24 @@ class SupportAgent:
                 self._approvers = await workflow.execute_activity_method(
                     PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
                 )
-        self._awaiting, self._answer = amount_cents, None
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
-        await self._audit(f"refund of {money(amount_cents)} waits for approval")
         timeout = timedelta(seconds=self._ticket.options.approval_timeout_seconds)
+        carried, self._carried_wait = self._carried_wait, None
+        resumed = carried is not None and carried[0] == amount_cents
+        deadline = carried[1] if carried is not None and resumed else workflow.now() + timeout
+        self._awaiting = amount_cents
+        if not resumed:  # an answer the last run received is kept
+            self._answer = None
+        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
+        if not resumed:  # the run this one continues wrote it already
+            await self._audit(f"refund of {money(amount_cents)} waits for approval")
         try:
-            await workflow.wait_condition(lambda: self._answer is not None, timeout=timeout)
+            await self._wait_for_answer(amount_cents, deadline)
         except TimeoutError:
             pass
         finally:
-            workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
-            self._awaiting = None
+            if not self._continuing:  # the next run waits on, with the attribute set
+                workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
+                self._awaiting = None
         answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
         await self._audit(
             f"refund of {money(amount_cents)} "
@@ -427,6 +500,22 @@ class SupportAgent:
             self._record(amount_cents, ApprovalDecision.DECLINED, answer.approver)
             raise ToolError(f"A person ({answer.approver}) declined this refund, so it was not made.")
         self._record(amount_cents, ApprovalDecision.APPROVED, answer.approver)
+
+    async def _wait_for_answer(self, amount_cents: int, deadline: datetime) -> None:
+        """Wait for the person until ``deadline`` (raise ``TimeoutError`` then). A run that is due to continue
+        as new does so first, and one the server asks to continue while it waits does so then: the next run
+        waits on for the same amount until the same deadline, and answers the same query."""
+        if self._answer is None and self._should_continue():
+            await self._continue_as_new(self._step, [], waiting=(amount_cents, deadline))
+        remaining = deadline - workflow.now()
+        if remaining <= timedelta(0):
+            raise TimeoutError
+        suggested = workflow.info().is_continue_as_new_suggested
+        await workflow.wait_condition(
+            lambda: self._answer is not None or (self._linear and suggested()), timeout=remaining
+        )
+        if self._answer is None:
+            await self._continue_as_new(self._step, [], waiting=(amount_cents, deadline))
 
     def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
         # Metrics from workflow code are not emitted while replaying: an answer is counted once.
@@ -445,12 +534,63 @@ class SupportAgent:
         refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
         return not self._refunds and any(a.decision in refused for a in self._approvals)
 
+    # --- continuing as a new run ---
+
+    def _should_continue(self) -> bool:
+        """Whether this run has made its share of model calls, or the server suggests a new run. A run that
+        has made none goes on whatever the server says, so a ticket never continues in a loop."""
+        if not self._linear or self._run_steps == 0:
+            return False
+        return (
+            self._run_steps >= self._ticket.options.continue_as_new_after_steps
+            or workflow.info().is_continue_as_new_suggested()
+        )
+
+    async def _continue_as_new(
+        self, steps_taken: int, pending: list[Message], waiting: tuple[int, datetime] | None = None
+    ) -> NoReturn:
+        """Hand everything to a new run of this ticket: same workflow id, a fresh history."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        state = ContinuedState(
+            steps_taken=steps_taken,
+            conversation_ref=self._conversation_ref,
+            pending=pending,
+            calls=self._step_calls,
+            results=self._step_results,
+            awaiting=waiting[0] if waiting else None,
+            approval_deadline=waiting[1] if waiting else None,
+            answer=self._answer if waiting else None,
+            approvers=self._approvers,
+            model_calls=self._model_calls,
+            usage=self._usage,
+            tool_calls=self._tool_calls,
+            refunds=self._refunds,
+            approvals=self._approvals,
+            audits=self._audits,
+        )
+        workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
+        self._continuing = True
+        workflow.continue_as_new(args=[self._ticket, state])
+
+    def _restore(self, state: ContinuedState) -> None:
+        self._conversation_ref = state.conversation_ref
+        self._approvers = state.approvers
+        self._model_calls = state.model_calls
+        self._usage = state.usage
+        self._tool_calls = list(state.tool_calls)
+        self._refunds = list(state.refunds)
+        self._approvals = list(state.approvals)
+        self._audits = state.audits
+        if state.awaiting is not None and state.approval_deadline is not None:
+            self._carried_wait = (state.awaiting, state.approval_deadline)
+            self._answer = state.answer
+
     # --- idempotency keys ---
 
     def _call_key(self, step: int, call: ToolUseBlock) -> str:
-        """The same for every retry of this tool call, different for every other call."""
-        info = workflow.info()
-        return f"{info.workflow_id}/{info.run_id}/{step}/{call.id}"
+        """The same for every retry of this tool call, different for every other call, and the same in every
+        run of the ticket (steps are numbered across runs)."""
+        return f"{_ticket_key()}/{step}/{call.id}"
 
     def _refund_key(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str | None:
         return {
@@ -463,6 +603,7 @@ class SupportAgent:
         "lookup_order": Tool(TOOL_SPECS["lookup_order"], _lookup_order),
         "issue_refund": Tool(TOOL_SPECS["issue_refund"], _issue_refund),
         "send_email": Tool(TOOL_SPECS["send_email"], _send_email),
+        "order_events": Tool(TOOL_SPECS["order_events"], _order_events),
     }
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
@@ -497,16 +638,11 @@ def _reads_only(call: ToolUseBlock) -> bool:
     return spec is None or spec.read_only
 
 
-def _add_turn(messages: list[Message], role: Literal["user", "assistant"], content: list[ContentBlock]) -> None:
-    """Add a turn to the conversation, continuing the last one if it has the same role (after a
-    ``pause_turn``, or after a cut-off response that said nothing), so roles keep alternating as the API
-    expects. Empty content adds nothing: the API refuses an empty turn."""
-    if not content:
-        return
-    if messages[-1].role == role:
-        messages[-1] = Message(role=role, content=[*messages[-1].content, *content])
-    else:
-        messages.append(Message(role=role, content=content))
+def _ticket_key() -> str:
+    """What names this ticket in idempotency keys: the workflow id and the id of its first run, which every
+    run that continues it shares (for a ticket that never continued, its only run's id, as before)."""
+    info = workflow.info()
+    return f"{info.workflow_id}/{info.first_execution_run_id}"
 
 
 def is_refusal(error: ActivityError) -> bool:

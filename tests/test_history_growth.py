@@ -1,0 +1,62 @@
+"""Long tickets without history blow-up: large results out of band, linear history, continue-as-new."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import WorkflowExecutionStatus
+
+from activities.contracts import APPROVE_SIGNAL, AWAITING_APPROVAL_QUERY, Status
+from bench.history_growth import LongTicketModel, long_ticket, measure, seed_long_orders
+from tests.harness import Harness, awaiting, ticket
+
+
+async def test_a_fifty_step_ticket_with_20_kb_tool_outputs_keeps_its_history_under_1_mb(agent: Harness) -> None:
+    """Each step's event log (20 KB) is stored out of band and think gets only what is new."""
+    seed_long_orders(agent.store, 50)
+    async with agent.worker(LongTicketModel(50)):
+        handle = await agent.start(long_ticket(50, linear=True))
+        outcome = await handle.result()
+    assert (outcome.status, outcome.steps) == (Status.RESOLVED, 50), outcome.answer
+    size = await measure(agent.client, handle.id, None)
+    assert size.history_bytes < 1024 * 1024
+    assert size.largest_payload < 64 * 1024
+    assert max(size.think_bytes) < 2 * min(size.think_bytes), "think's bytes per step do not grow with the ticket"
+    assert all(call.result_ref and call.result_ref.startswith("sha256:") for call in outcome.tool_calls)
+
+
+async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers_the_query_and_refunds_once(
+    agent: Harness,
+) -> None:
+    """The run continues as new mid-approval; the next run waits on and the approval sent to it is used."""
+    async with agent.worker():
+        handle = await agent.start(ticket(continue_as_new_after_steps=2))
+        await awaiting(handle, 4900)
+        first = agent.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+        async with asyncio.timeout(20):
+            while (await first.describe()).status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                await asyncio.sleep(0.05)
+        assert await handle.query(AWAITING_APPROVAL_QUERY) == 4900
+        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        outcome = await handle.result()
+    assert outcome.status == Status.RESOLVED
+    assert [r.amount_cents for r in agent.store.refunds("A-1001")] == [4900]
+    assert [r.amount_cents for r in outcome.refunds] == [4900]
+    assert [(a.decision.value, a.approver) for a in outcome.approvals] == [("approved", "ann")]
+    assert [c.name for c in outcome.tool_calls] == ["lookup_order", "issue_refund", "send_email"]
+    assert outcome.model_calls == outcome.steps == 4
+    assert agent.store.audit_log(outcome.ticket_id).count("refund of 49.00 waits for approval") == 1
+    latest = await agent.client.get_workflow_handle(handle.id).describe()
+    assert latest.run_id != handle.first_execution_run_id
+
+
+async def test_a_ticket_that_continued_mails_under_a_key_named_by_its_first_run(agent: Harness) -> None:
+    """Keys name the ticket by its first run, so a run that continues it cannot pay or mail under a new key."""
+    async with agent.worker():
+        handle = await agent.start(ticket(approval_limit_cents=10_000, continue_as_new_after_steps=1))
+        outcome = await handle.result()
+    assert (outcome.status, outcome.steps) == (Status.RESOLVED, 4)
+    latest = await agent.client.get_workflow_handle(handle.id).describe()
+    assert latest.run_id != handle.first_execution_run_id
+    (email,) = agent.store.emails("ann@example.com")
+    assert email.idempotency_key.startswith(f"email:{handle.id}/{handle.first_execution_run_id}/3/")
