@@ -29,6 +29,7 @@ How the loop reads each model response (its ``stop_reason``, as the Messages API
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -479,10 +480,8 @@ class SupportAgent:
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
         if not resumed:  # the run this one continues wrote it already
             await self._audit(f"refund of {money(amount_cents)} waits for approval")
-        try:
+        with contextlib.suppress(TimeoutError):  # silence is an answer too: no
             await self._wait_for_answer(amount_cents, deadline)
-        except TimeoutError:
-            pass
         # Not in a ``finally``: continue-as-new raises through here (the next run waits on, with the attribute
         # set), and a run evicted from the worker's cache while it waits is closed with GeneratorExit, when a
         # workflow call would run outside the workflow's event loop.
