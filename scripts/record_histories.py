@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.contracts import (
     APPROVE_SIGNAL,
-    AWAITING_APPROVAL_QUERY,
     WORKFLOW_NAME,
     Decision,
     Outcome,
@@ -40,19 +39,7 @@ from agent_worker.devserver import start_dev_server
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
 from bench.history_growth import LongTicketModel, long_ticket, seed_long_orders
-
-Handle = WorkflowHandle[Any, Outcome]
-
-
-def ticket(question: str = "My parcel for order A-1001 never arrived", **options: Any) -> dict[str, Any]:
-    return {"ticket_id": f"T-{uuid.uuid4().hex[:6]}", "question": question, "customer_email": "ann@example.com",
-            "options": options}  # fmt: skip
-
-
-async def awaiting(handle: Handle, amount: int | None) -> None:
-    async with asyncio.timeout(30):
-        while await handle.query(AWAITING_APPROVAL_QUERY) != amount:
-            await asyncio.sleep(0.05)
+from tests.harness import Handle, awaiting, ticket
 
 
 async def approve(handle: Handle, amount: int, *, approved: bool = True, approver: str = "ann") -> None:
