@@ -22,14 +22,25 @@ behind the same two calls (see the README).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections import OrderedDict
 from typing import Protocol
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import Message, ToolOutput, ToolResultBlock, append_turn
+from activities.contracts import (
+    Message,
+    Outcome,
+    RecordsArchive,
+    StepUsage,
+    ToolCallRecord,
+    ToolOutput,
+    ToolResultBlock,
+    append_turn,
+)
 
 PREVIEW_CHARS = 160
 CONVERSATIONS_CACHED = 64
@@ -151,3 +162,46 @@ def extend(store: ContentStore, key: str | None, turns: list[Message]) -> tuple[
     new_key = save_turns(store, key, turns)
     store.remember_conversation(new_key, messages)
     return new_key, messages
+
+
+# --- what earlier runs of a ticket did ---------------------------------------------------------------------
+
+
+def archive_records(store: ContentStore, archive: RecordsArchive) -> str:
+    """Store one run's tool calls and usage after those of the runs before; return the archive's key."""
+    return store.put(archive.model_dump_json().encode())
+
+
+def load_records(store: ContentStore, key: str | None) -> tuple[list[ToolCallRecord], list[StepUsage]]:
+    """Every tool call and per-call usage an archive holds, first run first."""
+    archives: list[RecordsArchive] = []
+    while key is not None:
+        archives.append(RecordsArchive.model_validate_json(store.get(key)))
+        key = archives[-1].previous
+    archives.reverse()
+    return [c for a in archives for c in a.tool_calls], [u for a in archives for u in a.usage]
+
+
+def complete(store: ContentStore, outcome: Outcome) -> Outcome:
+    """The outcome with the tool calls and per-call usage of every run of the ticket, not only the last."""
+    if outcome.archive_ref is None:
+        return outcome
+    tool_calls, usage = load_records(store, outcome.archive_ref)
+    return outcome.model_copy(
+        update={
+            "tool_calls": [*tool_calls, *outcome.tool_calls],
+            "usage": outcome.usage.model_copy(update={"steps": [*usage, *outcome.usage.steps]}),
+            "archive_ref": None,
+        }
+    )
+
+
+class ContentActivities:
+    def __init__(self, store: ContentStore) -> None:
+        self.store = store
+
+    @activity.defn(name="archive_records")
+    async def archive_records(self, archive: RecordsArchive) -> str:
+        """A run's records into the content store, as the ticket continues as new. The key is the content's
+        hash, so a retry stores the same bytes under the same key."""
+        return await asyncio.to_thread(archive_records, self.store, archive)

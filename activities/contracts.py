@@ -419,6 +419,10 @@ class Outcome(Contract):
     approvals: list[ApprovalRecord] = []
     usage: UsageReport = UsageReport()
     """Tokens and estimated cost, in total and per model call."""
+    archive_ref: str | None = None
+    """Set on a ticket that continued as new: the tool calls and per-call usage of its earlier runs, kept in
+    the content store (``RecordsArchive``); ``tool_calls`` and ``usage.steps`` then hold only the last run's.
+    ``activities.content_store.complete`` puts them back together."""
 
 
 # --- a ticket that continues as a new run ----------------------------------------------------------------
@@ -449,6 +453,18 @@ class ContinuedState(Contract):
     refunds: list[RefundRecord] = []
     approvals: list[ApprovalRecord] = []
     audits: NonNegativeInt = 0
+    archive_ref: str | None = None
+    """The tool calls and per-call usage of the runs before, in the content store: a run hands its own there
+    as it continues, so what a run carries does not grow with the ticket."""
+
+
+class RecordsArchive(Contract):
+    """One run's tool calls and per-call usage, as it hands them to the content store when the ticket
+    continues as new, after those of the runs before it (``previous``): a chain, one node per run."""
+
+    previous: str | None
+    tool_calls: list[ToolCallRecord] = []
+    usage: list[StepUsage] = []
 
 
 def append_turn(messages: list[Message], role: Literal["user", "assistant"], content: list[ContentBlock]) -> None:

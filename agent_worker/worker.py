@@ -19,7 +19,7 @@ import structlog
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
-from activities.content_store import ContentStore
+from activities.content_store import ContentActivities, ContentStore
 from activities.model import LanguageModel, ModelActivities
 from activities.policy import PolicyActivities
 from activities.scripted_model import ScriptedModel
@@ -90,6 +90,7 @@ def build_worker(
     models = ModelActivities(model, store, content)
     activities: list[Callable[..., Any]] = [
         models.think,
+        ContentActivities(content).archive_records,
         *tools.all(),
         PolicyActivities(settings.approvers).default_approvers,
     ]

@@ -191,6 +191,16 @@ async def linear_history_with_large_results(r: Recorder) -> Handle:
 async def continued_as_new_while_awaiting_approval(r: Recorder) -> Handle:
     """A run that continues as new while its refund waits for approval (this file is the second run; the
     first, which ends in the continuation, is ``..._first_run``)."""
+    return await _continued_mid_approval(r, "continued_as_new_while_awaiting_approval")
+
+
+async def continued_with_records_archived(r: Recorder) -> Handle:
+    """The path added behind the ``archive-records`` patch: the same ticket as the scenario above, its first
+    run handing its tool calls and usage to the content store as it continues (``..._first_run``)."""
+    return await _continued_mid_approval(r, "continued_with_records_archived")
+
+
+async def _continued_mid_approval(r: Recorder, name: str) -> Handle:
     handle = await r.start(ticket(continue_as_new_after_steps=2))
     first = r.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
     async with asyncio.timeout(30):
@@ -199,8 +209,7 @@ async def continued_as_new_while_awaiting_approval(r: Recorder) -> Handle:
     await awaiting(handle, 4900)
     await approve(handle, 4900)
     await handle.result()
-    await export(r.client, handle.id, HISTORIES / "continued_as_new_while_awaiting_approval_first_run.json",
-                 run_id=handle.first_execution_run_id)  # fmt: skip
+    await export(r.client, handle.id, HISTORIES / f"{name}_first_run.json", run_id=handle.first_execution_run_id)
     return handle
 
 
@@ -235,6 +244,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
         resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
         linear_history_with_large_results, continued_as_new_while_awaiting_approval, refund_timed_out_reconciled,
+        continued_with_records_archived,
     )
 }  # fmt: skip
 

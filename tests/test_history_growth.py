@@ -6,6 +6,7 @@ import asyncio
 
 from temporalio.client import WorkflowExecutionStatus
 
+from activities.content_store import ContentStore, complete
 from activities.contracts import APPROVE_SIGNAL, AWAITING_APPROVAL_QUERY, Status
 from bench.history_growth import LongTicketModel, long_ticket, measure, seed_long_orders
 from tests.harness import Harness, awaiting, ticket
@@ -43,8 +44,16 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
     assert [r.amount_cents for r in agent.store.refunds("A-1001")] == [4900]
     assert [r.amount_cents for r in outcome.refunds] == [4900]
     assert [(a.decision.value, a.approver) for a in outcome.approvals] == [("approved", "ann")]
-    assert [c.name for c in outcome.tool_calls] == ["lookup_order", "issue_refund", "send_email"]
     assert outcome.model_calls == outcome.steps == 4
+    # The first run handed its records to the content store as it continued; the outcome carries the last
+    # run's, and the archive's key, from which the whole ticket comes back in order.
+    assert [(c.step, c.name) for c in outcome.tool_calls] == [(2, "issue_refund"), (3, "send_email")]
+    assert [u.step for u in outcome.usage.steps] == [3, 4]
+    assert outcome.archive_ref is not None
+    whole = complete(ContentStore(agent.store), outcome)
+    assert [(c.step, c.name) for c in whole.tool_calls] == [(1, "lookup_order"), (2, "issue_refund"), (3, "send_email")]
+    assert [u.step for u in whole.usage.steps] == [1, 2, 3, 4]
+    assert whole.usage.total == outcome.usage.total
     assert agent.store.audit_log(outcome.ticket_id).count("refund of 49.00 waits for approval") == 1
     latest = await agent.client.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id

@@ -81,3 +81,9 @@ DEFAULT_APPROVERS: ActivityOptions = {
 
 ORDER_EVENTS: ActivityOptions = LOOKUP_ORDER
 """A read like ``lookup_order``; a long log is stored by the activity, so it takes no longer to record."""
+
+ARCHIVE_RECORDS: ActivityOptions = {
+    "start_to_close_timeout": timedelta(seconds=30),
+    # The next run carries only the key: the ticket cannot continue until the records are stored.
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+}

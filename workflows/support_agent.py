@@ -64,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         RefundKey,
         RefundReceipt,
         RefundRecord,
+        RecordsArchive,
         RefundRequest,
         SendEmailArgs,
         Status,
@@ -82,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
         describe_errors,
         money,
     )
+    from activities.content_store import ContentActivities
     from activities.model import ModelActivities
     from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
@@ -105,6 +107,11 @@ LINEAR_HISTORY = "linear-history"
 activity keeps the conversation in the content store), and the ticket continues as a new run after
 ``continue_as_new_after_steps`` model calls or when the server suggests it. Runs started before it replay
 sending the whole conversation every step."""
+
+ARCHIVE_RECORDS = "archive-records"
+"""Patch: a run that continues as new hands its tool calls and per-call usage to the content store and
+carries only the archive's key, so what one run hands the next does not grow with the ticket (a 1,000-step
+ticket carried 615 KB). Runs that continued before it carried them inline, and still replay so."""
 
 
 class ToolError(Exception):
@@ -156,6 +163,8 @@ class SupportAgent:
         self._step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
         self._carried_wait: tuple[int, datetime] | None = None
+        self._archive_ref: str | None = None
+        """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
 
     @workflow.run
     async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
@@ -550,6 +559,13 @@ class SupportAgent:
     ) -> NoReturn:
         """Hand everything to a new run of this ticket: same workflow id, a fresh history."""
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if workflow.patched(ARCHIVE_RECORDS) and (self._tool_calls or self._usage.steps):
+            self._archive_ref = await workflow.execute_activity_method(
+                ContentActivities.archive_records,
+                RecordsArchive(previous=self._archive_ref, tool_calls=self._tool_calls, usage=self._usage.steps),
+                **policies.ARCHIVE_RECORDS,
+            )
+            self._tool_calls, self._usage = [], UsageReport(total=self._usage.total)
         state = ContinuedState(
             steps_taken=steps_taken,
             conversation_ref=self._conversation_ref,
@@ -566,6 +582,7 @@ class SupportAgent:
             refunds=self._refunds,
             approvals=self._approvals,
             audits=self._audits,
+            archive_ref=self._archive_ref,
         )
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
@@ -579,6 +596,7 @@ class SupportAgent:
         self._refunds = list(state.refunds)
         self._approvals = list(state.approvals)
         self._audits = state.audits
+        self._archive_ref = state.archive_ref
         if state.awaiting is not None and state.approval_deadline is not None:
             self._carried_wait = (state.awaiting, state.approval_deadline)
             self._answer = state.answer
@@ -616,6 +634,7 @@ class SupportAgent:
             refunds=self._refunds,
             approvals=self._approvals,
             usage=self._usage,
+            archive_ref=self._archive_ref,
         )
 
 
