@@ -43,7 +43,9 @@ from activities.contracts import (
 )
 
 PREVIEW_CHARS = 160
-CONVERSATIONS_CACHED = 64
+CONVERSATION_CACHE_BYTES = 64 * 1024 * 1024
+"""What the worker keeps of whole conversations, so the next step of a ticket reads only its newest node: a
+conversation Claude can read is under a megabyte, so this holds the tickets in flight on a busy worker."""
 
 
 class BlobBackend(Protocol):
@@ -56,18 +58,32 @@ class ContentStore:
     """Content-addressed blobs over a backend, with a small in-process cache: content under a key never
     changes, so a cached entry can never be stale."""
 
-    def __init__(self, backend: BlobBackend, cache_entries: int = 256) -> None:
+    def __init__(
+        self, backend: BlobBackend, cache_entries: int = 256, conversation_bytes: int = CONVERSATION_CACHE_BYTES
+    ) -> None:
         self.backend = backend
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_entries = cache_entries
-        self.conversations: OrderedDict[str, tuple[Message, ...]] = OrderedDict()
-        """Whole conversations by key, so the next step of a ticket reads only its newest node."""
+        self._conversations: OrderedDict[str, tuple[tuple[Message, ...], int]] = OrderedDict()
+        """Whole conversations by key, every stored result loaded, with their size in bytes (about)."""
+        self._conversation_bytes = conversation_bytes
+        self._cached_bytes = 0
 
-    def remember_conversation(self, key: str, messages: list[Message]) -> None:
-        self.conversations[key] = tuple(messages)
-        self.conversations.move_to_end(key)
-        while len(self.conversations) > CONVERSATIONS_CACHED:
-            self.conversations.popitem(last=False)
+    def conversation(self, key: str) -> tuple[list[Message], int] | None:
+        cached = self._conversations.get(key)
+        if cached is None:
+            return None
+        self._conversations.move_to_end(key)
+        return list(cached[0]), cached[1]
+
+    def remember_conversation(self, key: str, messages: list[Message], size: int) -> None:
+        if key in self._conversations:
+            return
+        self._conversations[key] = (tuple(messages), size)
+        self._cached_bytes += size
+        while self._cached_bytes > self._conversation_bytes and len(self._conversations) > 1:
+            _, (_, dropped) = self._conversations.popitem(last=False)
+            self._cached_bytes -= dropped
 
     def put(self, data: bytes) -> str:
         key = f"sha256:{hashlib.sha256(data).hexdigest()}"
@@ -128,40 +144,52 @@ def resolve(store: ContentStore, messages: list[Message]) -> list[Message]:
 
 
 def save_turns(store: ContentStore, previous: str | None, turns: list[Message]) -> str:
-    """Store the turns one step added after the conversation ``previous``; return the new conversation's key."""
+    """Store the turns one step added after the conversation ``previous``; return the new conversation's key.
+    The node keeps stored results as their keys, so it is as small as the history's record of the step."""
     node = {"previous": previous, "turns": [turn.model_dump(mode="json") for turn in turns]}
     return store.put(json.dumps(node, sort_keys=True, separators=(",", ":")).encode())
 
 
 def load_conversation(store: ContentStore, key: str | None) -> list[Message]:
-    """The conversation a key names, turns merged as ``append_turn`` merges them. Walking the chain costs one
-    read per step the first time; the snapshot of every key met is cached, so a worker that ran the previous
-    step reads only the newest node."""
+    """The conversation a key names, as the model reads it (every stored result loaded), turns merged as
+    ``append_turn`` merges them. Walking the chain costs one read per step the first time; every conversation
+    this worker stored is cached, so the worker that ran a ticket's last step reads nothing at the next."""
+    return _load(store, key)[0]
+
+
+def extend(store: ContentStore, key: str | None, turns: list[Message]) -> str:
+    """Store ``turns`` as one node after the conversation ``key``; return the new conversation's key."""
+    messages, size = _load(store, key)
+    size += _append(store, messages, turns)
+    new_key = save_turns(store, key, turns)
+    store.remember_conversation(new_key, messages, size)
+    return new_key
+
+
+def _load(store: ContentStore, key: str | None) -> tuple[list[Message], int]:
     chain: list[list[Message]] = []
-    base: list[Message] = []
+    messages: list[Message] = []
+    size = 0
     while key is not None:
-        cached = store.conversations.get(key)
+        cached = store.conversation(key)
         if cached is not None:
-            base = list(cached)
+            messages, size = cached
             break
         node = json.loads(store.get(key))
         chain.append([Message.model_validate(turn) for turn in node["turns"]])
         key = node["previous"]
-    messages = base
     for turns in reversed(chain):
-        for turn in turns:
-            append_turn(messages, turn.role, list(turn.content))
-    return messages
+        size += _append(store, messages, turns)
+    return messages, size
 
 
-def extend(store: ContentStore, key: str | None, turns: list[Message]) -> tuple[str, list[Message]]:
-    """Store ``turns`` as one node after the conversation ``key``; return the new key and the conversation."""
-    messages = load_conversation(store, key)
-    for turn in turns:
+def _append(store: ContentStore, messages: list[Message], turns: list[Message]) -> int:
+    """Append ``turns`` with their stored results loaded; return their size in bytes, about."""
+    size = 0
+    for turn in resolve(store, turns):
         append_turn(messages, turn.role, list(turn.content))
-    new_key = save_turns(store, key, turns)
-    store.remember_conversation(new_key, messages)
-    return new_key, messages
+        size += len(turn.model_dump_json())
+    return size
 
 
 # --- what earlier runs of a ticket did ---------------------------------------------------------------------

@@ -38,13 +38,14 @@ class ModelActivities:
         activity completes, so a crash after it loses nothing, and its key goes back with the decision."""
         async with heartbeating():
             conversation = await asyncio.to_thread(self._conversation, request)
-            full = await asyncio.to_thread(resolve, self.content, conversation)
             decision = await self.model.decide(
-                request.model_copy(update={"messages": full, "store_conversation": False, "conversation_ref": None})
+                request.model_copy(
+                    update={"messages": conversation, "store_conversation": False, "conversation_ref": None}
+                )
             )
             if request.store_conversation:
                 turns = [*request.messages, Message(role="assistant", content=decision.content)]
-                key, _ = await asyncio.to_thread(
+                key = await asyncio.to_thread(
                     extend, self.content, request.conversation_ref, [t for t in turns if t.content]
                 )
                 decision = decision.model_copy(update={"conversation_ref": key})
@@ -69,10 +70,12 @@ class ModelActivities:
         return decision
 
     def _conversation(self, request: ThinkRequest) -> list[Message]:
+        """The whole conversation, every stored result loaded: the request's, or the stored one and then the
+        request's turns."""
         if not request.store_conversation:
-            return request.messages
+            return resolve(self.content, request.messages)
         messages = load_conversation(self.content, request.conversation_ref)
-        for turn in request.messages:
+        for turn in resolve(self.content, request.messages):
             append_turn(messages, turn.role, list(turn.content))
         return messages
 

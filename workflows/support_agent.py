@@ -42,6 +42,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
+    from activities.content_store import ContentActivities
     from activities.contracts import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_ATTRIBUTE,
@@ -61,10 +62,10 @@ with workflow.unsafe.imports_passed_through():
         Message,
         OrderEventsArgs,
         Outcome,
+        RecordsArchive,
         RefundKey,
         RefundReceipt,
         RefundRecord,
-        RecordsArchive,
         RefundRequest,
         SendEmailArgs,
         Status,
@@ -83,7 +84,6 @@ with workflow.unsafe.imports_passed_through():
         describe_errors,
         money,
     )
-    from activities.content_store import ContentActivities
     from activities.model import ModelActivities
     from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
