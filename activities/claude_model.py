@@ -37,9 +37,11 @@ from activities.contracts import (
     TextBlock,
     ThinkingBlock,
     ThinkRequest,
+    TicketContext,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    append_turn,
 )
 from activities.pricing import ModelPrice, priced
 from activities.prompt import ticket_context
@@ -55,6 +57,12 @@ HINTS: dict[int, str] = {
     413: "the conversation is too large for one request",
 }
 """What a person can do about a refusal that will not go away on a retry."""
+
+SUMMARIZE = (
+    "This conversation is growing too long to keep whole. Summarise it so far for your own later use: what the "
+    "customer wants, the facts the tools returned that still matter (order ids, amounts, refund and email "
+    "numbers), what has been done, and what is left to do. Write only the summary; call no tools."
+)
 
 
 class ClaudeModel:
@@ -79,13 +87,26 @@ class ClaudeModel:
         self.tools = tool_definitions()
 
     async def decide(self, request: ThinkRequest) -> Decision:
+        return await self._create(request.ticket, request.messages, {"type": "auto"})
+
+    async def summarize(self, ticket: TicketContext, messages: list[Message]) -> Decision:
+        """A summary of ``messages`` for the model's own later use. The tools are sent (the API refuses tool
+        blocks in a conversation without them) with ``tool_choice: none``, so it answers in text."""
+        asked = [*messages]
+        append_turn(asked, "user", [TextBlock(text=SUMMARIZE)])
+        return await self._create(ticket, asked, {"type": "none"})
+
+    async def _create(
+        self, ticket: TicketContext, messages: list[Message], tool_choice: api.ToolChoiceParam
+    ) -> Decision:
         try:
             response = await self.client.messages.create(
                 model=self.name,
                 max_tokens=self.max_tokens,
-                system=self.system(request),
+                system=self.system(ticket),
                 tools=self.tools,
-                messages=message_params(request.messages),
+                tool_choice=tool_choice,
+                messages=message_params(messages),
                 # This SDK has no `temperature` argument any more (5-series models refuse one): it goes in the
                 # body as the API documents it, and only when a setting asks for it.
                 extra_body=None if self.temperature is None else {"temperature": self.temperature},
@@ -116,11 +137,11 @@ class ClaudeModel:
             model=response.model,
         )
 
-    def system(self, request: ThinkRequest) -> list[api.TextBlockParam]:
+    def system(self, ticket: TicketContext) -> list[api.TextBlockParam]:
         """The policy (the same for every ticket, so cached), then this ticket's details."""
         return [
             {"type": "text", "text": self.system_prompt, "cache_control": CACHE},
-            {"type": "text", "text": ticket_context(request.ticket)},
+            {"type": "text", "text": ticket_context(ticket)},
         ]
 
     async def close(self) -> None:

@@ -84,6 +84,11 @@ class TicketOptions(Contract):
     continue_as_new_after_steps: PositiveInt = 100
     """Model calls one run makes before the ticket continues as a new run (sooner if the server suggests it),
     so no run's history outgrows Temporal's limits however long the ticket lasts. Linear history only."""
+    summarize_above_tokens: PositiveInt | None = 150_000
+    """When the model's last call read more tokens than this (cached or not), the model summarises the older
+    turns in a ``summarize`` activity, recorded as a model call, and the conversation goes on from the summary
+    and the latest turns. Below a 200K-token context, it leaves room for the next step. None: never; a
+    conversation that outgrows the model is then handed over. Linear history only."""
     reconcile_refunds: bool = True
     """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
     it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
@@ -229,6 +234,8 @@ class StepUsage(Contract):
     step: int
     model: str
     usage: Usage
+    purpose: Literal["think", "summary"] = "think"
+    """``summary``: the call that summarised older turns before this step's ``think``."""
 
 
 class UsageReport(Contract):
@@ -260,6 +267,31 @@ class Decision(Contract):
     @property
     def text(self) -> str:
         return "\n".join(block.text for block in self.content if isinstance(block, TextBlock))
+
+
+SUMMARY_HEADER = "Summary of the conversation before the latest turns, which were too long to keep whole:"
+
+
+class SummaryRequest(Contract):
+    """Summarise the conversation ``conversation_ref`` followed by ``messages`` (not yet sent to the model),
+    keeping at least the last ``keep_messages`` as they are."""
+
+    ticket: TicketContext
+    step: PositiveInt
+    question: str
+    """The customer's question: the new conversation starts with it, then the summary."""
+    conversation_ref: str
+    messages: list[Message] = []
+    keep_messages: PositiveInt = 4
+
+
+class Summary(Contract):
+    conversation_ref: str
+    """The conversation that goes on: the question and the summary, then the turns kept. The one asked about
+    when there was nothing old enough to summarise (``summarized_messages`` is 0)."""
+    summarized_messages: NonNegativeInt
+    usage: Usage = Usage()
+    model: str = ""
 
 
 # --- tools: arguments (what the model must send) and results (what the activities return) ------------------

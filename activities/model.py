@@ -9,12 +9,22 @@ in ``model_calls`` for every answer, so a test or an operator can count what the
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.content_store import ContentStore, extend, load_conversation, resolve
-from activities.contracts import Decision, Message, ThinkRequest, append_turn
+from activities.contracts import (
+    SUMMARY_HEADER,
+    Decision,
+    Message,
+    Summary,
+    SummaryRequest,
+    ThinkRequest,
+    TicketContext,
+    append_turn,
+)
 from activities.heartbeat import heartbeating
 from activities.store import BusinessStore
 
@@ -23,6 +33,13 @@ class LanguageModel(Protocol):
     name: str
 
     async def decide(self, request: ThinkRequest) -> Decision: ...
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """A model that can also summarise a conversation for its own later use (no tools called)."""
+
+    async def summarize(self, ticket: TicketContext, messages: list[Message]) -> Decision: ...
 
 
 class ModelActivities:
@@ -37,7 +54,9 @@ class ModelActivities:
         refers to it. With ``store_conversation``, the conversation with this answer is stored before the
         activity completes, so a crash after it loses nothing, and its key goes back with the decision."""
         async with heartbeating():
-            conversation = await asyncio.to_thread(self._conversation, request)
+            conversation = await asyncio.to_thread(
+                self._conversation, request.conversation_ref if request.store_conversation else None, request.messages
+            )
             decision = await self.model.decide(
                 request.model_copy(
                     update={"messages": conversation, "store_conversation": False, "conversation_ref": None}
@@ -69,15 +88,49 @@ class ModelActivities:
         )
         return decision
 
-    def _conversation(self, request: ThinkRequest) -> list[Message]:
-        """The whole conversation, every stored result loaded: the request's, or the stored one and then the
-        request's turns."""
-        if not request.store_conversation:
-            return resolve(self.content, request.messages)
-        messages = load_conversation(self.content, request.conversation_ref)
-        for turn in resolve(self.content, request.messages):
-            append_turn(messages, turn.role, list(turn.content))
-        return messages
+    @activity.defn(name="summarize")
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        """Let the model summarise the older turns of a conversation that outgrew its context, and store the
+        conversation that goes on: the question, the summary, then the latest turns as they were (from an
+        assistant turn on, so every tool result still follows its call). Stored before the activity completes,
+        like ``think``'s. Not a row in ``model_calls``: the scripted model counts those per step."""
+        if not isinstance(self.model, Summarizer):
+            raise ApplicationError(
+                f"The model {self.model.name} cannot summarise a conversation.", type="CannotSummarize",
+                non_retryable=True,
+            )  # fmt: skip
+        async with heartbeating():
+            conversation = await asyncio.to_thread(self._conversation, request.conversation_ref, request.messages)
+            cut = split_point(conversation, request.keep_messages)
+            if cut is None:
+                return Summary(conversation_ref=request.conversation_ref, summarized_messages=0)
+            decision = await self.model.summarize(request.ticket, conversation[:cut])
+            opening = Message.user_text(f"{request.question}\n\n{SUMMARY_HEADER}\n{decision.text}")
+            key = await asyncio.to_thread(extend, self.content, None, [opening, *conversation[cut:]])
+        count_usage(decision)
+        activity.logger.info(
+            "model summarised the conversation",
+            extra={"step": request.step, "summarized_messages": cut, "kept_messages": len(conversation) - cut},
+        )
+        return Summary(
+            conversation_ref=key, summarized_messages=cut, usage=decision.usage, model=decision.model or self.model.name
+        )
+
+    def _conversation(self, ref: str | None, messages: list[Message]) -> list[Message]:
+        """The whole conversation, every stored result loaded: the stored one (if any) and then ``messages``."""
+        conversation = load_conversation(self.content, ref)
+        for turn in resolve(self.content, messages):
+            append_turn(conversation, turn.role, list(turn.content))
+        return conversation
+
+
+def split_point(messages: list[Message], keep: int) -> int | None:
+    """Where the turns kept whole begin: the latest assistant turn with at least ``keep`` messages from it on
+    and more than the question before it; None if there is no such turn."""
+    for index in range(len(messages) - keep, 1, -1):
+        if messages[index].role == "assistant":
+            return index
+    return None
 
 
 def count_usage(decision: Decision) -> None:

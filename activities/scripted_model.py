@@ -22,6 +22,7 @@ from activities.contracts import (
     Order,
     TextBlock,
     ThinkRequest,
+    TicketContext,
     ToolResultBlock,
     ToolUseBlock,
     find_order_id,
@@ -30,6 +31,7 @@ from activities.contracts import (
 from activities.store import BusinessStore
 
 CHANGE_OF_MIND_CENTS = 1000
+SUMMARY_RESULT_CHARS = 200
 MAX_REFUND_REQUESTS = 2
 """A refund whose outcome the agent was not told is asked for once more, as a model told to resolve the
 ticket plausibly would (the seed's table row 5), and then handed over."""
@@ -73,6 +75,16 @@ class ScriptedModel:
         if self.think_seconds:
             await asyncio.sleep(self.think_seconds)
         return script(request, asked_before)
+
+    async def summarize(self, _ticket: TicketContext, messages: list[Message]) -> Decision:
+        """What a model's summary keeps: the question, and every tool call with the start of its result."""
+        lines = [f"The customer asked: {first_user_text(messages)}"]
+        lines += [
+            f"- {e.call.name}({json.dumps(e.call.input, sort_keys=True)}) "
+            f"{'failed' if e.result.is_error else 'returned'}: {e.result.content[:SUMMARY_RESULT_CHARS]}"
+            for e in exchanges(messages)
+        ]
+        return answer("\n".join(lines))
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ def build_worker(
     models = ModelActivities(model, store, content)
     activities: list[Callable[..., Any]] = [
         models.think,
+        models.summarize,
         ContentActivities(content).archive_records,
         *tools.all(),
         PolicyActivities(settings.approvers).default_approvers,

@@ -30,7 +30,18 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.contracts import WORKFLOW_NAME, Decision, Order, Outcome, TextBlock, ThinkRequest, ToolUseBlock
+from activities.contracts import (
+    WORKFLOW_NAME,
+    Decision,
+    Message,
+    Order,
+    Outcome,
+    TextBlock,
+    ThinkRequest,
+    TicketContext,
+    ToolUseBlock,
+    Usage,
+)
 from activities.store import BusinessStore
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
@@ -67,6 +78,40 @@ class LongTicketModel:
             return Decision(content=[TextBlock(text="All parcels are on their way.")], stop_reason="end_turn")
         call = ToolUseBlock(id=f"toolu_{request.step}", name="order_events", input={"order_id": order_id(request.step)})
         return Decision(content=[call], stop_reason="tool_use")
+
+
+BYTES_PER_TOKEN = 4
+
+
+@dataclass
+class ContextBoundModel:
+    """Reads one order's event log per step like ``LongTicketModel``, but as a real model sees it: it reports
+    the conversation it is sent as its input tokens (4 bytes a token), and summarises when asked, so the
+    ticket's ``summarize_above_tokens`` keeps what it reads bounded however long the ticket runs."""
+
+    steps: int
+    name: str = "context-bound"
+    largest_input_tokens: int = 0
+    summaries: int = 0
+
+    async def decide(self, request: ThinkRequest) -> Decision:
+        tokens = tokens_of(request.messages)
+        self.largest_input_tokens = max(self.largest_input_tokens, tokens)
+        if request.step >= self.steps:
+            text = f"All parcels are on their way (read {self.summaries} summaries)."
+            return Decision(content=[TextBlock(text=text)], stop_reason="end_turn", usage=Usage(input_tokens=tokens))
+        call = ToolUseBlock(id=f"toolu_{request.step}", name="order_events", input={"order_id": order_id(request.step)})
+        return Decision(content=[call], stop_reason="tool_use", usage=Usage(input_tokens=tokens, output_tokens=20))
+
+    async def summarize(self, _ticket: TicketContext, messages: list[Message]) -> Decision:
+        self.summaries += 1
+        logs = [b.tool_use_id for m in messages for b in m.content if b.type == "tool_result"]
+        text = f"Read {len(logs)} event logs ({', '.join(logs)}): every parcel is on its way."
+        return Decision(content=[TextBlock(text=text)], usage=Usage(input_tokens=tokens_of(messages), output_tokens=30))
+
+
+def tokens_of(messages: list[Message]) -> int:
+    return sum(len(m.model_dump_json()) for m in messages) // BYTES_PER_TOKEN
 
 
 def long_ticket(steps: int, *, linear: bool, steps_per_run: int = 100) -> dict[str, Any]:

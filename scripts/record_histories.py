@@ -38,7 +38,7 @@ from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
-from bench.history_growth import LongTicketModel, long_ticket, seed_long_orders
+from bench.history_growth import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
 from tests.harness import Handle, awaiting, ticket
 
 
@@ -188,6 +188,15 @@ async def linear_history_with_large_results(r: Recorder) -> Handle:
     return await r.finished(long_ticket(4, linear=True))
 
 
+async def summarized_old_turns(r: Recorder) -> Handle:
+    """The path added behind the ``summarize-old-turns`` patch: past its token limit, the conversation's older
+    turns are summarised by the model (a ``summarize`` activity) and the ticket goes on from the summary."""
+    seed_long_orders(r.store, 6)
+    request = long_ticket(6, linear=True)
+    request["options"]["summarize_above_tokens"] = 8_000
+    return await r.finished(request)
+
+
 async def continued_as_new_while_awaiting_approval(r: Recorder) -> Handle:
     """A run that continues as new while its refund waits for approval (this file is the second run; the
     first, which ends in the continuation, is ``..._first_run``)."""
@@ -244,13 +253,14 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
         resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
         linear_history_with_large_results, continued_as_new_while_awaiting_approval, refund_timed_out_reconciled,
-        continued_with_records_archived,
+        continued_with_records_archived, summarized_old_turns,
     )
 }  # fmt: skip
 
 MODELS: dict[str, Callable[[], LanguageModel]] = {
     "two_lookups_at_once": TwoLookupsModel,
     "linear_history_with_large_results": lambda: LongTicketModel(4),
+    "summarized_old_turns": lambda: ContextBoundModel(6),
 }
 """Scenarios that need another model than the script."""
 

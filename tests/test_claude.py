@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from activities.claude_model import ClaudeModel, retry_after
 from activities.contracts import (
     APPROVE_SIGNAL,
+    SUMMARY_HEADER,
     TOOL_SPECS,
     USAGE_QUERY,
     Message,
@@ -328,6 +329,47 @@ async def test_a_paused_turn_goes_back_as_it_is_and_the_next_response_continues_
     assert [m["role"] for m in resumed] == ["user", "assistant"]
     assert resumed[-1]["content"][0]["text"] == "Let me look into order A-1001."
     assert (outcome.status, outcome.answer, outcome.steps) == (Status.RESOLVED, "Your parcel is on its way.", 2)
+
+
+async def test_a_conversation_past_its_token_limit_is_summarised_by_claude_without_tools_and_goes_on_from_there(
+    agent: Harness, fake_api: FakeMessagesAPI, claude: ClaudeModel
+) -> None:
+    lookups = [tool_use("lookup_order", order_id="A-1001") for _ in range(3)]
+    summary = "Order A-1001 (49.00, ann@example.com) was looked up three times; nothing else was done."
+    fake_api.script(
+        message(lookups[0], stop_reason="tool_use"),
+        message(lookups[1], stop_reason="tool_use"),
+        message(lookups[2], stop_reason="tool_use", usage={"input_tokens": 400, "cache_read_input_tokens": 4000}),
+        message(text(summary), usage={"input_tokens": 300, "output_tokens": 60}),
+        message(text("Your order A-1001 is on its way.")),
+    )
+    outcome = await agent.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, summarize_above_tokens=4000), claude)
+    assert (outcome.status, outcome.steps, outcome.model_calls) == (Status.RESOLVED, 4, 5)
+    assert [u.purpose for u in outcome.usage.steps] == ["think"] * 3 + ["summary", "think"]
+    assert outcome.usage.steps[3].usage.output_tokens == 60
+
+    before, asked, after = (fake_api.requests[n] for n in (2, 3, 4))
+    assert asked.body["tool_choice"] == {"type": "none"}, "the summary is text: the tools are there, not to be called"
+    assert [t["name"] for t in asked.body["tools"]] == list(TOOL_SPECS)
+    # Summarised: the question and the first lookup with its result; the instruction joins the last user turn.
+    assert [m["role"] for m in asked.messages] == ["user", "assistant", "user"]
+    assert asked.messages[:2] == before.messages[:2]
+    assert "Summarise it so far" in asked.messages[-1]["content"][-1]["text"]
+    # Then the conversation goes on from the question and the summary, the latest turns kept as they were.
+    opening = after.messages[0]["content"][0]["text"]
+    assert opening.startswith("My parcel for order A-1001 never arrived")
+    assert f"{SUMMARY_HEADER}\n{summary}" in opening
+    assert after.messages[1:3] == [strip_cache(m) for m in before.messages[3:5]]
+    assert after.messages[3]["content"] == [lookups[2]]
+    assert ids(after.messages[4]["content"], "tool_result", "tool_use_id") == [lookups[2]["id"]]
+    assert after.body["tool_choice"] == {"type": "auto"}
+    assert any("summarised 3 older messages" in e for e in agent.store.audit_log(outcome.ticket_id))
+
+
+def strip_cache(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as sent, without the cache breakpoint the last message of a request carries."""
+    content = [{k: v for k, v in block.items() if k != "cache_control"} for block in message["content"]]
+    return {**message, "content": content}
 
 
 # --- errors ------------------------------------------------------------------------------------------------

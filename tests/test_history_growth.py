@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.content_store import ContentStore, complete
-from activities.contracts import APPROVE_SIGNAL, AWAITING_APPROVAL_QUERY, Status
-from bench.history_growth import LongTicketModel, long_ticket, measure, seed_long_orders
-from tests.harness import Harness, awaiting, ticket
+from activities.contracts import APPROVE_SIGNAL, AWAITING_APPROVAL_QUERY, Decision, Status, ThinkRequest, Usage
+from bench.history_growth import (
+    BYTES_PER_TOKEN,
+    EVENT_LOG_BYTES,
+    ContextBoundModel,
+    LongTicketModel,
+    long_ticket,
+    measure,
+    seed_long_orders,
+)
+from tests.harness import Harness, activity_attempts, awaiting, ticket
 
 
 async def test_a_fifty_step_ticket_with_20_kb_tool_outputs_keeps_its_history_under_1_mb(agent: Harness) -> None:
@@ -69,3 +78,51 @@ async def test_a_ticket_that_continued_mails_under_a_key_named_by_its_first_run(
     assert latest.run_id != handle.first_execution_run_id
     (email,) = agent.store.emails("ann@example.com")
     assert email.idempotency_key.startswith(f"email:{handle.id}/{handle.first_execution_run_id}/3/")
+
+
+async def test_a_conversation_past_its_token_limit_is_summarised_and_the_model_reads_a_bounded_one(
+    agent: Harness,
+) -> None:
+    """30 steps of 20 KB logs would grow what the model reads to 150K tokens; summaries keep it near 25K."""
+    seed_long_orders(agent.store, 30)
+    model = ContextBoundModel(30)
+    request = long_ticket(30, linear=True)
+    request["options"]["summarize_above_tokens"] = 25_000
+    async with agent.worker(model):
+        handle = await agent.start(request)
+        outcome = await handle.result()
+    assert (outcome.status, outcome.steps) == (Status.RESOLVED, 30), outcome.answer
+    assert model.summaries >= 3
+    one_step = EVENT_LOG_BYTES // BYTES_PER_TOKEN
+    assert model.largest_input_tokens < 25_000 + 2 * one_step
+    summaries = [u for u in outcome.usage.steps if u.purpose == "summary"]
+    assert len(summaries) == model.summaries
+    assert outcome.model_calls == 30 + model.summaries
+    assert all(s.usage.output_tokens == 30 for s in summaries)
+    audit = agent.store.audit_log(outcome.ticket_id)
+    assert sum("older messages to fit the model's context" in entry for entry in audit) == model.summaries
+
+
+@dataclass
+class CannotSummarise:
+    """``LongTicketModel``, which checks every log arrives whole (a summary would fail it), reporting a context
+    past any limit, and without ``summarize``."""
+
+    steps: int
+    name: str = "cannot-summarise"
+
+    async def decide(self, request: ThinkRequest) -> Decision:
+        decision = await LongTicketModel(self.steps).decide(request)
+        return decision.model_copy(update={"usage": Usage(input_tokens=1_000_000)})
+
+
+async def test_a_model_that_cannot_summarise_leaves_the_conversation_whole(agent: Harness) -> None:
+    """The summary is an option a model may not offer: the ticket goes on, unsummarised, and asks only once."""
+    seed_long_orders(agent.store, 8)
+    request = long_ticket(8, linear=True)
+    request["options"]["summarize_above_tokens"] = 1000
+    async with agent.worker(CannotSummarise(8)):
+        handle = await agent.start(request)
+        outcome = await handle.result()
+    assert (outcome.status, outcome.steps, outcome.model_calls) == (Status.RESOLVED, 8, 8), outcome.answer
+    assert await activity_attempts(handle, "summarize") == [1], "refused once, not retried, not asked again"

@@ -70,6 +70,8 @@ with workflow.unsafe.imports_passed_through():
         SendEmailArgs,
         Status,
         StepUsage,
+        Summary,
+        SummaryRequest,
         TextBlock,
         ThinkRequest,
         TicketContext,
@@ -112,6 +114,10 @@ ARCHIVE_RECORDS = "archive-records"
 """Patch: a run that continues as new hands its tool calls and per-call usage to the content store and
 carries only the archive's key, so what one run hands the next does not grow with the ticket (a 1,000-step
 ticket carried 615 KB). Runs that continued before it carried them inline, and still replay so."""
+
+SUMMARIZE_OLD_TURNS = "summarize-old-turns"
+"""Patch: a conversation whose last model call read more than ``summarize_above_tokens`` is summarised by the
+model before the next step. Only runs past the threshold meet it, and none recorded before it was."""
 
 
 class ToolError(Exception):
@@ -164,6 +170,9 @@ class SupportAgent:
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
         self._carried_wait: tuple[int, datetime] | None = None
         self._archive_ref: str | None = None
+        self._context_tokens = 0
+        """Tokens the model read at its last call: how close the conversation is to its context window."""
+        self._can_summarize = True
         """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
 
     @workflow.run
@@ -249,6 +258,8 @@ class SupportAgent:
         messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
         first = 1 if carried is None else carried.steps_taken + 1
         for step in range(first, ticket.options.max_steps + 1):
+            if self._should_summarize():
+                messages = await self._summarize(step, messages)
             if self._should_continue():
                 await self._continue_as_new(step - 1, messages)
             try:
@@ -318,14 +329,54 @@ class SupportAgent:
             request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
                                    conversation_ref=self._conversation_ref)  # fmt: skip
         decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
-        self._model_calls += 1
         self._run_steps += 1
         self._step = step
-        self._usage = UsageReport(
-            total=self._usage.total + decision.usage,
-            steps=[*self._usage.steps, StepUsage(step=step, model=decision.model, usage=decision.usage)],
+        self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
+        usage = decision.usage
+        self._context_tokens = (
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens + usage.output_tokens
         )
         return decision
+
+    def _count(self, call: StepUsage) -> None:
+        self._model_calls += 1
+        self._usage = UsageReport(total=self._usage.total + call.usage, steps=[*self._usage.steps, call])
+
+    def _should_summarize(self) -> bool:
+        limit = self._ticket.options.summarize_above_tokens
+        return (
+            self._linear
+            and self._can_summarize
+            and self._conversation_ref is not None
+            and limit is not None
+            and self._context_tokens > limit
+            and workflow.patched(SUMMARIZE_OLD_TURNS)
+        )
+
+    async def _summarize(self, step: int, messages: list[Message]) -> list[Message]:
+        """Have the model summarise the older turns; return what is still to be sent (nothing once they are
+        folded into the summarised conversation). If it cannot, the ticket goes on without: the next step may
+        then find the conversation too long for the model, and hand the ticket over."""
+        assert self._conversation_ref is not None
+        self._context_tokens = 0
+        request = SummaryRequest(
+            ticket=TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email),
+            step=step, question=self._ticket.question, conversation_ref=self._conversation_ref, messages=messages,
+        )  # fmt: skip
+        try:
+            summary: Summary = await workflow.execute_activity_method(
+                ModelActivities.summarize, request, **policies.THINK
+            )
+        except ActivityError as error:
+            workflow.logger.warning("the conversation could not be summarised", extra={"cause": cause(error)})
+            self._can_summarize = not is_refusal(error)  # a model that cannot will not learn to at the next step
+            return messages
+        if not summary.summarized_messages:
+            return messages
+        self._count(StepUsage(step=step, model=summary.model, usage=summary.usage, purpose="summary"))
+        self._conversation_ref = summary.conversation_ref
+        await self._audit(f"summarised {summary.summarized_messages} older messages to fit the model's context")
+        return []
 
     async def _use_all(
         self, step: int, calls: list[ToolUseBlock], done: list[ToolResultBlock] | None = None
