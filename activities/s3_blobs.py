@@ -9,6 +9,10 @@ Objects are named ``<prefix>sha256:<hex>``, the content store's own key under th
 object's name says what is in it and a key in a history names one object. The prefix is therefore part of
 the contract with stored histories: change it and older tickets' content is no longer found.
 
+Blobs written before the bucket was configured stay in the business database; a key the bucket does not
+hold is looked up there (``fallback``), so tickets in flight when S3 is switched on still find their
+conversations. Nothing is written there any more.
+
 The calls are synchronous: the content store is called from the activities' threads
 (``asyncio.to_thread``), and a boto3 client is safe to share between threads.
 """
@@ -18,6 +22,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
+
+from activities.content_store import BlobBackend
 
 if TYPE_CHECKING:  # the stubs are a development dependency; at run time the client is whatever boto3 made
     from types_boto3_s3.client import S3Client
@@ -29,10 +35,11 @@ MISSING = frozenset({"NoSuchKey", "404"})
 class S3BlobBackend:
     """``put_blob``/``get_blob`` over one bucket and prefix: a ``BlobBackend`` for the ``ContentStore``."""
 
-    def __init__(self, client: S3Client, bucket: str, prefix: str = "") -> None:
+    def __init__(self, client: S3Client, bucket: str, prefix: str = "", fallback: BlobBackend | None = None) -> None:
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
+        self.fallback = fallback
 
     def object_key(self, key: str) -> str:
         return f"{self.prefix}{key}"
@@ -47,7 +54,7 @@ class S3BlobBackend:
             response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") in MISSING:
-                return None
+                return None if self.fallback is None else self.fallback.get_blob(key)
             raise
         return response["Body"].read()
 

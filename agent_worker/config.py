@@ -158,15 +158,16 @@ class Settings(BaseSettings):
         return dataclasses.replace(converter, external_storage=storage)
 
     def blob_backend(self, store: BusinessStore) -> BlobBackend:
-        """Where the content store keeps blobs: the bucket if one is set, else the business database; sealed
-        with the codec's keys when they are set, like every payload."""
+        """Where the content store keeps blobs: the bucket if one is set (still reading what the business
+        database held before), else the business database; sealed with the codec's keys when they are set,
+        like every payload."""
         backend: BlobBackend = store
         if self.s3_bucket is not None:
             from activities.s3_blobs import S3BlobBackend  # noqa: PLC0415 - boto3's import time, as above
             from agent_worker.s3 import s3_client  # noqa: PLC0415
 
             client = s3_client(self.s3_endpoint_url, self.s3_region, retries=False)
-            backend = S3BlobBackend(client, self.s3_bucket, self.s3_prefix)
+            backend = S3BlobBackend(client, self.s3_bucket, self.s3_prefix, fallback=store)
         codec = self.codec()
         return backend if codec is None else EncryptedBlobs(backend, codec)
 

@@ -108,7 +108,8 @@ def rows_in_blobs_table(store: BusinessStore) -> int:
 async def test_a_long_tickets_tool_results_and_conversation_live_in_the_bucket_and_none_in_the_database(
     on_s3: Harness, bucket: Bucket
 ) -> None:
-    """With a bucket set, the content store writes to it only, under ``<prefix>sha256:<hex>``."""
+    """With a bucket set, the content store writes to it only, under ``<prefix>sha256:<hex>``, and still reads
+    what the database held before."""
     seed_long_orders(on_s3.store, 6)
     async with on_s3.worker(LongTicketModel(6), **bucket.settings()):
         handle = await on_s3.start(long_ticket(6, linear=True))
@@ -128,6 +129,8 @@ async def test_a_long_tickets_tool_results_and_conversation_live_in_the_bucket_a
     fresh = ContentStore(on_s3.settings(**bucket.settings()).blob_backend(on_s3.store))
     assert fresh.get(refs[0]) == stored[f"{PREFIX}{refs[0]}"], "another worker reads the same bytes back"
     assert fresh.backend.get_blob("sha256:" + "0" * 64) is None
+    on_s3.store.put_blob("sha256:before", b"stored in the database before the bucket was configured")
+    assert fresh.get("sha256:before") == b"stored in the database before the bucket was configured"
 
 
 async def test_a_payload_over_the_threshold_is_kept_in_the_bucket_and_the_history_holds_only_a_reference(
@@ -161,6 +164,7 @@ async def test_a_payload_over_the_threshold_is_kept_in_the_bucket_and_the_histor
     assert with_bucket.ok, with_bucket.failure
     (without_bucket,) = await replay([tmp_path])
     assert not without_bucket.ok
+    assert "TMPRL1105" in (without_bucket.failure or ""), without_bucket.failure
 
 
 async def test_an_encrypted_ticket_puts_only_ciphertext_in_the_bucket(
