@@ -16,8 +16,8 @@ names the same bytes. A node's bytes include the key of the node before it, so a
 the whole conversation, as a Merkle chain does.
 
 The backend is anything with ``put_blob(key, data)`` and ``get_blob(key)``: the business store's ``blobs``
-table by default (SQLite or PostgreSQL, shared by every worker that shares the store); an S3 bucket slots in
-behind the same two calls (see the README).
+table by default (SQLite or PostgreSQL, shared by every worker that shares the store), or an S3 bucket
+(``activities.s3_blobs``, with ``AGENT_S3_BUCKET``).
 """
 
 from __future__ import annotations

@@ -13,20 +13,22 @@ a cluster exactly as the ``temporal`` CLI on the same machine would.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
+from activities.content_store import BlobBackend
 from activities.contracts import TASK_QUEUE
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from activities.store import BusinessStore
-from agent_worker.codec import EncryptionCodec, with_codec
+from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
 from agent_worker.faults import Faults, parse
 
 DATA_CONVERTER: DataConverter = pydantic_data_converter
@@ -74,7 +76,23 @@ class Settings(BaseSettings):
 
     inline_result_max_bytes: PositiveInt = 8192
     """Tool results larger than this (UTF-8 bytes) are kept in the content store (the business database's
-    ``blobs`` table) and the history carries only a preview and their ``sha256:`` key."""
+    ``blobs`` table, or the S3 bucket) and the history carries only a preview and their ``sha256:`` key."""
+
+    s3_bucket: str | None = None
+    """An existing S3 bucket for what is too big for history: the content store's blobs, and every Temporal
+    payload of at least ``s3_payload_threshold_bytes`` (temporalio's experimental ``ExternalStorage``).
+    Unset (the default): blobs in the business database, every payload in history. Credentials come from
+    boto3's standard chain (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, a role), never from here. Worker,
+    clients and replayer must all be given the same bucket, prefix and codec keys."""
+    s3_prefix: str = ""
+    """Put every object under this folder of the bucket, e.g. ``agent-worker`` (a ``/`` is added)."""
+    s3_endpoint_url: str | None = None
+    """Another S3 API than AWS's (MinIO, localstack, a test server), e.g. ``http://minio:9000``."""
+    s3_region: str | None = None
+    """Default: boto3's own (``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile)."""
+    s3_payload_threshold_bytes: NonNegativeInt = 256 * 1024
+    """Temporal payloads this size or larger (after encryption) go to the bucket and history keeps a
+    reference; the server refuses a payload above 2 MB and warns from 512 KB. 0 sends every payload."""
 
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
@@ -115,8 +133,43 @@ class Settings(BaseSettings):
         }
         return EncryptionCodec(keys, self.codec_key_id or list(keys)[-1])
 
+    @field_validator("s3_bucket", "s3_endpoint_url", "s3_region")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None  # compose passes an unset variable through as ""
+
+    @field_validator("s3_prefix")
+    @classmethod
+    def _prefix_is_a_folder(cls, value: str) -> str:
+        value = value.strip("/")
+        return f"{value}/" if value else ""
+
     def data_converter(self) -> DataConverter:
-        return with_codec(DATA_CONVERTER, self.codec())
+        """The converter the worker, every client and the replayer must share: pydantic, then the codec's
+        encryption, then (with a bucket) large payloads to S3, in the order temporalio applies them."""
+        converter = with_codec(DATA_CONVERTER, self.codec())
+        if self.s3_bucket is None:
+            return converter
+        # Imported here: boto3 takes over a second to import, which a CLI command without S3 should not pay.
+        from agent_worker.s3 import external_storage, s3_client  # noqa: PLC0415
+
+        client = s3_client(self.s3_endpoint_url, self.s3_region, retries=True)
+        storage = external_storage(client, self.s3_bucket, self.s3_prefix, self.s3_payload_threshold_bytes)
+        return dataclasses.replace(converter, external_storage=storage)
+
+    def blob_backend(self, store: BusinessStore) -> BlobBackend:
+        """Where the content store keeps blobs: the bucket if one is set (still reading what the business
+        database held before), else the business database; sealed with the codec's keys when they are set,
+        like every payload."""
+        backend: BlobBackend = store
+        if self.s3_bucket is not None:
+            from activities.s3_blobs import S3BlobBackend  # noqa: PLC0415 - boto3's import time, as above
+            from agent_worker.s3 import s3_client  # noqa: PLC0415
+
+            client = s3_client(self.s3_endpoint_url, self.s3_region, retries=False)
+            backend = S3BlobBackend(client, self.s3_bucket, self.s3_prefix, fallback=store)
+        codec = self.codec()
+        return backend if codec is None else EncryptedBlobs(backend, codec)
 
     faults: str = ""
     """Crash tests only: kill or hang this worker at activity boundaries (``agent_worker/faults.py``). Empty,

@@ -85,7 +85,8 @@ def build_worker(
     """The worker for the settings; tests hand in a scratch store and, where a script needs it, a model."""
     store = store or settings.store().create()
     model = model or choose_model(settings, store)
-    content = ContentStore(store)
+    blobs = settings.blob_backend(store)
+    content = ContentStore(blobs)
     tools = ToolActivities(store, content, settings.inline_result_max_bytes)
     models = ModelActivities(model, store, content)
     activities: list[Callable[..., Any]] = [
@@ -106,7 +107,15 @@ def build_worker(
             markers=str(faults.markers),
         )
         interceptors.append(FaultInterceptor(faults))
-    log.info("worker configured", task_queue=settings.task_queue, model=model.name, business_db=str(store))
+    bucket = f"s3://{settings.s3_bucket}/{settings.s3_prefix}" if settings.s3_bucket else None
+    log.info(
+        "worker configured",
+        task_queue=settings.task_queue,
+        model=model.name,
+        business_db=str(store),
+        content_store=str(blobs),
+        large_payloads=bucket,
+    )
     return Worker(
         client,
         task_queue=settings.task_queue,

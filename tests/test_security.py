@@ -17,9 +17,10 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from activities.content_store import ContentStore
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Decision, Status, ThinkRequest, ToolUseBlock
 from activities.store import BusinessStore
-from agent_worker.codec import EncryptionCodec, UnknownKeyError, with_codec
+from agent_worker.codec import EncryptedBlobs, EncryptionCodec, UnknownKeyError, with_codec
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port
@@ -85,6 +86,20 @@ async def codec_server() -> AsyncIterator[str]:
     runner = await serve(codec(), "s3cret-token", "http://localhost:8233", "127.0.0.1", port)
     yield f"http://127.0.0.1:{port}"
     await runner.cleanup()
+
+
+def test_the_content_store_seals_its_blobs_with_the_codec_keys_and_still_reads_older_plain_ones(
+    store: BusinessStore,
+) -> None:
+    """Conversation nodes and big tool results never pass through the payload codec: they are sealed apart."""
+    sealed = ContentStore(EncryptedBlobs(store, codec()))
+    key = sealed.put(QUESTION.encode())
+    assert b"Lovelace" not in (store.get_blob(key) or b"")
+    assert ContentStore(EncryptedBlobs(store, codec())).get(key) == QUESTION.encode()
+    store.put_blob("sha256:older", b"stored before encryption was switched on")
+    assert EncryptedBlobs(store, codec()).get_blob("sha256:older") == b"stored before encryption was switched on"
+    with pytest.raises(UnknownKeyError):
+        EncryptedBlobs(store, codec(new=False, current="2026-10")).get_blob(key)
 
 
 async def test_the_codec_server_decodes_only_for_the_bearer_of_its_token(codec_server: str) -> None:
