@@ -8,7 +8,8 @@ to ``think`` every step and every result inline, as runs did before the linear-h
 (results above 8 KB in the content store, ``think`` sent only what is new). Then a 1,000-step ticket of the
 same kind runs linear, continuing as new every 100 model calls. For each it prints the bytes of history
 (the sum of the events' protobuf sizes, what the server counts against its 50 MB limit) per step and in
-total, the largest single payload (the server refuses one above 2 MB and warns from 256 KB), and events.
+total, the largest single payload (the server refuses one above 2 MB, the SDK warns from 512 KB, and the
+target here is 256 KB), and events.
 """
 
 from __future__ import annotations
