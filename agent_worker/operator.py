@@ -55,7 +55,8 @@ async def show(client: Client, ticket: str) -> None:
     handle: WorkflowHandle[object, Outcome] = client.get_workflow_handle(workflow_id(ticket), result_type=Outcome)
     description = await handle.describe()
     say(f"{handle.id}: {description.status.name.lower() if description.status else 'unknown'}")
-    await narrate(client, handle, follow=False)
+    for run_id in await run_ids(client, handle.id, description.run_id):
+        await narrate(client, client.get_workflow_handle(handle.id, run_id=run_id), follow=False)
     if description.status == WorkflowExecutionStatus.RUNNING:
         try:
             waiting = await handle.query(AWAITING_APPROVAL_QUERY, rpc_timeout=QUERY_TIMEOUT)
@@ -72,6 +73,20 @@ async def show(client: Client, ticket: str) -> None:
         for approval in outcome.approvals:
             say(f"approval {approval.decision.value} {approval.amount_cents} by {approval.approver} at {approval.at}"
                 + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
+
+
+async def run_ids(client: Client, workflow_id: str, last: str) -> list[str]:
+    """Every run of a ticket that continued as new, first to last, each named by the next one's start."""
+    runs = [last]
+    while True:
+        history = client.get_workflow_handle(workflow_id, run_id=runs[-1]).fetch_history_events()
+        previous = ""
+        async for started in history:  # the first event: the run's start
+            previous = started.workflow_execution_started_event_attributes.continued_execution_run_id
+            break
+        if not previous:
+            return runs[::-1]
+        runs.append(previous)
 
 
 async def approve(client: Client, ticket: str, *, amount_cents: int, approved: bool, approver: str) -> None:

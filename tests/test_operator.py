@@ -44,3 +44,14 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
     async with asyncio.timeout(20):
         while handle.id in await run(AGENT_WORKER, "tickets", "--waiting", *cli):
             await asyncio.sleep(0.2)
+
+
+async def test_show_tells_every_run_of_a_ticket_that_continued_as_new(agent: Harness, client: Client) -> None:
+    async with agent.worker():
+        handle = await agent.start(ticket(approval_limit_cents=10_000, continue_as_new_after_steps=2))
+        await handle.result()
+    shown = await run(AGENT_WORKER, "show", handle.id, "--address", address(client))
+    first_run, last_run = shown.split("[closed] the run continued as new")
+    assert "the model asks for lookup_order(order_id='A-1001')" in first_run
+    assert "send_email" in last_run
+    assert "status resolved, 4 steps, 4 model calls" in last_run
