@@ -91,6 +91,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.tools import ToolActivities
     from workflows import policies
 
+from workflows.failures import ToolError, cause, is_refusal
+
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 RECONCILE_PATCH = "reconcile-timed-out-refunds"
 """Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
@@ -118,10 +120,6 @@ ticket carried 615 KB). Runs that continued before it carried them inline, and s
 SUMMARIZE_OLD_TURNS = "summarize-old-turns"
 """Patch: a conversation whose last model call read more than ``summarize_above_tokens`` is summarised by the
 model before the next step. Only runs past the threshold meet it, and none recorded before it was."""
-
-
-class ToolError(Exception):
-    """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
 
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -711,19 +709,3 @@ def _ticket_key() -> str:
     run that continues it shares (for a ticket that never continued, its only run's id, as before)."""
     info = workflow.info()
     return f"{info.workflow_id}/{info.first_execution_run_id}"
-
-
-def is_refusal(error: ActivityError) -> bool:
-    """Whether the activity failed with a definite answer (a non-retryable error: the provider refused, the
-    order does not exist), as opposed to an unknown outcome (a timeout, retries used up)."""
-    return isinstance(error.cause, ApplicationError) and error.cause.non_retryable
-
-
-def cause(error: ActivityError) -> str:
-    """The message a person can act on, from the innermost cause of an activity's failure."""
-    inner: BaseException = error
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
-    if isinstance(inner, ApplicationError):
-        return inner.message
-    return str(inner) or type(inner).__name__
