@@ -42,7 +42,6 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from activities.content_store import ContentActivities
     from activities.contracts import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_ATTRIBUTE,
@@ -62,7 +61,6 @@ with workflow.unsafe.imports_passed_through():
         Message,
         OrderEventsArgs,
         Outcome,
-        RecordsArchive,
         RefundKey,
         RefundReceipt,
         RefundRecord,
@@ -91,6 +89,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.tools import ToolActivities
     from workflows import policies
 
+from workflows.continuation import LINEAR_HISTORY, Continuation
 from workflows.failures import ToolError, cause, is_refusal
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
@@ -105,17 +104,6 @@ CLOSING_AUDIT = "audit-ticket-close"
 """Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
 started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
 once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
-
-LINEAR_HISTORY = "linear-history"
-"""Patch: ``think`` gets only what is new since the last step and the key of the conversation so far (the
-activity keeps the conversation in the content store), and the ticket continues as a new run after
-``continue_as_new_after_steps`` model calls or when the server suggests it. Runs started before it replay
-sending the whole conversation every step."""
-
-ARCHIVE_RECORDS = "archive-records"
-"""Patch: a run that continues as new hands its tool calls and per-call usage to the content store and
-carries only the archive's key, so what one run hands the next does not grow with the ticket (a 1,000-step
-ticket carried 615 KB). Runs that continued before it carried them inline, and still replay so."""
 
 SUMMARIZE_OLD_TURNS = "summarize-old-turns"
 """Patch: a conversation whose last model call read more than ``summarize_above_tokens`` is summarised by the
@@ -147,6 +135,7 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     def __init__(self) -> None:
+        self._continuation = Continuation(hand_over=self._continue_as_new)
         self._awaiting: int | None = None
         self._answer: Approval | None = None
         self._approvals: list[ApprovalRecord] = []
@@ -156,22 +145,15 @@ class SupportAgent:
         self._usage = UsageReport()
         self._audits = 0
         self._approvers: list[str] | None = None
-        # Linear history and continuing as new (the LINEAR_HISTORY patch):
-        self._linear = False
         self._conversation_ref: str | None = None
-        self._step = 0
-        """The step in progress (numbered across the ticket's runs)."""
-        self._run_steps = 0
-        """Model calls this run made: the budget before it continues as a new run."""
+        """With linear history (the LINEAR_HISTORY patch), the conversation so far, in the content store."""
         self._step_calls: list[ToolUseBlock] = []
         self._step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
         self._carried_wait: tuple[int, datetime] | None = None
-        self._archive_ref: str | None = None
         self._context_tokens = 0
         """Tokens the model read at its last call: how close the conversation is to its context window."""
         self._can_summarize = True
-        """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
 
     @workflow.run
     async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
@@ -252,13 +234,15 @@ class SupportAgent:
         With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
         so far is ``self._conversation_ref``. Without it, ``messages`` is the whole conversation."""
         ticket = self._ticket
-        self._linear = carried is not None or (ticket.options.linear_history and workflow.patched(LINEAR_HISTORY))
+        self._continuation.linear = carried is not None or (
+            ticket.options.linear_history and workflow.patched(LINEAR_HISTORY)
+        )
         messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
         first = 1 if carried is None else carried.steps_taken + 1
         for step in range(first, ticket.options.max_steps + 1):
             if self._should_summarize():
                 messages = await self._summarize(step, messages)
-            if self._should_continue():
+            if self._continuation.should_continue(ticket.options.continue_as_new_after_steps):
                 await self._continue_as_new(step - 1, messages)
             try:
                 decision = await self._think(step, messages)
@@ -271,7 +255,7 @@ class SupportAgent:
                 )
             if decision.stop_reason in STOPPED:
                 return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason])
-            if self._linear:  # the activity stored the conversation with this answer in it
+            if self._continuation.linear:  # the activity stored the conversation with this answer in it
                 self._conversation_ref, messages = decision.conversation_ref, []
             else:
                 append_turn(messages, "assistant", decision.content)
@@ -296,8 +280,8 @@ class SupportAgent:
         middle of (a refund waiting for approval) that it did not get to."""
         messages = list(carried.pending)
         if carried.calls:
-            self._step = carried.steps_taken
-            append_turn(messages, "user", list(await self._use_all(self._step, carried.calls, carried.results)))
+            step = self._continuation.step = carried.steps_taken
+            append_turn(messages, "user", list(await self._use_all(step, carried.calls, carried.results)))
         return messages
 
     def _past_sla(self) -> str | None:
@@ -323,12 +307,12 @@ class SupportAgent:
     async def _think(self, step: int, messages: list[Message]) -> Decision:
         context = TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
         request = ThinkRequest(ticket=context, step=step, messages=messages)
-        if self._linear:
+        if self._continuation.linear:
             request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
                                    conversation_ref=self._conversation_ref)  # fmt: skip
         decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
-        self._run_steps += 1
-        self._step = step
+        self._continuation.run_steps += 1
+        self._continuation.step = step
         self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
         usage = decision.usage
         self._context_tokens = (
@@ -343,7 +327,7 @@ class SupportAgent:
     def _should_summarize(self) -> bool:
         limit = self._ticket.options.summarize_above_tokens
         return (
-            self._linear
+            self._continuation.linear
             and self._can_summarize
             and self._conversation_ref is not None
             and limit is not None
@@ -562,17 +546,19 @@ class SupportAgent:
         """Wait for the person until ``deadline`` (raise ``TimeoutError`` then). A run that is due to continue
         as new does so first, and one the server asks to continue while it waits does so then: the next run
         waits on for the same amount until the same deadline, and answers the same query."""
-        if self._answer is None and self._should_continue():
-            await self._continue_as_new(self._step, [], waiting=(amount_cents, deadline))
+        if self._answer is None and self._continuation.should_continue(
+            self._ticket.options.continue_as_new_after_steps
+        ):
+            await self._continuation.continue_waiting(amount_cents, deadline)
         remaining = deadline - workflow.now()
         if remaining <= timedelta(0):
             raise TimeoutError
         suggested = workflow.info().is_continue_as_new_suggested
         await workflow.wait_condition(
-            lambda: self._answer is not None or (self._linear and suggested()), timeout=remaining
+            lambda: self._answer is not None or (self._continuation.linear and suggested()), timeout=remaining
         )
         if self._answer is None:
-            await self._continue_as_new(self._step, [], waiting=(amount_cents, deadline))
+            await self._continuation.continue_waiting(amount_cents, deadline)
 
     def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
         # Metrics from workflow code are not emitted while replaying: an answer is counted once.
@@ -593,27 +579,12 @@ class SupportAgent:
 
     # --- continuing as a new run ---
 
-    def _should_continue(self) -> bool:
-        """Whether this run has made its share of model calls, or the server suggests a new run. A run that
-        has made none goes on whatever the server says, so a ticket never continues in a loop."""
-        if not self._linear or self._run_steps == 0:
-            return False
-        return (
-            self._run_steps >= self._ticket.options.continue_as_new_after_steps
-            or workflow.info().is_continue_as_new_suggested()
-        )
-
     async def _continue_as_new(
         self, steps_taken: int, pending: list[Message], waiting: tuple[int, datetime] | None = None
     ) -> NoReturn:
         """Hand everything to a new run of this ticket: same workflow id, a fresh history."""
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if workflow.patched(ARCHIVE_RECORDS) and (self._tool_calls or self._usage.steps):
-            self._archive_ref = await workflow.execute_activity_method(
-                ContentActivities.archive_records,
-                RecordsArchive(previous=self._archive_ref, tool_calls=self._tool_calls, usage=self._usage.steps),
-                **policies.ARCHIVE_RECORDS,
-            )
+        if await self._continuation.archive(self._tool_calls, self._usage):
             self._tool_calls, self._usage = [], UsageReport(total=self._usage.total)
         state = ContinuedState(
             steps_taken=steps_taken,
@@ -631,7 +602,7 @@ class SupportAgent:
             refunds=self._refunds,
             approvals=self._approvals,
             audits=self._audits,
-            archive_ref=self._archive_ref,
+            archive_ref=self._continuation.archive_ref,
         )
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
@@ -645,7 +616,7 @@ class SupportAgent:
         self._refunds = list(state.refunds)
         self._approvals = list(state.approvals)
         self._audits = state.audits
-        self._archive_ref = state.archive_ref
+        self._continuation.archive_ref = state.archive_ref
         if state.awaiting is not None and state.approval_deadline is not None:
             self._carried_wait = (state.awaiting, state.approval_deadline)
             self._answer = state.answer
@@ -683,7 +654,7 @@ class SupportAgent:
             refunds=self._refunds,
             approvals=self._approvals,
             usage=self._usage,
-            archive_ref=self._archive_ref,
+            archive_ref=self._continuation.archive_ref,
         )
 
 
