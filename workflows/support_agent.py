@@ -29,14 +29,12 @@ How the loop reads each model response (its ``stop_reason``, as the Messages API
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -44,14 +42,10 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.contracts import (
         APPROVE_SIGNAL,
-        AWAITING_APPROVAL_ATTRIBUTE,
         AWAITING_APPROVAL_QUERY,
         TOOL_SPECS,
         USAGE_QUERY,
         WORKFLOW_NAME,
-        Approval,
-        ApprovalDecision,
-        ApprovalRecord,
         AuditEntry,
         ContinuedState,
         Decision,
@@ -85,20 +79,35 @@ with workflow.unsafe.imports_passed_through():
         money,
     )
     from activities.model import ModelActivities
-    from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
     from workflows import policies
 
-from workflows.continuation import LINEAR_HISTORY, Continuation
+from workflows.approvals import APPROVER_CHECK, AWAITING_APPROVAL, ApprovalGate
+from workflows.continuation import ARCHIVE_RECORDS, LINEAR_HISTORY, Continuation
 from workflows.failures import ToolError, cause, is_refusal
 
-AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+__all__ = [
+    "APPROVER_CHECK",
+    "ARCHIVE_RECORDS",
+    "AWAITING_APPROVAL",
+    "CLOSING_AUDIT",
+    "CUT_OFF",
+    "LINEAR_HISTORY",
+    "RECONCILE_PATCH",
+    "REFUSED",
+    "STOPPED",
+    "SUMMARIZE_OLD_TURNS",
+    "TOO_LONG",
+    "SupportAgent",
+    "Tool",
+    "ToolError",
+    "cause",
+    "is_refusal",
+]
+"""The workflow, and the names other modules and tests import from here (defined where they belong)."""
+
 RECONCILE_PATCH = "reconcile-timed-out-refunds"
 """Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
-
-APPROVER_CHECK = "approver-check"
-"""Patch: only the ticket's approvers (or the worker's default ones) may release a refund. Runs that were
-already waiting before it keep accepting anyone, as they were promised."""
 
 CLOSING_AUDIT = "audit-ticket-close"
 """Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
@@ -136,21 +145,18 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 class SupportAgent:
     def __init__(self) -> None:
         self._continuation = Continuation(hand_over=self._continue_as_new)
-        self._awaiting: int | None = None
-        self._answer: Approval | None = None
-        self._approvals: list[ApprovalRecord] = []
+        self._gate = ApprovalGate(audit=self._audit, continuation=self._continuation)
+        """Made here, not in ``run``: an approval may be signalled before the run has read its ticket."""
         self._tool_calls: list[ToolCallRecord] = []
         self._refunds: list[RefundRecord] = []
         self._model_calls = 0
         self._usage = UsageReport()
         self._audits = 0
-        self._approvers: list[str] | None = None
         self._conversation_ref: str | None = None
         """With linear history (the LINEAR_HISTORY patch), the conversation so far, in the content store."""
         self._step_calls: list[ToolUseBlock] = []
         self._step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
-        self._carried_wait: tuple[int, datetime] | None = None
         self._context_tokens = 0
         """Tokens the model read at its last call: how close the conversation is to its context window."""
         self._can_summarize = True
@@ -193,35 +199,13 @@ class SupportAgent:
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, raw_approval: Any) -> None:
-        """A person's answer. It releases only the refund of the amount they were shown, and only once.
-
-        The payload is validated here rather than by the converter: a payload that fails to decode is
-        dropped by the SDK with nothing but a log line, while this records why it released nothing."""
-        try:
-            approval = Approval.model_validate(raw_approval)
-        except ValidationError as error:
-            self._reject(None, None, f"malformed approval: {describe_errors(error)}")
-            return
-        if self._awaiting is None:
-            self._reject(approval.amount_cents, approval.approver, "no refund is waiting for approval")
-        elif approval.amount_cents != self._awaiting:
-            self._reject(
-                approval.amount_cents,
-                approval.approver,
-                f"the refund waiting is {money(self._awaiting)}, not {money(approval.amount_cents)}",
-            )
-        elif self._approvers and approval.approver not in self._approvers:
-            self._reject(
-                approval.amount_cents, approval.approver,
-                f"{approval.approver} may not approve refunds on this ticket (approvers: {', '.join(self._approvers)})",
-            )  # fmt: skip
-        else:
-            self._answer = approval
+        """A person's answer to the refund waiting for approval (``ApprovalGate.approve`` says what it releases)."""
+        self._gate.approve(raw_approval)
 
     @workflow.query(name=AWAITING_APPROVAL_QUERY)
     def awaiting_approval_of(self) -> int | None:
         """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
-        return self._awaiting
+        return self._gate.awaiting
 
     @workflow.query(name=USAGE_QUERY)
     def usage(self) -> UsageReport:
@@ -438,7 +422,7 @@ class SupportAgent:
 
     async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
         if args.amount_cents > self._ticket.options.approval_limit_cents:
-            await self._await_approval(args.amount_cents)
+            await self._gate.wait(args.amount_cents, self._ticket.options)
         request = RefundRequest(
             order_id=args.order_id,
             amount_cents=args.amount_cents,
@@ -502,80 +486,8 @@ class SupportAgent:
             )
         return found
 
-    # --- approvals ---
-
-    async def _await_approval(self, amount_cents: int) -> None:
-        """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
-        if workflow.patched(APPROVER_CHECK) and self._approvers is None:
-            self._approvers = self._ticket.options.approvers
-            if self._approvers is None:
-                self._approvers = await workflow.execute_activity_method(
-                    PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
-                )
-        timeout = timedelta(seconds=self._ticket.options.approval_timeout_seconds)
-        carried, self._carried_wait = self._carried_wait, None
-        resumed = carried is not None and carried[0] == amount_cents
-        deadline = carried[1] if carried is not None and resumed else workflow.now() + timeout
-        self._awaiting = amount_cents
-        if not resumed:  # an answer the last run received is kept
-            self._answer = None
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
-        if not resumed:  # the run this one continues wrote it already
-            await self._audit(f"refund of {money(amount_cents)} waits for approval")
-        with contextlib.suppress(TimeoutError):  # silence is an answer too: no
-            await self._wait_for_answer(amount_cents, deadline)
-        # Not in a ``finally``: continue-as-new raises through here (the next run waits on, with the attribute
-        # set), and a run evicted from the worker's cache while it waits is closed with GeneratorExit, when a
-        # workflow call would run outside the workflow's event loop.
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
-        self._awaiting = None
-        answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
-        await self._audit(
-            f"refund of {money(amount_cents)} "
-            + (f"{'approved' if answer.approved else 'declined'} by {answer.approver}" if answer else "timed out")
-        )
-        if answer is None:
-            self._record(amount_cents, ApprovalDecision.TIMED_OUT, None, f"no answer within {timeout}")
-            raise ToolError("A person did not approve this refund in time, so it was not made.")
-        if not answer.approved:
-            self._record(amount_cents, ApprovalDecision.DECLINED, answer.approver)
-            raise ToolError(f"A person ({answer.approver}) declined this refund, so it was not made.")
-        self._record(amount_cents, ApprovalDecision.APPROVED, answer.approver)
-
-    async def _wait_for_answer(self, amount_cents: int, deadline: datetime) -> None:
-        """Wait for the person until ``deadline`` (raise ``TimeoutError`` then). A run that is due to continue
-        as new does so first, and one the server asks to continue while it waits does so then: the next run
-        waits on for the same amount until the same deadline, and answers the same query."""
-        if self._answer is None and self._continuation.should_continue(
-            self._ticket.options.continue_as_new_after_steps
-        ):
-            await self._continuation.continue_waiting(amount_cents, deadline)
-        remaining = deadline - workflow.now()
-        if remaining <= timedelta(0):
-            raise TimeoutError
-        suggested = workflow.info().is_continue_as_new_suggested
-        await workflow.wait_condition(
-            lambda: self._answer is not None or (self._continuation.linear and suggested()), timeout=remaining
-        )
-        if self._answer is None:
-            await self._continuation.continue_waiting(amount_cents, deadline)
-
-    def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
-        # Metrics from workflow code are not emitted while replaying: an answer is counted once.
-        workflow.metric_meter().create_counter("agent_approvals", "Answers about refunds, by decision", "1").add(
-            1, {"decision": decision.value}
-        )
-        self._approvals.append(
-            ApprovalRecord(amount_cents=amount, decision=decision, approver=approver, at=workflow.now(), reason=reason)
-        )
-
-    def _reject(self, amount: int | None, approver: str | None, reason: str) -> None:
-        workflow.logger.warning("approval released nothing", extra={"reason": reason, "approver": approver})
-        self._record(amount, ApprovalDecision.REJECTED, approver, reason)
-
     def _refund_was_refused(self) -> bool:
-        refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
-        return not self._refunds and any(a.decision in refused for a in self._approvals)
+        return not self._refunds and self._gate.refused()
 
     # --- continuing as a new run ---
 
@@ -594,13 +506,13 @@ class SupportAgent:
             results=self._step_results,
             awaiting=waiting[0] if waiting else None,
             approval_deadline=waiting[1] if waiting else None,
-            answer=self._answer if waiting else None,
-            approvers=self._approvers,
+            answer=self._gate.answer if waiting else None,
+            approvers=self._gate.approvers,
             model_calls=self._model_calls,
             usage=self._usage,
             tool_calls=self._tool_calls,
             refunds=self._refunds,
-            approvals=self._approvals,
+            approvals=self._gate.records,
             audits=self._audits,
             archive_ref=self._continuation.archive_ref,
         )
@@ -609,17 +521,13 @@ class SupportAgent:
 
     def _restore(self, state: ContinuedState) -> None:
         self._conversation_ref = state.conversation_ref
-        self._approvers = state.approvers
         self._model_calls = state.model_calls
         self._usage = state.usage
         self._tool_calls = list(state.tool_calls)
         self._refunds = list(state.refunds)
-        self._approvals = list(state.approvals)
         self._audits = state.audits
         self._continuation.archive_ref = state.archive_ref
-        if state.awaiting is not None and state.approval_deadline is not None:
-            self._carried_wait = (state.awaiting, state.approval_deadline)
-            self._answer = state.answer
+        self._gate.restore(state)
 
     # --- idempotency keys ---
 
@@ -652,7 +560,7 @@ class SupportAgent:
             model_calls=self._model_calls,
             tool_calls=self._tool_calls,
             refunds=self._refunds,
-            approvals=self._approvals,
+            approvals=self._gate.records,
             usage=self._usage,
             archive_ref=self._continuation.archive_ref,
         )
