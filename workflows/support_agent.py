@@ -11,6 +11,11 @@ Three decisions stay in this code and out of the prompt, because a model can be 
 but not past an ``if``: which amounts need a person's approval, which idempotency key a refund carries,
 and who may be emailed.
 
+This module is the loop; the rest of the workflow is in pieces that each keep their own state and are handed
+what they need: ``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools,
+their idempotency keys, and refund reconciliation), ``continuation`` (handing the ticket to a new run), and
+``failures`` (how an error reads to the model and to a person).
+
 How the loop reads each model response (its ``stop_reason``, as the Messages API reports it):
 
 - ``tool_use``: every tool call in it runs, and all their results go back in one user turn, in the order
@@ -28,46 +33,27 @@ How the loop reads each model response (its ``stop_reason``, as the Messages API
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel, ValidationError
+    from pydantic import ValidationError
 
-    from activities.content_store import ContentActivities
     from activities.contracts import (
         APPROVE_SIGNAL,
-        AWAITING_APPROVAL_ATTRIBUTE,
         AWAITING_APPROVAL_QUERY,
-        TOOL_SPECS,
         USAGE_QUERY,
         WORKFLOW_NAME,
-        Approval,
-        ApprovalDecision,
-        ApprovalRecord,
         AuditEntry,
         ContinuedState,
         Decision,
-        EmailRequest,
-        IssueRefundArgs,
-        LookupOrderArgs,
         Message,
-        OrderEventsArgs,
         Outcome,
-        RecordsArchive,
-        RefundKey,
         RefundReceipt,
-        RefundRecord,
         RefundRequest,
-        SendEmailArgs,
         Status,
         StepUsage,
         Summary,
@@ -76,65 +62,48 @@ with workflow.unsafe.imports_passed_through():
         ThinkRequest,
         TicketContext,
         TicketInput,
-        ToolCallRecord,
-        ToolOutput,
-        ToolResultBlock,
-        ToolSpec,
-        ToolUseBlock,
         UsageReport,
         append_turn,
         describe_errors,
         money,
     )
     from activities.model import ModelActivities
-    from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
     from workflows import policies
 
-AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
-RECONCILE_PATCH = "reconcile-timed-out-refunds"
-"""Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
+from workflows.approvals import APPROVER_CHECK, AWAITING_APPROVAL, ApprovalGate
+from workflows.continuation import ARCHIVE_RECORDS, LINEAR_HISTORY, Continuation
+from workflows.failures import ToolError, cause, is_refusal
+from workflows.tools import RECONCILE_PATCH, Tool, Toolbox, reconcile, ticket_key
 
-APPROVER_CHECK = "approver-check"
-"""Patch: only the ticket's approvers (or the worker's default ones) may release a refund. Runs that were
-already waiting before it keep accepting anyone, as they were promised."""
+__all__ = [
+    "APPROVER_CHECK",
+    "ARCHIVE_RECORDS",
+    "AWAITING_APPROVAL",
+    "CLOSING_AUDIT",
+    "CUT_OFF",
+    "LINEAR_HISTORY",
+    "RECONCILE_PATCH",
+    "REFUSED",
+    "STOPPED",
+    "SUMMARIZE_OLD_TURNS",
+    "TOO_LONG",
+    "SupportAgent",
+    "Tool",
+    "ToolError",
+    "cause",
+    "is_refusal",
+]
+"""The workflow, and the names other modules and tests import from here (defined where they belong)."""
 
 CLOSING_AUDIT = "audit-ticket-close"
 """Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
 started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
 once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
 
-LINEAR_HISTORY = "linear-history"
-"""Patch: ``think`` gets only what is new since the last step and the key of the conversation so far (the
-activity keeps the conversation in the content store), and the ticket continues as a new run after
-``continue_as_new_after_steps`` model calls or when the server suggests it. Runs started before it replay
-sending the whole conversation every step."""
-
-ARCHIVE_RECORDS = "archive-records"
-"""Patch: a run that continues as new hands its tool calls and per-call usage to the content store and
-carries only the archive's key, so what one run hands the next does not grow with the ticket (a 1,000-step
-ticket carried 615 KB). Runs that continued before it carried them inline, and still replay so."""
-
 SUMMARIZE_OLD_TURNS = "summarize-old-turns"
 """Patch: a conversation whose last model call read more than ``summarize_above_tokens`` is summarised by the
 model before the next step. Only runs past the threshold meet it, and none recorded before it was."""
-
-
-class ToolError(Exception):
-    """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
-
-
-ArgsT = TypeVar("ArgsT", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class Tool(Generic[ArgsT]):
-    """What the workflow knows of a tool: its contract (the arguments it validates, and whether it only
-    reads), shared with the model adapter that describes it, and the step that runs it."""
-
-    spec: ToolSpec
-    run: Callable[[SupportAgent, int, ToolUseBlock, ArgsT], Awaitable[str | ToolOutput]]
-
 
 CUT_OFF = (
     "Your reply was cut off at the maximum length before it was complete, so none of its tool calls ran. "
@@ -149,31 +118,17 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     def __init__(self) -> None:
-        self._awaiting: int | None = None
-        self._answer: Approval | None = None
-        self._approvals: list[ApprovalRecord] = []
-        self._tool_calls: list[ToolCallRecord] = []
-        self._refunds: list[RefundRecord] = []
+        self._continuation = Continuation(hand_over=self._continue_as_new)
+        self._gate = ApprovalGate(audit=self._audit, continuation=self._continuation)
+        """Made here, not in ``run``: an approval may be signalled before the run has read its ticket."""
         self._model_calls = 0
         self._usage = UsageReport()
         self._audits = 0
-        self._approvers: list[str] | None = None
-        # Linear history and continuing as new (the LINEAR_HISTORY patch):
-        self._linear = False
         self._conversation_ref: str | None = None
-        self._step = 0
-        """The step in progress (numbered across the ticket's runs)."""
-        self._run_steps = 0
-        """Model calls this run made: the budget before it continues as a new run."""
-        self._step_calls: list[ToolUseBlock] = []
-        self._step_results: list[ToolResultBlock] = []
-        """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
-        self._carried_wait: tuple[int, datetime] | None = None
-        self._archive_ref: str | None = None
+        """With linear history (the LINEAR_HISTORY patch), the conversation so far, in the content store."""
         self._context_tokens = 0
         """Tokens the model read at its last call: how close the conversation is to its context window."""
         self._can_summarize = True
-        """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
 
     @workflow.run
     async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
@@ -191,6 +146,7 @@ class SupportAgent:
                 non_retryable=True,
             ) from None
         ticket = self._ticket
+        self._tools = Toolbox(ticket, self._gate, reconcile=self._reconcile)
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
@@ -213,35 +169,13 @@ class SupportAgent:
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, raw_approval: Any) -> None:
-        """A person's answer. It releases only the refund of the amount they were shown, and only once.
-
-        The payload is validated here rather than by the converter: a payload that fails to decode is
-        dropped by the SDK with nothing but a log line, while this records why it released nothing."""
-        try:
-            approval = Approval.model_validate(raw_approval)
-        except ValidationError as error:
-            self._reject(None, None, f"malformed approval: {describe_errors(error)}")
-            return
-        if self._awaiting is None:
-            self._reject(approval.amount_cents, approval.approver, "no refund is waiting for approval")
-        elif approval.amount_cents != self._awaiting:
-            self._reject(
-                approval.amount_cents,
-                approval.approver,
-                f"the refund waiting is {money(self._awaiting)}, not {money(approval.amount_cents)}",
-            )
-        elif self._approvers and approval.approver not in self._approvers:
-            self._reject(
-                approval.amount_cents, approval.approver,
-                f"{approval.approver} may not approve refunds on this ticket (approvers: {', '.join(self._approvers)})",
-            )  # fmt: skip
-        else:
-            self._answer = approval
+        """A person's answer to the refund waiting for approval (``ApprovalGate.approve`` says what it releases)."""
+        self._gate.approve(raw_approval)
 
     @workflow.query(name=AWAITING_APPROVAL_QUERY)
     def awaiting_approval_of(self) -> int | None:
         """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
-        return self._awaiting
+        return self._gate.awaiting
 
     @workflow.query(name=USAGE_QUERY)
     def usage(self) -> UsageReport:
@@ -254,13 +188,15 @@ class SupportAgent:
         With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
         so far is ``self._conversation_ref``. Without it, ``messages`` is the whole conversation."""
         ticket = self._ticket
-        self._linear = carried is not None or (ticket.options.linear_history and workflow.patched(LINEAR_HISTORY))
+        self._continuation.linear = carried is not None or (
+            ticket.options.linear_history and workflow.patched(LINEAR_HISTORY)
+        )
         messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
         first = 1 if carried is None else carried.steps_taken + 1
         for step in range(first, ticket.options.max_steps + 1):
             if self._should_summarize():
                 messages = await self._summarize(step, messages)
-            if self._should_continue():
+            if self._continuation.should_continue(ticket.options.continue_as_new_after_steps):
                 await self._continue_as_new(step - 1, messages)
             try:
                 decision = await self._think(step, messages)
@@ -273,12 +209,12 @@ class SupportAgent:
                 )
             if decision.stop_reason in STOPPED:
                 return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason])
-            if self._linear:  # the activity stored the conversation with this answer in it
+            if self._continuation.linear:  # the activity stored the conversation with this answer in it
                 self._conversation_ref, messages = decision.conversation_ref, []
             else:
                 append_turn(messages, "assistant", decision.content)
             if decision.stop_reason == "max_tokens":
-                results = [self._answer_call(step, call, CUT_OFF, is_error=True) for call in decision.tool_calls]
+                results = [self._tools.answer_call(step, call, CUT_OFF, is_error=True) for call in decision.tool_calls]
                 append_turn(messages, "user", [*results, TextBlock(text=CUT_OFF)])
                 continue
             if decision.stop_reason == "pause_turn" and not decision.tool_calls:
@@ -286,7 +222,7 @@ class SupportAgent:
             if not decision.tool_calls:
                 status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
                 return self._outcome(status, step, decision.text)
-            append_turn(messages, "user", list(await self._use_all(step, decision.tool_calls)))
+            append_turn(messages, "user", list(await self._tools.use_all(step, decision.tool_calls)))
         return self._outcome(
             Status.GAVE_UP,
             ticket.options.max_steps,
@@ -298,8 +234,8 @@ class SupportAgent:
         middle of (a refund waiting for approval) that it did not get to."""
         messages = list(carried.pending)
         if carried.calls:
-            self._step = carried.steps_taken
-            append_turn(messages, "user", list(await self._use_all(self._step, carried.calls, carried.results)))
+            step = self._continuation.step = carried.steps_taken
+            append_turn(messages, "user", list(await self._tools.use_all(step, carried.calls, carried.results)))
         return messages
 
     def _past_sla(self) -> str | None:
@@ -315,22 +251,31 @@ class SupportAgent:
         await workflow.execute_activity_method(
             ToolActivities.audit,
             AuditEntry(
-                ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{_ticket_key()}/{self._audits}"
+                ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{ticket_key()}/{self._audits}"
             ),
             **policies.AUDIT,
         )
 
-    # --- the loop's two kinds of step ---
+    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+        """What the refund tool makes of a refund whose outcome is unknown (``tools.reconcile``). A method of
+        the workflow so that a release can change it: ``tests/variants.py`` ships one without its patch, to
+        show that the replay gate catches it."""
+        return await reconcile(self._ticket.options, request, error)
+
+    def _refund_was_refused(self) -> bool:
+        return not self._tools.refunds and self._gate.refused()
+
+    # --- the model's side of a step ---
 
     async def _think(self, step: int, messages: list[Message]) -> Decision:
         context = TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
         request = ThinkRequest(ticket=context, step=step, messages=messages)
-        if self._linear:
+        if self._continuation.linear:
             request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
                                    conversation_ref=self._conversation_ref)  # fmt: skip
         decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
-        self._run_steps += 1
-        self._step = step
+        self._continuation.run_steps += 1
+        self._continuation.step = step
         self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
         usage = decision.usage
         self._context_tokens = (
@@ -345,7 +290,7 @@ class SupportAgent:
     def _should_summarize(self) -> bool:
         limit = self._ticket.options.summarize_above_tokens
         return (
-            self._linear
+            self._continuation.linear
             and self._can_summarize
             and self._conversation_ref is not None
             and limit is not None
@@ -378,300 +323,44 @@ class SupportAgent:
         await self._audit(f"summarised {summary.summarized_messages} older messages to fit the model's context")
         return []
 
-    async def _use_all(
-        self, step: int, calls: list[ToolUseBlock], done: list[ToolResultBlock] | None = None
-    ) -> list[ToolResultBlock]:
-        """Run every tool call of one response; return their results in the order of the calls.
-
-        Consecutive read-only calls run at once; a call with a side effect runs alone, so a refund and the
-        email about it never race, and the approval a refund waits for is asked for one refund at a time.
-
-        No patch guards this: the activities are scheduled in the same order as when they ran one by one,
-        only more of them in one workflow task, and the replayer accepts that (``two_lookups_one_by_one.json``,
-        recorded before, replays on this code).
-
-        ``done`` are the results of the first calls, run by the run this one continues: only the rest run.
-        Results are kept as each batch ends, so a run that continues while a refund waits for approval hands
-        over the results of the calls before it."""
-        self._step_calls, self._step_results = calls, list(done or [])
-        for batch in _batches(calls[len(self._step_results) :]):
-            outcomes = await asyncio.gather(*(self._use(step, call) for call in batch))
-            self._step_results += [
-                self._answer_call(step, call, content, is_error=is_error)
-                for call, (content, is_error) in zip(batch, outcomes, strict=True)
-            ]
-        results, self._step_calls, self._step_results = self._step_results, [], []
-        return results
-
-    async def _use(self, step: int, call: ToolUseBlock) -> tuple[str | ToolOutput, bool]:
-        """Run one tool call and turn whatever happens into the result the model reads, and whether it is an
-        error."""
-        try:
-            return await self._invoke(step, call), False
-        except ToolError as error:
-            return str(error), True
-        except ActivityError as error:
-            # Out of retries, or not worth retrying: the model hears about it instead of the run failing.
-            return f"The tool failed: {cause(error)}", True
-
-    def _answer_call(
-        self, step: int, call: ToolUseBlock, result: str | ToolOutput, *, is_error: bool
-    ) -> ToolResultBlock:
-        """Record a tool call with its result in the outcome, and make the block that answers it. A result kept
-        in the content store is recorded as its preview and key."""
-        output = result if isinstance(result, ToolOutput) else ToolOutput(content=result)
-        self._tool_calls.append(
-            ToolCallRecord(
-                step=step,
-                tool_use_id=call.id,
-                name=call.name,
-                input=call.input,
-                result=output.content,
-                is_error=is_error,
-                result_ref=output.content_ref,
-            )
-        )
-        return ToolResultBlock(
-            tool_use_id=call.id, content=output.content, is_error=is_error, content_ref=output.content_ref
-        )
-
-    async def _invoke(self, step: int, call: ToolUseBlock) -> str | ToolOutput:
-        tool = self.TOOLS.get(call.name)
-        if tool is None:
-            raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(self.TOOLS)}.")
-        try:
-            args = tool.spec.args.model_validate(call.input)
-        except ValidationError as error:
-            raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
-        return await tool.run(self, step, call, args)
-
-    # --- the tools ---
-
-    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs) -> str:
-        order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **policies.LOOKUP_ORDER)
-        return order.model_dump_json()
-
-    async def _order_events(self, _step: int, _call: ToolUseBlock, args: OrderEventsArgs) -> ToolOutput:
-        return await workflow.execute_activity_method(ToolActivities.order_events, args, **policies.ORDER_EVENTS)
-
-    async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
-        if args.amount_cents > self._ticket.options.approval_limit_cents:
-            await self._await_approval(args.amount_cents)
-        request = RefundRequest(
-            order_id=args.order_id,
-            amount_cents=args.amount_cents,
-            idempotency_key=self._refund_key(step, call, args),
-        )
-        try:
-            receipt = await workflow.execute_activity_method(
-                ToolActivities.issue_refund, request, **policies.ISSUE_REFUND
-            )
-        except ActivityError as error:
-            receipt = await self._reconcile(request, error)
-        self._refunds.append(
-            RefundRecord(refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents)
-        )
-        return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
-
-    async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs) -> str:
-        if args.to.casefold() != self._ticket.customer_email.casefold():
-            raise ToolError(f"Emails go only to this ticket's customer, {self._ticket.customer_email}.")
-        request = EmailRequest(
-            to=args.to,
-            subject=args.subject,
-            body=args.body,
-            idempotency_key=f"email:{self._call_key(step, call)}",
-        )
-        receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **policies.SEND_EMAIL)
-        return f"Email #{receipt.email_id} sent to {receipt.to}."
-
-    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
-        """A refund that failed without a refusal (timed out, out of retries) may well have been paid: ask
-        the provider what it recorded under the key, and tell the model that, not "the tool failed".
-
-        Without this, the model hears of a failure, asks for the refund again, and a key per tool call pays
-        twice (the seed's row 5). Only a keyed refund can be looked up. "Not found" is the truth when asked:
-        every attempt of the refund has been given up on by then, so none will pay later unless a hung
-        attempt outlives its timeout, and with the default per-order key even that could not pay twice.
-        """
-        key = request.idempotency_key
-        if (
-            key is None
-            or not self._ticket.options.reconcile_refunds
-            or is_refusal(error)
-            or not workflow.patched(RECONCILE_PATCH)
-        ):
-            raise error
-        found = await workflow.execute_activity_method(ToolActivities.find_refund, key, **policies.FIND_REFUND)
-        workflow.logger.warning(
-            "refund outcome unknown, reconciled with the provider",
-            extra={"cause": cause(error), "key": key, "refund_id": found.refund_id if found else None},
-        )
-        if found is None:
-            raise ToolError(
-                f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
-                f"payment provider did not answer in time ({cause(error)}) and has no refund under this request's key."
-            )
-        if (found.order_id, found.amount_cents) != (request.order_id, request.amount_cents):
-            raise ToolError(
-                f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
-                f"provider holds refund #{found.refund_id} of {money(found.amount_cents)} on {found.order_id} under "
-                "the same key, and refuses a key reused for another amount."
-            )
-        return found
-
-    # --- approvals ---
-
-    async def _await_approval(self, amount_cents: int) -> None:
-        """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
-        if workflow.patched(APPROVER_CHECK) and self._approvers is None:
-            self._approvers = self._ticket.options.approvers
-            if self._approvers is None:
-                self._approvers = await workflow.execute_activity_method(
-                    PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
-                )
-        timeout = timedelta(seconds=self._ticket.options.approval_timeout_seconds)
-        carried, self._carried_wait = self._carried_wait, None
-        resumed = carried is not None and carried[0] == amount_cents
-        deadline = carried[1] if carried is not None and resumed else workflow.now() + timeout
-        self._awaiting = amount_cents
-        if not resumed:  # an answer the last run received is kept
-            self._answer = None
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
-        if not resumed:  # the run this one continues wrote it already
-            await self._audit(f"refund of {money(amount_cents)} waits for approval")
-        with contextlib.suppress(TimeoutError):  # silence is an answer too: no
-            await self._wait_for_answer(amount_cents, deadline)
-        # Not in a ``finally``: continue-as-new raises through here (the next run waits on, with the attribute
-        # set), and a run evicted from the worker's cache while it waits is closed with GeneratorExit, when a
-        # workflow call would run outside the workflow's event loop.
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
-        self._awaiting = None
-        answer, self._answer = self._answer, None  # consumed: a second refund needs a second approval
-        await self._audit(
-            f"refund of {money(amount_cents)} "
-            + (f"{'approved' if answer.approved else 'declined'} by {answer.approver}" if answer else "timed out")
-        )
-        if answer is None:
-            self._record(amount_cents, ApprovalDecision.TIMED_OUT, None, f"no answer within {timeout}")
-            raise ToolError("A person did not approve this refund in time, so it was not made.")
-        if not answer.approved:
-            self._record(amount_cents, ApprovalDecision.DECLINED, answer.approver)
-            raise ToolError(f"A person ({answer.approver}) declined this refund, so it was not made.")
-        self._record(amount_cents, ApprovalDecision.APPROVED, answer.approver)
-
-    async def _wait_for_answer(self, amount_cents: int, deadline: datetime) -> None:
-        """Wait for the person until ``deadline`` (raise ``TimeoutError`` then). A run that is due to continue
-        as new does so first, and one the server asks to continue while it waits does so then: the next run
-        waits on for the same amount until the same deadline, and answers the same query."""
-        if self._answer is None and self._should_continue():
-            await self._continue_as_new(self._step, [], waiting=(amount_cents, deadline))
-        remaining = deadline - workflow.now()
-        if remaining <= timedelta(0):
-            raise TimeoutError
-        suggested = workflow.info().is_continue_as_new_suggested
-        await workflow.wait_condition(
-            lambda: self._answer is not None or (self._linear and suggested()), timeout=remaining
-        )
-        if self._answer is None:
-            await self._continue_as_new(self._step, [], waiting=(amount_cents, deadline))
-
-    def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
-        # Metrics from workflow code are not emitted while replaying: an answer is counted once.
-        workflow.metric_meter().create_counter("agent_approvals", "Answers about refunds, by decision", "1").add(
-            1, {"decision": decision.value}
-        )
-        self._approvals.append(
-            ApprovalRecord(amount_cents=amount, decision=decision, approver=approver, at=workflow.now(), reason=reason)
-        )
-
-    def _reject(self, amount: int | None, approver: str | None, reason: str) -> None:
-        workflow.logger.warning("approval released nothing", extra={"reason": reason, "approver": approver})
-        self._record(amount, ApprovalDecision.REJECTED, approver, reason)
-
-    def _refund_was_refused(self) -> bool:
-        refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
-        return not self._refunds and any(a.decision in refused for a in self._approvals)
-
     # --- continuing as a new run ---
-
-    def _should_continue(self) -> bool:
-        """Whether this run has made its share of model calls, or the server suggests a new run. A run that
-        has made none goes on whatever the server says, so a ticket never continues in a loop."""
-        if not self._linear or self._run_steps == 0:
-            return False
-        return (
-            self._run_steps >= self._ticket.options.continue_as_new_after_steps
-            or workflow.info().is_continue_as_new_suggested()
-        )
 
     async def _continue_as_new(
         self, steps_taken: int, pending: list[Message], waiting: tuple[int, datetime] | None = None
     ) -> NoReturn:
         """Hand everything to a new run of this ticket: same workflow id, a fresh history."""
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if workflow.patched(ARCHIVE_RECORDS) and (self._tool_calls or self._usage.steps):
-            self._archive_ref = await workflow.execute_activity_method(
-                ContentActivities.archive_records,
-                RecordsArchive(previous=self._archive_ref, tool_calls=self._tool_calls, usage=self._usage.steps),
-                **policies.ARCHIVE_RECORDS,
-            )
-            self._tool_calls, self._usage = [], UsageReport(total=self._usage.total)
+        if await self._continuation.archive(self._tools.tool_calls, self._usage):
+            self._tools.tool_calls, self._usage = [], UsageReport(total=self._usage.total)
         state = ContinuedState(
             steps_taken=steps_taken,
             conversation_ref=self._conversation_ref,
             pending=pending,
-            calls=self._step_calls,
-            results=self._step_results,
+            calls=self._tools.step_calls,
+            results=self._tools.step_results,
             awaiting=waiting[0] if waiting else None,
             approval_deadline=waiting[1] if waiting else None,
-            answer=self._answer if waiting else None,
-            approvers=self._approvers,
+            answer=self._gate.answer if waiting else None,
+            approvers=self._gate.approvers,
             model_calls=self._model_calls,
             usage=self._usage,
-            tool_calls=self._tool_calls,
-            refunds=self._refunds,
-            approvals=self._approvals,
+            tool_calls=self._tools.tool_calls,
+            refunds=self._tools.refunds,
+            approvals=self._gate.records,
             audits=self._audits,
-            archive_ref=self._archive_ref,
+            archive_ref=self._continuation.archive_ref,
         )
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
 
     def _restore(self, state: ContinuedState) -> None:
         self._conversation_ref = state.conversation_ref
-        self._approvers = state.approvers
         self._model_calls = state.model_calls
         self._usage = state.usage
-        self._tool_calls = list(state.tool_calls)
-        self._refunds = list(state.refunds)
-        self._approvals = list(state.approvals)
         self._audits = state.audits
-        self._archive_ref = state.archive_ref
-        if state.awaiting is not None and state.approval_deadline is not None:
-            self._carried_wait = (state.awaiting, state.approval_deadline)
-            self._answer = state.answer
-
-    # --- idempotency keys ---
-
-    def _call_key(self, step: int, call: ToolUseBlock) -> str:
-        """The same for every retry of this tool call, different for every other call, and the same in every
-        run of the ticket (steps are numbered across runs)."""
-        return f"{_ticket_key()}/{step}/{call.id}"
-
-    def _refund_key(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str | None:
-        return {
-            RefundKey.NONE: None,
-            RefundKey.PER_TOOL_CALL: f"refund:{self._call_key(step, call)}",
-            RefundKey.PER_ORDER: f"refund:{args.order_id}",
-        }[self._ticket.options.refund_key]
-
-    TOOLS: ClassVar[dict[str, Tool[Any]]] = {
-        "lookup_order": Tool(TOOL_SPECS["lookup_order"], _lookup_order),
-        "issue_refund": Tool(TOOL_SPECS["issue_refund"], _issue_refund),
-        "send_email": Tool(TOOL_SPECS["send_email"], _send_email),
-        "order_events": Tool(TOOL_SPECS["order_events"], _order_events),
-    }
+        self._continuation.archive_ref = state.archive_ref
+        self._tools.restore(state)
+        self._gate.restore(state)
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
         workflow.logger.info("ticket closed", extra={"status": status.value, "steps": steps})
@@ -681,49 +370,9 @@ class SupportAgent:
             answer=answer,
             steps=steps,
             model_calls=self._model_calls,
-            tool_calls=self._tool_calls,
-            refunds=self._refunds,
-            approvals=self._approvals,
+            tool_calls=self._tools.tool_calls,
+            refunds=self._tools.refunds,
+            approvals=self._gate.records,
             usage=self._usage,
-            archive_ref=self._archive_ref,
+            archive_ref=self._continuation.archive_ref,
         )
-
-
-def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
-    """The calls in order: consecutive read-only ones together, every other one alone."""
-    batches: list[list[ToolUseBlock]] = []
-    for call in calls:
-        if _reads_only(call) and batches and _reads_only(batches[-1][0]):
-            batches[-1].append(call)
-        else:
-            batches.append([call])
-    return batches
-
-
-def _reads_only(call: ToolUseBlock) -> bool:
-    """A call to a tool that does not exist runs nothing, so it may join any batch of reads."""
-    spec = TOOL_SPECS.get(call.name)
-    return spec is None or spec.read_only
-
-
-def _ticket_key() -> str:
-    """What names this ticket in idempotency keys: the workflow id and the id of its first run, which every
-    run that continues it shares (for a ticket that never continued, its only run's id, as before)."""
-    info = workflow.info()
-    return f"{info.workflow_id}/{info.first_execution_run_id}"
-
-
-def is_refusal(error: ActivityError) -> bool:
-    """Whether the activity failed with a definite answer (a non-retryable error: the provider refused, the
-    order does not exist), as opposed to an unknown outcome (a timeout, retries used up)."""
-    return isinstance(error.cause, ApplicationError) and error.cause.non_retryable
-
-
-def cause(error: ActivityError) -> str:
-    """The message a person can act on, from the innermost cause of an activity's failure."""
-    inner: BaseException = error
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
-    if isinstance(inner, ApplicationError):
-        return inner.message
-    return str(inner) or type(inner).__name__

@@ -1,0 +1,76 @@
+"""When a run of a ticket hands it to a new run, and what it does first.
+
+A workflow's history grows with every step, and the server ends a run whose history outgrows its limits. A
+ticket that runs long (many steps, or a refund that waits a day for a person) therefore continues as a new run
+of the same workflow id, with a fresh history. What must hold across that seam: steps are numbered across the
+ticket's runs (idempotency keys name the step), a run that has made no model call never continues (or a ticket
+could continue in a loop), and what one run hands the next does not grow with the ticket. What it hands over
+is ``ContinuedState``, built by the workflow from the parts each of its pieces keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import NoReturn
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.content_store import ContentActivities
+    from activities.contracts import Message, RecordsArchive, ToolCallRecord, UsageReport
+    from workflows import policies
+
+LINEAR_HISTORY = "linear-history"
+"""Patch: ``think`` gets only what is new since the last step and the key of the conversation so far (the
+activity keeps the conversation in the content store), and the ticket continues as a new run after
+``continue_as_new_after_steps`` model calls or when the server suggests it. Runs started before it replay
+sending the whole conversation every step."""
+
+ARCHIVE_RECORDS = "archive-records"
+"""Patch: a run that continues as new hands its tool calls and per-call usage to the content store and
+carries only the archive's key, so what one run hands the next does not grow with the ticket (a 1,000-step
+ticket carried 615 KB). Runs that continued before it carried them inline, and still replay so."""
+
+HandOver = Callable[[int, list[Message], tuple[int, datetime] | None], Awaitable[NoReturn]]
+"""Hand everything to a new run: the steps taken, the turns not yet sent, and the approval waited for."""
+
+
+class Continuation:
+    """This run's progress towards continuing as new (the LINEAR_HISTORY patch), and the archive of records
+    the runs before it left behind. The hand-over itself is the workflow's: only it knows all that is carried."""
+
+    def __init__(self, hand_over: HandOver) -> None:
+        self._hand_over = hand_over
+        self.linear = False
+        """Whether this run keeps the conversation in the content store, and so may continue as new."""
+        self.step = 0
+        """The step in progress (numbered across the ticket's runs)."""
+        self.run_steps = 0
+        """Model calls this run made: the budget before it continues as a new run."""
+        self.archive_ref: str | None = None
+        """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
+
+    def should_continue(self, after_steps: int) -> bool:
+        """Whether this run has made its share of model calls, or the server suggests a new run. A run that
+        has made none goes on whatever the server says, so a ticket never continues in a loop."""
+        if not self.linear or self.run_steps == 0:
+            return False
+        return self.run_steps >= after_steps or workflow.info().is_continue_as_new_suggested()
+
+    async def continue_waiting(self, amount_cents: int, deadline: datetime) -> NoReturn:
+        """Continue in the middle of the step in progress, with a refund of ``amount_cents`` waiting for a
+        person until ``deadline``: the next run waits on for it."""
+        await self._hand_over(self.step, [], (amount_cents, deadline))
+
+    async def archive(self, tool_calls: list[ToolCallRecord], usage: UsageReport) -> bool:
+        """Hand this run's tool calls and per-call usage to the content store (the ARCHIVE_RECORDS patch),
+        chained to the archive of the runs before; whether it did, and the run need no longer carry them."""
+        if not (workflow.patched(ARCHIVE_RECORDS) and (tool_calls or usage.steps)):
+            return False
+        self.archive_ref = await workflow.execute_activity_method(
+            ContentActivities.archive_records,
+            RecordsArchive(previous=self.archive_ref, tool_calls=tool_calls, usage=usage.steps),
+            **policies.ARCHIVE_RECORDS,
+        )
+        return True

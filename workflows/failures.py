@@ -1,0 +1,31 @@
+"""How a failure reads: to the model, to a person, and to the code that decides what to do about it.
+
+A tool that cannot do what was asked answers the model with an error instead of failing the run
+(``ToolError``); an activity's failure is either a definite answer or an unknown outcome (``is_refusal``),
+and only an unknown outcome of a refund is worth asking the provider about. The loop, the tools and the
+approval gate all need these; they live apart so that the tools and the gate do not import each other.
+"""
+
+from __future__ import annotations
+
+from temporalio.exceptions import ActivityError, ApplicationError
+
+
+class ToolError(Exception):
+    """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
+
+
+def is_refusal(error: ActivityError) -> bool:
+    """Whether the activity failed with a definite answer (a non-retryable error: the provider refused, the
+    order does not exist), as opposed to an unknown outcome (a timeout, retries used up)."""
+    return isinstance(error.cause, ApplicationError) and error.cause.non_retryable
+
+
+def cause(error: ActivityError) -> str:
+    """The message a person can act on, from the innermost cause of an activity's failure."""
+    inner: BaseException = error
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    if isinstance(inner, ApplicationError):
+        return inner.message
+    return str(inner) or type(inner).__name__

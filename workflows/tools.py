@@ -1,0 +1,270 @@
+"""The tools as the workflow runs them: validation, batching, idempotency keys, and refund reconciliation.
+
+Two of the decisions kept out of the prompt live here: which idempotency key a refund carries, and who may be
+emailed. A key is the same for every retry of a call and in every run of the ticket, so a retried or replayed
+refund cannot pay twice; a refund whose outcome is unknown is looked up with the provider under its key before
+the model hears anything, or the model asks again and a new call pays again. Calls with a side effect run
+alone, so a refund and the email about it never race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel, ValidationError
+
+    from activities.contracts import (
+        TOOL_SPECS,
+        ContinuedState,
+        EmailRequest,
+        IssueRefundArgs,
+        LookupOrderArgs,
+        OrderEventsArgs,
+        RefundKey,
+        RefundReceipt,
+        RefundRecord,
+        RefundRequest,
+        SendEmailArgs,
+        TicketInput,
+        TicketOptions,
+        ToolCallRecord,
+        ToolOutput,
+        ToolResultBlock,
+        ToolSpec,
+        ToolUseBlock,
+        describe_errors,
+        money,
+    )
+    from activities.tools import ToolActivities
+    from workflows import policies
+
+from workflows.approvals import ApprovalGate
+from workflows.failures import ToolError, cause, is_refusal
+
+RECONCILE_PATCH = "reconcile-timed-out-refunds"
+"""Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+Reconcile = Callable[[RefundRequest, ActivityError], Awaitable[RefundReceipt]]
+"""What a refund that failed turns into: the refund the provider made after all, or the error to report."""
+
+
+@dataclass(frozen=True)
+class Tool(Generic[ArgsT]):
+    """What the workflow knows of a tool: its contract (the arguments it validates, and whether it only
+    reads), shared with the model adapter that describes it, and the step that runs it."""
+
+    spec: ToolSpec
+    run: Callable[[Toolbox, int, ToolUseBlock, ArgsT], Awaitable[str | ToolOutput]]
+
+
+class Toolbox:
+    """Runs the tool calls of one ticket and keeps what they did (the calls and their results, the refunds
+    made) and the step in progress. Given the ticket, the approval gate a large refund waits at, and what to
+    do with a refund whose outcome is unknown (``reconcile``, unless the workflow says otherwise)."""
+
+    def __init__(self, ticket: TicketInput, gate: ApprovalGate, reconcile: Reconcile) -> None:
+        self._ticket = ticket
+        self._gate = gate
+        self._reconcile = reconcile
+        self.tool_calls: list[ToolCallRecord] = []
+        self.refunds: list[RefundRecord] = []
+        self.step_calls: list[ToolUseBlock] = []
+        self.step_results: list[ToolResultBlock] = []
+        """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
+
+    def restore(self, state: ContinuedState) -> None:
+        """Take over the tool calls and refunds from the run continued (its step in progress runs anew)."""
+        self.tool_calls = list(state.tool_calls)
+        self.refunds = list(state.refunds)
+
+    async def use_all(
+        self, step: int, calls: list[ToolUseBlock], done: list[ToolResultBlock] | None = None
+    ) -> list[ToolResultBlock]:
+        """Run every tool call of one response; return their results in the order of the calls.
+
+        Consecutive read-only calls run at once; a call with a side effect runs alone, so a refund and the
+        email about it never race, and the approval a refund waits for is asked for one refund at a time.
+
+        No patch guards this: the activities are scheduled in the same order as when they ran one by one,
+        only more of them in one workflow task, and the replayer accepts that (``two_lookups_one_by_one.json``,
+        recorded before, replays on this code).
+
+        ``done`` are the results of the first calls, run by the run this one continues: only the rest run.
+        Results are kept as each batch ends, so a run that continues while a refund waits for approval hands
+        over the results of the calls before it."""
+        self.step_calls, self.step_results = calls, list(done or [])
+        for batch in _batches(calls[len(self.step_results) :]):
+            outcomes = await asyncio.gather(*(self._use(step, call) for call in batch))
+            self.step_results += [
+                self.answer_call(step, call, content, is_error=is_error)
+                for call, (content, is_error) in zip(batch, outcomes, strict=True)
+            ]
+        results, self.step_calls, self.step_results = self.step_results, [], []
+        return results
+
+    async def _use(self, step: int, call: ToolUseBlock) -> tuple[str | ToolOutput, bool]:
+        """Run one tool call and turn whatever happens into the result the model reads, and whether it is an
+        error."""
+        try:
+            return await self._invoke(step, call), False
+        except ToolError as error:
+            return str(error), True
+        except ActivityError as error:
+            # Out of retries, or not worth retrying: the model hears about it instead of the run failing.
+            return f"The tool failed: {cause(error)}", True
+
+    def answer_call(
+        self, step: int, call: ToolUseBlock, result: str | ToolOutput, *, is_error: bool
+    ) -> ToolResultBlock:
+        """Record a tool call with its result in the outcome, and make the block that answers it. A result kept
+        in the content store is recorded as its preview and key."""
+        output = result if isinstance(result, ToolOutput) else ToolOutput(content=result)
+        self.tool_calls.append(
+            ToolCallRecord(
+                step=step,
+                tool_use_id=call.id,
+                name=call.name,
+                input=call.input,
+                result=output.content,
+                is_error=is_error,
+                result_ref=output.content_ref,
+            )
+        )
+        return ToolResultBlock(
+            tool_use_id=call.id, content=output.content, is_error=is_error, content_ref=output.content_ref
+        )
+
+    async def _invoke(self, step: int, call: ToolUseBlock) -> str | ToolOutput:
+        tool = self.TOOLS.get(call.name)
+        if tool is None:
+            raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(self.TOOLS)}.")
+        try:
+            args = tool.spec.args.model_validate(call.input)
+        except ValidationError as error:
+            raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
+        return await tool.run(self, step, call, args)
+
+    # --- the tools ---
+
+    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs) -> str:
+        order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **policies.LOOKUP_ORDER)
+        return order.model_dump_json()
+
+    async def _order_events(self, _step: int, _call: ToolUseBlock, args: OrderEventsArgs) -> ToolOutput:
+        return await workflow.execute_activity_method(ToolActivities.order_events, args, **policies.ORDER_EVENTS)
+
+    async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
+        if args.amount_cents > self._ticket.options.approval_limit_cents:
+            await self._gate.wait(args.amount_cents, self._ticket.options)
+        request = RefundRequest(
+            order_id=args.order_id,
+            amount_cents=args.amount_cents,
+            idempotency_key=self._refund_key(step, call, args),
+        )
+        try:
+            receipt = await workflow.execute_activity_method(
+                ToolActivities.issue_refund, request, **policies.ISSUE_REFUND
+            )
+        except ActivityError as error:
+            receipt = await self._reconcile(request, error)
+        self.refunds.append(
+            RefundRecord(refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents)
+        )
+        return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
+
+    async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs) -> str:
+        if args.to.casefold() != self._ticket.customer_email.casefold():
+            raise ToolError(f"Emails go only to this ticket's customer, {self._ticket.customer_email}.")
+        request = EmailRequest(
+            to=args.to,
+            subject=args.subject,
+            body=args.body,
+            idempotency_key=f"email:{self._call_key(step, call)}",
+        )
+        receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **policies.SEND_EMAIL)
+        return f"Email #{receipt.email_id} sent to {receipt.to}."
+
+    # --- idempotency keys ---
+
+    def _call_key(self, step: int, call: ToolUseBlock) -> str:
+        """The same for every retry of this tool call, different for every other call, and the same in every
+        run of the ticket (steps are numbered across runs)."""
+        return f"{ticket_key()}/{step}/{call.id}"
+
+    def _refund_key(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str | None:
+        return {
+            RefundKey.NONE: None,
+            RefundKey.PER_TOOL_CALL: f"refund:{self._call_key(step, call)}",
+            RefundKey.PER_ORDER: f"refund:{args.order_id}",
+        }[self._ticket.options.refund_key]
+
+    TOOLS: ClassVar[dict[str, Tool[Any]]] = {
+        "lookup_order": Tool(TOOL_SPECS["lookup_order"], _lookup_order),
+        "issue_refund": Tool(TOOL_SPECS["issue_refund"], _issue_refund),
+        "send_email": Tool(TOOL_SPECS["send_email"], _send_email),
+        "order_events": Tool(TOOL_SPECS["order_events"], _order_events),
+    }
+
+
+async def reconcile(options: TicketOptions, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+    """A refund that failed without a refusal (timed out, out of retries) may well have been paid: ask
+    the provider what it recorded under the key, and tell the model that, not "the tool failed".
+
+    Without this, the model hears of a failure, asks for the refund again, and a key per tool call pays
+    twice (the seed's row 5). Only a keyed refund can be looked up. "Not found" is the truth when asked:
+    every attempt of the refund has been given up on by then, so none will pay later unless a hung
+    attempt outlives its timeout, and with the default per-order key even that could not pay twice.
+    """
+    key = request.idempotency_key
+    if key is None or not options.reconcile_refunds or is_refusal(error) or not workflow.patched(RECONCILE_PATCH):
+        raise error
+    found = await workflow.execute_activity_method(ToolActivities.find_refund, key, **policies.FIND_REFUND)
+    workflow.logger.warning(
+        "refund outcome unknown, reconciled with the provider",
+        extra={"cause": cause(error), "key": key, "refund_id": found.refund_id if found else None},
+    )
+    if found is None:
+        raise ToolError(
+            f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
+            f"payment provider did not answer in time ({cause(error)}) and has no refund under this request's key."
+        )
+    if (found.order_id, found.amount_cents) != (request.order_id, request.amount_cents):
+        raise ToolError(
+            f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
+            f"provider holds refund #{found.refund_id} of {money(found.amount_cents)} on {found.order_id} under "
+            "the same key, and refuses a key reused for another amount."
+        )
+    return found
+
+
+def ticket_key() -> str:
+    """What names this ticket in idempotency keys: the workflow id and the id of its first run, which every
+    run that continues it shares (for a ticket that never continued, its only run's id, as before)."""
+    info = workflow.info()
+    return f"{info.workflow_id}/{info.first_execution_run_id}"
+
+
+def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
+    """The calls in order: consecutive read-only ones together, every other one alone."""
+    batches: list[list[ToolUseBlock]] = []
+    for call in calls:
+        if _reads_only(call) and batches and _reads_only(batches[-1][0]):
+            batches[-1].append(call)
+        else:
+            batches.append([call])
+    return batches
+
+
+def _reads_only(call: ToolUseBlock) -> bool:
+    """A call to a tool that does not exist runs nothing, so it may join any batch of reads."""
+    spec = TOOL_SPECS.get(call.name)
+    return spec is None or spec.read_only
