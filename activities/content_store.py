@@ -41,6 +41,7 @@ from activities.contracts import (
     ToolResultBlock,
     append_turn,
 )
+from activities.heartbeat import heartbeating
 
 PREVIEW_CHARS = 160
 CONVERSATION_CACHE_BYTES = 64 * 1024 * 1024
@@ -232,4 +233,5 @@ class ContentActivities:
     async def archive_records(self, archive: RecordsArchive) -> str:
         """A run's records into the content store, as the ticket continues as new. The key is the content's
         hash, so a retry stores the same bytes under the same key."""
-        return await asyncio.to_thread(archive_records, self.store, archive)
+        async with heartbeating():
+            return await asyncio.to_thread(archive_records, self.store, archive)

@@ -75,7 +75,9 @@ AUDIT: ActivityOptions = {
 }
 
 DEFAULT_APPROVERS: ActivityOptions = {
-    "start_to_close_timeout": timedelta(seconds=10),
+    # It answers from the worker's settings at once, so it needs no heartbeat: a start-to-close as short as
+    # the others' heartbeat timeout makes a worker killed in the middle cost no more than elsewhere.
+    "start_to_close_timeout": HEARTBEAT,
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
@@ -83,6 +85,7 @@ ORDER_EVENTS: ActivityOptions = LOOKUP_ORDER
 """A read like ``lookup_order``; a long log is stored by the activity, so it takes no longer to record."""
 
 ARCHIVE_RECORDS: ActivityOptions = {
+    "heartbeat_timeout": HEARTBEAT,
     "start_to_close_timeout": timedelta(seconds=30),
     # The next run carries only the key: the ticket cannot continue until the records are stored.
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
