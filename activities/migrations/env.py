@@ -1,0 +1,40 @@
+"""Alembic's entry point: run the business store's migrations on the connection it is handed.
+
+At start-up (``BusinessStore.create``) and in ``agent-worker migrate`` the caller has already opened the
+transaction, and on PostgreSQL taken the advisory lock, so this only binds Alembic to that connection. From
+Alembic's own command line (``./dev run alembic -x url=... revision --autogenerate -m ...``) it opens the
+database named by ``-x url`` or ``AGENT_DATABASE_URL`` itself.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+from alembic import context
+
+from activities.store import metadata
+
+config = context.config
+
+
+def run(connection: sa.Connection) -> None:
+    # Batch mode lets a later revision alter a SQLite table (SQLite has almost no ALTER TABLE) by copying it.
+    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    raise SystemExit("the business store migrates online only: run it against a database (-x url=...)")
+handed: sa.Connection | None = config.attributes.get("connection")
+if handed is not None:
+    run(handed)
+else:
+    url = context.get_x_argument(as_dictionary=True).get("url") or os.environ.get("AGENT_DATABASE_URL")
+    if not url:
+        raise SystemExit("name the database: alembic -x url=sqlite:///scratch.sqlite3 ... (or AGENT_DATABASE_URL)")
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.begin() as connection:
+        run(connection)
+    engine.dispose()
