@@ -50,7 +50,8 @@ def upgrade(connection: sa.Connection, revision: str = "head") -> str | None:
 
     On PostgreSQL the advisory lock is held until that transaction ends. A database already at the newest
     revision, what nearly every start finds, costs one read of ``alembic_version``: Alembic's own upgrade
-    would load every revision file again to learn there is nothing to do, a few milliseconds a start."""
+    would load every revision file again to learn there is nothing to do, a few milliseconds a start.
+    Alembic's ``op`` and ``context`` are module globals: one migration at a time per process."""
     _lock(connection)
     at = MigrationContext.configure(connection).get_current_heads()
     if revision == "head" and set(at) == set(_heads(VERSIONS)):
