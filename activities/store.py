@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from activities import migrations
 from activities.contracts import AuditEntry, EmailReceipt, EmailRequest, Order, RefundReceipt, RefundRequest, money
 
 metadata = sa.MetaData()
@@ -171,14 +172,20 @@ class BusinessStore:
         return self._engine.url.render_as_string(hide_password=True)
 
     def create(self, *, seed_demo_orders: bool = True) -> BusinessStore:
-        """Create the schema if missing and seed the demo orders on first use; safe to call on every start."""
+        """Migrate the schema to the newest revision and seed the demo orders on first use; safe to call on every
+        start, by several workers at once."""
+        self.migrate(seed_demo_orders=seed_demo_orders)
+        return self
+
+    def migrate(self, *, seed_demo_orders: bool = False) -> str | None:
+        """Upgrade the schema to the newest revision (creating it on a new database); return that revision."""
         if self._engine.dialect.name == "sqlite":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._engine.begin() as db:
-            metadata.create_all(db)
+            revision = migrations.upgrade(db)
             if seed_demo_orders:
                 db.execute(self._insert(orders).on_conflict_do_nothing(), [o.model_dump() for o in DEMO_ORDERS])
-        return self
+        return revision
 
     # --- orders ---
 

@@ -73,6 +73,10 @@ def parser() -> argparse.ArgumentParser:
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--port", type=int, default=8081)
 
+    commands.add_parser(
+        "migrate", help="upgrade the business store's schema to this version's newest revision (workers also do it)"
+    )
+
     orders = commands.add_parser("orders", help="list orders, or add one")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
     orders_commands.add_parser("list")
@@ -154,6 +158,22 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def business(settings: Settings, args: argparse.Namespace) -> None:
+    """The business store's commands: they need the database, not Temporal."""
+    store = settings.store()
+    if args.command == "migrate":
+        agent_logging.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
+        print(f"{store} is at revision {store.migrate()}")
+        return
+    store.create()
+    if args.orders_command == "add":
+        store.add_order(
+            Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email)
+        )
+    for order in store.orders():
+        print(f"{order.order_id}\t{money(order.amount_cents)}\t{order.customer_email}")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
@@ -169,14 +189,8 @@ def main(argv: list[str] | None = None) -> None:
         from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
 
         asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
-    elif args.command == "orders":
-        store = settings.store().create()
-        if args.orders_command == "add":
-            store.add_order(
-                Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email)
-            )
-        for order in store.orders():
-            print(f"{order.order_id}\t{money(order.amount_cents)}\t{order.customer_email}")
+    elif args.command in {"orders", "migrate"}:
+        business(settings, args)
     else:
         agent_logging.configure(settings.log_level, settings.log_format)
         if args.command == "worker":

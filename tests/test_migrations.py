@@ -1,0 +1,218 @@
+"""Schema migrations: what start-up does to a new store, to one made before migrations, to one a revision
+behind, and to one that several workers start on at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from activities import migrations
+from activities.contracts import Order, RefundRequest
+from activities.store import DEMO_ORDERS, BusinessStore, metadata
+
+AGENT_WORKER = str(Path(sys.executable).with_name("agent-worker"))
+
+BlankStore = Callable[..., BusinessStore]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def blank_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlankStore]:
+    """Makes a store on each backend without creating its schema: the test decides what is there first."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    made: list[BusinessStore] = []
+
+    def make(**settings: Any) -> BusinessStore:
+        made.append(BusinessStore(None if url else tmp_path / "business.sqlite3", url=url, **settings))
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
+def baseline() -> sa.MetaData:
+    """The schema of revision 0001, which is also what ``create_all`` made before migrations existed."""
+    module = ScriptDirectory.from_config(migrations.config()).get_revision(migrations.BASELINE).module
+    schema: sa.MetaData = module.baseline
+    return schema
+
+
+def differences(store: BusinessStore, schema: sa.MetaData = metadata) -> list[Any]:
+    """How the database differs from ``schema``: Alembic's autogenerate comparison, which is what
+    ``alembic check`` runs, plus the CHECK constraints (the refund guard's) that comparison does not see."""
+    with store._engine.connect() as db:
+        found: list[Any] = compare_metadata(MigrationContext.configure(db), schema)
+        inspector = sa.inspect(db)
+        for table in schema.sorted_tables:
+            constraints = [*table.constraints, *(c for column in table.columns for c in column.constraints)]
+            declared = {str(c.sqltext) for c in constraints if isinstance(c, sa.CheckConstraint)}
+            present = {c["sqltext"] for c in inspector.get_check_constraints(table.name)}
+            if declared != present:
+                found.append(("check constraints", table.name, declared, present))
+    return found
+
+
+def revision(store: BusinessStore) -> str | None:
+    with store._engine.connect() as db:
+        return migrations.current(db)
+
+
+def test_a_new_store_migrated_at_start_up_has_exactly_the_schema_the_code_declares(blank_store: BlankStore) -> None:
+    """A change to ``metadata`` without a revision that makes it fails here, on both backends."""
+    store = blank_store().create()
+    assert revision(store) == migrations.BASELINE
+    assert differences(store) == []
+    assert {o.order_id for o in store.orders()} == {o.order_id for o in DEMO_ORDERS}
+
+
+def test_a_store_made_before_migrations_is_adopted_at_the_baseline_and_keeps_its_orders_and_refunds(
+    blank_store: BlankStore,
+) -> None:
+    store = blank_store()
+    baseline().create_all(store._engine)  # what BusinessStore.create did before migrations
+    store.add_order(Order(order_id="L-1", amount_cents=2500, customer_email="old@example.com"))
+    paid = store.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
+
+    store.create()
+
+    assert revision(store) == migrations.BASELINE
+    assert differences(store) == []
+    assert store.order("L-1").customer_email == "old@example.com"
+    assert store.refunds("L-1") == [paid]
+    again = store.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
+    assert again.replayed  # the idempotency key written before the upgrade still holds
+
+
+def test_a_store_older_than_the_blob_and_event_tables_gets_them_at_start_up(blank_store: BlankStore) -> None:
+    """Stores made before content-addressed blobs existed lack two tables; create_all used to add them."""
+    store = blank_store()
+    schema = baseline()
+    older = [table for table in schema.sorted_tables if table.name not in {"blobs", "order_events"}]
+    schema.create_all(store._engine, tables=older)
+    store.add_order(Order(order_id="L-2", amount_cents=900, customer_email="older@example.com"))
+
+    store.create()
+
+    assert differences(store) == []
+    store.add_order_event("L-2", "shipped")
+    assert store.order_events("L-2") == ["shipped"]
+
+
+ORDER_NOTES = '''
+"""A note on each order, written by the test as the next revision a deploy would bring."""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+# SQLite drops a column by copying the table, which would lose its unnamed CHECK unless it is passed again.
+KEEP_CHECKS = (sa.CheckConstraint("amount_cents >= 0"),)
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("orders", table_args=KEEP_CHECKS) as batch:
+        batch.add_column(sa.Column("note", sa.Text, nullable=False, server_default=""))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("orders", table_args=KEEP_CHECKS) as batch:
+        batch.drop_column("note")
+'''
+
+
+def with_order_notes() -> sa.MetaData:
+    """``metadata`` as the code would declare it alongside revision 0002."""
+    schema = sa.MetaData()
+    for table in metadata.sorted_tables:
+        table.to_metadata(schema)
+    schema.tables["orders"].append_column(sa.Column("note", sa.Text, nullable=False, server_default=""))
+    return schema
+
+
+def test_a_revision_added_after_a_store_exists_is_applied_at_the_next_start_and_undone_by_a_downgrade(
+    blank_store: BlankStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = blank_store().create()
+    paid = store.refund(RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key="refund:1"))
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    (versions / "0002_order_notes.py").write_text(ORDER_NOTES)
+    monkeypatch.setattr(migrations, "VERSIONS", (*migrations.VERSIONS, versions))
+
+    assert [d[0] for d in differences(store, with_order_notes())] == ["add_column"]  # what CI would report
+
+    store.create()  # the next worker start, on code that brings 0002
+
+    assert revision(store) == "0002"
+    assert differences(store, with_order_notes()) == []
+    assert store.order("A-1001").amount_cents == 4900
+    assert store.refunds() == [paid]
+
+    with store._engine.begin() as db:
+        assert migrations.downgrade(db, migrations.BASELINE) == migrations.BASELINE
+    assert differences(store) == []
+    assert store.refunds() == [paid]
+
+
+# A worker process up to the point where it opens the store, then waiting for the word to start it.
+WORKER_START = """
+import sys
+from activities.store import BusinessStore
+store = BusinessStore(url=sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+store.create()
+"""
+
+
+def test_eight_workers_starting_at_once_on_a_new_postgresql_store_all_start(postgres_url: str) -> None:
+    """Without the advisory lock, two of them run the same CREATE TABLE and one fails to start."""
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER_START, postgres_url],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for _ in range(8)
+    ]  # fmt: skip
+    for worker in workers:
+        assert worker.stdout is not None
+        assert worker.stdout.readline() == "ready\n"
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    errors = [worker.communicate(timeout=60)[1] for worker in workers]
+
+    assert [worker.returncode for worker in workers] == [0] * 8, "\n".join(errors)
+    store = BusinessStore(url=postgres_url)
+    try:
+        assert revision(store) == migrations.BASELINE
+        assert differences(store) == []
+        assert len(store.orders()) == len(DEMO_ORDERS)
+    finally:
+        store.close()
+
+
+def test_agent_worker_migrate_upgrades_the_configured_store_and_prints_its_revision(postgres_url: str) -> None:
+    env = {**os.environ, "AGENT_DATABASE_URL": postgres_url}
+    done = subprocess.run([AGENT_WORKER, "migrate"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(f"at revision {migrations.BASELINE}")
+    store = BusinessStore(url=postgres_url)
+    try:
+        assert differences(store) == []
+        assert store.orders() == []  # migrating is not starting a worker: no demo orders
+    finally:
+        store.close()
