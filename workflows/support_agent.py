@@ -179,7 +179,8 @@ class SupportAgent:
 
     @workflow.query(name=USAGE_QUERY)
     def usage(self) -> UsageReport:
-        """Tokens and estimated cost so far, in total and per model call."""
+        """Tokens and estimated cost so far: in total, and per model call of this run (a ticket that continued
+        as new keeps its earlier runs' in the content store, under ``Outcome.archive_ref``)."""
         return self._usage
 
     async def _converse(self, carried: ContinuedState | None) -> Outcome:
