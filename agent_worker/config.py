@@ -84,7 +84,11 @@ class Settings(BaseSettings):
     sticky_queue_timeout_seconds: PositiveFloat = 2.0
     """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
     worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
-    max_cached_workflows: PositiveInt = 1000
+    max_cached_workflows: PositiveInt = 150
+    """How many tickets the worker keeps in memory between their steps. Each costs about 250 KB (the workflow
+    sandbox's own copy of the workflow module is 160 KB of it), so the SDK's default of 1000 let a worker grow
+    by 230 MB while 1000 tickets waited for approval; at 150 it grows by 56 MB. A ticket that was evicted
+    replays its history when it wakes: about 50 ms of the worker's CPU, once (``bench/throughput.py``)."""
 
     codec_keys: dict[str, SecretStr] = {}
     """Payload encryption keys by id, base64 (16, 24 or 32 bytes): ``AGENT_CODEC_KEYS='{"2026-11": "..."}'``.
