@@ -146,7 +146,10 @@ class EmptyActivities:
             await workflow.execute_activity(empty, start_to_close_timeout=timedelta(seconds=10))
 
 
-async def empty_activity_ms(client: Client, count: int = 40) -> float:
+EMPTY_ACTIVITIES = 40
+
+
+async def empty_activity_ms(client: Client, count: int) -> float:
     task_queue = f"bench-empty-{uuid.uuid4()}"
     async with Worker(  # unsandboxed: the figure is the server's round trip, not workflow code's cost
         client, task_queue=task_queue, workflows=[EmptyActivities], activities=[empty],
@@ -285,6 +288,23 @@ async def drain(handles: list[WorkflowHandle[Any, Any]]) -> float:
     return time.perf_counter() - started
 
 
+async def slowest_workflow_tasks(handles: list[WorkflowHandle[Any, Any]]) -> list[float]:
+    """Seconds from started to completed of the workflow tasks in these tickets' histories, slowest first.
+
+    A workflow task is timed out by the server after 10 s; one that waited in a busy worker for most of
+    that is the warning sign of a worker taking on more than its one Python thread can run promptly.
+    """
+    runs = []
+    for handle in handles:
+        times: dict[int, float] = {}
+        async for event in handle.fetch_history_events():
+            times[event.event_id] = event.event_time.ToDatetime().timestamp()
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                task = event.workflow_task_completed_event_attributes
+                runs.append(times[event.event_id] - times[task.started_event_id])
+    return sorted(runs, reverse=True)
+
+
 # --- the run ---------------------------------------------------------------------------------------------------
 
 SECTIONS = ("overhead", "throughput", "parked", "replay")
@@ -313,7 +333,9 @@ async def main(options: Options) -> str:
             client = await connect(address)
             await ensure_search_attributes(client)
             task_queue = f"bench-{uuid.uuid4()}"
-            empty_ms = await empty_activity_ms(client) if "overhead" in options.only else 0.0
+            empty_cpu = server.cpu_seconds()
+            empty_ms = await empty_activity_ms(client, EMPTY_ACTIVITIES) if "overhead" in options.only else 0.0
+            empty_cpu_ms = (server.cpu_seconds() - empty_cpu) * 1000 / EMPTY_ACTIVITIES
             if "overhead" in options.only:
                 plain_ms = await plain_loop_ms_per_step(store, scratch)
             async with worker_process(address, store, task_queue, options.worker_env or {}) as worker:
@@ -323,7 +345,8 @@ async def main(options: Options) -> str:
                     cpu = worker.cpu_seconds(), server.cpu_seconds()
                     durable_ms, handles = await durable_ms_per_step(client, store, task_queue)
                     step_cpu = (worker.cpu_seconds() - cpu[0], server.cpu_seconds() - cpu[1])
-                    rows += overhead_rows(empty_ms, plain_ms, durable_ms, await breakdown(handles), step_cpu)
+                    split = await breakdown(handles)
+                    rows += overhead_rows((empty_ms, empty_cpu_ms), plain_ms, durable_ms, split, step_cpu)
                 if "throughput" in options.only:
                     cpu = worker.cpu_seconds(), server.cpu_seconds()
                     flow = await throughput(client, store, task_queue, options.tickets)
@@ -337,7 +360,9 @@ async def main(options: Options) -> str:
                     cpu = worker.cpu_seconds(), server.cpu_seconds()
                     drain_s = await drain(handles)
                     used = worker.cpu_seconds() - cpu[0], server.cpu_seconds() - cpu[1]
-                    rows += parked_rows(options.parked, (rss_idle, rss_parked, worker.rss_mb()), drain_s, used)
+                    rss = rss_idle, rss_parked, worker.rss_mb()
+                    slowest = await slowest_workflow_tasks(handles[::10])
+                    rows += parked_rows(options.parked, rss, drain_s, used, slowest)
         if "replay" in options.only:
             paths = history_files([HISTORIES])
             started = time.perf_counter()
@@ -358,14 +383,16 @@ async def main(options: Options) -> str:
 
 
 def overhead_rows(
-    empty_ms: float, plain_ms: float, durable_ms: float, split: Breakdown, cpu: tuple[float, float]
+    empty: tuple[float, float], plain_ms: float, durable_ms: float, split: Breakdown, cpu: tuple[float, float]
 ) -> list[Row]:
+    empty_ms, empty_cpu_ms = empty
     per_activity = durable_ms * STEPS / split.activities
     server = split.activity_dispatch_ms + split.workflow_task_dispatch_ms
     ours = split.activity_run_ms + split.workflow_task_run_ms
     tickets = 20 * STEPS * durable_ms / 1000
     return [
-        ("empty activity, server round trip", f"{empty_ms:.1f} ms", "baseline for the overhead target"),
+        ("empty activity, server round trip", f"{empty_ms:.1f} ms",
+         f"baseline for the overhead target; server CPU {empty_cpu_ms:.1f} ms each"),
         ("plain loop, per step (no orchestrator)", f"{plain_ms:.2f} ms", "same model, store and tools"),
         ("durable workflow, per step", f"{durable_ms:.1f} ms", f"{durable_ms / plain_ms:.0f}x the plain loop"),
         ("durable workflow, per activity", f"{per_activity:.1f} ms",
@@ -396,13 +423,18 @@ def throughput_rows(tickets: int, flow: dict[str, float], cpu: tuple[float, floa
     ]  # fmt: skip
 
 
-def parked_rows(count: int, rss: tuple[float, float, float], drain_s: float, cpu: tuple[float, float]) -> list[Row]:
+def parked_rows(
+    count: int, rss: tuple[float, float, float], drain_s: float, cpu: tuple[float, float], slowest: list[float]
+) -> list[Row]:
     idle, waiting, after = rss
     return [
         (f"worker memory, 0 -> {count} parked tickets", f"{idle:.0f} -> {waiting:.0f} MB",
          f"+{waiting - idle:.0f} MB while they wait; {after:.0f} MB once drained"),
         (f"drain {count} approved tickets", f"{drain_s:.1f} s",
          f"{count / drain_s:.1f} tickets/s; CPU worker {cpu[0]:.1f} s, server {cpu[1]:.1f} s"),
+        ("  slowest workflow task in the drain", f"{slowest[0]:.1f} s",
+         (f"{sum(s > 5 for s in slowest)} of {len(slowest)} over 5 s (every 10th ticket), "
+          f"p99 {slowest[len(slowest) // 100]:.1f} s; the server times one out at 10 s")),
     ]  # fmt: skip
 
 
