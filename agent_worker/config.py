@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     sandbox's own copy of the workflow module is 160 KB of it), so the SDK's default of 1000 let a worker grow
     by 230 MB while 1000 tickets waited for approval; at 150 it grows by 56 MB. A ticket that was evicted
     replays its history when it wakes: about 50 ms of the worker's CPU, once (``bench/throughput.py``)."""
+    max_concurrent_workflow_tasks: PositiveInt | None = None
+    """Workflow tasks the worker takes on at once; unset, the SDK's 100. They share one Python thread, so a
+    burst of evicted tickets waking together (1000 approvals at once) queues inside the worker."""
 
     codec_keys: dict[str, SecretStr] = {}
     """Payload encryption keys by id, base64 (16, 24 or 32 bytes): ``AGENT_CODEC_KEYS='{"2026-11": "..."}'``.
