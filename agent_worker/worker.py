@@ -125,6 +125,7 @@ def build_worker(
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,
+        max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
     )
 
 
