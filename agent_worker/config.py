@@ -108,9 +108,12 @@ class Settings(BaseSettings):
     by 227 MB while 1000 tickets waited for approval, with 300 by 87 MB, with 150 by 56 MB. An evicted ticket
     replays its history at its next step, so the cache should hold the tickets in flight: with 500 at once the
     worker used 50 s of CPU at 1000, 80 s at 300 and 127 s at 150 (``bench/throughput.py``)."""
-    max_concurrent_workflow_tasks: PositiveInt | None = None
-    """Workflow tasks the worker takes on at once; unset, the SDK's 100. They share one Python thread, so a
-    burst of evicted tickets waking together (1000 approvals at once) queues inside the worker."""
+    max_concurrent_workflow_tasks: PositiveInt = 20
+    """Workflow tasks the worker takes on at once. They share one Python thread, so what the worker takes on
+    beyond what it can run waits inside it, on the server's 10 s clock: with the SDK's 100, draining 1000
+    approvals sent at once had workflow tasks taking up to 7.7 s (117 over 5 s); with 20, at most 1.9 s, in
+    the same 160 s of drain and the same CPU (``bench/throughput.py --only parked``). The rest wait on the
+    server, where a workflow task's timeout has not started yet."""
 
     codec_keys: dict[str, SecretStr] = {}
     """Payload encryption keys by id, base64 (16, 24 or 32 bytes): ``AGENT_CODEC_KEYS='{"2026-11": "..."}'``.
