@@ -10,6 +10,10 @@ recorded again at every later step. Two things keep it linear:
   added and the key of the node before it (``save_turns``, ``load_conversation``), and the workflow sends
   only what is new plus the key of the conversation so far.
 
+Two more things live here for the same reason: the records of a ticket's earlier runs, which a run that
+continues as new hands over (``archive_records``) instead of carrying them, and the conversation that goes
+on after the model summarised its older turns (``summarize``, in ``activities.model``).
+
 Keys are ``sha256:<hex>`` of the stored bytes, so they are deterministic: a retried activity that stores
 the same content gets the same key, two workers storing it race harmlessly, and a key in a history always
 names the same bytes. A node's bytes include the key of the node before it, so a conversation's key names
@@ -25,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from typing import Protocol
 
@@ -57,7 +62,8 @@ class BlobBackend(Protocol):
 
 class ContentStore:
     """Content-addressed blobs over a backend, with a small in-process cache: content under a key never
-    changes, so a cached entry can never be stale."""
+    changes, so a cached entry can never be stale. Activities call it from several threads at once
+    (``asyncio.to_thread``), so the caches change under a lock; the backend is called outside it."""
 
     def __init__(
         self, backend: BlobBackend, cache_entries: int = 256, conversation_bytes: int = CONVERSATION_CACHE_BYTES
@@ -69,32 +75,38 @@ class ContentStore:
         """Whole conversations by key, every stored result loaded, with their size in bytes (about)."""
         self._conversation_bytes = conversation_bytes
         self._cached_bytes = 0
+        self._lock = threading.Lock()
 
     def conversation(self, key: str) -> tuple[list[Message], int] | None:
-        cached = self._conversations.get(key)
-        if cached is None:
-            return None
-        self._conversations.move_to_end(key)
+        with self._lock:
+            cached = self._conversations.get(key)
+            if cached is None:
+                return None
+            self._conversations.move_to_end(key)
         return list(cached[0]), cached[1]
 
     def remember_conversation(self, key: str, messages: list[Message], size: int) -> None:
-        if key in self._conversations:
-            return
-        self._conversations[key] = (tuple(messages), size)
-        self._cached_bytes += size
-        while self._cached_bytes > self._conversation_bytes and len(self._conversations) > 1:
-            _, (_, dropped) = self._conversations.popitem(last=False)
-            self._cached_bytes -= dropped
+        with self._lock:
+            if key in self._conversations:
+                return
+            self._conversations[key] = (tuple(messages), size)
+            self._cached_bytes += size
+            while self._cached_bytes > self._conversation_bytes and len(self._conversations) > 1:
+                _, (_, dropped) = self._conversations.popitem(last=False)
+                self._cached_bytes -= dropped
 
     def put(self, data: bytes) -> str:
         key = f"sha256:{hashlib.sha256(data).hexdigest()}"
-        if key not in self._cache:
+        with self._lock:
+            cached = key in self._cache
+        if not cached:
             self.backend.put_blob(key, data)
         self._remember(key, data)
         return key
 
     def get(self, key: str) -> bytes:
-        data = self._cache.get(key)
+        with self._lock:
+            data = self._cache.get(key)
         if data is None:
             data = self.backend.get_blob(key)
             if data is None:
@@ -105,10 +117,11 @@ class ContentStore:
         return data
 
     def _remember(self, key: str, data: bytes) -> None:
-        self._cache[key] = data
-        self._cache.move_to_end(key)
-        while len(self._cache) > self._cache_entries:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = data
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_entries:
+                self._cache.popitem(last=False)
 
 
 # --- large tool results ---------------------------------------------------------------------------------
