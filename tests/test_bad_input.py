@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from typing import Any
 
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, EmailReceipt, EmailRequest, Status
+from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME, ApprovalDecision, EmailReceipt, EmailRequest, Status
 from activities.model import ModelActivities
 from activities.scripted_model import ScriptedModel
 from activities.tools import ToolActivities
@@ -67,6 +69,28 @@ async def test_a_run_started_with_no_input_fails_clearly(agent: Harness) -> None
             await handle.result()
     assert isinstance(failure.value.cause, ApplicationError)
     assert "Invalid ticket input" in failure.value.cause.message
+
+
+async def test_state_handed_over_by_a_newer_worker_waits_for_one_instead_of_failing_the_ticket(
+    agent: Harness,
+) -> None:
+    """During a rolling deploy a new worker may continue a ticket and an old one pick the new run up: the state
+    it cannot read fails the workflow task, which is retried, never the ticket."""
+    newer = {"steps_taken": 2, "conversation_ref": None, "written_by_a_newer_worker": True}
+    async with agent.worker():
+        handle = await agent.client.start_workflow(
+            WORKFLOW_NAME, args=[ticket(), newer], id=f"ticket-{uuid.uuid4()}", task_queue=agent.task_queue
+        )
+        async with asyncio.timeout(20):
+            while not (failed := await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)):
+                await asyncio.sleep(0.05)
+        description = await handle.describe()
+    message = failed[0].workflow_task_failed_event_attributes.failure.message
+    assert "cannot read the state the ticket's previous run handed over" in message
+    assert "written_by_a_newer_worker: Extra inputs are not permitted" in message
+    assert description.status == WorkflowExecutionStatus.RUNNING
+    assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
+    await handle.terminate("test over")
 
 
 MALFORMED_APPROVALS = [

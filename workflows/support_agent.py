@@ -95,6 +95,7 @@ __all__ = [
     "SupportAgent",
     "Tool",
     "ToolError",
+    "UnreadableStateError",
     "cause",
     "is_refusal",
 ]
@@ -117,6 +118,10 @@ REFUSED = "I cannot help with this request myself. A person from our support tea
 TOO_LONG = "This conversation has grown too long for me. A person from our support team will take your ticket over."
 STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": TOO_LONG}
 """Stop reasons after which the model will not, or cannot, go on: the answer the customer gets instead."""
+
+
+class UnreadableStateError(RuntimeError):
+    """Not an ``ApplicationError``, so it fails the workflow task, which is retried, and not the run."""
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -142,12 +147,21 @@ class SupportAgent:
         ``raw_state`` is set only on a run that continues another one (``ContinuedState``)."""
         try:
             self._ticket = TicketInput.model_validate(raw_ticket)
-            carried = None if raw_state is None else ContinuedState.model_validate(raw_state)
         except ValidationError as error:
             raise ApplicationError(
                 f"Invalid ticket input: {describe_errors(error)}",
                 type="InvalidTicketInput",
                 non_retryable=True,
+            ) from None
+        try:
+            carried = None if raw_state is None else ContinuedState.model_validate(raw_state)
+        except ValidationError as error:
+            # Only a run of this workflow writes this state, so what this worker cannot read was written by a
+            # newer one: during a rolling deploy, a new worker continued the ticket and an old one picked the
+            # new run up. Failing the workflow task (not the ticket) leaves it for a worker that can read it.
+            raise UnreadableStateError(
+                f"This worker cannot read the state the ticket's previous run handed over, probably written by a "
+                f"newer version of the worker; a worker running that version will take it ({describe_errors(error)})"
             ) from None
         ticket = self._ticket
         self._tools = Toolbox(ticket, self._gate, reconcile=self._reconcile)
