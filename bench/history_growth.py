@@ -6,7 +6,9 @@ A scripted ticket asks for one order's event log (20 KB each, a different order 
 and answers at the last one. It runs on the dev server twice in one go: naive (the whole conversation sent
 to ``think`` every step and every result inline, as runs did before the linear-history patch) and linear
 (results above 8 KB in the content store, ``think`` sent only what is new). Then a 1,000-step ticket of the
-same kind runs linear, continuing as new every 100 model calls. For each it prints the bytes of history
+same kind runs linear, continuing as new every 100 model calls, twice: with a model that reads the whole
+conversation (20 MB by the end, which no real model could), and with one that reports what it reads as
+tokens and summarises older turns past 25,000. For each it prints the bytes of history
 (the sum of the events' protobuf sizes, what the server counts against its 50 MB limit) per step and in
 total, the largest single payload (the server refuses one above 2 MB, the SDK warns from 512 KB, and the
 target here is 256 KB), and events.
@@ -82,6 +84,8 @@ class LongTicketModel:
 
 
 BYTES_PER_TOKEN = 4
+SUMMARIZE_ABOVE_TOKENS = 25_000
+"""The benchmark's summary threshold: 100 KB of conversation, five steps' event logs."""
 
 
 @dataclass
@@ -195,23 +199,31 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
             store = BusinessStore(Path(scratch) / "business.sqlite3").create()
             seed_long_orders(store, max(steps, long_steps))
             rows: list[tuple[str, int, list[RunSize], float, str]] = []
-            for label, n, linear, inline_max in (
-                ("naive", steps, False, 10**9),
-                ("linear", steps, True, 8192),
-                ("linear, continue-as-new", long_steps, True, 8192),
+            for label, n, linear, inline_max, summarize_above in (
+                ("naive", steps, False, 10**9, None),
+                ("linear", steps, True, 8192, None),
+                ("linear, continue-as-new", long_steps, True, 8192, None),
+                ("linear, continue-as-new, summaries", long_steps, True, 8192, SUMMARIZE_ABOVE_TOKENS),
             ):
                 queue = f"bench-{uuid.uuid4()}"
                 settings = Settings(task_queue=queue, db_path=store.path, model_backend="scripted",
                                     inline_result_max_bytes=inline_max)  # fmt: skip
+                model = ContextBoundModel(n) if summarize_above else LongTicketModel(n)
+                request = long_ticket(n, linear=linear, steps_per_run=steps_per_run)
+                request["options"]["summarize_above_tokens"] = summarize_above
                 started = time.monotonic()
-                async with build_worker(env.client, settings, store, LongTicketModel(n)):
+                async with build_worker(env.client, settings, store, model):
                     handle = await env.client.start_workflow(
-                        WORKFLOW_NAME, long_ticket(n, linear=linear, steps_per_run=steps_per_run),
-                        id=f"bench-{uuid.uuid4()}", task_queue=queue, result_type=Outcome,
+                        WORKFLOW_NAME, request, id=f"bench-{uuid.uuid4()}", task_queue=queue, result_type=Outcome,
                     )  # fmt: skip
                     try:
                         outcome = await handle.result()
                         status = f"{outcome.status.value} after {outcome.steps} steps"
+                        if isinstance(model, ContextBoundModel):
+                            status += (
+                                f"; {model.summaries} summaries, the model read at most "
+                                f"{model.largest_input_tokens:,} tokens"
+                            )
                     except Exception as error:  # noqa: BLE001 - the naive run may hit the server's limits: report it
                         status, failures = f"FAILED: {error}", failures + 1
                 seconds = time.monotonic() - started
