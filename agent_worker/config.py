@@ -103,9 +103,10 @@ class Settings(BaseSettings):
     """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
     worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
     max_cached_workflows: PositiveInt = 300
-    """How many tickets the worker keeps in memory between their steps. Each costs about 250 KB (the workflow
-    sandbox's own copy of the workflow module is 160 KB of it): with the SDK's default of 1000 the worker grew
-    by 227 MB while 1000 tickets waited for approval, with 300 by 87 MB, with 150 by 56 MB. An evicted ticket
+    """How many tickets the worker keeps in memory between their steps. Each costs about 190 KB (the workflow
+    sandbox's own copy of ``workflows/support_agent.py`` is 100 KB of it; 262 KB before the workflow's helper
+    modules were passed through): with the SDK's default of 1000 the worker grew by 227 MB while 1000 tickets
+    waited for approval, with 300 by 87 MB (77 MB since), with 150 by 56 MB. An evicted ticket
     replays its history at its next step, so the cache should hold the tickets in flight: with 500 at once the
     worker used 50 s of CPU at 1000, 80 s at 300 and 127 s at 150 (``bench/throughput.py``)."""
     max_concurrent_workflow_tasks: PositiveInt = 20
