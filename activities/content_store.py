@@ -174,7 +174,7 @@ def load_conversation(store: ContentStore, key: str | None) -> list[Message]:
 def extend(store: ContentStore, key: str | None, turns: list[Message]) -> str:
     """Store ``turns`` as one node after the conversation ``key``; return the new conversation's key."""
     messages, size = _load(store, key)
-    size += _append(store, messages, turns)
+    size += append_loaded(store, messages, turns)
     new_key = save_turns(store, key, turns)
     store.remember_conversation(new_key, messages, size)
     return new_key
@@ -193,12 +193,13 @@ def _load(store: ContentStore, key: str | None) -> tuple[list[Message], int]:
         chain.append([Message.model_validate(turn) for turn in node["turns"]])
         key = node["previous"]
     for turns in reversed(chain):
-        size += _append(store, messages, turns)
+        size += append_loaded(store, messages, turns)
     return messages, size
 
 
-def _append(store: ContentStore, messages: list[Message], turns: list[Message]) -> int:
-    """Append ``turns`` with their stored results loaded; return their size in bytes, about."""
+def append_loaded(store: ContentStore, messages: list[Message], turns: list[Message]) -> int:
+    """Append ``turns`` to ``messages`` with their stored results loaded, merged as ``append_turn`` merges
+    them; return their size in bytes, about."""
     size = 0
     for turn in resolve(store, turns):
         append_turn(messages, turn.role, list(turn.content))

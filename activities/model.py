@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.content_store import ContentStore, extend, load_conversation, resolve
+from activities.content_store import ContentStore, append_loaded, extend, load_conversation
 from activities.contracts import (
     SUMMARY_HEADER,
     Decision,
@@ -23,7 +23,6 @@ from activities.contracts import (
     SummaryRequest,
     ThinkRequest,
     TicketContext,
-    append_turn,
 )
 from activities.heartbeat import heartbeating
 from activities.store import BusinessStore
@@ -119,8 +118,7 @@ class ModelActivities:
     def _conversation(self, ref: str | None, messages: list[Message]) -> list[Message]:
         """The whole conversation, every stored result loaded: the stored one (if any) and then ``messages``."""
         conversation = load_conversation(self.content, ref)
-        for turn in resolve(self.content, messages):
-            append_turn(conversation, turn.role, list(turn.content))
+        append_loaded(self.content, conversation, messages)
         return conversation
 
 

@@ -287,7 +287,7 @@ class SupportAgent:
     # --- the model's side of a step ---
 
     async def _think(self, step: int, messages: list[Message]) -> Decision:
-        context = TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
+        context = self._context()
         request = ThinkRequest(ticket=context, step=step, messages=messages)
         if self._continuation.linear:
             request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
@@ -301,6 +301,10 @@ class SupportAgent:
             usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens + usage.output_tokens
         )
         return decision
+
+    def _context(self) -> TicketContext:
+        """What the model is told about the ticket besides the conversation."""
+        return TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
 
     def _count(self, call: StepUsage) -> None:
         self._model_calls += 1
@@ -324,7 +328,7 @@ class SupportAgent:
         assert self._conversation_ref is not None
         self._context_tokens = 0
         request = SummaryRequest(
-            ticket=TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email),
+            ticket=self._context(),
             step=step, question=self._ticket.question, conversation_ref=self._conversation_ref, messages=messages,
         )  # fmt: skip
         try:
