@@ -44,6 +44,19 @@ EmailAddress = Annotated[
 ]
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
+MAX_CENTS = 2**31 - 1
+"""The most any order can be charged (the ``orders`` column is a 32-bit integer on PostgreSQL), so the most any
+refund or approval can be about: an amount the model, a caller or an approver sends above it is refused where
+it is validated, long before it reaches a search attribute or a database column that cannot hold it."""
+Cents = Annotated[int, Field(gt=0, le=MAX_CENTS)]
+DAY = 86_400
+
+
+def bounded(low: int, high: int) -> Any:
+    """An integer option with a sane range: past it, a ticket is refused as invalid input naming the field,
+    instead of overflowing a date or a search attribute in the middle of its run."""
+    return Field(ge=low, le=high)
+
 
 class Contract(BaseModel):
     """A message on the wire: unknown fields are refused so that a typo fails loudly instead of being lost."""
@@ -66,25 +79,26 @@ class RefundKey(StrEnum):
 
 
 class TicketOptions(Contract):
-    approval_limit_cents: NonNegativeInt = 2000
+    approval_limit_cents: Annotated[int, bounded(0, MAX_CENTS)] = 2000
     """Refunds above this wait for a person. It lives here, in workflow code, never in the prompt."""
-    approval_timeout_seconds: PositiveInt = 86_400
+    approval_timeout_seconds: Annotated[int, bounded(1, 90 * DAY)] = DAY
     """How long a person has to answer; silence after that means no."""
     refund_key: RefundKey = RefundKey.PER_ORDER
-    max_steps: PositiveInt = 10
+    max_steps: Annotated[int, bounded(1, 10_000)] = 10
     """Model calls the agent may make before it gives up."""
-    sla_seconds: PositiveInt = 86_400
+    sla_seconds: Annotated[int, bounded(1, 3650 * DAY)] = DAY
     """A ticket older than this when its run starts goes to a person: the model is not asked."""
-    approvers: list[NonEmpty] | None = None
-    """Who may approve this ticket's refunds; None takes the worker's default (``AGENT_APPROVERS``)."""
+    approvers: Annotated[list[NonEmpty], Field(min_length=1, max_length=100)] | None = None
+    """Who may approve this ticket's refunds; None (left out) takes the worker's default (``AGENT_APPROVERS``).
+    An empty list is refused: it must never read as "anyone"."""
     linear_history: bool = True
     """Send the model activity only what is new since the last step, with a reference to the conversation
     so far, so each step adds about the same bytes to the history. False sends the whole conversation every
     step, as runs did before (the benchmark's naive side)."""
-    continue_as_new_after_steps: PositiveInt = 100
+    continue_as_new_after_steps: Annotated[int, bounded(1, 10_000)] = 100
     """Model calls one run makes before the ticket continues as a new run (sooner if the server suggests it),
     so no run's history outgrows Temporal's limits however long the ticket lasts. Linear history only."""
-    summarize_above_tokens: PositiveInt | None = 150_000
+    summarize_above_tokens: Annotated[int, bounded(1, 10_000_000)] | None = 150_000
     """When the model's last call read more tokens than this (cached or not), the model summarises the older
     turns in a ``summarize`` activity, recorded as a model call, and the conversation goes on from the summary
     and the latest turns. Below a 200K-token context, it leaves room for the next step. None: never; a
@@ -107,11 +121,29 @@ class TicketInput(Contract):
 
 
 class Approval(Contract):
-    """The ``approve`` signal: a person's answer about the amount they were shown."""
+    """The ``approve`` signal: a person's answer about the request they were shown."""
 
-    amount_cents: PositiveInt
+    amount_cents: Cents
     approved: bool
-    approver: NonEmpty
+    approver: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    """Who answered, as the sender claims it: a signal carries no identity the worker could check."""
+    request_id: NonEmpty | None = None
+    """The request answered, as ``awaiting_approval_of`` shows it. Without it, the answer is about the request
+    waiting when it arrives, and never about a later one."""
+
+
+class ApprovalRequest(Contract):
+    """A refund waiting for a person: what ``awaiting_approval_of`` returns, and what a run that continues as
+    new hands the next one."""
+
+    request_id: str
+    """``R1``, ``R2``, ...: the ticket's requests in order, across its runs."""
+    amount_cents: Cents
+    order_id: str = ""
+    deadline: datetime
+    """Workflow time after which silence means no, and an answer releases nothing."""
+    approvers: list[str] = []
+    """Who may answer; empty when neither the ticket nor the worker names anyone."""
 
 
 class ApprovalDecision(StrEnum):
@@ -119,7 +151,8 @@ class ApprovalDecision(StrEnum):
     DECLINED = "declined"
     TIMED_OUT = "timed_out"
     REJECTED = "rejected"
-    """The signal released nothing: malformed, or about an amount nobody is waiting for."""
+    """The answer released nothing: malformed, too late, already answered, from someone not allowed, or about
+    an amount or a request nobody is waiting for."""
 
 
 class ApprovalRecord(Contract):
@@ -129,6 +162,8 @@ class ApprovalRecord(Contract):
     at: datetime
     """Workflow time, so it is the same on every replay."""
     reason: str = ""
+    request_id: str | None = None
+    """The request the answer decided or was rejected for (None: no request was waiting, or runs before ids)."""
 
 
 # --- the conversation, in the Anthropic Messages shape -----------------------------------------------------
@@ -307,7 +342,7 @@ class IssueRefundArgs(Contract):
     """Refund part or all of an order to the customer's original payment method."""
 
     order_id: OrderId = Field(description="The order id, such as A-1001.")
-    amount_cents: PositiveInt = Field(description="The amount to refund, in cents.")
+    amount_cents: Cents = Field(description="The amount to refund, in cents.")
 
 
 class SendEmailArgs(Contract):
@@ -369,7 +404,7 @@ class Order(Contract):
 
 class RefundRequest(Contract):
     order_id: str
-    amount_cents: PositiveInt
+    amount_cents: Cents
     idempotency_key: str | None
 
 
@@ -474,11 +509,18 @@ class ContinuedState(Contract):
     results: list[ToolResultBlock] = []
     """Results of the first of ``calls``, those that ran before the continuation."""
     awaiting: PositiveInt | None = None
-    """The amount a person was being asked to approve when the run continued."""
+    """The amount a person was being asked to approve when the run continued (runs before request ids)."""
     approval_deadline: datetime | None = None
     answer: Approval | None = None
-    """An answer to that approval the last run received but had not acted on yet."""
+    """An answer to that approval the last run received but had not acted on yet (runs before request ids)."""
     approvers: list[str] | None = None
+    request: ApprovalRequest | None = None
+    """The request waiting when the run continued; it waits on in the next run, until the same deadline."""
+    decided: ApprovalRecord | None = None
+    """The answer that decided ``request`` before the run could act on it: checked again by the next run."""
+    requests_made: NonNegativeInt = 0
+    refund_parts: dict[str, NonNegativeInt] = {}
+    """Per order, the refund parts whose outcome is known: the next part's key counts on from here."""
     model_calls: NonNegativeInt = 0
     usage: UsageReport = UsageReport()
     tool_calls: list[ToolCallRecord] = []
@@ -515,6 +557,16 @@ def find_order_id(text: str) -> str | None:
     """The first order id a customer's words name, if any."""
     match = re.search(ORDER_ID_PATTERN, text)
     return match.group(0) if match else None
+
+
+def same_address(a: str, b: str) -> bool:
+    """Whether two email addresses are the same mailbox, as far as code may assume: identical but for the case
+    of ASCII letters. Nothing Unicode folds is equal (``straße`` is not ``strasse``, the Kelvin sign is not
+    ``k``), so a look-alike the model writes never matches the customer's address."""
+    return a.strip().translate(_ASCII_LOWER) == b.strip().translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def money(cents: int) -> str:

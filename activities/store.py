@@ -64,6 +64,7 @@ idempotency_keys = sa.Table(
     sa.Column("request", sa.Text, nullable=False),  # what was asked the first time, to refuse another request
     sa.Column("result_id", sa.Integer),  # the refund or email it produced, once committed
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("closed_at", sa.DateTime(timezone=True)),  # settled as never paid: refused for ever, never expires
 )  # fmt: skip
 model_calls = sa.Table(
     "model_calls", metadata,
@@ -98,6 +99,7 @@ DEMO_ORDERS = (
     Order(order_id="A-1002", amount_cents=1500, customer_email="bob@example.com"),
     Order(order_id="A-1003", amount_cents=12_000, customer_email="cleo@example.com"),
     Order(order_id="A-1004", amount_cents=899, customer_email="dev@example.com"),
+    Order(order_id="A-1005", amount_cents=2500, customer_email="ann@example.com"),
 )
 
 
@@ -111,6 +113,10 @@ class IdempotencyConflictError(ValueError):
 
 class RefundExceedsChargeError(ValueError):
     """The refund would take the order's refunded total above what was charged."""
+
+
+class KeyClosedError(ValueError):
+    """Reconciliation settled this key as never paid: a late attempt under it must not pay."""
 
 
 @dataclass(frozen=True)
@@ -268,14 +274,33 @@ class BusinessStore:
         return RefundReceipt(refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=True)
 
     def refund_by_key(self, key: str) -> RefundReceipt | None:
-        """What the provider recorded under a key: how a timed-out refund's outcome is found out."""
+        """What the provider recorded under a key, if anything (expired or not: it is the truth either way)."""
         with self._reader.connect() as db:
-            row = db.execute(
-                sa.select(refunds)
-                .join(idempotency_keys, idempotency_keys.c.result_id == refunds.c.id)
-                .where(idempotency_keys.c.key == key, idempotency_keys.c.created_at > self._cutoff())
-                .where(idempotency_keys.c.request.startswith("refund "))
-            ).first()
+            return self._refund_under(db, key)
+
+    def settle_refund(self, key: str) -> RefundReceipt | None:
+        """How a refund whose outcome is unknown is made final: the refund paid under ``key``, or None, in
+        which case the key is closed in the same transaction, so that an attempt still running somewhere
+        (a thread that cannot be cancelled, a request in flight) is refused when it gets here. Either the
+        refund committed first and is returned, or the key closed first and the refund never pays."""
+        with self._engine.begin() as db:
+            self._insert_key(db, key, "", self._clock())  # waits for a racing claim of the key to commit
+            found = self._refund_under(db, key)
+            if found is None:
+                db.execute(
+                    idempotency_keys.update()
+                    .where(idempotency_keys.c.key == key, idempotency_keys.c.closed_at.is_(None))
+                    .values(closed_at=self._clock())
+                )
+        return found
+
+    def _refund_under(self, db: Connection, key: str) -> RefundReceipt | None:
+        row = db.execute(
+            sa.select(refunds)
+            .join(idempotency_keys, idempotency_keys.c.result_id == refunds.c.id)
+            .where(idempotency_keys.c.key == key)
+            .where(idempotency_keys.c.request.startswith("refund "))
+        ).first()
         if row is None:
             return None
         return RefundReceipt(refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=True)
@@ -309,23 +334,34 @@ class BusinessStore:
         commit). An expired key is taken over in one conditional update, so two late repeats cannot both
         count as new."""
         now = self._clock()
+        if self._insert_key(db, key, fingerprint, now):
+            return None
+        expired = db.execute(
+            idempotency_keys.update()
+            .where(idempotency_keys.c.key == key, idempotency_keys.c.created_at <= self._cutoff())
+            .where(idempotency_keys.c.closed_at.is_(None))
+            .values(request=fingerprint, result_id=None, created_at=now)
+            .returning(idempotency_keys.c.key)
+        ).first()
+        if expired is not None:
+            return None
+        row = db.execute(idempotency_keys.select().where(idempotency_keys.c.key == key)).one()
+        if row.closed_at is not None:
+            raise KeyClosedError(
+                f"Idempotency key {key} was settled as not paid at {row.closed_at:%Y-%m-%d %H:%M:%S}: "
+                "nothing is paid under it any more"
+            )
+        return row
+
+    def _insert_key(self, db: Connection, key: str, fingerprint: str, now: datetime) -> bool:
+        """Take a new key; False if it exists (on PostgreSQL, after waiting for a racing insert to commit)."""
         claimed = db.execute(
             self._insert(idempotency_keys)
             .values(key=key, request=fingerprint, created_at=now)
             .on_conflict_do_nothing(index_elements=[idempotency_keys.c.key])
             .returning(idempotency_keys.c.key)  # rowcount is not reliable across drivers; a returned row is
         ).first()
-        if claimed is not None:
-            return None
-        expired = db.execute(
-            idempotency_keys.update()
-            .where(idempotency_keys.c.key == key, idempotency_keys.c.created_at <= self._cutoff())
-            .values(request=fingerprint, result_id=None, created_at=now)
-            .returning(idempotency_keys.c.key)
-        ).first()
-        if expired is not None:
-            return None
-        return db.execute(idempotency_keys.select().where(idempotency_keys.c.key == key)).one()
+        return claimed is not None
 
     def _settle(self, db: Connection, key: str | None, result_id: int) -> None:
         if key is not None:

@@ -31,6 +31,7 @@ from activities.heartbeat import heartbeating
 from activities.store import (
     BusinessStore,
     IdempotencyConflictError,
+    KeyClosedError,
     OrderNotFoundError,
     RefundExceedsChargeError,
 )
@@ -42,6 +43,7 @@ NON_RETRYABLE: dict[type[Exception], str] = {
     OrderNotFoundError: "OrderNotFound",
     IdempotencyConflictError: "IdempotencyConflict",
     RefundExceedsChargeError: "RefundExceedsCharge",
+    KeyClosedError: "IdempotencyKeyClosed",
 }
 
 
@@ -97,8 +99,9 @@ class ToolActivities:
 
     @activity.defn(name="find_refund")
     async def find_refund(self, idempotency_key: str) -> RefundReceipt | None:
-        """Ask the provider what it recorded under a key: a timed-out refund may well have been paid."""
-        return await _call(lambda: self.store.refund_by_key(idempotency_key))
+        """Ask the provider what it recorded under a key (a timed-out refund may well have been paid), and close
+        the key if nothing: the answer is final, and a late attempt cannot pay after it."""
+        return await _call(lambda: self.store.settle_refund(idempotency_key))
 
     @activity.defn(name="audit")
     async def audit(self, entry: AuditEntry) -> None:

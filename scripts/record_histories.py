@@ -54,7 +54,7 @@ class TwoLookupsModel:
     async def decide(self, request: ThinkRequest) -> Decision:
         if request.step == 1:
             lookups = [ToolUseBlock(id=f"toolu_{n}", name="lookup_order", input={"order_id": order})
-                       for n, order in enumerate(("A-1001", "A-1002"))]  # fmt: skip
+                       for n, order in enumerate(("A-1001", "A-1005"))]  # fmt: skip
             return Decision(content=list(lookups), stop_reason="tool_use")
         return Decision(content=[TextBlock(text="Both orders are on their way.")], stop_reason="end_turn")
 

@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.contracts import (
     AWAITING_APPROVAL_QUERY,
     WORKFLOW_NAME,
+    ApprovalRequest,
     ContentBlock,
     Decision,
     Outcome,
@@ -69,11 +70,29 @@ class Harness:
             return result
 
 
-async def awaiting(handle: Handle, amount: int | None, timeout: float = 20) -> None:
-    """Wait until the run's approval query reports ``amount`` (a bounded poll: queries are not pushed)."""
+async def waiting_request(handle: Handle) -> ApprovalRequest | None:
+    """The approval request the run's query reports, or None."""
+    request: ApprovalRequest | None = await handle.query(
+        AWAITING_APPROVAL_QUERY,
+        result_type=ApprovalRequest | None,  # type: ignore[arg-type]
+    )
+    return request
+
+
+async def awaiting(handle: Handle, amount: int | None, timeout: float = 20) -> ApprovalRequest | None:
+    """Wait until the run's approval query reports a request for ``amount`` (or none, for None), and return it
+    (a bounded poll: queries are not pushed)."""
     async with asyncio.timeout(timeout):
-        while await handle.query(AWAITING_APPROVAL_QUERY) != amount:
+        while True:
+            request = await waiting_request(handle)
+            if (request.amount_cents if request else None) == amount:
+                return request
             await asyncio.sleep(0.05)
+
+
+def answer(amount: int, *, approved: bool = True, approver: str = "ann", **extra: Any) -> dict[str, Any]:
+    """An ``approve`` signal's payload, as ``temporal workflow signal --input`` sends it."""
+    return {"amount_cents": amount, "approved": approved, "approver": approver, **extra}
 
 
 async def events(handle: Handle, *kinds: EventType.ValueType) -> list[HistoryEvent]:

@@ -159,7 +159,7 @@ async def test_nonsense_arguments_go_back_to_the_model_and_never_reach_the_tool(
 async def test_several_tool_calls_in_one_decision_each_get_their_result_in_one_turn(agent: Harness) -> None:
     model = PlaybackModel(
         [
-            calls(("lookup_order", {"order_id": "A-1001"}), ("lookup_order", {"order_id": "A-1002"}), step=1),
+            calls(("lookup_order", {"order_id": "A-1001"}), ("lookup_order", {"order_id": "A-1005"}), step=1),
             says("Both found."),
         ]
     )
@@ -188,13 +188,13 @@ async def test_a_refund_above_the_charge_is_refused_by_the_provider_and_the_mode
     agent: Harness, store: BusinessStore
 ) -> None:
     model = PlaybackModel(
-        [calls(("issue_refund", {"order_id": "A-1002", "amount_cents": 1600}), step=1), says("Could not refund.")]
+        [calls(("issue_refund", {"order_id": "A-1005", "amount_cents": 2600}), step=1), says("Could not refund.")]
     )
     outcome = await agent.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED), model)
 
     assert store.refunds() == []
     assert outcome.tool_calls[0].is_error
-    assert "Refusing to refund 16.00 on A-1002" in outcome.tool_calls[0].result
+    assert "Refusing to refund 26.00 on A-1005" in outcome.tool_calls[0].result
 
 
 def _tool_result(message: Message) -> ToolResultBlock:

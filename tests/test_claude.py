@@ -224,7 +224,7 @@ async def test_two_lookups_in_one_response_run_at_once_and_the_email_after_them_
 ) -> None:
     calls = [
         tool_use("lookup_order", order_id="A-1001"),
-        tool_use("lookup_order", order_id="A-1002"),
+        tool_use("lookup_order", order_id="A-1005"),
         tool_use("send_email", to="ann@example.com", subject="Your orders", body="Both orders are on their way."),
     ]
     fake_api.script(message(*calls, stop_reason="tool_use"), message(text("Both found; I emailed you.")))
@@ -252,7 +252,7 @@ async def test_two_lookups_in_one_response_run_at_once_and_the_email_after_them_
     answer = fake_api.requests[1].messages[-1]["content"]
     assert ids(answer, "tool_result", "tool_use_id") == [c["id"] for c in calls]
     assert [b["is_error"] for b in answer] == [False, False, False]
-    assert '"order_id":"A-1002"' in answer[1]["content"]
+    assert '"order_id":"A-1005"' in answer[1]["content"]
     assert outcome.status is Status.RESOLVED
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.content_store import ContentStore, complete
-from activities.contracts import APPROVE_SIGNAL, AWAITING_APPROVAL_QUERY, Decision, Status, ThinkRequest, Usage
+from activities.contracts import APPROVE_SIGNAL, Decision, Status, ThinkRequest, Usage
 from bench.history_growth import (
     BYTES_PER_TOKEN,
     EVENT_LOG_BYTES,
@@ -18,7 +18,7 @@ from bench.history_growth import (
     measure,
     seed_long_orders,
 )
-from tests.harness import Harness, activity_attempts, awaiting, ticket
+from tests.harness import Harness, activity_attempts, awaiting, ticket, waiting_request
 
 
 async def test_a_fifty_step_ticket_with_20_kb_tool_outputs_keeps_its_history_under_1_mb(agent: Harness) -> None:
@@ -46,7 +46,16 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
         async with asyncio.timeout(20):
             while (await first.describe()).status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
                 await asyncio.sleep(0.05)
-        assert await handle.query(AWAITING_APPROVAL_QUERY) == 4900
+        request = await waiting_request(handle)
+        assert request is not None
+        assert (request.request_id, request.amount_cents) == ("R1", 4900)
+        # Only the run that waits is listed: the closed one cleared the attribute as it continued.
+        listing = f"WorkflowId = '{handle.id}' AND AwaitingApprovalCents > 0"
+        async with asyncio.timeout(20):  # visibility is eventually consistent
+            while len(listed := [w.run_id async for w in agent.client.list_workflows(listing)]) != 1:
+                await asyncio.sleep(0.1)
+        assert listed == [latest_run := (await handle.describe()).run_id]
+        assert latest_run != handle.first_execution_run_id
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
         outcome = await handle.result()
     assert outcome.status == Status.RESOLVED
@@ -63,7 +72,8 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
     assert [(c.step, c.name) for c in whole.tool_calls] == [(1, "lookup_order"), (2, "issue_refund"), (3, "send_email")]
     assert [u.step for u in whole.usage.steps] == [1, 2, 3, 4]
     assert whole.usage.total == outcome.usage.total
-    assert agent.store.audit_log(outcome.ticket_id).count("refund of 49.00 waits for approval") == 1
+    audit = agent.store.audit_log(outcome.ticket_id)
+    assert len([e for e in audit if e.startswith("refund of 49.00 waits for approval (request R1")]) == 1
     latest = await agent.client.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id
 

@@ -70,7 +70,7 @@ def revision(store: BusinessStore) -> str | None:
 def test_a_new_store_migrated_at_start_up_has_exactly_the_schema_the_code_declares(blank_store: BlankStore) -> None:
     """A change to ``metadata`` without a revision that makes it fails here, on both backends."""
     store = blank_store().create()
-    assert revision(store) == migrations.BASELINE
+    assert revision(store) == migrations.head()
     assert differences(store) == []
     assert {o.order_id for o in store.orders()} == {o.order_id for o in DEMO_ORDERS}
 
@@ -85,7 +85,7 @@ def test_a_store_made_before_migrations_is_adopted_at_the_baseline_and_keeps_its
 
     store.create()
 
-    assert revision(store) == migrations.BASELINE
+    assert revision(store) == migrations.head()
     assert differences(store) == []
     assert store.order("L-1").customer_email == "old@example.com"
     assert store.refunds("L-1") == [paid]
@@ -113,8 +113,8 @@ ORDER_NOTES = '''
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0099"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 # SQLite drops a column by copying the table, which would lose its unnamed CHECK unless it is passed again.
@@ -133,7 +133,7 @@ def downgrade() -> None:
 
 
 def with_order_notes() -> sa.MetaData:
-    """``metadata`` as the code would declare it alongside revision 0002."""
+    """``metadata`` as the code would declare it alongside revision 0099."""
     schema = sa.MetaData()
     for table in metadata.sorted_tables:
         table.to_metadata(schema)
@@ -148,20 +148,21 @@ def test_a_revision_added_after_a_store_exists_is_applied_at_the_next_start_and_
     paid = store.refund(RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key="refund:1"))
     versions = tmp_path / "versions"
     versions.mkdir()
-    (versions / "0002_order_notes.py").write_text(ORDER_NOTES)
+    (versions / "0099_order_notes.py").write_text(ORDER_NOTES)
+    before = migrations.head()
     monkeypatch.setattr(migrations, "VERSIONS", (*migrations.VERSIONS, versions))
 
     assert [d[0] for d in differences(store, with_order_notes())] == ["add_column"]  # what CI would report
 
-    store.create()  # the next worker start, on code that brings 0002
+    store.create()  # the next worker start, on code that brings 0099
 
-    assert revision(store) == "0002"
+    assert revision(store) == "0099"
     assert differences(store, with_order_notes()) == []
     assert store.order("A-1001").amount_cents == 4900
     assert store.refunds() == [paid]
 
     with store._engine.begin() as db:
-        assert migrations.downgrade(db, migrations.BASELINE) == migrations.BASELINE
+        assert migrations.downgrade(db, before) == before
     assert differences(store) == []
     assert store.refunds() == [paid]
 
@@ -198,7 +199,7 @@ def test_eight_workers_starting_at_once_on_a_new_postgresql_store_all_start(post
     assert [worker.returncode for worker in workers] == [0] * 8, "\n".join(errors)
     store = BusinessStore(url=postgres_url)
     try:
-        assert revision(store) == migrations.BASELINE
+        assert revision(store) == migrations.head()
         assert differences(store) == []
         assert len(store.orders()) == len(DEMO_ORDERS)
     finally:
@@ -209,7 +210,7 @@ def test_agent_worker_migrate_upgrades_the_configured_store_and_prints_its_revis
     env = {**os.environ, "AGENT_DATABASE_URL": postgres_url}
     done = subprocess.run([AGENT_WORKER, "migrate"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith(f"at revision {migrations.BASELINE}")
+    assert done.stdout.strip().endswith(f"at revision {migrations.head()}")
     store = BusinessStore(url=postgres_url)
     try:
         assert differences(store) == []

@@ -51,8 +51,10 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
         )  # fmt: skip
         query = [*temporal, "workflow", "query", "--workflow-id", workflow_id, "--name", "awaiting_approval_of"]
         async with asyncio.timeout(20):
-            while json.loads(await run(*query, "-o", "json"))["queryResult"] != [4900]:
+            while not (answered := json.loads(await run(*query, "-o", "json"))["queryResult"])[0]:
                 await asyncio.sleep(0.2)
+        ((request,),) = (answered,)
+        assert (request["request_id"], request["amount_cents"], request["order_id"]) == ("R1", 4900, "A-1001")
 
         listed = "[]"
         async with asyncio.timeout(20):  # visibility is eventually consistent

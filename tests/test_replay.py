@@ -185,11 +185,12 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
         outcome = await handle.result()
 
-    assert agent.store.audit_log(outcome.ticket_id) == [
-        "refund of 49.00 waits for approval",
-        "refund of 49.00 approved by ann",
+    (waits, approved, closed) = agent.store.audit_log(outcome.ticket_id)
+    assert waits.startswith("refund of 49.00 waits for approval (request R1, answer by ")
+    assert (approved, closed) == (
+        "request R1: refund of 49.00 approved by ann",
         "closed as resolved after 4 steps; refunded 49.00",
-    ]
+    )
     assert [r.amount_cents for r in agent.store.refunds()] == [4900]
 
 

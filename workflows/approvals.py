@@ -1,37 +1,37 @@
 """The approval gate: a refund above the ticket's limit waits here until a person answers, or time runs out.
 
 A model can be talked into a large refund, so whether one needs a person is decided in code, and so is what
-an answer releases: only the refund of the amount the person was shown, only once, and only if they may
-approve refunds on this ticket. The answer arrives as a signal, at any time; everything it did or failed to
-release is recorded for the outcome. A wait can outlast a run (a day, by default), so it carries over to the
-run that continues the ticket with the same amount and the same deadline, and an answer already received.
+an answer releases: the rules are ``workflows.approval_rules``, pure logic kept apart from Temporal so that it
+can be tested over every interleaving. This module is their Temporal side: the answers arrive as signals at
+any time, the deadline is a durable timer, the request is visible to the ``awaiting_approval_of`` query and to
+the ``AwaitingApprovalCents`` search attribute for as long as it waits and not a moment longer, every answer
+goes to the audit trail, and a wait can outlast a run (a day, by default), so it carries over to the run that
+continues the ticket with the same request, the same deadline, and an answer already received.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from activities.contracts import (
         AWAITING_APPROVAL_ATTRIBUTE,
-        Approval,
         ApprovalDecision,
         ApprovalRecord,
+        ApprovalRequest,
         ContinuedState,
         TicketOptions,
-        describe_errors,
         money,
     )
     from activities.policy import PolicyActivities
     from workflows import policies
+    from workflows.approval_rules import ApprovalDesk
 
 from workflows.continuation import Continuation
 from workflows.failures import ToolError
@@ -42,126 +42,203 @@ APPROVER_CHECK = "approver-check"
 """Patch: only the ticket's approvers (or the worker's default ones) may release a refund. Runs that were
 already waiting before it keep accepting anyone, as they were promised."""
 
+APPROVAL_REQUESTS = "approval-requests"
+"""Patch: requests have ids and deadlines that answers are held to, the first valid answer decides, every
+answer is audited, and the search attribute is cleared before the ticket continues as new. Runs that were
+waiting before it keep the last-answer-wins rules they were started under (``ApprovalDesk.strict``)."""
+
 Audit = Callable[[str], Awaitable[None]]
 """Write an entry to the ticket's audit trail."""
 
 
 class ApprovalGate:
-    """The refund waiting for a person (at most one at a time), the answer to it, who may answer, and the
-    record of every answer. Given the audit trail to write to, and the run's continuation to hand a long
-    wait to."""
+    """The Temporal side of the approval rules: the request waiting (at most one at a time), the timer, the
+    search attribute, and the audit trail of every answer. Given the audit trail to write to, and the run's
+    continuation to hand a long wait to."""
 
     def __init__(self, audit: Audit, continuation: Continuation) -> None:
         self._audit = audit
         self._continuation = continuation
-        self.awaiting: int | None = None
-        self.answer: Approval | None = None
-        self.records: list[ApprovalRecord] = []
+        self.desk = ApprovalDesk()
         self.approvers: list[str] | None = None
-        self._carried_wait: tuple[int, datetime] | None = None
+        self._audited = 0
+        """How many of the desk's records are in the audit trail."""
+        self._counted = 0
+        """How many of them the ``agent_approvals`` metric has counted."""
+        self._inbox: list[tuple[Sequence[Any], Any]] | None = []
+        """Answers that arrived before the run had read its ticket and what the last run handed over: they
+        are judged once it has, in the order they came (None from then on)."""
+        self._carried: ContinuedState | None = None
 
-    def approve(self, raw_approval: Any) -> None:
-        """A person's answer. It releases only the refund of the amount they were shown, and only once.
+    @property
+    def awaiting(self) -> ApprovalRequest | None:
+        return self.desk.waiting
 
-        The payload is validated here rather than by the converter: a payload that fails to decode is
-        dropped by the SDK with nothing but a log line, while this records why it released nothing."""
-        try:
-            approval = Approval.model_validate(raw_approval)
-        except ValidationError as error:
-            self._reject(None, None, f"malformed approval: {describe_errors(error)}")
+    @property
+    def records(self) -> list[ApprovalRecord]:
+        return self.desk.records
+
+    def receive(self, args: Sequence[Any]) -> None:
+        """A signal's arguments, however many and whatever they hold: an answer is judged by the rules at
+        the workflow time it is seen, and recorded whatever it is."""
+        if self._inbox is not None:
+            self._inbox.append((args, workflow.now()))
             return
-        if self.awaiting is None:
-            self._reject(approval.amount_cents, approval.approver, "no refund is waiting for approval")
-        elif approval.amount_cents != self.awaiting:
-            self._reject(
-                approval.amount_cents,
-                approval.approver,
-                f"the refund waiting is {money(self.awaiting)}, not {money(approval.amount_cents)}",
+        record = self.desk.receive(args, workflow.now())
+        if record.decision is ApprovalDecision.REJECTED:
+            workflow.logger.warning(
+                "approval released nothing", extra={"reason": record.reason, "approver": record.approver}
             )
-        elif self.approvers and approval.approver not in self.approvers:
-            self._reject(
-                approval.amount_cents, approval.approver,
-                f"{approval.approver} may not approve refunds on this ticket (approvers: {', '.join(self.approvers)})",
-            )  # fmt: skip
-        else:
-            self.answer = approval
+        self._count()
 
-    async def wait(self, amount_cents: int, options: TicketOptions) -> None:
+    def ready(self) -> None:
+        """The run has read its ticket and what the last run handed over: take over the request that waited
+        then, so that answers are judged against it from now on, and judge the answers that came meanwhile."""
+        carried = self._carried
+        if carried is not None and carried.request is not None:
+            self._carried = None
+            self.desk.resume(carried.request, carried.decided, workflow.now())
+        inbox, self._inbox = self._inbox or [], None
+        for args, at in inbox:
+            self.desk.receive(args, at)
+        self._count()
+
+    async def wait(self, amount_cents: int, order_id: str, options: TicketOptions) -> None:
         """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
+        strict = self.desk.strict = workflow.patched(APPROVAL_REQUESTS)
         if workflow.patched(APPROVER_CHECK) and self.approvers is None:
-            self.approvers = options.approvers
-            if self.approvers is None:
-                self.approvers = await workflow.execute_activity_method(
-                    PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
-                )
-        timeout = timedelta(seconds=options.approval_timeout_seconds)
-        carried, self._carried_wait = self._carried_wait, None
-        resumed = carried is not None and carried[0] == amount_cents
-        deadline = carried[1] if carried is not None and resumed else workflow.now() + timeout
-        self.awaiting = amount_cents
-        if not resumed:  # an answer the last run received is kept
-            self.answer = None
+            self.approvers = options.approvers or await workflow.execute_activity_method(
+                PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
+            )
+        resumed = self._resume(amount_cents)
+        if not resumed:
+            deadline = workflow.now() + timedelta(seconds=options.approval_timeout_seconds)
+            self.desk.open(amount_cents, order_id, deadline, self.approvers or [])
+        request = self.desk.waiting
+        assert request is not None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
         if not resumed:  # the run this one continues wrote it already
-            await self._audit(f"refund of {money(amount_cents)} waits for approval")
-        with contextlib.suppress(TimeoutError):  # silence is an answer too: no
-            await self._wait_for_answer(amount_cents, deadline, options)
-        # Not in a ``finally``: continue-as-new raises through here (the next run waits on, with the attribute
-        # set), and a run evicted from the worker's cache while it waits is closed with GeneratorExit, when a
-        # workflow call would run outside the workflow's event loop.
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
-        self.awaiting = None
-        answer, self.answer = self.answer, None  # consumed: a second refund needs a second approval
-        await self._audit(
-            f"refund of {money(amount_cents)} "
-            + (f"{'approved' if answer.approved else 'declined'} by {answer.approver}" if answer else "timed out")
-        )
-        if answer is None:
-            self._record(amount_cents, ApprovalDecision.TIMED_OUT, None, f"no answer within {timeout}")
+            until = f" (request {request.request_id}, answer by {request.deadline:%Y-%m-%d %H:%M:%S} UTC)"
+            await self._audit(f"refund of {money(amount_cents)} waits for approval{until if strict else ''}")
+        try:
+            await self._wait_for_answer(request, options)
+        except TimeoutError:  # silence is an answer too: no
+            self.desk.expire(workflow.now())
+        except asyncio.CancelledError:
+            if strict:
+                self._leave()
+            raise
+        # Not in a ``finally``: continue-as-new raises through here (having cleared it), and a run evicted
+        # from the worker's cache while it waits is closed with GeneratorExit, when a workflow call would run
+        # outside the workflow's event loop.
+        self._leave()
+        decision = self.desk.close()
+        self._count()
+        await self._audit_decision(decision)
+        if decision.decision is ApprovalDecision.TIMED_OUT:
             raise ToolError("A person did not approve this refund in time, so it was not made.")
-        if not answer.approved:
-            self._record(amount_cents, ApprovalDecision.DECLINED, answer.approver)
-            raise ToolError(f"A person ({answer.approver}) declined this refund, so it was not made.")
-        self._record(amount_cents, ApprovalDecision.APPROVED, answer.approver)
+        if decision.decision is ApprovalDecision.DECLINED:
+            raise ToolError(f"A person ({decision.approver}) declined this refund, so it was not made.")
 
-    async def _wait_for_answer(self, amount_cents: int, deadline: datetime, options: TicketOptions) -> None:
-        """Wait for the person until ``deadline`` (raise ``TimeoutError`` then). A run that is due to continue
-        as new does so first, and one the server asks to continue while it waits does so then: the next run
-        waits on for the same amount until the same deadline, and answers the same query."""
-        if self.answer is None and self._continuation.should_continue(options.continue_as_new_after_steps):
-            await self._continuation.continue_waiting(amount_cents, deadline)
-        remaining = deadline - workflow.now()
+    async def _audit_decision(self, decision: ApprovalRecord) -> None:
+        if self.desk.strict:
+            await self.flush()
+        else:  # as runs before APPROVAL_REQUESTS did: the deciding answer alone
+            amount = money(decision.amount_cents or 0)
+            await self._audit(
+                f"refund of {amount} "
+                + (f"{decision.decision.value} by {decision.approver}" if decision.approver else "timed out")
+            )
+
+    async def flush(self) -> None:
+        """Write every answer not yet in the audit trail, in the order received (runs under the
+        APPROVAL_REQUESTS patch; runs before it audited only the deciding answer)."""
+        if self._audited == len(self.desk.records) or not workflow.patched(APPROVAL_REQUESTS):
+            return
+        while self._audited < len(self.desk.records):
+            record = self.desk.records[self._audited]
+            self._audited += 1
+            await self._audit(describe(record))
+
+    async def _wait_for_answer(self, request: ApprovalRequest, options: TicketOptions) -> None:
+        """Wait for the person until the request's deadline (raise ``TimeoutError`` then). A run that is due
+        to continue as new does so first, and one the server asks to continue while it waits does so then:
+        the next run waits on for the same request until the same deadline, and answers the same query."""
+        if self.desk.decision is None and self._continuation.should_continue(options.continue_as_new_after_steps):
+            await self._hand_over()
+        remaining = request.deadline - workflow.now()
         if remaining <= timedelta(0):
             raise TimeoutError
         suggested = workflow.info().is_continue_as_new_suggested
         await workflow.wait_condition(
-            lambda: self.answer is not None or (self._continuation.linear and suggested()), timeout=remaining
+            lambda: self.desk.decision is not None or (self._continuation.linear and suggested()), timeout=remaining
         )
-        if self.answer is None:
-            await self._continuation.continue_waiting(amount_cents, deadline)
+        if self.desk.decision is None:
+            await self._hand_over()
+
+    async def _hand_over(self) -> None:
+        if self.desk.strict:
+            self._leave()  # the closed run must not be listed as waiting beside the one that waits on
+        await self._continuation.continue_waiting()
+
+    def _leave(self) -> None:
+        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
+
+    def _resume(self, amount_cents: int) -> bool:
+        """Take over the request the last run was waiting on, if this is the refund it was for."""
+        waiting = self.desk.waiting
+        if waiting is not None:  # taken over in ``ready``
+            if waiting.amount_cents == amount_cents:
+                return True
+            self.desk.waiting = self.desk.decision = None  # not this refund's: it cannot be answered any more
+        carried, self._carried = self._carried, None
+        if carried is None or carried.awaiting != amount_cents or carried.approval_deadline is None:
+            return False
+        # Handed over by a run before request ids: the same wait, and the answer judged by today's rules.
+        request = self.desk.open(amount_cents, "", carried.approval_deadline, self.approvers or [])
+        if carried.answer is not None:
+            self.desk.receive([{**carried.answer.model_dump(), "request_id": request.request_id}], workflow.now())
+        self._count()
+        return True
 
     def refused(self) -> bool:
         """Whether a person declined a refund, or let one time out."""
         refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
-        return any(a.decision in refused for a in self.records)
+        return any(a.decision in refused for a in self.desk.records)
 
     def restore(self, state: ContinuedState) -> None:
         """Take over the approvers, the records, and a wait (with any answer to it) from the run continued."""
         self.approvers = state.approvers
-        self.records = list(state.approvals)
-        if state.awaiting is not None and state.approval_deadline is not None:
-            self._carried_wait = (state.awaiting, state.approval_deadline)
-            self.answer = state.answer
+        self.desk.records = list(state.approvals)
+        self.desk.requests_made = state.requests_made
+        self._audited = self._counted = len(self.desk.records)
+        if state.request is not None or (state.awaiting is not None and state.approval_deadline is not None):
+            self._carried = state
 
-    def _record(self, amount: int | None, decision: ApprovalDecision, approver: str | None, reason: str = "") -> None:
-        # Metrics from workflow code are not emitted while replaying: an answer is counted once.
-        workflow.metric_meter().create_counter("agent_approvals", "Answers about refunds, by decision", "1").add(
-            1, {"decision": decision.value}
-        )
-        self.records.append(
-            ApprovalRecord(amount_cents=amount, decision=decision, approver=approver, at=workflow.now(), reason=reason)
-        )
+    def hand_over(self) -> dict[str, Any]:
+        """What ``ContinuedState`` carries of the gate."""
+        return {
+            "approvers": self.approvers,
+            "approvals": self.desk.records,
+            "request": self.desk.waiting,
+            "decided": self.desk.decision,
+            "requests_made": self.desk.requests_made,
+        }
 
-    def _reject(self, amount: int | None, approver: str | None, reason: str) -> None:
-        workflow.logger.warning("approval released nothing", extra={"reason": reason, "approver": approver})
-        self._record(amount, ApprovalDecision.REJECTED, approver, reason)
+    def _count(self) -> None:
+        """Count new records in the metric: metrics from workflow code are not emitted while replaying."""
+        counter = workflow.metric_meter().create_counter("agent_approvals", "Answers about refunds, by decision", "1")
+        for record in self.desk.records[self._counted :]:
+            counter.add(1, {"decision": record.decision.value})
+        self._counted = len(self.desk.records)
+
+
+def describe(record: ApprovalRecord) -> str:
+    """An answer as the audit trail reads it."""
+    request = f"request {record.request_id}: " if record.request_id else ""
+    amount = f"refund of {money(record.amount_cents)}" if record.amount_cents is not None else "refund"
+    if record.decision is ApprovalDecision.TIMED_OUT:
+        return f"{request}{amount} timed out: nobody answered before the deadline"
+    if record.decision is ApprovalDecision.REJECTED:
+        return f"{request}answer from {record.approver or 'an unknown sender'} rejected: {record.reason}"
+    return f"{request}{amount} {record.decision.value} by {record.approver}"

@@ -11,7 +11,6 @@ is ``ContinuedState``, built by the workflow from the parts each of its pieces k
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import NoReturn
 
 from temporalio import workflow
@@ -32,8 +31,9 @@ ARCHIVE_RECORDS = "archive-records"
 carries only the archive's key, so what one run hands the next does not grow with the ticket (a 1,000-step
 ticket carried 615 KB). Runs that continued before it carried them inline, and still replay so."""
 
-HandOver = Callable[[int, list[Message], tuple[int, datetime] | None], Awaitable[NoReturn]]
-"""Hand everything to a new run: the steps taken, the turns not yet sent, and the approval waited for."""
+HandOver = Callable[[int, list[Message]], Awaitable[NoReturn]]
+"""Hand everything to a new run: the steps taken and the turns not yet sent (and whatever waits, which the
+pieces that keep it hand over themselves)."""
 
 
 class Continuation:
@@ -58,10 +58,10 @@ class Continuation:
             return False
         return self.run_steps >= after_steps or workflow.info().is_continue_as_new_suggested()
 
-    async def continue_waiting(self, amount_cents: int, deadline: datetime) -> NoReturn:
-        """Continue in the middle of the step in progress, with a refund of ``amount_cents`` waiting for a
-        person until ``deadline``: the next run waits on for it."""
-        await self._hand_over(self.step, [], (amount_cents, deadline))
+    async def continue_waiting(self) -> NoReturn:
+        """Continue in the middle of the step in progress, with a refund waiting for a person: the next run
+        waits on for the same request, until the same deadline."""
+        await self._hand_over(self.step, [])
 
     async def archive(self, tool_calls: list[ToolCallRecord], usage: UsageReport) -> bool:
         """Hand this run's tool calls and per-call usage to the content store (the ARCHIVE_RECORDS patch),

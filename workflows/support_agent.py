@@ -33,7 +33,7 @@ How the loop reads each model response (its ``stop_reason``, as the Messages API
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         AWAITING_APPROVAL_QUERY,
         USAGE_QUERY,
         WORKFLOW_NAME,
+        ApprovalRequest,
         AuditEntry,
         ContinuedState,
         Decision,
@@ -124,6 +125,11 @@ class UnreadableStateError(RuntimeError):
     """Not an ``ApplicationError``, so it fails the workflow task, which is retried, and not the run."""
 
 
+def _invalid(problem: str) -> ApplicationError:
+    """What a caller's bad input fails the run with, at once, naming the field."""
+    return ApplicationError(f"Invalid ticket input: {problem}", type="InvalidTicketInput", non_retryable=True)
+
+
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     def __init__(self) -> None:
@@ -140,19 +146,22 @@ class SupportAgent:
         self._can_summarize = True
 
     @workflow.run
-    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
+    async def run(self, *args: Any) -> Outcome:
         """Take the input loosely and validate it here: a typed argument that fails to decode would leave
-        the run RUNNING with its first workflow task failing forever, instead of failing it clearly.
+        the run RUNNING with its first workflow task failing forever, instead of failing it clearly. So would
+        a wrong number of arguments, hence ``*args``.
 
-        ``raw_state`` is set only on a run that continues another one (``ContinuedState``)."""
+        The first argument is the ticket; a second, ``ContinuedState``, is accepted only on a run that
+        continues another one (the server says so), never from a caller starting a ticket."""
+        if not 1 <= len(args) <= 2:
+            raise _invalid(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
         try:
-            self._ticket = TicketInput.model_validate(raw_ticket)
+            self._ticket = TicketInput.model_validate(args[0])
         except ValidationError as error:
-            raise ApplicationError(
-                f"Invalid ticket input: {describe_errors(error)}",
-                type="InvalidTicketInput",
-                non_retryable=True,
-            ) from None
+            raise _invalid(describe_errors(error)) from None
+        raw_state = args[1] if len(args) == 2 else None
+        if raw_state is not None and workflow.info().continued_run_id is None:
+            raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
         try:
             carried = None if raw_state is None else ContinuedState.model_validate(raw_state)
         except ValidationError as error:
@@ -169,15 +178,18 @@ class SupportAgent:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
             self._restore(carried)
-        else:
+        self._gate.ready()
+        if carried is None:
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
             if escalation := self._past_sla():
+                await self._gate.flush()
                 await self._audit(f"escalated to a person: {escalation}")
                 return self._outcome(
                     Status.ESCALATED, 0,
                     "Your ticket has waited longer than we promised, so a colleague is taking it over.",
                 )  # fmt: skip
         outcome = await self._converse(carried)
+        await self._gate.flush()
         if workflow.patched(CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
             await self._audit(
@@ -186,13 +198,16 @@ class SupportAgent:
         return outcome
 
     @workflow.signal(name=APPROVE_SIGNAL)
-    def approve(self, raw_approval: Any) -> None:
-        """A person's answer to the refund waiting for approval (``ApprovalGate.approve`` says what it releases)."""
-        self._gate.approve(raw_approval)
+    def approve(self, *args: Any) -> None:
+        """A person's answer to the refund waiting for approval (``workflows.approval_rules`` says what it
+        releases). Any number of arguments is taken: a signal sent with none, or two, is recorded as a
+        malformed answer instead of failing every workflow task of the run with a TypeError."""
+        self._gate.receive(args)
 
     @workflow.query(name=AWAITING_APPROVAL_QUERY)
-    def awaiting_approval_of(self) -> int | None:
-        """The amount in cents a person is being asked to approve, or None: what the approval screen shows."""
+    def awaiting_approval_of(self) -> ApprovalRequest | None:
+        """The request a person is being asked to answer (its id, amount, order, deadline and approvers), or
+        None: what the approval screen shows, and what ``agent-worker approve`` sends the id of."""
         return self._gate.awaiting
 
     @workflow.query(name=USAGE_QUERY)
@@ -348,11 +363,10 @@ class SupportAgent:
 
     # --- continuing as a new run ---
 
-    async def _continue_as_new(
-        self, steps_taken: int, pending: list[Message], waiting: tuple[int, datetime] | None = None
-    ) -> NoReturn:
+    async def _continue_as_new(self, steps_taken: int, pending: list[Message]) -> NoReturn:
         """Hand everything to a new run of this ticket: same workflow id, a fresh history."""
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
         if await self._continuation.archive(self._tools.tool_calls, self._usage):
             self._tools.tool_calls, self._usage = [], UsageReport(total=self._usage.total)
         state = ContinuedState(
@@ -361,17 +375,12 @@ class SupportAgent:
             pending=pending,
             calls=self._tools.step_calls,
             results=self._tools.step_results,
-            awaiting=waiting[0] if waiting else None,
-            approval_deadline=waiting[1] if waiting else None,
-            answer=self._gate.answer if waiting else None,
-            approvers=self._gate.approvers,
             model_calls=self._model_calls,
             usage=self._usage,
-            tool_calls=self._tools.tool_calls,
-            refunds=self._tools.refunds,
-            approvals=self._gate.records,
             audits=self._audits,
             archive_ref=self._continuation.archive_ref,
+            **self._gate.hand_over(),
+            **self._tools.hand_over(),
         )
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])

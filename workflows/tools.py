@@ -1,10 +1,20 @@
-"""The tools as the workflow runs them: validation, batching, idempotency keys, and refund reconciliation.
+"""The tools as the workflow runs them: validation, batching, ownership, idempotency keys, and reconciliation.
 
-Two of the decisions kept out of the prompt live here: which idempotency key a refund carries, and who may be
-emailed. A key is the same for every retry of a call and in every run of the ticket, so a retried or replayed
-refund cannot pay twice; a refund whose outcome is unknown is looked up with the provider under its key before
-the model hears anything, or the model asks again and a new call pays again. Calls with a side effect run
-alone, so a refund and the email about it never race.
+Decisions kept out of the prompt live here, because a customer can steer the model but not an ``if``:
+
+- **Whose orders.** A tool acts on an order only if it is the ticket's customer's, checked from the order as
+  looked up, never from what the model says; another customer's order reads as no order at all.
+- **Who gets mail.** The ticket's customer address itself: the model's ``to`` is checked, never used.
+- **Refunds in parts.** A refund's key names the part it is (``refund:<ticket>/<order>/<n>``): the same for
+  every retry of it and in every run of the ticket, so a retried or replayed refund cannot pay twice, and the
+  workflow, whose history does not expire, counts the parts instead of a key that does. A part whose outcome
+  is unknown keeps its key, so asking again cannot pay again; a known outcome moves on to the next part. A
+  second part of an order this ticket refunded already needs a person, whatever its amount, and so does any
+  refund that takes the ticket's total above the approval limit: splitting a refund does not dodge a person.
+- **Unknown outcomes.** A refund whose outcome is unknown is settled with the provider under its key before
+  the model hears anything: paid, or, if not, the key is closed so that a late attempt cannot pay either.
+
+Calls with a side effect run alone, so a refund and the email about it never race.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         EmailRequest,
         IssueRefundArgs,
         LookupOrderArgs,
+        Order,
         OrderEventsArgs,
         RefundKey,
         RefundReceipt,
@@ -41,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         describe_errors,
         money,
+        same_address,
     )
     from activities.tools import ToolActivities
     from workflows import policies
@@ -50,6 +62,14 @@ from workflows.failures import ToolError, cause, is_refusal
 
 RECONCILE_PATCH = "reconcile-timed-out-refunds"
 """Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
+
+OWN_ORDERS = "own-orders-only"
+"""Patch: tools act only on the ticket's customer's orders, looked up first where the model did not. Runs
+started before it replay without the extra lookups."""
+
+REFUND_PARTS = "refund-parts"
+"""Patch: per-order refund keys name the part (``refund:<ticket>/<order>/<n>``) and further parts need a
+person; runs started before it keep ``refund:<order>``."""
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
@@ -77,6 +97,12 @@ class Toolbox:
         self._reconcile = reconcile
         self.tool_calls: list[ToolCallRecord] = []
         self.refunds: list[RefundRecord] = []
+        self.orders: dict[str, Order] = {}
+        """Orders of this ticket's customer, as looked up in this run."""
+        self.parts: dict[str, int] = {}
+        """Per order, the refund parts whose outcome is known (paid, or settled as not made)."""
+        self.unsettled: set[str] = set()
+        """Keys of refund parts sent whose outcome is unknown: a replay under one is no new refund."""
         self.step_calls: list[ToolUseBlock] = []
         self.step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
@@ -85,6 +111,11 @@ class Toolbox:
         """Take over the tool calls and refunds from the run continued (its step in progress runs anew)."""
         self.tool_calls = list(state.tool_calls)
         self.refunds = list(state.refunds)
+        self.parts = dict(state.refund_parts)
+
+    def hand_over(self) -> dict[str, Any]:
+        """What ``ContinuedState`` carries of the tools (besides the step in progress)."""
+        return {"tool_calls": self.tool_calls, "refunds": self.refunds, "refund_parts": self.parts}
 
     async def use_all(
         self, step: int, calls: list[ToolUseBlock], done: list[ToolResultBlock] | None = None
@@ -156,36 +187,99 @@ class Toolbox:
     # --- the tools ---
 
     async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs) -> str:
+        if workflow.patched(OWN_ORDERS):
+            return (await self._own_order(args.order_id, look_up=True)).model_dump_json()
         order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **policies.LOOKUP_ORDER)
         return order.model_dump_json()
 
     async def _order_events(self, _step: int, _call: ToolUseBlock, args: OrderEventsArgs) -> ToolOutput:
+        if workflow.patched(OWN_ORDERS):
+            await self._own_order(args.order_id)
         return await workflow.execute_activity_method(ToolActivities.order_events, args, **policies.ORDER_EVENTS)
 
     async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
-        if args.amount_cents > self._ticket.options.approval_limit_cents:
-            await self._gate.wait(args.amount_cents, self._ticket.options)
-        request = RefundRequest(
-            order_id=args.order_id,
-            amount_cents=args.amount_cents,
-            idempotency_key=self._refund_key(step, call, args),
-        )
+        options = self._ticket.options
+        if not workflow.patched(OWN_ORDERS):
+            if args.amount_cents > options.approval_limit_cents:
+                await self._gate.wait(args.amount_cents, args.order_id, options)
+            return await self._refund(args, self._refund_key(step, call, args))
+        await self._own_order(args.order_id)
+        parts = workflow.patched(REFUND_PARTS)
+        if why := self._needs_person(args, parts=parts):
+            workflow.logger.info("refund waits for a person", extra={"why": why})
+            await self._gate.wait(args.amount_cents, args.order_id, options)
+        if not (parts and options.refund_key is RefundKey.PER_ORDER):
+            return await self._refund(args, self._refund_key(step, call, args))
+        part = self.parts.get(args.order_id, 0) + 1
+        key = f"refund:{ticket_key()}/{args.order_id}/{part}"
+        try:
+            text = await self._refund(args, key)
+        except ActivityError:  # outcome unknown (not reconciled): the part keeps its key for the next ask
+            self.unsettled.add(key)
+            raise
+        except ToolError:  # refused for good, or settled as not made: the next ask is the next part
+            self.parts[args.order_id] = part
+            raise
+        self.parts[args.order_id] = part
+        return text
+
+    def _needs_person(self, args: IssueRefundArgs, *, parts: bool) -> str | None:
+        """Why this refund must wait for a person, or None."""
+        limit = self._ticket.options.approval_limit_cents
+        if args.amount_cents > limit:
+            return f"{money(args.amount_cents)} is above the approval limit of {money(limit)}"
+        if not parts:
+            return None
+        refunded = sum(r.amount_cents for r in self.refunds)
+        if refunded + args.amount_cents > limit:
+            return f"with {money(refunded)} already refunded, the ticket's total would pass {money(limit)}"
+        if any(r.order_id == args.order_id for r in self.refunds):
+            return f"order {args.order_id} was already refunded on this ticket: a further part needs a person"
+        return None
+
+    async def _refund(self, args: IssueRefundArgs, key: str | None) -> str:
+        request = RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key)
         try:
             receipt = await workflow.execute_activity_method(
                 ToolActivities.issue_refund, request, **policies.ISSUE_REFUND
             )
         except ActivityError as error:
             receipt = await self._reconcile(request, error)
+        if any(r.refund_id == receipt.refund_id for r in self.refunds):  # a replay is never counted twice
+            return (
+                f"Refund #{receipt.refund_id} of {money(receipt.amount_cents)} on order {receipt.order_id} was "
+                "already made and is counted once; nothing more was paid."
+            )
         self.refunds.append(
             RefundRecord(refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents)
         )
+        if receipt.replayed and key in self.unsettled:
+            self.unsettled.discard(key)
+            return (
+                f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id}): "
+                "an earlier request whose answer was lost had made it; nothing more was paid."
+            )
         return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
 
+    async def _own_order(self, order_id: str, *, look_up: bool = False) -> Order:
+        """The order, if it is this ticket's customer's (looked up unless this run has, or ``look_up``); a
+        ``ToolError`` that reads exactly as a missing order otherwise, so nothing of another customer leaks."""
+        order = self.orders.get(order_id)
+        if order is None or look_up:
+            order = await workflow.execute_activity_method(
+                ToolActivities.lookup_order, LookupOrderArgs(order_id=order_id), **policies.LOOKUP_ORDER
+            )
+        if not same_address(order.customer_email, self._ticket.customer_email):
+            raise ToolError(f"The tool failed: There is no order {order_id}")  # as ``_use`` words a missing one
+        self.orders[order_id] = order
+        return order
+
     async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs) -> str:
-        if args.to.casefold() != self._ticket.customer_email.casefold():
-            raise ToolError(f"Emails go only to this ticket's customer, {self._ticket.customer_email}.")
+        customer = self._ticket.customer_email
+        if not same_address(args.to, customer):
+            raise ToolError(f"Emails go only to this ticket's customer, {customer}.")
         request = EmailRequest(
-            to=args.to,
+            to=customer,  # the ticket's address itself, never the one the model wrote
             subject=args.subject,
             body=args.body,
             idempotency_key=f"email:{self._call_key(step, call)}",

@@ -67,6 +67,12 @@ def downgrade(connection: sa.Connection, revision: str) -> str | None:
     return current(connection)
 
 
+def head() -> str:
+    """The newest revision this code brings: what ``upgrade`` takes a database to."""
+    (newest,) = _heads(VERSIONS)
+    return newest
+
+
 def current(connection: sa.Connection) -> str | None:
     """The revision the database is at; None before the first migration."""
     return MigrationContext.configure(connection).get_current_revision()

@@ -1,0 +1,210 @@
+"""The approval rules, tried over every interleaving hypothesis can find.
+
+``ApprovalDesk`` is the logic the workflow's gate runs, with no Temporal around it, so a state machine can
+drive it through thousands of histories in seconds: requests opening and closing, answers from allowed and
+unknown people, for the right amount and the wrong one, naming the request, an old one or none, malformed
+payloads and signals with the wrong number of arguments, duplicate clicks, the clock passing the deadline,
+and the ticket continuing as a new run (the desk handed over, sometimes with a forged answer).
+
+The test keeps its own model of what must happen, written from the README's rules and not from the code:
+money moves only on the first valid answer of an allowed approver to the request that waits, seen before its
+deadline; every answer is recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from activities.contracts import ApprovalDecision, ApprovalRecord
+from workflows.approval_rules import ApprovalDesk
+
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+PEOPLE = ["ann", "ben", "mallory"]
+DECIDING = {ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
+AMOUNTS = [4900, 1000]
+
+malformed = st.one_of(
+    st.just(()),
+    st.tuples(st.just({"amount_cents": 4900, "approved": True, "approver": "ann"}), st.just({})),
+    st.tuples(
+        st.one_of(
+            st.none(),
+            st.text(max_size=5),
+            st.integers(),
+            st.fixed_dictionaries({"amount_cents": st.integers(min_value=2**31, max_value=2**70)}),
+            st.fixed_dictionaries(
+                {"amount_cents": st.just(4900), "approved": st.just(value=True), "approver": st.sampled_from(["", " "])}
+            ),
+            st.fixed_dictionaries({"unreadable_payload": st.just("key id 'k9' is not configured")}),
+        )
+    ),
+)
+
+
+class ApprovalInterleavings(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.desk = ApprovalDesk()
+        self.now = START
+        self.received = 0
+        """Answers handed to the desk, and answers forged into a hand-over: each must leave one record."""
+        self.expired = 0
+        self.first_valid: dict[str, dict[str, Any]] = {}
+        """Per request, the answer the model says decides it."""
+        self.closed: list[tuple[str, ApprovalRecord]] = []
+        self.planted: list[ApprovalRecord] = []
+        """Forged records planted in a hand-over's records (not decisions the desk made)."""
+        self.timed_out: set[str] = set()
+        """Forged records planted in a hand-over's records."""
+
+    # --- what happens to a ticket ---
+
+    @precondition(lambda self: self.desk.waiting is None)
+    @rule(amount=st.sampled_from(AMOUNTS), approvers=st.sampled_from([[], ["ann"], ["ann", "ben"]]),
+          minutes=st.integers(1, 120))  # fmt: skip
+    def a_refund_needs_a_person(self, amount: int, approvers: list[str], minutes: int) -> None:
+        request = self.desk.open(amount, "A-1001", self.now + timedelta(minutes=minutes), approvers)
+        assert request.request_id == f"R{self.desk.requests_made}"
+
+    @rule(
+        amount=st.sampled_from(AMOUNTS),
+        approved=st.booleans(),
+        approver=st.sampled_from(PEOPLE),
+        naming=st.sampled_from(["none", "waiting", "earlier", "bogus"]),
+    )
+    def someone_answers(self, amount: int, approved: bool, approver: str, naming: str) -> None:  # noqa: FBT001
+        waiting = self.desk.waiting
+        request_id = {
+            "none": None,
+            "waiting": waiting.request_id if waiting else None,
+            "earlier": f"R{max(self.desk.requests_made - (1 if waiting else 0), 1)}",
+            "bogus": "R999",
+        }[naming]
+        payload: dict[str, Any] = {"amount_cents": amount, "approved": approved, "approver": approver}
+        if request_id is not None:
+            payload["request_id"] = request_id
+        valid = (
+            waiting is not None
+            and request_id in {None, waiting.request_id}
+            and waiting.request_id not in self.first_valid
+            and amount == waiting.amount_cents
+            and (not waiting.approvers or approver in waiting.approvers)
+            and self.now < waiting.deadline
+        )
+        record = self.desk.receive([payload], self.now)
+        self.received += 1
+        if valid:
+            assert waiting is not None
+            self.first_valid[waiting.request_id] = payload
+            assert record.decision is (ApprovalDecision.APPROVED if approved else ApprovalDecision.DECLINED)
+            assert (record.request_id, record.approver, record.at) == (waiting.request_id, approver, self.now)
+        else:
+            assert record.decision is ApprovalDecision.REJECTED
+            assert record.reason
+
+    @rule(args=malformed)
+    def a_malformed_signal_arrives(self, args: tuple[Any, ...]) -> None:
+        record = self.desk.receive(list(args), self.now)
+        self.received += 1
+        assert record.decision is ApprovalDecision.REJECTED
+        assert record.reason.startswith("malformed approval")
+
+    @rule(minutes=st.integers(1, 90))
+    def time_passes(self, minutes: int) -> None:
+        self.now += timedelta(minutes=minutes)
+
+    @precondition(lambda self: self.desk.waiting is not None and self.now >= self.desk.waiting.deadline)
+    @rule()
+    def the_timer_fires(self) -> None:
+        assert self.desk.waiting is not None
+        before = len(self.desk.records)
+        request_id = self.desk.waiting.request_id
+        self.desk.expire(self.now)
+        if request_id not in self.first_valid and request_id not in self.timed_out:
+            self.timed_out.add(request_id)
+            self.expired += 1
+            assert len(self.desk.records) == before + 1
+        else:
+            assert len(self.desk.records) == before  # answered in time: the timer changes nothing
+
+    @precondition(lambda self: self.desk.decision is not None)
+    @rule()
+    def the_workflow_acts_on_the_decision(self) -> None:
+        assert self.desk.waiting is not None
+        request_id = self.desk.waiting.request_id
+        self.closed.append((request_id, self.desk.close()))
+
+    @rule(forge=st.sampled_from([None, "mallory", "another request", "never recorded"]))
+    def the_ticket_continues_as_a_new_run(self, forge: str | None) -> None:
+        """The desk handed to a new run, as ``ContinuedState`` carries it; sometimes with a forged answer."""
+        old, new = self.desk, ApprovalDesk()
+        new.records, new.requests_made = list(old.records), old.requests_made
+        if old.waiting is not None:
+            decision = old.decision
+            if forge is not None and decision is None:
+                decision = ApprovalRecord(
+                    amount_cents=old.waiting.amount_cents, decision=ApprovalDecision.APPROVED,
+                    approver="mallory" if forge == "mallory" else "ann", at=self.now,
+                    request_id="R999" if forge == "another request" else old.waiting.request_id,
+                )  # fmt: skip
+                if forge == "mallory":
+                    new.records.append(decision)  # recorded, as if received: still judged by the rules
+                    self.planted.append(decision)
+                forged_is_valid = forge == "mallory" and self._would_be_valid("mallory")
+                if not forged_is_valid:
+                    self.received += 1  # a rejected hand-over is recorded like an answer
+                else:
+                    self.first_valid[old.waiting.request_id] = {"approver": "mallory", "approved": True}
+            new.resume(old.waiting, decision, self.now)
+        self.desk = new
+
+    def _would_be_valid(self, approver: str) -> bool:
+        waiting = self.desk.waiting
+        assert waiting is not None
+        return (not waiting.approvers or approver in waiting.approvers) and self.now < waiting.deadline
+
+    # --- what must always hold ---
+
+    @invariant()
+    def every_answer_is_recorded_once(self) -> None:
+        assert len(self.desk.records) == self.received + self.expired + len(self.planted)
+
+    @invariant()
+    def money_moves_only_on_the_first_valid_answer_of_an_allowed_approver_in_time(self) -> None:
+        for request_id, decision in self.closed:
+            first = self.first_valid.get(request_id)
+            if first is None:
+                assert decision.decision is ApprovalDecision.TIMED_OUT
+            else:
+                expected = ApprovalDecision.APPROVED if first["approved"] else ApprovalDecision.DECLINED
+                assert (decision.decision, decision.approver) == (expected, first["approver"])
+
+    @invariant()
+    def a_request_is_decided_once(self) -> None:
+        deciding = [
+            r.request_id
+            for r in self.desk.records
+            if not any(r is p for p in self.planted)
+            and r.decision in {ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
+        ]
+        assert len(deciding) == len(set(deciding))
+
+    @invariant()
+    def a_decision_is_one_the_rules_allow(self) -> None:
+        decision, waiting = self.desk.decision, self.desk.waiting
+        if decision is None or waiting is None:
+            return
+        assert decision.request_id == waiting.request_id
+        if decision.decision is not ApprovalDecision.TIMED_OUT:
+            assert not waiting.approvers or decision.approver in waiting.approvers
+            assert decision.at < waiting.deadline
+            assert decision.amount_cents == waiting.amount_cents
+
+
+ApprovalInterleavings.TestCase.settings = settings(max_examples=400, stateful_step_count=40, deadline=None)
+test_approval_interleavings = ApprovalInterleavings.TestCase
