@@ -111,11 +111,11 @@ async def test_a_key_per_order_pays_once_however_often_the_refund_is_asked_for(
     assert first_failed
     # The second ask is the same part under the same key: the provider's first result comes back, and the
     # model hears it for what it is, counted once.
-    assert second == (
-        False,
+    replayed = (
         "Refunded 49.00 on order A-1001 (refund #1): an earlier request whose answer was lost had made it; "
-        "nothing more was paid.",
+        "nothing more was paid."
     )
+    assert second == (False, replayed)
     assert [r.amount_cents for r in run.outcome.refunds] == [4900]
     assert run.outcome.status is Status.RESOLVED
 
