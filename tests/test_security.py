@@ -8,24 +8,28 @@ import json
 import os
 import re
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import aiohttp
 import pytest
+import structlog
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.converter import PayloadCodec
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.content_store import ContentStore
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Decision, Status, ThinkRequest, ToolUseBlock
 from activities.store import BusinessStore
-from agent_worker.codec import EncryptedBlobs, EncryptionCodec, UnknownKeyError, with_codec
+from agent_worker.codec import ENCODING, KEY_ID, EncryptedBlobs, EncryptionCodec, UnknownKeyError, with_codec
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port
 from agent_worker.replay import replay, write_history
-from tests.harness import Harness, awaiting, says, ticket
+from tests.harness import Harness, awaiting, events, says, ticket
 from tests.test_processes import AGENT_WORKER, address, run, worker_env
 
 OLD_KEY, NEW_KEY = os.urandom(32), os.urandom(32)
@@ -77,7 +81,87 @@ async def test_a_payload_written_under_an_old_key_still_decodes_after_a_rotation
     (fresh,) = await rotated.encode([Payload(data=b"new")])
     assert fresh.metadata["encryption-key-id"] == b"2026-11"
     with pytest.raises(UnknownKeyError, match="2026-10"):
-        await codec(old=False).decode([payload])
+        codec(old=False).open(payload)
+
+
+class Garbage(PayloadCodec):
+    """A client whose payloads are marked as encrypted under the worker's key id but are random bytes: what
+    a tampered or corrupted payload looks like."""
+
+    def __init__(self, key_id: bytes | None = b"2026-11") -> None:
+        self.metadata = {"encoding": ENCODING} | ({KEY_ID: key_id} if key_id else {})
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [Payload(metadata=self.metadata, data=os.urandom(64)) for _ in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+
+async def test_a_payload_the_codec_cannot_open_decodes_as_a_marker_saying_why_and_is_logged() -> None:
+    """Temporal's decode must not raise: a raise there fails every workflow task of the run for good."""
+    (under_a_stranger_key,) = await EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12").encode([Payload()])
+    (tampered,) = await Garbage().encode([Payload()])
+    (without_key_id,) = await Garbage(key_id=None).encode([Payload()])
+    with structlog.testing.capture_logs() as logs:
+        decoded = await codec().decode([under_a_stranger_key, tampered, without_key_id])
+
+    assert {p.metadata["encoding"] for p in decoded} == {b"json/plain"}
+    assert [json.loads(p.data) for p in decoded] == [
+        {"unreadable_payload": "key id '2026-12' is not configured"},
+        {"unreadable_payload": "authentication failed under key '2026-11'"},
+        {"unreadable_payload": "an encrypted payload without 'encryption-key-id' in its metadata"},
+    ]
+    assert [(log["log_level"], log["key_id"]) for log in logs] == [
+        ("warning", "2026-12"),
+        ("warning", "2026-11"),
+        ("warning", None),
+    ]
+
+
+async def test_an_approval_the_worker_cannot_decrypt_is_recorded_as_rejected_and_the_ticket_goes_on(
+    encrypted: Harness,
+) -> None:
+    """Sent under a key the worker does not hold, or as tampered bytes: a malformed approval, not a wedged run."""
+    approval = {"amount_cents": 4900, "approved": True, "approver": "ann"}
+    with structlog.testing.capture_logs() as logs:
+        async with encrypted.worker():
+            handle = await encrypted.start(ticket())
+            await awaiting(handle, 4900)
+            for stranger in (EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12"), Garbage()):
+                sender = await Client.connect(
+                    address(encrypted.client), data_converter=with_codec(DATA_CONVERTER, stranger)
+                )
+                await sender.get_workflow_handle(handle.id).signal(APPROVE_SIGNAL, approval)
+            await handle.signal(APPROVE_SIGNAL, approval)
+            async with asyncio.timeout(60):  # a bound on a wedged run, which never ends
+                outcome = await handle.result()
+
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+    warned = {(log["key_id"], log["workflow_id"]) for log in logs if log["log_level"] == "warning" and "key_id" in log}
+    assert warned == {("2026-12", handle.id), ("2026-11", handle.id)}
+    assert [(a.decision, a.approver) for a in outcome.approvals] == [
+        (ApprovalDecision.REJECTED, None),
+        (ApprovalDecision.REJECTED, None),
+        (ApprovalDecision.APPROVED, "ann"),
+    ]
+    assert all("unreadable_payload" in a.reason for a in outcome.approvals[:2])
+    assert [r.amount_cents for r in encrypted.store.refunds()] == [4900]
+
+
+async def test_a_ticket_the_worker_cannot_decrypt_fails_as_invalid_input(encrypted: Harness) -> None:
+    stranger = EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12")
+    sender = await Client.connect(address(encrypted.client), data_converter=with_codec(DATA_CONVERTER, stranger))
+    async with encrypted.worker():
+        handle = await Harness(sender, encrypted.store, encrypted.task_queue).start(ticket())
+        with pytest.raises(WorkflowFailureError) as failed:
+            async with asyncio.timeout(60):  # a bound on a wedged run, which never ends
+                await encrypted.client.get_workflow_handle(handle.id).result()
+
+    assert isinstance(failed.value.cause, ApplicationError)
+    assert failed.value.cause.type == "InvalidTicketInput"
+    assert "unreadable_payload" in failed.value.cause.message
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
 
 
 @pytest.fixture
