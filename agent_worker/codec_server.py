@@ -6,8 +6,8 @@ configured Web UI origin, and it listens on 127.0.0.1 unless told otherwise. It 
 server protocol: ``POST /decode`` and ``POST /encode`` with ``{"payloads": [...]}`` in protobuf JSON.
 
 It opens payloads strictly (``EncryptionCodec.open``), where the worker's ``decode`` hands on a marker: a
-person asking to see a payload is told why it cannot be shown rather than shown a marker that looks like
-data.
+person asking to see a payload is told why it cannot be shown (422, naming the key id, or saying it failed
+authentication) rather than shown a marker that looks like data.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from agent_worker.codec import EncryptionCodec
+from agent_worker.codec import EncryptionCodec, UnreadablePayloadError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
@@ -45,18 +45,6 @@ def make_app(codec: EncryptionCodec, token: str, origin: str) -> web.Application
             return cors(web.json_response({"error": "a valid bearer token is required"}, status=401), request)
         return cors(await handler(request), request)
 
-    def route(transform: Callable[[Sequence[Payload]], Awaitable[list[Payload]]]) -> Handler:
-        async def handle(request: web.Request) -> web.StreamResponse:
-            try:
-                payloads = json_format.Parse(await request.text(), Payloads())
-                result = await transform(payloads.payloads)
-            except (json_format.ParseError, ValueError, KeyError) as error:
-                return web.json_response({"error": f"cannot {request.path.strip('/')}: {error}"}, status=400)
-            body = json_format.MessageToJson(Payloads(payloads=result))
-            return web.Response(text=body, content_type="application/json")
-
-        return handle
-
     async def decode(payloads: Sequence[Payload]) -> list[Payload]:
         return [codec.open(payload) for payload in payloads]
 
@@ -65,6 +53,22 @@ def make_app(codec: EncryptionCodec, token: str, origin: str) -> web.Application
     app.router.add_post("/encode", route(codec.encode))
     app.router.add_route("OPTIONS", "/{tail:.*}", route(decode))  # answered by the guard
     return app
+
+
+def route(transform: Callable[[Sequence[Payload]], Awaitable[list[Payload]]]) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        action = request.path.strip("/")
+        try:
+            payloads = json_format.Parse(await request.text(), Payloads())
+            result = await transform(payloads.payloads)
+        except UnreadablePayloadError as error:  # the request is well formed; a payload in it does not open
+            return web.json_response({"error": f"cannot {action}: {error}", "key_id": error.key_id}, status=422)
+        except (json_format.ParseError, ValueError, KeyError) as error:
+            return web.json_response({"error": f"cannot {action}: {error}"}, status=400)
+        body = json_format.MessageToJson(Payloads(payloads=result))
+        return web.Response(text=body, content_type="application/json")
+
+    return handle
 
 
 async def serve(codec: EncryptionCodec, token: str, origin: str, host: str, port: int) -> web.AppRunner:

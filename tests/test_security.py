@@ -225,6 +225,21 @@ async def test_the_temporal_cli_shows_an_encrypted_ticket_through_the_codec_serv
     )
 
 
+async def test_the_codec_server_answers_422_saying_why_a_payload_does_not_open(codec_server: str) -> None:
+    (tampered,) = await Garbage().encode([Payload()])
+    (under_a_stranger_key,) = await EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12").encode([Payload()])
+    ok = {"Authorization": "Bearer s3cret-token", "Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as http:
+        for payload, why, key_id in (
+            (tampered, "authentication failed under key '2026-11'", "2026-11"),
+            (under_a_stranger_key, "key id '2026-12' is not configured", "2026-12"),
+        ):
+            body = json.dumps({"payloads": [json.loads(json_payload(payload))]})
+            async with http.post(f"{codec_server}/decode", data=body, headers=ok) as response:
+                assert response.status == 422
+                assert await response.json() == {"error": f"cannot decode: {why}", "key_id": key_id}
+
+
 def json_payload(payload: Payload) -> str:
     from google.protobuf import json_format  # noqa: PLC0415
 
