@@ -59,7 +59,15 @@ conversation Claude can read is under a megabyte, so this holds the tickets in f
 class BlobBackend(Protocol):
     def put_blob(self, key: str, data: bytes) -> None: ...
 
-    def get_blob(self, key: str) -> bytes | None: ...
+    def get_blob(self, key: str) -> bytes | None:
+        """The bytes stored under ``key``, None if there are none; ``BlobRefusedError`` if what is there must not
+        be read as them."""
+        ...
+
+
+class BlobRefusedError(Exception):
+    """A backend holds something under a key that it will not hand back as that key's content (a sealed blob
+    that fails authentication, an unsealed one where sealing is required). Nothing a retry fixes."""
 
 
 def content_key(data: bytes) -> str:
@@ -122,7 +130,11 @@ class ContentStore:
     def _read(self, key: str) -> bytes:
         """The backend's bytes under ``key``, checked against it. Each failure is one no retry can fix: the
         store lost, or holds something else than, the content a history points to."""
-        data = self.backend.get_blob(key)
+        try:
+            data = self.backend.get_blob(key)
+        except BlobRefusedError as error:
+            raise ApplicationError(f"The content store refuses what it holds under {key}: {error}",
+                                   type="ContentRefused", non_retryable=True) from error  # fmt: skip
         if data is None:
             raise ApplicationError(f"The content store has nothing under {key}", type="ContentMissing",
                                    non_retryable=True)  # fmt: skip

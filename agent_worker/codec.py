@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec, SerializationContext, WithSerializationContext
 
-from activities.content_store import BlobBackend
+from activities.content_store import BlobBackend, BlobRefusedError
 
 log = structlog.get_logger(__name__)
 
@@ -42,9 +42,15 @@ TAG_BYTES = 16
 UNREADABLE = "unreadable_payload"
 """The one field of what ``decode`` hands on in place of a payload it cannot open (see ``EncryptionCodec``)."""
 
-SEALED_BLOB = b"agent-worker/sealed-blob/v1\n"
-"""What an encrypted blob starts with (an encrypted payload's protobuf follows), so that blobs stored before
-encryption was switched on are told apart and read as they are."""
+SEALED_BLOB = b"agent-worker/sealed-blob/v2\n"
+"""What a sealed blob starts with (an encrypted payload's protobuf follows). Its associated data binds the
+blob's key as well as the key id, so a sealed blob copied under another key does not open."""
+SEALED_BLOB_V1 = b"agent-worker/sealed-blob/v1\n"
+"""Blobs sealed before the key was bound: their associated data is the key id alone. They still open, since
+histories point to them; what stops one being moved under another key is the content store's hash check on
+every read (``ContentStore.get``): a blob's key is the hash of its plain bytes, so a moved blob opens to
+bytes that do not match. A v2 blob relabelled as v1 does not open: it was sealed with the other associated
+data."""
 
 
 class UnreadablePayloadError(Exception):
@@ -65,7 +71,7 @@ class UnknownKeyError(UnreadablePayloadError, KeyError):
 
 class PayloadAuthenticationError(UnreadablePayloadError):
     """AES-GCM refused the ciphertext under the key it names: tampered with, corrupted, or sealed under
-    another key with the same id."""
+    another key with the same id, or (a blob) sealed for another key of the store."""
 
 
 class MalformedPayloadError(UnreadablePayloadError):
@@ -114,12 +120,15 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self._open_or_mark(payload) for payload in payloads]
 
-    def seal(self, payload: Payload) -> Payload:
+    def seal(self, payload: Payload, bound_to: str | None = None) -> Payload:
+        """Encrypt under the current key. ``bound_to`` (a blob's key) goes into the associated data, so the
+        result opens only where it was meant to be read: ``open`` must be given the same."""
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._ciphers[self.current].encrypt(nonce, payload.SerializeToString(), self.current.encode())
+        aad = associated_data(self.current, bound_to)
+        sealed = self._ciphers[self.current].encrypt(nonce, payload.SerializeToString(), aad)
         return Payload(metadata={"encoding": ENCODING, KEY_ID: self.current.encode()}, data=nonce + sealed)
 
-    def open(self, payload: Payload) -> Payload:
+    def open(self, payload: Payload, bound_to: str | None = None) -> Payload:
         """The payload ``seal`` was given, or ``UnreadablePayloadError`` saying why not. A payload not marked
         as encrypted was written before encryption was switched on and is returned as it is."""
         if payload.metadata.get("encoding") != ENCODING:
@@ -135,7 +144,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
             raise MalformedPayloadError(f"too short to be sealed under key {key_id!r}", key_id)
         nonce, sealed = payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:]
         try:
-            opened = cipher.decrypt(nonce, sealed, key_id.encode())
+            opened = cipher.decrypt(nonce, sealed, associated_data(key_id, bound_to))
         except InvalidTag:
             raise PayloadAuthenticationError(f"authentication failed under key {key_id!r}", key_id) from None
         try:
@@ -157,6 +166,12 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
             return unreadable(error.reason)
 
 
+def associated_data(key_id: str, bound_to: str | None) -> bytes:
+    """What AES-GCM authenticates beside the ciphertext: the key id for a payload (and a v1 blob), the key id
+    and what it is bound to otherwise. A JSON array never equals a bare key id, so neither opens as the other."""
+    return key_id.encode() if bound_to is None else json.dumps([key_id, bound_to]).encode()
+
+
 def unreadable(reason: str) -> Payload:
     """What ``decode`` hands on in place of a payload it cannot open: JSON any validation refuses, saying why."""
     return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps({UNREADABLE: reason}).encode())
@@ -166,20 +181,48 @@ class EncryptedBlobs:
     """A ``BlobBackend`` that seals what it stores with the codec's keys and opens it on the way back.
 
     Keys stay ``sha256:`` of the plain bytes, so they are as deterministic as before; someone who can list
-    the store and guess a blob's exact content can confirm the guess, but cannot read anything."""
+    the store and guess a blob's exact content can confirm the guess, but cannot read anything. Opening is
+    strict: a blob sealed under a key id this worker does not hold raises ``UnknownKeyError`` (another
+    worker may hold it, so the activity is retried); one that fails authentication (tampered, or sealed for
+    another key of the store) or is not sealed at all raises ``BlobRefusedError``, which the content store
+    turns into a non-retryable error.
 
-    def __init__(self, backend: BlobBackend, codec: EncryptionCodec) -> None:
+    Unsealed blobs are read only with ``accept_plaintext`` (``AGENT_BLOBS_ACCEPT_PLAINTEXT``), during a
+    migration from a store written before encryption was switched on. Refusing them otherwise does not
+    change what a reader can be handed (the content store checks every blob against its key whatever its
+    form), but it makes a worker left without keys, writing customers' words in plain text, fail loudly
+    instead of going unnoticed."""
+
+    def __init__(self, backend: BlobBackend, codec: EncryptionCodec, *, accept_plaintext: bool = False) -> None:
         self.backend = backend
         self.codec = codec
+        self.accept_plaintext = accept_plaintext
 
     def put_blob(self, key: str, data: bytes) -> None:
-        self.backend.put_blob(key, SEALED_BLOB + self.codec.seal(Payload(data=data)).SerializeToString())
+        sealed = self.codec.seal(Payload(data=data), bound_to=key)
+        self.backend.put_blob(key, SEALED_BLOB + sealed.SerializeToString())
 
     def get_blob(self, key: str) -> bytes | None:
         stored = self.backend.get_blob(key)
-        if stored is None or not stored.startswith(SEALED_BLOB):
-            return stored  # missing, or stored before encryption was switched on
-        return self.codec.open(Payload.FromString(stored[len(SEALED_BLOB) :])).data
+        if stored is None:
+            return None
+        if stored.startswith(SEALED_BLOB):
+            prefix, bound_to = SEALED_BLOB, key
+        elif stored.startswith(SEALED_BLOB_V1):
+            prefix, bound_to = SEALED_BLOB_V1, None
+        elif self.accept_plaintext:
+            return stored
+        else:
+            raise BlobRefusedError(
+                f"{key} is stored unsealed; set AGENT_BLOBS_ACCEPT_PLAINTEXT=true while blobs written before "
+                f"encryption was switched on are still in use"
+            )
+        try:
+            return self.codec.open(Payload.FromString(stored[len(prefix) :]), bound_to=bound_to).data
+        except UnknownKeyError:
+            raise
+        except (UnreadablePayloadError, DecodeError) as error:
+            raise BlobRefusedError(f"{key} does not open: {str(error) or 'not a sealed payload'}") from error
 
     def __str__(self) -> str:
         return f"{self.backend} (encrypted)"

@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 import structlog
+from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
@@ -21,15 +22,25 @@ from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.content_store import ContentStore
+from activities.content_store import BlobRefusedError, ContentStore, content_key
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Decision, Status, ThinkRequest, ToolUseBlock
 from activities.store import BusinessStore
-from agent_worker.codec import ENCODING, KEY_ID, EncryptedBlobs, EncryptionCodec, UnknownKeyError, with_codec
+from agent_worker.codec import (
+    ENCODING,
+    KEY_ID,
+    SEALED_BLOB,
+    SEALED_BLOB_V1,
+    EncryptedBlobs,
+    EncryptionCodec,
+    UnknownKeyError,
+    with_codec,
+)
 from agent_worker.codec_server import serve
-from agent_worker.config import DATA_CONVERTER
+from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.devserver import binary, free_port
 from agent_worker.replay import replay, write_history
 from tests.harness import Harness, awaiting, events, says, ticket
+from tests.test_content_store import MemoryBlobs
 from tests.test_processes import AGENT_WORKER, address, run, worker_env
 
 OLD_KEY, NEW_KEY = os.urandom(32), os.urandom(32)
@@ -172,18 +183,68 @@ async def codec_server() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-def test_the_content_store_seals_its_blobs_with_the_codec_keys_and_still_reads_older_plain_ones(
-    store: BusinessStore,
-) -> None:
+def test_the_content_store_seals_its_blobs_with_the_codec_keys(store: BusinessStore) -> None:
     """Conversation nodes and big tool results never pass through the payload codec: they are sealed apart."""
     sealed = ContentStore(EncryptedBlobs(store, codec()))
     key = sealed.put(QUESTION.encode())
     assert b"Lovelace" not in (store.get_blob(key) or b"")
+    assert (store.get_blob(key) or b"").startswith(SEALED_BLOB)
     assert ContentStore(EncryptedBlobs(store, codec())).get(key) == QUESTION.encode()
-    store.put_blob("sha256:older", b"stored before encryption was switched on")
-    assert EncryptedBlobs(store, codec()).get_blob("sha256:older") == b"stored before encryption was switched on"
     with pytest.raises(UnknownKeyError):
         EncryptedBlobs(store, codec(new=False, current="2026-10")).get_blob(key)
+
+
+def test_a_sealed_blob_moved_under_another_key_does_not_open() -> None:
+    """The associated data binds a blob's key: someone who can write to the bucket cannot swap one result for
+    another, even one they cannot read."""
+    backend = MemoryBlobs()
+    blobs = EncryptedBlobs(backend, codec())
+    small = ContentStore(blobs).put(b'{"order_id": "A-1001", "amount_cents": 4900}')
+    large = ContentStore(blobs).put(b'{"order_id": "A-1003", "amount_cents": 12000}')
+    backend.blobs[small] = backend.blobs[large]
+
+    with pytest.raises(BlobRefusedError, match="authentication failed under key '2026-11'"):
+        blobs.get_blob(small)
+    with pytest.raises(ApplicationError) as raised:
+        ContentStore(blobs).get(small)
+    assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
+    assert small in raised.value.message
+
+
+def test_a_blob_sealed_before_its_key_was_bound_still_opens_but_not_under_another_key() -> None:
+    """v1 blobs (associated data: the key id alone) are in stores that open histories point to, so they still
+    open; moved under another key, they are refused by the content store's hash check. A v2 blob relabelled
+    as v1 does not open at all."""
+    backend = MemoryBlobs()
+    blobs = EncryptedBlobs(backend, codec())
+    old_blob = b'{"order_id": "A-1001", "amount_cents": 4900}'
+    key, other = content_key(old_blob), content_key(b'{"order_id": "A-1003", "amount_cents": 12000}')
+    backend.blobs[key] = SEALED_BLOB_V1 + codec().seal(Payload(data=old_blob)).SerializeToString()
+    assert ContentStore(blobs).get(key) == old_blob
+
+    backend.blobs[other] = backend.blobs[key]
+    with pytest.raises(ApplicationError) as raised:
+        ContentStore(blobs).get(other)
+    assert (raised.value.type, raised.value.non_retryable) == ("ContentCorrupted", True)
+
+    bound = ContentStore(blobs).put(b"sealed with its key bound")
+    backend.blobs[bound] = SEALED_BLOB_V1 + backend.blobs[bound].removeprefix(SEALED_BLOB)
+    with pytest.raises(BlobRefusedError, match="authentication failed"):
+        blobs.get_blob(bound)
+
+
+def test_a_plain_blob_is_read_only_while_a_migration_says_so(store: BusinessStore) -> None:
+    """Blobs stored before encryption was switched on are read with AGENT_BLOBS_ACCEPT_PLAINTEXT=true only."""
+    older = b"stored before encryption was switched on"
+    store.put_blob(content_key(older), older)
+    keys = {"2026-11": SecretStr(base64.b64encode(NEW_KEY).decode())}
+
+    with pytest.raises(ApplicationError) as raised:
+        ContentStore(Settings(codec_keys=keys).blob_backend(store)).get(content_key(older))
+    assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
+    assert "AGENT_BLOBS_ACCEPT_PLAINTEXT" in raised.value.message
+    migrating = Settings(codec_keys=keys, blobs_accept_plaintext=True).blob_backend(store)
+    assert ContentStore(migrating).get(content_key(older)) == older
 
 
 async def test_the_codec_server_decodes_only_for_the_bearer_of_its_token(codec_server: str) -> None:
