@@ -17,7 +17,9 @@ on after the model summarised its older turns (``summarize``, in ``activities.mo
 Keys are ``sha256:<hex>`` of the stored bytes, so they are deterministic: a retried activity that stores
 the same content gets the same key, two workers storing it race harmlessly, and a key in a history always
 names the same bytes. A node's bytes include the key of the node before it, so a conversation's key names
-the whole conversation, as a Merkle chain does.
+the whole conversation, as a Merkle chain does. Every read checks the bytes against their key, so bytes
+replaced or moved in the backend (by a bug, a bad restore, or someone who can write to the bucket) are
+refused, never handed to the model as what the history points to.
 
 The backend is anything with ``put_blob(key, data)`` and ``get_blob(key)``: the business store's ``blobs``
 table by default (SQLite or PostgreSQL, shared by every worker that shares the store), or an S3 bucket
@@ -57,7 +59,20 @@ conversation Claude can read is under a megabyte, so this holds the tickets in f
 class BlobBackend(Protocol):
     def put_blob(self, key: str, data: bytes) -> None: ...
 
-    def get_blob(self, key: str) -> bytes | None: ...
+    def get_blob(self, key: str) -> bytes | None:
+        """The bytes stored under ``key``, None if there are none; ``BlobRefusedError`` if what is there must not
+        be read as them."""
+        ...
+
+
+class BlobRefusedError(Exception):
+    """A backend holds something under a key that it will not hand back as that key's content (a sealed blob
+    that fails authentication, an unsealed one where sealing is required). Nothing a retry fixes."""
+
+
+def content_key(data: bytes) -> str:
+    """The key of ``data`` in the store: what it is stored under, and what it is checked against when read."""
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
 class ContentStore:
@@ -96,7 +111,7 @@ class ContentStore:
                 self._cached_bytes -= dropped
 
     def put(self, data: bytes) -> str:
-        key = f"sha256:{hashlib.sha256(data).hexdigest()}"
+        key = content_key(data)
         with self._lock:
             cached = key in self._cache
         if not cached:
@@ -108,12 +123,26 @@ class ContentStore:
         with self._lock:
             data = self._cache.get(key)
         if data is None:
-            data = self.backend.get_blob(key)
-            if data is None:
-                # Nothing a retry can fix: the store lost content a history points to.
-                raise ApplicationError(f"The content store has nothing under {key}", type="ContentMissing",
-                                       non_retryable=True)  # fmt: skip
+            data = self._read(key)
         self._remember(key, data)
+        return data
+
+    def _read(self, key: str) -> bytes:
+        """The backend's bytes under ``key``, checked against it. Each failure is one no retry can fix: the
+        store lost, or holds something else than, the content a history points to."""
+        try:
+            data = self.backend.get_blob(key)
+        except BlobRefusedError as error:
+            raise ApplicationError(f"The content store refuses what it holds under {key}: {error}",
+                                   type="ContentRefused", non_retryable=True) from error  # fmt: skip
+        if data is None:
+            raise ApplicationError(f"The content store has nothing under {key}", type="ContentMissing",
+                                   non_retryable=True)  # fmt: skip
+        if (found := content_key(data)) != key:
+            raise ApplicationError(
+                f"The content store's bytes under {key} are not what was stored there: they hash to {found}",
+                type="ContentCorrupted", non_retryable=True,
+            )  # fmt: skip
         return data
 
     def _remember(self, key: str, data: bytes) -> None:

@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     codec_key_id: str | None = None
     """The key new payloads are encrypted with; default the last one listed. Keep old keys listed after a
     rotation so what they encrypted still decrypts."""
+    blobs_accept_plaintext: bool = False
+    """With codec keys set, also read content-store blobs that are not sealed: only while blobs written before
+    encryption was switched on are still in use (a migration). Off, such a blob is refused, so a worker left
+    without keys, writing customers' words in plain text, is noticed rather than trusted."""
     codec_server_token: SecretStr | None = None
     """The bearer token the codec server requires; it refuses to start without one."""
     codec_server_origin: str = "http://localhost:8233"
@@ -181,7 +185,9 @@ class Settings(BaseSettings):
             client = s3_client(self.s3_endpoint_url, self.s3_region, retries=False)
             backend = S3BlobBackend(client, self.s3_bucket, self.s3_prefix, fallback=store)
         codec = self.codec()
-        return backend if codec is None else EncryptedBlobs(backend, codec)
+        return (
+            backend if codec is None else EncryptedBlobs(backend, codec, accept_plaintext=self.blobs_accept_plaintext)
+        )
 
     faults: str = ""
     """Crash tests only: kill or hang this worker at activity boundaries (``agent_worker/faults.py``). Empty,

@@ -44,6 +44,19 @@ class CountingBackend:
         return self.store.get_blob(key)
 
 
+class MemoryBlobs:
+    """Blobs in a dict, which a test may overwrite as someone with write access to the bucket could."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+
+    def put_blob(self, key: str, data: bytes) -> None:
+        self.blobs.setdefault(key, data)
+
+    def get_blob(self, key: str) -> bytes | None:
+        return self.blobs.get(key)
+
+
 def step(store: ContentStore, n: int, size: int) -> list[Message]:
     """One step's turns: a tool call and its result, stored out of band when above 1 KB."""
     result = offload(store, f"event log {n} " + "x" * size, inline_max_bytes=1024)
@@ -110,6 +123,18 @@ def test_a_key_the_store_does_not_hold_fails_without_retries(store: BusinessStor
         load_conversation(ContentStore(store), "sha256:" + "0" * 64)
     assert raised.value.type == "ContentMissing"
     assert raised.value.non_retryable
+
+
+def test_bytes_replaced_in_the_backend_are_refused_without_retries_naming_the_key() -> None:
+    """A key names the bytes a history points to: other bytes under it are never handed to the model."""
+    backend = MemoryBlobs()
+    key = ContentStore(backend).put(b'{"order_id": "A-1001", "amount_cents": 4900}')
+    backend.blobs[key] = b'{"order_id": "A-1001", "amount_cents": 490000}'
+    with pytest.raises(ApplicationError) as raised:
+        ContentStore(backend).get(key)
+    assert raised.value.type == "ContentCorrupted"
+    assert raised.value.non_retryable
+    assert key in raised.value.message
 
 
 def test_records_archived_run_by_run_come_back_in_order(store: BusinessStore) -> None:

@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.content_store import ContentStore
+from activities.content_store import ContentStore, content_key
 from activities.contracts import Status
 from activities.store import BusinessStore, blobs
 from agent_worker.config import Settings
@@ -129,8 +129,9 @@ async def test_a_long_tickets_tool_results_and_conversation_live_in_the_bucket_a
     fresh = ContentStore(on_s3.settings(**bucket.settings()).blob_backend(on_s3.store))
     assert fresh.get(refs[0]) == stored[f"{PREFIX}{refs[0]}"], "another worker reads the same bytes back"
     assert fresh.backend.get_blob("sha256:" + "0" * 64) is None
-    on_s3.store.put_blob("sha256:before", b"stored in the database before the bucket was configured")
-    assert fresh.get("sha256:before") == b"stored in the database before the bucket was configured"
+    before = b"stored in the database before the bucket was configured"
+    on_s3.store.put_blob(content_key(before), before)
+    assert fresh.get(content_key(before)) == before
 
 
 async def test_a_payload_over_the_threshold_is_kept_in_the_bucket_and_the_history_holds_only_a_reference(

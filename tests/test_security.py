@@ -8,24 +8,39 @@ import json
 import os
 import re
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import aiohttp
 import pytest
+import structlog
+from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.converter import PayloadCodec
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.content_store import ContentStore
+from activities.content_store import BlobRefusedError, ContentStore, content_key
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Decision, Status, ThinkRequest, ToolUseBlock
 from activities.store import BusinessStore
-from agent_worker.codec import EncryptedBlobs, EncryptionCodec, UnknownKeyError, with_codec
+from agent_worker.codec import (
+    ENCODING,
+    KEY_ID,
+    SEALED_BLOB,
+    SEALED_BLOB_V1,
+    EncryptedBlobs,
+    EncryptionCodec,
+    UnknownKeyError,
+    with_codec,
+)
 from agent_worker.codec_server import serve
-from agent_worker.config import DATA_CONVERTER
+from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.devserver import binary, free_port
 from agent_worker.replay import replay, write_history
-from tests.harness import Harness, awaiting, says, ticket
+from tests.harness import Harness, awaiting, events, says, ticket
+from tests.test_content_store import MemoryBlobs
 from tests.test_processes import AGENT_WORKER, address, run, worker_env
 
 OLD_KEY, NEW_KEY = os.urandom(32), os.urandom(32)
@@ -77,7 +92,87 @@ async def test_a_payload_written_under_an_old_key_still_decodes_after_a_rotation
     (fresh,) = await rotated.encode([Payload(data=b"new")])
     assert fresh.metadata["encryption-key-id"] == b"2026-11"
     with pytest.raises(UnknownKeyError, match="2026-10"):
-        await codec(old=False).decode([payload])
+        codec(old=False).open(payload)
+
+
+class Garbage(PayloadCodec):
+    """A client whose payloads are marked as encrypted under the worker's key id but are random bytes: what
+    a tampered or corrupted payload looks like."""
+
+    def __init__(self, key_id: bytes | None = b"2026-11") -> None:
+        self.metadata = {"encoding": ENCODING} | ({KEY_ID: key_id} if key_id else {})
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [Payload(metadata=self.metadata, data=os.urandom(64)) for _ in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+
+async def test_a_payload_the_codec_cannot_open_decodes_as_a_marker_saying_why_and_is_logged() -> None:
+    """Temporal's decode must not raise: a raise there fails every workflow task of the run for good."""
+    (under_a_stranger_key,) = await EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12").encode([Payload()])
+    (tampered,) = await Garbage().encode([Payload()])
+    (without_key_id,) = await Garbage(key_id=None).encode([Payload()])
+    with structlog.testing.capture_logs() as logs:
+        decoded = await codec().decode([under_a_stranger_key, tampered, without_key_id])
+
+    assert {p.metadata["encoding"] for p in decoded} == {b"json/plain"}
+    assert [json.loads(p.data) for p in decoded] == [
+        {"unreadable_payload": "key id '2026-12' is not configured"},
+        {"unreadable_payload": "authentication failed under key '2026-11'"},
+        {"unreadable_payload": "an encrypted payload without 'encryption-key-id' in its metadata"},
+    ]
+    assert [(log["log_level"], log["key_id"]) for log in logs] == [
+        ("warning", "2026-12"),
+        ("warning", "2026-11"),
+        ("warning", None),
+    ]
+
+
+async def test_an_approval_the_worker_cannot_decrypt_is_recorded_as_rejected_and_the_ticket_goes_on(
+    encrypted: Harness,
+) -> None:
+    """Sent under a key the worker does not hold, or as tampered bytes: a malformed approval, not a wedged run."""
+    approval = {"amount_cents": 4900, "approved": True, "approver": "ann"}
+    with structlog.testing.capture_logs() as logs:
+        async with encrypted.worker():
+            handle = await encrypted.start(ticket())
+            await awaiting(handle, 4900)
+            for stranger in (EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12"), Garbage()):
+                sender = await Client.connect(
+                    address(encrypted.client), data_converter=with_codec(DATA_CONVERTER, stranger)
+                )
+                await sender.get_workflow_handle(handle.id).signal(APPROVE_SIGNAL, approval)
+            await handle.signal(APPROVE_SIGNAL, approval)
+            async with asyncio.timeout(60):  # a bound on a wedged run, which never ends
+                outcome = await handle.result()
+
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+    warned = {(log["key_id"], log["workflow_id"]) for log in logs if log["log_level"] == "warning" and "key_id" in log}
+    assert warned == {("2026-12", handle.id), ("2026-11", handle.id)}
+    assert [(a.decision, a.approver) for a in outcome.approvals] == [
+        (ApprovalDecision.REJECTED, None),
+        (ApprovalDecision.REJECTED, None),
+        (ApprovalDecision.APPROVED, "ann"),
+    ]
+    assert all("unreadable_payload" in a.reason for a in outcome.approvals[:2])
+    assert [r.amount_cents for r in encrypted.store.refunds()] == [4900]
+
+
+async def test_a_ticket_the_worker_cannot_decrypt_fails_as_invalid_input(encrypted: Harness) -> None:
+    stranger = EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12")
+    sender = await Client.connect(address(encrypted.client), data_converter=with_codec(DATA_CONVERTER, stranger))
+    async with encrypted.worker():
+        handle = await Harness(sender, encrypted.store, encrypted.task_queue).start(ticket())
+        with pytest.raises(WorkflowFailureError) as failed:
+            async with asyncio.timeout(60):  # a bound on a wedged run, which never ends
+                await encrypted.client.get_workflow_handle(handle.id).result()
+
+    assert isinstance(failed.value.cause, ApplicationError)
+    assert failed.value.cause.type == "InvalidTicketInput"
+    assert "unreadable_payload" in failed.value.cause.message
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
 
 
 @pytest.fixture
@@ -88,18 +183,68 @@ async def codec_server() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-def test_the_content_store_seals_its_blobs_with_the_codec_keys_and_still_reads_older_plain_ones(
-    store: BusinessStore,
-) -> None:
+def test_the_content_store_seals_its_blobs_with_the_codec_keys(store: BusinessStore) -> None:
     """Conversation nodes and big tool results never pass through the payload codec: they are sealed apart."""
     sealed = ContentStore(EncryptedBlobs(store, codec()))
     key = sealed.put(QUESTION.encode())
     assert b"Lovelace" not in (store.get_blob(key) or b"")
+    assert (store.get_blob(key) or b"").startswith(SEALED_BLOB)
     assert ContentStore(EncryptedBlobs(store, codec())).get(key) == QUESTION.encode()
-    store.put_blob("sha256:older", b"stored before encryption was switched on")
-    assert EncryptedBlobs(store, codec()).get_blob("sha256:older") == b"stored before encryption was switched on"
     with pytest.raises(UnknownKeyError):
         EncryptedBlobs(store, codec(new=False, current="2026-10")).get_blob(key)
+
+
+def test_a_sealed_blob_moved_under_another_key_does_not_open() -> None:
+    """The associated data binds a blob's key: someone who can write to the bucket cannot swap one result for
+    another, even one they cannot read."""
+    backend = MemoryBlobs()
+    blobs = EncryptedBlobs(backend, codec())
+    small = ContentStore(blobs).put(b'{"order_id": "A-1001", "amount_cents": 4900}')
+    large = ContentStore(blobs).put(b'{"order_id": "A-1003", "amount_cents": 12000}')
+    backend.blobs[small] = backend.blobs[large]
+
+    with pytest.raises(BlobRefusedError, match="authentication failed under key '2026-11'"):
+        blobs.get_blob(small)
+    with pytest.raises(ApplicationError) as raised:
+        ContentStore(blobs).get(small)
+    assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
+    assert small in raised.value.message
+
+
+def test_a_blob_sealed_before_its_key_was_bound_still_opens_but_not_under_another_key() -> None:
+    """v1 blobs (associated data: the key id alone) are in stores that open histories point to, so they still
+    open; moved under another key, they are refused by the content store's hash check. A v2 blob relabelled
+    as v1 does not open at all."""
+    backend = MemoryBlobs()
+    blobs = EncryptedBlobs(backend, codec())
+    old_blob = b'{"order_id": "A-1001", "amount_cents": 4900}'
+    key, other = content_key(old_blob), content_key(b'{"order_id": "A-1003", "amount_cents": 12000}')
+    backend.blobs[key] = SEALED_BLOB_V1 + codec().seal(Payload(data=old_blob)).SerializeToString()
+    assert ContentStore(blobs).get(key) == old_blob
+
+    backend.blobs[other] = backend.blobs[key]
+    with pytest.raises(ApplicationError) as raised:
+        ContentStore(blobs).get(other)
+    assert (raised.value.type, raised.value.non_retryable) == ("ContentCorrupted", True)
+
+    bound = ContentStore(blobs).put(b"sealed with its key bound")
+    backend.blobs[bound] = SEALED_BLOB_V1 + backend.blobs[bound].removeprefix(SEALED_BLOB)
+    with pytest.raises(BlobRefusedError, match="authentication failed"):
+        blobs.get_blob(bound)
+
+
+def test_a_plain_blob_is_read_only_while_a_migration_says_so(store: BusinessStore) -> None:
+    """Blobs stored before encryption was switched on are read with AGENT_BLOBS_ACCEPT_PLAINTEXT=true only."""
+    older = b"stored before encryption was switched on"
+    store.put_blob(content_key(older), older)
+    keys = {"2026-11": SecretStr(base64.b64encode(NEW_KEY).decode())}
+
+    with pytest.raises(ApplicationError) as raised:
+        ContentStore(Settings(codec_keys=keys).blob_backend(store)).get(content_key(older))
+    assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
+    assert "AGENT_BLOBS_ACCEPT_PLAINTEXT" in raised.value.message
+    migrating = Settings(codec_keys=keys, blobs_accept_plaintext=True).blob_backend(store)
+    assert ContentStore(migrating).get(content_key(older)) == older
 
 
 async def test_the_codec_server_decodes_only_for_the_bearer_of_its_token(codec_server: str) -> None:
@@ -139,6 +284,21 @@ async def test_the_temporal_cli_shows_an_encrypted_ticket_through_the_codec_serv
     assert "ann@example.com" in await run(
         *show, "--codec-endpoint", codec_server, "--codec-auth", "Bearer s3cret-token"
     )
+
+
+async def test_the_codec_server_answers_422_saying_why_a_payload_does_not_open(codec_server: str) -> None:
+    (tampered,) = await Garbage().encode([Payload()])
+    (under_a_stranger_key,) = await EncryptionCodec({"2026-12": os.urandom(32)}, "2026-12").encode([Payload()])
+    ok = {"Authorization": "Bearer s3cret-token", "Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as http:
+        for payload, why, key_id in (
+            (tampered, "authentication failed under key '2026-11'", "2026-11"),
+            (under_a_stranger_key, "key id '2026-12' is not configured", "2026-12"),
+        ):
+            body = json.dumps({"payloads": [json.loads(json_payload(payload))]})
+            async with http.post(f"{codec_server}/decode", data=body, headers=ok) as response:
+                assert response.status == 422
+                assert await response.json() == {"error": f"cannot decode: {why}", "key_id": key_id}
 
 
 def json_payload(payload: Payload) -> str:
