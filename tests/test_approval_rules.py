@@ -112,7 +112,7 @@ class ApprovalInterleavings(RuleBasedStateMachine):
         record = self.desk.receive(list(args), self.now)
         self.received += 1
         assert record.decision is ApprovalDecision.REJECTED
-        assert record.reason.startswith("malformed approval")
+        assert record.reason.startswith(("malformed approval: ", "unreadable approval: "))
 
     @rule(minutes=st.integers(1, 90))
     def time_passes(self, minutes: int) -> None:

@@ -76,6 +76,8 @@ class ApprovalDesk:
         request waiting if it is the first valid answer to it."""
         if len(args) != 1:
             return self._reject(None, f"malformed approval: expected one JSON object, got {len(args)} arguments", at)
+        if isinstance(args[0], dict) and set(args[0]) == {"unreadable_payload"}:  # what the codec makes of it
+            return self._reject(None, f"unreadable approval: {args[0]['unreadable_payload']}", at)
         try:
             approval = Approval.model_validate(args[0])
         except ValidationError as error:
