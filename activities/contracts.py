@@ -36,6 +36,9 @@ APPROVE_SIGNAL = "approve"
 AWAITING_APPROVAL_QUERY = "awaiting_approval_of"
 USAGE_QUERY = "usage"
 AWAITING_APPROVAL_ATTRIBUTE = "AwaitingApprovalCents"
+APPROVAL_REQUEST_MEMO = "approval_request"
+"""The memo field that holds the request waiting (``ApprovalRequest``), for as long as it waits: visibility
+shows it with no worker running, so ``agent-worker approve`` can send its id when no worker answers a query."""
 
 ORDER_ID_PATTERN = r"[A-Z]-\d{4,}"
 OrderId = Annotated[str, StringConstraints(pattern=rf"^{ORDER_ID_PATTERN}$")]

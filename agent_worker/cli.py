@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import structlog
+from pydantic import ValidationError
 
-from activities.contracts import Order, money
+from activities.contracts import Approval, Order, describe_errors, money
 from agent_worker import logging as agent_logging
 from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect
@@ -65,6 +66,7 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")
     approve.add_argument("--approver", required=True)
     approve.add_argument("--decline", action="store_true")
+    approve.add_argument("--request-id", help="the request answered (R1, ...); by default the one waiting now")
     for command in (tickets, show, approve):
         command.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
         command.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
@@ -152,9 +154,18 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
     elif args.command == "show":
         await operator.show(client, args.ticket)
     else:
-        await operator.approve(
-            client, args.ticket, amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver
-        )
+        try:
+            answer = Approval(
+                amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver,
+                request_id=args.request_id,
+            )  # fmt: skip
+            await operator.approve(client, args.ticket, answer)
+        except ValidationError as error:
+            print(f"not sent: {describe_errors(error)}", file=sys.stderr)
+            return 2
+        except operator.NotWaitingError as error:
+            print(error, file=sys.stderr)
+            return 1
     return 0
 
 

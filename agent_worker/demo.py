@@ -21,6 +21,7 @@ from activities.contracts import (
     AWAITING_APPROVAL_QUERY,
     WORKFLOW_NAME,
     Approval,
+    ApprovalRequest,
     Order,
     Outcome,
     TicketInput,
@@ -100,15 +101,18 @@ def next_demo_order(refunds: Sequence[Any], customer: str) -> Order:
 
 
 async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bool | None) -> None:
-    amount = await handle.query(AWAITING_APPROVAL_QUERY, result_type=int | None)  # type: ignore[arg-type]
-    if amount is None:
+    request = await handle.query(AWAITING_APPROVAL_QUERY, result_type=ApprovalRequest | None)  # type: ignore[arg-type]
+    if request is None:
         return
+    amount = request.amount_cents
     if decision is None:
-        reply = await asyncio.to_thread(input, f"{INDENT}approve a refund of {money(amount)}? [y/N] ")
+        prompt = f"{INDENT}approve a refund of {money(amount)} (request {request.request_id})? [y/N] "
+        reply = await asyncio.to_thread(input, prompt)
         decision = reply.strip().lower() in {"y", "yes"}
     else:
         say(f"{INDENT}{'approving' if decision else 'declining'} it, as --{'approve' if decision else 'decline'} says")
-    await handle.signal(APPROVE_SIGNAL, Approval(amount_cents=amount, approved=decision, approver="demo-operator"))
+    answer = Approval(amount_cents=amount, approved=decision, approver="demo-operator", request_id=request.request_id)
+    await handle.signal(APPROVE_SIGNAL, answer)
 
 
 EXAMPLE_TICKET = (

@@ -8,17 +8,20 @@ over Temporal's visibility store (so it works with no worker running), ``show`` 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
 from activities.contracts import (
+    APPROVAL_REQUEST_MEMO,
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
     AWAITING_APPROVAL_QUERY,
     WORKFLOW_NAME,
     Approval,
+    ApprovalRequest,
     Outcome,
     money,
 )
@@ -38,17 +41,39 @@ def tickets_query(*, waiting: bool) -> str:
     return f"{query} AND {AWAITING_APPROVAL_ATTRIBUTE} > 0" if waiting else query
 
 
+class NotWaitingError(RuntimeError):
+    """The ticket waits for no approval, or for another amount than the person was shown."""
+
+
 async def list_tickets(client: Client, *, waiting: bool, limit: int) -> int:
     count = 0
     async for execution in client.list_workflows(tickets_query(waiting=waiting), limit=limit):
         amount = execution.typed_search_attributes.get(AWAITING)
+        request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
         status = execution.status.name.lower() if execution.status else "unknown"
         say(
             f"{execution.id:<40} {status:<11} {when(execution.start_time)}"
             + (f"  waiting for approval of {money(amount)}" if amount else "")
+            + (f" ({describe_request(request)})" if amount and request else "")
         )
         count += 1
     return count
+
+
+def describe_request(request: ApprovalRequest) -> str:
+    order = f" on {request.order_id}" if request.order_id else ""
+    return f"request {request.request_id}{order}, answer by {when(request.deadline)} UTC"
+
+
+async def waiting_request(handle: WorkflowHandle[Any, Any]) -> ApprovalRequest | None:
+    """The request a ticket waits on, from visibility: it needs no worker running."""
+    description = await handle.describe()
+    request: ApprovalRequest | None = await description.memo_value(
+        APPROVAL_REQUEST_MEMO,
+        None,
+        type_hint=ApprovalRequest | None,  # type: ignore[arg-type]
+    )
+    return request
 
 
 async def show(client: Client, ticket: str) -> None:
@@ -63,7 +88,12 @@ async def show(client: Client, ticket: str) -> None:
         except RPCError as error:  # a query needs a worker; the history above does not
             say(f"(no worker answered the query: {error.message or error.status.name})")
         else:
-            say(f"waiting for approval of {money(waiting)}" if waiting else "not waiting for an approval")
+            request = ApprovalRequest.model_validate(waiting) if waiting else None
+            say(
+                f"waiting for approval of {money(request.amount_cents)} ({describe_request(request)})"
+                if request
+                else "not waiting for an approval"
+            )
     elif description.status == WorkflowExecutionStatus.COMPLETED:
         outcome = await handle.result()
         say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
@@ -89,10 +119,26 @@ async def run_ids(client: Client, workflow_id: str, last: str) -> list[str]:
         runs.append(previous)
 
 
-async def approve(client: Client, ticket: str, *, amount_cents: int, approved: bool, approver: str) -> None:
+async def approve(client: Client, ticket: str, answer: Approval) -> None:
+    """Answer the request the ticket waits on, always naming it: an answer sent twice, or late, can then never
+    release a later refund. Without ``answer.request_id``, the one waiting is read from visibility (no worker
+    needed), and nothing is sent unless it is for the amount the person was shown."""
     handle = client.get_workflow_handle(workflow_id(ticket))
-    await handle.signal(APPROVE_SIGNAL, Approval(amount_cents=amount_cents, approved=approved, approver=approver))
-    say(f"{'approved' if approved else 'declined'} {money(amount_cents)} on {handle.id} as {approver}")
+    if answer.request_id is None:
+        request = await waiting_request(handle)
+        if request is None:
+            raise NotWaitingError(f"{handle.id} is not waiting for an approval; nothing was sent")
+        if request.amount_cents != answer.amount_cents:
+            raise NotWaitingError(
+                f"{handle.id} waits for {money(request.amount_cents)} ({describe_request(request)}), "
+                f"not {money(answer.amount_cents)}; nothing was sent"
+            )
+        answer = answer.model_copy(update={"request_id": request.request_id})
+    await handle.signal(APPROVE_SIGNAL, answer)
+    say(
+        f"{'approved' if answer.approved else 'declined'} {money(answer.amount_cents)} ({answer.request_id}) "
+        f"on {handle.id} as {answer.approver}"
+    )
 
 
 def when(moment: datetime | None) -> str:

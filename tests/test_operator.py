@@ -24,19 +24,30 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
             listed = await run(AGENT_WORKER, "tickets", "--waiting", *cli)
     line = next(line for line in listed.splitlines() if handle.id in line)
     assert "running" in line
-    assert "waiting for approval of 49.00" in line
+    assert "waiting for approval of 49.00 (request R1 on A-1001, answer by " in line
 
     shown = await run(AGENT_WORKER, "show", handle.id, *cli)
     assert "the model asks for lookup_order(order_id='A-1001')" in shown
     assert "[approval] a refund of 49.00 waits for a person" in shown
     assert "no worker answered the query" in shown
 
+    # Still no worker: the request's id comes from visibility, and an answer about another amount is not sent.
+    wrong = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "approve", handle.id, "--amount-cents", "5900", "--approver", "ann", *cli,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, refused = await wrong.communicate()
+    assert wrong.returncode == 1
+    assert refused.decode().startswith(f"{handle.id} waits for 49.00 (request R1 on A-1001, answer by ")
+    assert refused.decode().strip().endswith("not 59.00; nothing was sent")
+    approved = await run(AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli)
+    assert approved.strip() == f"approved 49.00 (R1) on {handle.id} as ann"
+
     async with agent.worker():
-        assert "waiting for approval of 49.00" in await run(AGENT_WORKER, "show", handle.id, *cli)
-        approved = await run(AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli)
-        assert approved.strip() == f"approved 49.00 on {handle.id} as ann"
-        await handle.result()
+        outcome = await handle.result()
         shown = await run(AGENT_WORKER, "show", handle.id, *cli)
+
+    assert [(a.request_id, a.decision.value, a.approver) for a in outcome.approvals] == [("R1", "approved", "ann")]
 
     assert "status resolved, 4 steps, 4 model calls" in shown
     assert "refund #1: 49.00 on A-1001" in shown

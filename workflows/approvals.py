@@ -21,6 +21,7 @@ from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
+        APPROVAL_REQUEST_MEMO,
         AWAITING_APPROVAL_ATTRIBUTE,
         ApprovalDecision,
         ApprovalRecord,
@@ -117,6 +118,8 @@ class ApprovalGate:
         request = self.desk.waiting
         assert request is not None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
+        if strict:
+            workflow.upsert_memo({APPROVAL_REQUEST_MEMO: request.model_dump(mode="json")})
         if not resumed:  # the run this one continues wrote it already
             until = f" (request {request.request_id}, answer by {request.deadline:%Y-%m-%d %H:%M:%S} UTC)"
             await self._audit(f"refund of {money(amount_cents)} waits for approval{until if strict else ''}")
@@ -182,7 +185,10 @@ class ApprovalGate:
         await self._continuation.continue_waiting()
 
     def _leave(self) -> None:
+        """Nothing waits any more, as far as visibility can tell: cleared on every way out of a wait."""
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
+        if self.desk.strict:
+            workflow.upsert_memo({APPROVAL_REQUEST_MEMO: None})
 
     def _resume(self, amount_cents: int) -> bool:
         """Take over the request the last run was waiting on, if this is the refund it was for."""
