@@ -59,6 +59,22 @@ class TwoLookupsModel:
         return Decision(content=[TextBlock(text="Both orders are on their way.")], stop_reason="end_turn")
 
 
+class PlaysBack:
+    """Plays one decision per step, then answers: for the paths the scripted support never takes."""
+
+    name = "playback"
+
+    def __init__(self, *steps: list[tuple[str, dict[str, Any]]]) -> None:
+        self.steps = steps
+
+    async def decide(self, request: ThinkRequest) -> Decision:
+        if request.step > len(self.steps):
+            return Decision(content=[TextBlock(text="Done.")], stop_reason="end_turn")
+        calls = [ToolUseBlock(id=f"toolu_{request.step}_{n}", name=name, input=args)
+                 for n, (name, args) in enumerate(self.steps[request.step - 1])]  # fmt: skip
+        return Decision(content=list(calls), stop_reason="tool_use")
+
+
 class Recorder:
     def __init__(self, client: Client, store: BusinessStore, task_queue: str) -> None:
         self.client, self.store, self.task_queue = client, store, task_queue
@@ -239,6 +255,53 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
         )
 
 
+async def approval_answered_twice_the_first_decides(r: Recorder) -> Handle:
+    """The path added behind the ``approval-requests`` patch: a request with an id, its deadline and a memo;
+    ann declines, mallory's later approval is rejected as already answered, and both are audited."""
+    handle = await r.start(ticket())
+    request = await awaiting(handle, 4900)
+    assert request is not None
+    await approve(handle, 4900, approved=False, approver="ann")
+    await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "mallory",
+                                         "request_id": request.request_id})  # fmt: skip
+    await handle.result()
+    return handle
+
+
+async def approval_signals_without_input_then_approved(r: Recorder) -> Handle:
+    """A signal with no input, one with two, then an approval naming its request: recorded, never a wedge."""
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    await handle.signal(APPROVE_SIGNAL)
+    await handle.signal(APPROVE_SIGNAL, args=[{"amount_cents": 4900}, {"approved": True}])
+    await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann",
+                                         "request_id": "R1"})  # fmt: skip
+    await handle.result()
+    return handle
+
+
+async def another_customers_order_refused(r: Recorder) -> Handle:
+    """The path added behind the ``own-orders-only`` patch: a refund asked for without a lookup is looked up
+    first, and another customer's order reads as no order."""
+    return await r.finished(ticket("Refund A-1004, it is mine", approval_limit_cents=10_000))
+
+
+async def refund_in_two_parts(r: Recorder) -> Handle:
+    """The path added behind the ``refund-parts`` patch: keys name the part, and a second part of the same
+    order waits for a person even below the limit."""
+    handle = await r.start(ticket(approval_limit_cents=3000))
+    await awaiting(handle, 500)
+    await approve(handle, 500)
+    await handle.result()
+    return handle
+
+
+async def continued_while_a_request_waits(r: Recorder) -> Handle:
+    """A run that continues as new while request R1 waits: it clears the search attribute and the memo first,
+    and the next run waits on for R1 (``..._first_run`` is the first run)."""
+    return await _continued_mid_approval(r, "continued_while_a_request_waits")
+
+
 async def _wait_closed(handle: Handle) -> None:
     async with asyncio.timeout(30):
         while (await handle.describe()).close_time is None:
@@ -253,7 +316,9 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
         resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
         linear_history_with_large_results, continued_as_new_while_awaiting_approval, refund_timed_out_reconciled,
-        continued_with_records_archived, summarized_old_turns,
+        continued_with_records_archived, summarized_old_turns, approval_answered_twice_the_first_decides,
+        approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
+        continued_while_a_request_waits,
     )
 }  # fmt: skip
 
@@ -261,6 +326,14 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     "two_lookups_at_once": TwoLookupsModel,
     "linear_history_with_large_results": lambda: LongTicketModel(4),
     "summarized_old_turns": lambda: ContextBoundModel(6),
+    "another_customers_order_refused": lambda: PlaysBack(
+        [("issue_refund", {"order_id": "A-1004", "amount_cents": 899})]
+    ),
+    "refund_in_two_parts": lambda: PlaysBack(
+        [("lookup_order", {"order_id": "A-1001"})],
+        [("issue_refund", {"order_id": "A-1001", "amount_cents": 1000})],
+        [("issue_refund", {"order_id": "A-1001", "amount_cents": 500})],
+    ),
 }
 """Scenarios that need another model than the script."""
 
