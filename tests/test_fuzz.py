@@ -23,10 +23,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts import (
     APPROVE_SIGNAL,
+    WORKFLOW_NAME,
     ApprovalDecision,
     ContentBlock,
     Decision,
     Order,
+    Outcome,
     TextBlock,
     ThinkRequest,
     ToolUseBlock,
@@ -109,11 +111,19 @@ tickets = st.one_of(
 )
 
 
+start_args = st.one_of(
+    tickets.map(lambda raw: [raw]),
+    st.lists(tickets | junk, max_size=3).filter(lambda args: len(args) != 1),  # none, or a forged second, or more
+)
+
+
 @FUZZ
-@given(raw=tickets)
-async def test_fuzzed_tickets_fail_at_once_with_a_clear_error_or_run(fuzzing: Harness, raw: Any) -> None:
+@given(args=start_args)
+async def test_fuzzed_tickets_fail_at_once_with_a_clear_error_or_run(fuzzing: Harness, args: list[Any]) -> None:
     TRIED["tickets"] += 1
-    handle = await fuzzing.start(raw)
+    handle: Handle = await fuzzing.client.start_workflow(
+        WORKFLOW_NAME, args=args, id=f"ticket-{uuid.uuid4()}", task_queue=fuzzing.task_queue, result_type=Outcome
+    )
     error: BaseException | None = None
     try:
         await handle.result()
@@ -123,30 +133,41 @@ async def test_fuzzed_tickets_fail_at_once_with_a_clear_error_or_run(fuzzing: Ha
         assert isinstance(error, ApplicationError)
         assert error.type == "InvalidTicketInput"
         assert error.message.startswith("Invalid ticket input: ")
+    else:
+        assert len(args) == 1, "only a ticket alone starts a run; a second argument is a continued run's"
     await no_failed_workflow_tasks(handle)
 
 
 # --- approval signals ------------------------------------------------------------------------------------
 
+look_alikes = st.sampled_from(["ann", "\u0430nn", "ANN", "ann ", "a\u200bnn", "\uff42en", "ben", "mallory", ""])
+"""Approvers as they may be typed: a Cyrillic a (U+0430), a zero-width space, full-width letters, blanks."""
 approvals = st.one_of(
     junk,
+    st.fixed_dictionaries({"unreadable_payload": st.text(max_size=30)}),  # what the codec makes of ciphertext
     st.fixed_dictionaries(
         {},
         optional={
-            "amount_cents": st.sampled_from([4900, 1000, 0, -4900]) | junk,
+            "amount_cents": st.sampled_from([4900, 1000, 0, -4900, 2**63, 2**64 + 4900]) | junk,
             "approved": st.booleans() | junk,
-            "approver": st.text(max_size=20) | junk,
+            "approver": look_alikes | st.text(max_size=20) | junk,
+            "request_id": st.sampled_from(["R1", "R2", "r1", ""]) | junk,
         },
     ),
+)
+signals = st.one_of(
+    approvals.map(lambda payload: [payload]),
+    st.lists(approvals, max_size=3).filter(lambda args: len(args) != 1),  # no input, or several
 )
 
 
 @FUZZ
-@given(payloads=st.lists(approvals, min_size=1, max_size=3))
+@given(sent=st.lists(signals, min_size=1, max_size=3))
 async def test_fuzzed_approvals_release_nothing_unless_they_are_a_valid_answer_about_the_amount_shown(
-    fuzzing: Harness, payloads: list[Any]
+    fuzzing: Harness, sent: list[list[Any]]
 ) -> None:
-    TRIED["approval signals"] += len(payloads)
+    TRIED["approval signals"] += len(sent)
+    payloads: list[Any] = [args[0] if len(args) == 1 else None for args in sent]  # None: no valid answer
     order = Order(
         order_id=f"F-{10_000 + TRIED['approval signals']}", amount_cents=4900, customer_email="ann@example.com"
     )
@@ -155,9 +176,9 @@ async def test_fuzzed_approvals_release_nothing_unless_they_are_a_valid_answer_a
     fuzzing.model.plans[raw["ticket_id"]] = None  # type: ignore[attr-defined]
     handle = await fuzzing.start(raw)
     await awaiting(handle, 4900)
-    for payload in payloads:
-        await handle.signal(APPROVE_SIGNAL, payload)
-    answers = [p for p in payloads if is_valid_answer_about(p, 4900)]
+    for args in sent:
+        await handle.signal(APPROVE_SIGNAL, args=args)
+    answers: list[dict[str, Any]] = [p for p in payloads if is_valid_answer_about(p, 4900)]
     if not answers:
         await awaiting(handle, 4900)  # still waiting: nothing above released it
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": False, "approver": "fuzz"})
@@ -172,24 +193,36 @@ async def test_fuzzed_approvals_release_nothing_unless_they_are_a_valid_answer_a
 
 
 def is_valid_answer_about(payload: Any, amount: int) -> bool:
+    """The rules as the README states them, for the only request of these tickets (R1): one JSON object, its
+    fields and no others, the amount shown, a non-blank approver (anyone may approve: the worker names
+    nobody), and the request's id or none."""
     return (
         isinstance(payload, dict)
-        and set(payload) == {"amount_cents", "approved", "approver"}
+        and set(payload) - {"request_id"} == {"amount_cents", "approved", "approver"}
         and type(payload["amount_cents"]) is int
         and payload["amount_cents"] == amount
         and type(payload["approved"]) is bool
         and isinstance(payload["approver"], str)
-        and payload["approver"].strip() != ""
+        and 0 < len(payload["approver"].strip()) <= 200
+        and payload.get("request_id") in (None, "R1")
     )
 
 
 # --- model outputs ---------------------------------------------------------------------------------------
 
-tool_names = st.sampled_from(["lookup_order", "issue_refund", "send_email"]) | st.text(max_size=20)
+tool_names = st.sampled_from(["lookup_order", "issue_refund", "send_email", "order_events"]) | st.text(max_size=20)
+addresses = st.sampled_from(
+    ["ann@example.com", "ANN@Example.com", "eve@example.com", "ann@ex\u0430mple.com", "ann@example.com.evil.io",
+     "ann@example.com\nBcc: eve@example.com", "\uff45ve@example.com", "dev@example.com"]
+)  # fmt: skip
+"""The customer's address, and what a steered model writes instead: a Cyrillic a (U+0430), full-width letters, an
+injected header, another customer."""
 tool_inputs = st.dictionaries(
     st.sampled_from(["order_id", "amount_cents", "to", "subject", "body"]) | st.text(max_size=8),
-    st.sampled_from(["A-1001", "A-1002", "Z-1", "ann@example.com", "eve@example.com"])
+    st.sampled_from(["A-1001", "A-1002", "A-1004", "A-1005", "Z-1"])
+    | addresses
     | st.integers(min_value=-10_000, max_value=100_000)
+    | st.integers(min_value=2**31 - 2, max_value=2**70)
     | json_values,
     max_size=4,
 )
@@ -217,10 +250,13 @@ async def test_fuzzed_model_outputs_end_in_tool_results_and_never_in_a_refund_th
     assert outcome.steps <= 5
     for refund in outcome.refunds:
         assert 0 < refund.amount_cents <= 2000  # nobody approved anything above the limit
-    for order in ("A-1001", "A-1002"):
+    for order in ("A-1001", "A-1005"):
         paid = sum(r.amount_cents for r in fuzzing.store.refunds(order))
         assert paid <= fuzzing.store.order(order).amount_cents
-    assert {e.to for e in fuzzing.store.emails()} <= {"ann@example.com"}
+    for order in ("A-1002", "A-1003", "A-1004"):  # other customers' orders: never refunded on ann's tickets
+        assert fuzzing.store.refunds(order) == []
+    assert {e.to for e in fuzzing.store.emails()} <= {"ann@example.com"}  # the address itself, never a look-alike
+    assert all("dev@example.com" not in c.result for c in outcome.tool_calls)
 
 
 def test_the_fuzzers_tried_what_the_readme_says() -> None:
