@@ -160,7 +160,7 @@ class SupportAgent:
         except ValidationError as error:
             raise _invalid(describe_errors(error)) from None
         raw_state = args[1] if len(args) == 2 else None
-        if raw_state is not None and workflow.info().continued_run_id is None:
+        if len(args) == 2 and workflow.info().continued_run_id is None:
             raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
         try:
             carried = None if raw_state is None else ContinuedState.model_validate(raw_state)
