@@ -51,9 +51,19 @@ async def _call(fn: Callable[[], T]) -> T:
     """Run a store call off the event loop, heartbeating, with business refusals made non-retryable."""
     try:
         async with heartbeating():
-            return await asyncio.to_thread(fn)
+            return await asyncio.to_thread(_logging_refusals, fn)
     except tuple(NON_RETRYABLE) as error:
         raise ApplicationError(str(error), type=NON_RETRYABLE[type(error)], non_retryable=True) from error
+
+
+def _logging_refusals(fn: Callable[[], T]) -> T:
+    """A refusal is logged where it happens, in the thread: an attempt the server gave up on (its await long
+    cancelled) still runs to the end, and its refusal is the only trace of what it tried."""
+    try:
+        return fn()
+    except tuple(NON_RETRYABLE) as error:
+        log.warning("refused", refusal=NON_RETRYABLE[type(error)], reason=str(error))
+        raise
 
 
 INLINE_MAX_BYTES = 8192

@@ -14,7 +14,9 @@ off unless ``AGENT_FAULTS`` names them; a worker with faults logs a warning sayi
 - ``after:think#2=kill``: the second time ``think`` returns (the step that proposes the refund);
 - ``after:issue_refund=hang*5``: the first five times, stop heartbeating and sit past the attempt's
   timeout, then fail the attempt (the server has long given up on it by then); a hang ``before`` an
-  activity never runs it.
+  activity never runs it;
+- ``before:issue_refund#5=stall``: the fifth time, sit past the attempt's timeout without heartbeating, then
+  do the work all the same, as a thread nobody can cancel does: the attempt the server gave up on pays late.
 
 Every time a named point is reached, it claims the next number for that point by creating a marker file
 with ``O_EXCL`` in a directory beside the business database, atomically across processes. So the n-th
@@ -41,11 +43,11 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 log = structlog.get_logger(__name__)
 
-Action = Literal["kill", "hang"]
+Action = Literal["kill", "hang", "stall"]
 _FAULT = re.compile(
     r"^(?P<when>before|after):(?P<activity>\w+)(?:#(?P<nth>\d+))?=(?P<action>\w+)(?:\*(?P<times>\d+))?$"
 )
-_ACTIONS: tuple[Action, ...] = ("kill", "hang")
+_ACTIONS: tuple[Action, ...] = ("kill", "hang", "stall")
 HANG_MARGIN = timedelta(seconds=1)
 HANG_WITHOUT_TIMEOUT = timedelta(minutes=5)
 
@@ -87,6 +89,8 @@ def parse(spec: str) -> list[Fault]:
         action = match["action"]
         if action not in _ACTIONS:
             raise FaultSpecError(f"Unknown fault action {action!r} in {part!r}: use one of {', '.join(_ACTIONS)}")
+        if action == "stall" and match["when"] == "after":
+            raise FaultSpecError(f"Fault {part!r}: a stall delays the work, so it comes before an activity")
         nth, times = int(match["nth"] or 1), int(match["times"] or 1)
         if nth < 1 or times < 1:
             raise FaultSpecError(f"Fault {part!r}: #NTH and *TIMES count from 1")
@@ -142,33 +146,55 @@ class HungError(Exception):
 
 
 async def hang(fault: Fault) -> None:
-    """Stop heartbeating and sit past the attempt's timeout, then fail the attempt without doing its work."""
+    """Stop heartbeating and sit past the attempt's timeout; then fail the attempt without doing its work, or,
+    for a stall, return and let it do its work late."""
     info = activity.info()
     timeout = info.start_to_close_timeout or HANG_WITHOUT_TIMEOUT
     log.warning("fault injected: hanging past the attempt's timeout", fault=str(fault), seconds=timeout.total_seconds())
     await asyncio.sleep((timeout + HANG_MARGIN).total_seconds())
-    raise HungError(f"fault {fault} hung this attempt past its timeout")
+    if fault.action == "hang":
+        raise HungError(f"fault {fault} hung this attempt past its timeout")
+    log.warning("fault injected: the stalled attempt does its work now", fault=str(fault))
 
 
 class _Inbound(ActivityInboundInterceptor):
     def __init__(self, next: ActivityInboundInterceptor, faults: Faults) -> None:  # noqa: A002 - the SDK's name
         super().__init__(next)
         self.faults = faults
+        self._stalled: set[asyncio.Task[Any]] = set()
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:  # noqa: A002 - the SDK's name
         name = activity.info().activity_type
-        await self._at(f"before:{name}")
+        if (stall := await self._at(f"before:{name}")) is not None:
+            # The attempt goes on in a task of its own, which the attempt's cancellation does not reach, as a
+            # thread in the middle of a call would not be reached: it does its work after the server gave up.
+            late = asyncio.create_task(self._late(stall, input))
+            self._stalled.add(late)
+            late.add_done_callback(self._stalled.discard)
+            return await asyncio.shield(late)
         result = await self.next.execute_activity(input)
         await self._at(f"after:{name}")
         return result
 
-    async def _at(self, point: str) -> None:
+    async def _late(self, fault: Fault, input: ExecuteActivityInput) -> Any:  # noqa: A002 - the SDK's name
+        await hang(fault)
+        try:
+            return await self.next.execute_activity(input)
+        except Exception as error:
+            log.warning("fault injected: the stalled attempt failed", fault=str(fault), error=str(error))
+            raise
+
+    async def _at(self, point: str) -> Fault | None:
+        """Fire the fault due at ``point``; a stall is returned for the caller to carry out."""
         fault = await asyncio.to_thread(self.faults.due, point)
         if fault is None:
-            return
+            return None
+        if fault.action == "stall":
+            return fault
         if fault.action == "kill":
             kill_this_process(fault, attempt=activity.info().attempt)
         await hang(fault)
+        return None
 
 
 class FaultInterceptor(Interceptor):

@@ -28,15 +28,23 @@ def test_no_setting_means_no_faults(tmp_path: Path) -> None:
 
 
 def test_a_fault_names_its_point_its_first_reach_how_many_times_and_what_it_does() -> None:
-    assert parse("after:issue_refund=kill, before:think#3=hang*2") == [
+    assert parse("after:issue_refund=kill, before:think#3=hang*2, before:issue_refund#5=stall") == [
         Fault("after", "issue_refund", "kill"),
         Fault("before", "think", "hang", nth=3, times=2),
+        Fault("before", "issue_refund", "stall", nth=5),
     ]
 
 
 @pytest.mark.parametrize(
     "spec",
-    ["after:issue_refund", "during:think=kill", "after:think=explode", "after:think#0=kill", "after:think=kill*0"],
+    [
+        "after:issue_refund",
+        "during:think=kill",
+        "after:think=explode",
+        "after:think#0=kill",
+        "after:think=kill*0",
+        "after:issue_refund=stall",
+    ],
 )
 def test_a_fault_setting_that_says_nothing_exact_stops_the_worker(spec: str) -> None:
     with pytest.raises(ValueError, match=r"(?i)fault"):

@@ -3,13 +3,14 @@ and on PostgreSQL alike."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activities.contracts import EmailRequest, Order, RefundRequest
-from activities.store import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
+from activities.contracts import EmailRequest, Order, RefundReceipt, RefundRequest
+from activities.store import IdempotencyConflictError, KeyClosedError, OrderNotFoundError, RefundExceedsChargeError
 from tests.conftest import StoreFactory
 
 
@@ -160,3 +161,67 @@ def test_a_password_in_the_database_url_is_hidden_when_the_store_is_logged() -> 
     assert "hunter2" not in str(store)
     assert "db.internal/business" in str(store)
     store.close()
+
+
+# --- a refund whose outcome was unknown is settled for good (issue 13, case 7) ---------------------------------
+
+
+def test_a_key_settled_as_unpaid_refuses_a_late_attempt_for_ever(make_store: StoreFactory) -> None:
+    """Reconciliation said "not made": the attempt still running somewhere (a thread nobody can cancel) must
+    not pay when it finally gets to the provider, not even after the key would have expired."""
+    clock = Clock()
+    store = make_store(key_ttl=timedelta(hours=24), clock=clock)
+    assert store.settle_refund("refund:T-1/A-1001/1") is None
+
+    with pytest.raises(KeyClosedError, match="was settled as not paid"):
+        store.refund(refund(4900, key="refund:T-1/A-1001/1"))
+    clock.now += timedelta(days=30)
+    with pytest.raises(KeyClosedError):
+        store.refund(refund(4900, key="refund:T-1/A-1001/1"))
+    assert store.refunds() == []
+    assert store.refund(refund(4900, key="refund:T-1/A-1001/2")).amount_cents == 4900  # the next part pays
+
+
+def test_settling_a_key_that_paid_returns_the_refund_and_changes_nothing(make_store: StoreFactory) -> None:
+    store = make_store()
+    paid = store.refund(refund(4900, key="refund:T-1/A-1001/1"))
+    found = store.settle_refund("refund:T-1/A-1001/1")
+
+    assert found == paid.model_copy(update={"replayed": True})
+    assert store.refund(refund(4900, key="refund:T-1/A-1001/1")).replayed  # a retry still gets its result
+
+
+def test_a_late_attempt_racing_the_settlement_either_pays_and_is_found_or_never_pays(make_store: StoreFactory) -> None:
+    """Four attempts and four settlements of one key at once, many times over: whichever commits first, the
+    settlement's answer is the truth, and nothing is paid after "not made"."""
+    store = make_store(refund_guard=False)
+    for n in range(10):
+        key = f"refund:T-race/A-1001/{n}"
+        barrier = threading.Barrier(8)
+        settled: list[RefundReceipt | None] = []
+        paid: list[RefundReceipt] = []
+
+        def attempt(key: str = key, barrier: threading.Barrier = barrier, paid: list[RefundReceipt] = paid) -> None:
+            barrier.wait()
+            with contextlib.suppress(KeyClosedError):
+                paid.append(store.refund(refund(100, key=key)))
+
+        def settle(
+            key: str = key, barrier: threading.Barrier = barrier, settled: list[RefundReceipt | None] = settled
+        ) -> None:
+            barrier.wait()
+            settled.append(store.settle_refund(key))
+
+        threads = [threading.Thread(target=f) for f in (attempt, settle) * 4]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        made = [r for r in store.refunds() if r.refund_id in {p.refund_id for p in paid}]
+        assert len(made) <= 1
+        if made:  # paid before any settlement closed the key: every settlement found it
+            assert all(s is not None and s.refund_id == made[0].refund_id for s in settled)
+        else:  # closed first: every attempt was refused
+            assert paid == []
+            assert settled == [None] * 4

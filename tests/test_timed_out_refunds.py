@@ -34,6 +34,8 @@ pytestmark = pytest.mark.slow
 
 PAYS_THEN_HANGS = "after:issue_refund=hang*5"
 HANGS_BEFORE_PAYING = "before:issue_refund=hang*5"
+PAYS_LATE = "before:issue_refund=hang*4,before:issue_refund#5=stall"
+"""Four attempts hang without paying; the fifth sits past its timeout, then pays all the same."""
 NO_APPROVAL_NEEDED = 10_000
 
 
@@ -58,6 +60,7 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
     "per_order, not reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_order", "reconcile_refunds": False}),
     "per_tool_call, reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_tool_call"}),
     "never paid, reconciled": (HANGS_BEFORE_PAYING, {"refund_key": "per_tool_call"}),
+    "paid late, after reconciled": (PAYS_LATE, {"refund_key": "per_tool_call"}),
 }
 
 
@@ -157,3 +160,24 @@ async def test_reconciliation_shipped_without_its_patch_would_break_the_runs_alr
     assert with_patch.ok, with_patch.failure
     assert "Nondeterminism" in str(without_patch.failure)
     assert "'find_refund'" in str(without_patch.failure)
+
+
+async def test_an_attempt_that_pays_after_reconciliation_said_not_made_is_refused(
+    scenarios: dict[str, asyncio.Task[Scenario]],
+) -> None:
+    """Issue 13, case 7: the fifth attempt's thread outlives its timeout and reaches the provider after the
+    workflow was told "not made" and the model asked again. The key was closed by the reconciliation, so the
+    late attempt is refused: one refund, the one the model's second ask made."""
+    run = await scenarios["paid late, after reconciled"]
+
+    assert run.refunds() == [4900]
+    (first_failed, not_made), second = run.refund_results()
+    assert first_failed
+    assert "was not made" in not_made
+    assert second == (False, "Refunded 49.00 on order A-1001 (refund #1).")
+    async with asyncio.timeout(60):  # the stalled attempt wakes some 30 s after its timeout
+        while not (refused := [e for w in run.lab.workers for e in w.logs() if e.get("event") == "refused"]):
+            await asyncio.sleep(0.5)
+    (late,) = refused
+    assert late["refusal"] == "IdempotencyKeyClosed"
+    assert run.refunds() == [4900]

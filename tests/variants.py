@@ -34,11 +34,11 @@ class LooksUpBeforeThinking(SupportAgent):
     """A "harmless" release that looks the order up before asking the model."""
 
     @workflow.run
-    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
+    async def run(self, *args: Any) -> Outcome:
         await workflow.execute_activity_method(
             ToolActivities.lookup_order, LookupOrderArgs(order_id="A-1001"), **policies.LOOKUP_ORDER
         )
-        return await super().run(raw_ticket, raw_state)
+        return await super().run(*args)
 
 
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
@@ -47,8 +47,8 @@ class DecidesOnTheWallClock(SupportAgent):
     workflow time, so a replay after the SLA has passed takes the escalation branch."""
 
     @workflow.run
-    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
-        ticket = TicketInput.model_validate(raw_ticket)
+    async def run(self, *args: Any) -> Outcome:
+        ticket = TicketInput.model_validate(args[0])
         opened_at = ticket.opened_at or workflow.info().start_time
         if datetime.now(UTC) - opened_at > timedelta(seconds=ticket.options.sla_seconds):
             await workflow.execute_activity_method(
@@ -57,23 +57,23 @@ class DecidesOnTheWallClock(SupportAgent):
                 **policies.AUDIT,
             )
             return Outcome(ticket_id=ticket.ticket_id, status=Status.ESCALATED, answer="", steps=0, model_calls=0)
-        return await super().run(raw_ticket, raw_state)
+        return await super().run(*args)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
 class ReadsTheClockInTheSandbox(SupportAgent):
     @workflow.run
-    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
+    async def run(self, *args: Any) -> Outcome:
         workflow.logger.info("it is %s", datetime.now(UTC))
-        return await super().run(raw_ticket, raw_state)
+        return await super().run(*args)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
 class DrawsRandomnessInTheSandbox(SupportAgent):
     @workflow.run
-    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
+    async def run(self, *args: Any) -> Outcome:
         workflow.logger.info("lucky number %s", random.random())
-        return await super().run(raw_ticket, raw_state)
+        return await super().run(*args)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -81,8 +81,8 @@ class ClosingAuditWithoutPatch(SupportAgent):
     """The closing audit entry shipped without ``workflow.patched``: runs started before it break."""
 
     @workflow.run
-    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
-        outcome = await super().run(raw_ticket, raw_state)
+    async def run(self, *args: Any) -> Outcome:
+        outcome = await super().run(*args)
         await self._audit("closed")
         return outcome
 
@@ -93,8 +93,8 @@ class ReconcilesWithoutPatch(SupportAgent):
     before the release asked the model next, and now asks the provider first."""
 
     @workflow.run
-    async def run(self, raw_ticket: Any = None, raw_state: Any = None) -> Outcome:
-        return await super().run(raw_ticket, raw_state)
+    async def run(self, *args: Any) -> Outcome:
+        return await super().run(*args)
 
     async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
         found = await workflow.execute_activity_method(
