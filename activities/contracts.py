@@ -405,6 +405,13 @@ class Order(Contract):
     customer_email: str
 
 
+class OrderLookup(Order):
+    """An order as ``lookup_order`` reports it: what was charged, and how much of it the payment provider has
+    refunded so far, by any ticket. A further refund of an order refunded before needs a person."""
+
+    refunded_cents: NonNegativeInt = 0
+
+
 class RefundRequest(Contract):
     order_id: str
     amount_cents: Cents

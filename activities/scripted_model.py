@@ -19,7 +19,7 @@ from activities.contracts import (
     ContentBlock,
     Decision,
     Message,
-    Order,
+    OrderLookup,
     TextBlock,
     ThinkRequest,
     TicketContext,
@@ -119,7 +119,7 @@ def script(request: ThinkRequest, asked_before: int) -> Decision:
 def after_lookup(turn: Turn, last: Exchange) -> Decision:
     if last.result.is_error:
         return answer(f"I could not find order {turn.order_id}. A colleague will look into your ticket.")
-    order = Order.model_validate(json.loads(last.result.content))
+    order = OrderLookup.model_validate(json.loads(last.result.content))
     amount = order.amount_cents + CHANGE_OF_MIND_CENTS * turn.asked_before
     return turn.use("issue_refund", order_id=turn.order_id, amount_cents=amount)
 

@@ -32,7 +32,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from activities import migrations
-from activities.contracts import AuditEntry, EmailReceipt, EmailRequest, Order, RefundReceipt, RefundRequest, money
+from activities.contracts import (
+    AuditEntry,
+    EmailReceipt,
+    EmailRequest,
+    Order,
+    OrderLookup,
+    RefundReceipt,
+    RefundRequest,
+    money,
+)
 
 metadata = sa.MetaData()
 orders = sa.Table(
@@ -229,6 +238,17 @@ class BusinessStore:
         if row is None:
             raise OrderNotFoundError(f"There is no order {order_id}")
         return _order(row)
+
+    def look_up(self, order_id: str) -> OrderLookup:
+        """The order and what has been refunded of it so far, read in one transaction."""
+        refunded = sa.select(sa.func.coalesce(sa.func.sum(refunds.c.amount_cents), 0)).where(
+            refunds.c.order_id == order_id
+        )
+        with self._reader.begin() as db:
+            row = db.execute(orders.select().where(orders.c.order_id == order_id)).first()
+            if row is None:
+                raise OrderNotFoundError(f"There is no order {order_id}")
+            return OrderLookup(**_order(row).model_dump(), refunded_cents=db.execute(refunded).scalar_one())
 
     # --- the payment provider ---
 

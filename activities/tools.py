@@ -21,8 +21,8 @@ from activities.contracts import (
     EmailReceipt,
     EmailRequest,
     LookupOrderArgs,
-    Order,
     OrderEventsArgs,
+    OrderLookup,
     RefundReceipt,
     RefundRequest,
     ToolOutput,
@@ -83,8 +83,8 @@ class ToolActivities:
         return [self.lookup_order, self.issue_refund, self.find_refund, self.audit, self.send_email, self.order_events]
 
     @activity.defn(name="lookup_order")
-    async def lookup_order(self, args: LookupOrderArgs) -> Order:
-        return await _call(lambda: self.store.order(args.order_id))
+    async def lookup_order(self, args: LookupOrderArgs) -> OrderLookup:
+        return await _call(lambda: self.store.look_up(args.order_id))
 
     @activity.defn(name="order_events")
     async def order_events(self, args: OrderEventsArgs) -> ToolOutput:

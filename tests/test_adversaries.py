@@ -162,6 +162,24 @@ async def test_a_repeat_refund_after_the_key_expired_needs_a_person(agent: Harne
     assert outcome.tool_calls[1].result == "A person did not approve this refund in time, so it was not made."
 
 
+async def test_asking_again_in_a_new_ticket_needs_a_person_too(agent: Harness) -> None:
+    """Case 5 across tickets: the old per-order key stopped a second ticket's repeat only while it lived; the
+    provider's record, read with the order, does not expire."""
+    big_order(agent.store)
+    again = [calls(("lookup_order", {"order_id": BIG}), step=1), calls(refund(BIG, 1000), step=2), says("Done.")]
+    async with agent.worker(PlaybackModel(again)):
+        first = await (await agent.start(ticket(f"Order {BIG}", approval_limit_cents=5000))).result()
+    async with agent.worker(PlaybackModel(again)):
+        handle = await agent.start(ticket(f"Order {BIG} again", approval_limit_cents=5000, approval_timeout_seconds=1))
+        second = await handle.result()
+
+    assert [r.amount_cents for r in first.refunds] == [1000]
+    assert second.refunds == []
+    assert [r.amount_cents for r in agent.store.refunds(BIG)] == [1000]
+    assert '"refunded_cents":1000' in second.tool_calls[0].result  # the model is told, too
+    assert [a.decision for a in second.approvals] == [ApprovalDecision.TIMED_OUT]
+
+
 async def test_a_second_part_of_a_refund_is_possible_with_a_person_and_each_is_counted_once(agent: Harness) -> None:
     """Case 6: a second refund of another amount on the same order used to be refused (the per-order key
     was taken), and one of the same amount was replayed yet reported as new."""

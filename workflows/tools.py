@@ -9,8 +9,9 @@ Decisions kept out of the prompt live here, because a customer can steer the mod
   every retry of it and in every run of the ticket, so a retried or replayed refund cannot pay twice, and the
   workflow, whose history does not expire, counts the parts instead of a key that does. A part whose outcome
   is unknown keeps its key, so asking again cannot pay again; a known outcome moves on to the next part. A
-  second part of an order this ticket refunded already needs a person, whatever its amount, and so does any
-  refund that takes the ticket's total above the approval limit: splitting a refund does not dodge a person.
+  further part of an order refunded before (by this ticket, or by any, as the looked-up order says) needs a
+  person, whatever its amount, and so does any refund that takes the ticket's total above the approval limit:
+  splitting a refund, or asking again in a new ticket, does not dodge a person.
 - **Unknown outcomes.** A refund whose outcome is unknown is settled with the provider under its key before
   the model hears anything: paid, or, if not, the key is closed so that a late attempt cannot pay either.
 
@@ -36,8 +37,8 @@ with workflow.unsafe.imports_passed_through():
         EmailRequest,
         IssueRefundArgs,
         LookupOrderArgs,
-        Order,
         OrderEventsArgs,
+        OrderLookup,
         RefundKey,
         RefundReceipt,
         RefundRecord,
@@ -97,7 +98,7 @@ class Toolbox:
         self._reconcile = reconcile
         self.tool_calls: list[ToolCallRecord] = []
         self.refunds: list[RefundRecord] = []
-        self.orders: dict[str, Order] = {}
+        self.orders: dict[str, OrderLookup] = {}
         """Orders of this ticket's customer, as looked up in this run."""
         self.parts: dict[str, int] = {}
         """Per order, the refund parts whose outcome is known (paid, or settled as not made)."""
@@ -235,6 +236,10 @@ class Toolbox:
             return f"with {money(refunded)} already refunded, the ticket's total would pass {money(limit)}"
         if any(r.order_id == args.order_id for r in self.refunds):
             return f"order {args.order_id} was already refunded on this ticket: a further part needs a person"
+        looked_up = self.orders.get(args.order_id)
+        if looked_up is not None and looked_up.refunded_cents > 0:
+            before = money(looked_up.refunded_cents)
+            return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
         return None
 
     async def _refund(self, args: IssueRefundArgs, key: str | None) -> str:
@@ -261,7 +266,7 @@ class Toolbox:
             )
         return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
 
-    async def _own_order(self, order_id: str, *, look_up: bool = False) -> Order:
+    async def _own_order(self, order_id: str, *, look_up: bool = False) -> OrderLookup:
         """The order, if it is this ticket's customer's (looked up unless this run has, or ``look_up``); a
         ``ToolError`` that reads exactly as a missing order otherwise, so nothing of another customer leaks."""
         order = self.orders.get(order_id)
