@@ -38,7 +38,8 @@ def workflow_id(ticket: str) -> str:
 
 def tickets_query(*, waiting: bool) -> str:
     query = f"WorkflowType = '{WORKFLOW_NAME}'"
-    return f"{query} AND {AWAITING_APPROVAL_ATTRIBUTE} > 0" if waiting else query
+    # A run that was terminated while it waited could clear nothing: it ends with the attribute still set.
+    return f"{query} AND {AWAITING_APPROVAL_ATTRIBUTE} > 0 AND ExecutionStatus = 'Running'" if waiting else query
 
 
 class NotWaitingError(RuntimeError):
