@@ -130,7 +130,7 @@ class Approval(Contract):
     approved: bool
     approver: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
     """Who answered, as the sender claims it: a signal carries no identity the worker could check."""
-    request_id: NonEmpty | None = None
+    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)] | None = None
     """The request answered, as ``awaiting_approval_of`` shows it. Without it, the answer is about the request
     waiting when it arrives, and never about a later one."""
 
