@@ -24,6 +24,7 @@ from agent_worker.replay import HISTORIES, history_files, replay
 from tests.harness import Harness, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, run, worker_env
 from tests.variants import (
+    ApprovalRequestsWithoutPatch,
     ClosingAuditWithoutPatch,
     DecidesOnTheWallClock,
     DrawsRandomnessInTheSandbox,
@@ -232,3 +233,15 @@ def patches(path: Path) -> set[str]:
             for payload in event["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]:
                 found.add(json.loads(base64.b64decode(payload["data"]))["id"])
     return found
+
+
+async def test_the_approval_requests_need_their_patch_runs_waiting_before_them_break_without_one() -> None:
+    old, new = HISTORIES / "approved_refund.json", HISTORIES / "approval_answered_twice_the_first_decides.json"
+    assert "approval-requests" not in patches(old)
+    assert {"approval-requests", "own-orders-only"} <= patches(new)
+    assert "refund-parts" in patches(HISTORIES / "refund_in_two_parts.json")
+
+    (unpatched,) = await replay([old], workflows=[ApprovalRequestsWithoutPatch])
+    assert not unpatched.ok
+    assert "Nondeterminism" in str(unpatched.failure)
+    assert all(r.ok for r in await replay([old, new]))

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.tools import ToolActivities
     from workflows import policies
+    from workflows.approvals import ApprovalGate
     from workflows.support_agent import SupportAgent
 
 
@@ -103,3 +104,22 @@ class ReconcilesWithoutPatch(SupportAgent):
         if found is None:
             raise error
         return found
+
+
+class _GateWithoutPatch(ApprovalGate):
+    def _requests_patched(self) -> bool:
+        return True
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ApprovalRequestsWithoutPatch(SupportAgent):
+    """The approval requests (ids, first answer decides, audits, the memo) shipped without their patch: a run
+    that was waiting before the release would take the new path on replay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._gate = _GateWithoutPatch(audit=self._audit, continuation=self._continuation)
+
+    @workflow.run
+    async def run(self, *args: Any) -> Outcome:
+        return await super().run(*args)

@@ -106,7 +106,7 @@ class ApprovalGate:
 
     async def wait(self, amount_cents: int, order_id: str, options: TicketOptions) -> None:
         """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
-        strict = self.desk.strict = workflow.patched(APPROVAL_REQUESTS)
+        strict = self.desk.strict = self._requests_patched()
         if workflow.patched(APPROVER_CHECK) and self.approvers is None:
             self.approvers = options.approvers or await workflow.execute_activity_method(
                 PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
@@ -156,7 +156,7 @@ class ApprovalGate:
     async def flush(self) -> None:
         """Write every answer not yet in the audit trail, in the order received (runs under the
         APPROVAL_REQUESTS patch; runs before it audited only the deciding answer)."""
-        if self._audited == len(self.desk.records) or not workflow.patched(APPROVAL_REQUESTS):
+        if self._audited == len(self.desk.records) or not self._requests_patched():
             return
         while self._audited < len(self.desk.records):
             record = self.desk.records[self._audited]
@@ -183,6 +183,11 @@ class ApprovalGate:
         if self.desk.strict:
             self._leave()  # the closed run must not be listed as waiting beside the one that waits on
         await self._continuation.continue_waiting()
+
+    def _requests_patched(self) -> bool:
+        """Whether this run follows the APPROVAL_REQUESTS rules (a method, so that ``tests/variants.py`` can
+        ship the rules without their patch and show that the replay gate catches it)."""
+        return workflow.patched(APPROVAL_REQUESTS)
 
     def _leave(self) -> None:
         """Nothing waits any more, as far as visibility can tell: cleared on every way out of a wait."""
