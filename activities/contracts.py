@@ -466,6 +466,9 @@ class Status(StrEnum):
     but the ticket needs a person."""
     ESCALATED = "escalated"
     """The ticket was older than its SLA: it went straight to a person, without asking the model."""
+    CANCELLED = "cancelled"
+    """Someone cancelled the ticket (``temporal workflow cancel``, ``agent-worker cancel``); what was done before
+    the cancel, a refund in flight included, is in the outcome."""
 
 
 class ToolCallRecord(Contract):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -26,13 +28,39 @@ from agent_worker.worker import run_worker
 log = structlog.get_logger(__name__)
 
 
+def _operator_commands(commands: Any) -> None:
+    """What a person runs against tickets: each is what a ``temporal`` CLI user would type, made readable."""
+    tickets = commands.add_parser("tickets", help="list tickets from Temporal's visibility (no worker needed)")
+    tickets.add_argument("--waiting", action="store_true", help="only those waiting for an approval")
+    tickets.add_argument("--limit", type=int, default=50)
+    show = commands.add_parser("show", help="a ticket's transcript, tool calls, approvals and outcome")
+    show.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
+    approve = commands.add_parser("approve", help="approve (or --decline) the refund a ticket waits for")
+    approve.add_argument("ticket")
+    approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")
+    approve.add_argument("--approver", required=True)
+    approve.add_argument("--decline", action="store_true")
+    approve.add_argument("--request-id", help="the request answered (R1, ...); by default the one waiting now")
+    cancel = commands.add_parser("cancel", help="end a ticket now; a refund in flight finishes first")
+    cancel.add_argument("ticket")
+    cancel.add_argument("--reason", required=True, help="why, for the audit trail")
+    cancel.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
+    for command in (tickets, show, approve, cancel):
+        _where(command)
+
+
+def _where(command: argparse.ArgumentParser) -> None:
+    """Which Temporal to talk to, as the ``temporal`` CLI reads it, overridable here."""
+    command.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
+    command.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+
+
 def parser() -> argparse.ArgumentParser:
     cli = argparse.ArgumentParser(prog="agent-worker", description=__doc__)
     commands = cli.add_subparsers(dest="command", required=True)
 
     worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
-    worker.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
-    worker.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+    _where(worker)
 
     dev = commands.add_parser("dev", help="embedded Temporal dev server with its Web UI, and a worker beside it")
     dev.add_argument("--port", type=int, default=DEFAULT_PORT)
@@ -53,23 +81,9 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--workflow-id", required=True)
     export.add_argument("--run-id", help="a particular run (default: the latest)")
     export.add_argument("--out", type=Path, required=True)
-    export.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
-    export.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+    _where(export)
 
-    tickets = commands.add_parser("tickets", help="list tickets from Temporal's visibility (no worker needed)")
-    tickets.add_argument("--waiting", action="store_true", help="only those waiting for an approval")
-    tickets.add_argument("--limit", type=int, default=50)
-    show = commands.add_parser("show", help="a ticket's transcript, tool calls, approvals and outcome")
-    show.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
-    approve = commands.add_parser("approve", help="approve (or --decline) the refund a ticket waits for")
-    approve.add_argument("ticket")
-    approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")
-    approve.add_argument("--approver", required=True)
-    approve.add_argument("--decline", action="store_true")
-    approve.add_argument("--request-id", help="the request answered (R1, ...); by default the one waiting now")
-    for command in (tickets, show, approve):
-        command.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
-        command.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+    _operator_commands(commands)
 
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
     codec.add_argument("--host", default="127.0.0.1")
@@ -151,6 +165,8 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
     client = await connect(args.address, args.namespace, settings.data_converter())
     if args.command == "tickets":
         await operator.list_tickets(client, waiting=args.waiting, limit=args.limit)
+    elif args.command == "cancel":
+        await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)
     elif args.command == "show":
         await operator.show(client, args.ticket)
     else:
@@ -189,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
     code = 0
-    if args.command in {"tickets", "show", "approve"}:
+    if args.command in {"tickets", "show", "approve", "cancel"}:
         code = asyncio.run(operate(settings, args))
     elif args.command == "replay":
         code = asyncio.run(replay(settings, args.paths))

@@ -142,5 +142,12 @@ async def approve(client: Client, ticket: str, answer: Approval) -> None:
     )
 
 
+async def cancel(client: Client, ticket: str, *, reason: str, by: str) -> None:
+    """``temporal workflow cancel`` with a reason the ticket writes to its audit trail: who asked, and why."""
+    handle = client.get_workflow_handle(workflow_id(ticket))
+    await handle.cancel(reason=f"by {by}: {reason}")
+    say(f"cancel requested for {handle.id} by {by}: {reason}")
+
+
 def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"

@@ -302,6 +302,37 @@ async def continued_while_a_request_waits(r: Recorder) -> Handle:
     return await _continued_mid_approval(r, "continued_while_a_request_waits")
 
 
+async def cancelled_while_a_refund_waits(r: Recorder) -> Handle:
+    """The path added behind the ``cancel-cleanly`` patch: cancelled while request R1 waits, the ticket clears
+    what visibility shows, writes who cancelled and why, and completes as ``cancelled``."""
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    async with asyncio.timeout(30):
+        while not [e async for e in handle.fetch_history_events() if e.HasField("timer_started_event_attributes")]:
+            await asyncio.sleep(0.05)
+    await handle.cancel(reason="by ann: the customer withdrew")
+    await handle.result()
+    return handle
+
+
+async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
+    """The refund's first attempt hangs, the cancel comes meanwhile: the refund is waited for, paid on its retry
+    and recorded, and nothing follows."""
+    settings = Settings(
+        task_queue=r.task_queue + "-hang", db_path=r.store.path, faults="before:issue_refund=hang",
+        graceful_shutdown_seconds=1, model_backend="scripted",
+    )  # fmt: skip
+    async with build_worker(r.client, settings, settings.store()):
+        handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
+        async with asyncio.timeout(30):
+            while not any(a.activity_type.name == "issue_refund"
+                          for a in (await handle.describe()).raw_description.pending_activities):  # fmt: skip
+                await asyncio.sleep(0.05)
+        await handle.cancel()
+        await handle.result()
+        return handle
+
+
 async def _wait_closed(handle: Handle) -> None:
     async with asyncio.timeout(30):
         while (await handle.describe()).close_time is None:
@@ -318,7 +349,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         linear_history_with_large_results, continued_as_new_while_awaiting_approval, refund_timed_out_reconciled,
         continued_with_records_archived, summarized_old_turns, approval_answered_twice_the_first_decides,
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
-        continued_while_a_request_waits,
+        continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
     )
 }  # fmt: skip
 

@@ -8,7 +8,10 @@ approval gate all need these; they live apart so that the tools and the gate do 
 
 from __future__ import annotations
 
-from temporalio.exceptions import ActivityError, ApplicationError
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 
 class ToolError(Exception):
@@ -29,3 +32,10 @@ def cause(error: ActivityError) -> str:
     if isinstance(inner, ApplicationError):
         return inner.message
     return str(inner) or type(inner).__name__
+
+
+def raise_if_cancelled(error: ActivityError) -> None:
+    """A cancel of the ticket reaches an activity in flight, which fails with it: make it the cancel again,
+    so that it ends the ticket instead of reading to the model as "the tool failed" or ending it as failed."""
+    if isinstance(error.cause, CancelledError) and workflow.cancellation_reason() is not None:
+        raise asyncio.CancelledError from error

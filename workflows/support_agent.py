@@ -33,6 +33,7 @@ How the loop reads each model response (its ``stop_reason``, as the Messages API
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -78,13 +79,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.approvals import APPROVER_CHECK, AWAITING_APPROVAL, ApprovalGate
     from workflows.continuation import ARCHIVE_RECORDS, LINEAR_HISTORY, Continuation
-    from workflows.failures import ToolError, cause, is_refusal
-    from workflows.tools import RECONCILE_PATCH, Tool, Toolbox, reconcile, ticket_key
+    from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+    from workflows.tools import CANCEL_CLEANLY, RECONCILE_PATCH, Tool, Toolbox, reconcile, ticket_key
 
 __all__ = [
     "APPROVER_CHECK",
     "ARCHIVE_RECORDS",
     "AWAITING_APPROVAL",
+    "CANCEL_CLEANLY",
     "CLOSING_AUDIT",
     "CUT_OFF",
     "LINEAR_HISTORY",
@@ -147,31 +149,7 @@ class SupportAgent:
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
-        """Take the input loosely and validate it here: a typed argument that fails to decode would leave
-        the run RUNNING with its first workflow task failing forever, instead of failing it clearly. So would
-        a wrong number of arguments, hence ``*args``.
-
-        The first argument is the ticket; a second, ``ContinuedState``, is accepted only on a run that
-        continues another one (the server says so), never from a caller starting a ticket."""
-        if not 1 <= len(args) <= 2:
-            raise _invalid(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
-        try:
-            self._ticket = TicketInput.model_validate(args[0])
-        except ValidationError as error:
-            raise _invalid(describe_errors(error)) from None
-        raw_state = args[1] if len(args) == 2 else None
-        if len(args) == 2 and workflow.info().continued_run_id is None:
-            raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
-        try:
-            carried = None if raw_state is None else ContinuedState.model_validate(raw_state)
-        except ValidationError as error:
-            # Only a run of this workflow writes this state, so what this worker cannot read was written by a
-            # newer one: during a rolling deploy, a new worker continued the ticket and an old one picked the
-            # new run up. Failing the workflow task (not the ticket) leaves it for a worker that can read it.
-            raise UnreadableStateError(
-                f"This worker cannot read the state the ticket's previous run handed over, probably written by a "
-                f"newer version of the worker; a worker running that version will take it ({describe_errors(error)})"
-            ) from None
+        carried = self._read(args)
         ticket = self._ticket
         self._tools = Toolbox(ticket, self._gate, reconcile=self._reconcile)
         if carried is not None:
@@ -188,7 +166,12 @@ class SupportAgent:
                     Status.ESCALATED, 0,
                     "Your ticket has waited longer than we promised, so a colleague is taking it over.",
                 )  # fmt: skip
-        outcome = await self._converse(carried)
+        try:
+            outcome = await self._converse(carried)
+        except asyncio.CancelledError:
+            if not workflow.patched(CANCEL_CLEANLY):
+                raise
+            outcome = await self._cancelled()
         await self._gate.flush()
         if workflow.patched(CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
@@ -196,6 +179,34 @@ class SupportAgent:
                 f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
             )
         return outcome
+
+    def _read(self, args: tuple[Any, ...]) -> ContinuedState | None:
+        """The ticket, and the state a continued run carries. Taken loosely and validated here: a typed argument
+        that fails to decode would leave the run RUNNING with its first workflow task failing forever, instead
+        of failing it clearly. So would a wrong number of arguments, hence ``*args``.
+
+        The first argument is the ticket; a second, ``ContinuedState``, is accepted only on a run that
+        continues another one (the server says so), never from a caller starting a ticket."""
+        if not 1 <= len(args) <= 2:
+            raise _invalid(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
+        try:
+            self._ticket = TicketInput.model_validate(args[0])
+        except ValidationError as error:
+            raise _invalid(describe_errors(error)) from None
+        if len(args) == 1:
+            return None
+        if workflow.info().continued_run_id is None:
+            raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
+        try:
+            return ContinuedState.model_validate(args[1])
+        except ValidationError as error:
+            # Only a run of this workflow writes this state, so what this worker cannot read was written by a
+            # newer one: during a rolling deploy, a new worker continued the ticket and an old one picked the
+            # new run up. Failing the workflow task (not the ticket) leaves it for a worker that can read it.
+            raise UnreadableStateError(
+                f"This worker cannot read the state the ticket's previous run handed over, probably written by a "
+                f"newer version of the worker; a worker running that version will take it ({describe_errors(error)})"
+            ) from None
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, *args: Any) -> None:
@@ -235,6 +246,7 @@ class SupportAgent:
             try:
                 decision = await self._think(step, messages)
             except ActivityError as error:
+                raise_if_cancelled(error)
                 return self._outcome(
                     Status.FAILED,
                     step,
@@ -296,6 +308,17 @@ class SupportAgent:
         show that the replay gate catches it."""
         return await reconcile(self._ticket.options, request, error)
 
+    async def _cancelled(self) -> Outcome:
+        """The ticket was cancelled: say who and why in the audit trail (the request's reason; ``agent-worker
+        cancel`` puts who asked in it), and close it with what was done before. It completes rather than ending
+        as Temporal's CANCELED, so that its outcome still says what was refunded and approved."""
+        reason = workflow.cancellation_reason() or "no reason given"
+        workflow.logger.info("ticket cancelled", extra={"reason": reason})
+        await self._audit(f"cancelled: {reason}")
+        return self._outcome(
+            Status.CANCELLED, self._continuation.step, f"This ticket was cancelled ({reason}). A person will follow up."
+        )
+
     def _refund_was_refused(self) -> bool:
         return not self._tools.refunds and self._gate.refused()
 
@@ -351,6 +374,7 @@ class SupportAgent:
                 ModelActivities.summarize, request, **policies.THINK
             )
         except ActivityError as error:
+            raise_if_cancelled(error)
             workflow.logger.warning("the conversation could not be summarised", extra={"cause": cause(error)})
             self._can_summarize = not is_refusal(error)  # a model that cannot will not learn to at the next step
             return messages

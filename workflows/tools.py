@@ -21,6 +21,7 @@ Calls with a side effect run alone, so a refund and the email about it never rac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -59,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.approvals import ApprovalGate
-from workflows.failures import ToolError, cause, is_refusal
+from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
 
 RECONCILE_PATCH = "reconcile-timed-out-refunds"
 """Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
@@ -67,6 +68,10 @@ RECONCILE_PATCH = "reconcile-timed-out-refunds"
 OWN_ORDERS = "own-orders-only"
 """Patch: tools act only on the ticket's customer's orders, looked up first where the model did not. Runs
 started before it replay without the extra lookups."""
+
+CANCEL_CLEANLY = "cancel-cleanly"
+"""Patch: a cancel of the ticket waits for a refund in flight to end paid or refused for good (see
+``workflows.support_agent``, where the rest of the cancel is)."""
 
 REFUND_PARTS = "refund-parts"
 """Patch: per-order refund keys name the part (``refund:<ticket>/<order>/<n>``) and further parts need a
@@ -151,6 +156,7 @@ class Toolbox:
         except ToolError as error:
             return str(error), True
         except ActivityError as error:
+            raise_if_cancelled(error)
             # Out of retries, or not worth retrying: the model hears about it instead of the run failing.
             return f"The tool failed: {cause(error)}", True
 
@@ -243,13 +249,28 @@ class Toolbox:
         return None
 
     async def _refund(self, args: IssueRefundArgs, key: str | None) -> str:
+        """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short (the
+        CANCEL_CLEANLY patch): it waits for the refund to end paid and counted, or refused for good, and then
+        ends the ticket. Runs before the patch cancelled the refund where it stood."""
         request = RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key)
+        settle = asyncio.ensure_future(self._settle(request))
+        if not workflow.patched(CANCEL_CLEANLY):
+            return await settle
+        try:
+            return await asyncio.shield(settle)
+        except asyncio.CancelledError:
+            with contextlib.suppress(ToolError):
+                await settle
+            raise
+
+    async def _settle(self, request: RefundRequest) -> str:
         try:
             receipt = await workflow.execute_activity_method(
                 ToolActivities.issue_refund, request, **policies.ISSUE_REFUND
             )
         except ActivityError as error:
             receipt = await self._reconcile(request, error)
+        key = request.idempotency_key
         if any(r.refund_id == receipt.refund_id for r in self.refunds):  # a replay is never counted twice
             return (
                 f"Refund #{receipt.refund_id} of {money(receipt.amount_cents)} on order {receipt.order_id} was "
