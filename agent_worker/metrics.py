@@ -3,8 +3,8 @@
 The Temporal runtime serves ``/metrics`` itself (task latencies, slots, polls, sticky cache). The product
 adds its own instruments to the same meter, so one scrape sees both: refunds paid by activities,
 approval answers counted in workflow code (the SDK skips metrics while replaying, so a replay does not
-count an answer twice), and the number of tickets waiting for a person, read from Temporal's visibility
-so it is right however many workers run.
+count an answer twice), and the number of tickets waiting for a person and of stuck tickets, read from
+Temporal's visibility so they are right however many workers run. ``deploy/alerts.yml`` alerts on them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE, WORKFLOW_NAME
+from agent_worker.stuck import STUCK_QUERY, server_reports_problems
 
 WAITING_QUERY = (
     f"WorkflowType = '{WORKFLOW_NAME}' AND {AWAITING_APPROVAL_ATTRIBUTE} > 0 AND ExecutionStatus = 'Running'"
@@ -30,15 +31,24 @@ def runtime(bind_address: str | None) -> Runtime | None:
     return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind_address)))
 
 
-async def report_waiting_approvals(client: Client, every: timedelta = timedelta(seconds=15)) -> None:
-    """Keep the ``agent_approvals_waiting`` gauge current until cancelled."""
+async def report_from_visibility(client: Client, every: timedelta = timedelta(seconds=15)) -> None:
+    """Keep the gauges read from visibility current until cancelled: ``agent_approvals_waiting`` and, where the
+    server marks stuck runs (``TemporalReportedProblems``), ``agent_tickets_stuck``. Elsewhere that gauge is
+    never set, so it is absent rather than a reassuring 0: finding those tickets means describing every running
+    one (``agent-worker tickets --stuck``), too much to do every few seconds in every worker."""
     configured = client.service_client.config.runtime
     if configured is None:
         return
-    gauge = configured.metric_meter.create_gauge(
+    waiting = configured.metric_meter.create_gauge(
         "agent_approvals_waiting", "Tickets waiting for a person to approve a refund", "1"
+    )
+    stuck = configured.metric_meter.create_gauge(
+        "agent_tickets_stuck", "Running tickets whose workflow task keeps failing (TemporalReportedProblems)", "1"
     )
     while True:
         with contextlib.suppress(Exception):  # a visibility hiccup must not stop the worker
-            gauge.set((await client.count_workflows(WAITING_QUERY)).count)
+            waiting.set((await client.count_workflows(WAITING_QUERY)).count)
+        with contextlib.suppress(Exception):
+            if await server_reports_problems(client):
+                stuck.set((await client.count_workflows(STUCK_QUERY)).count)
         await asyncio.sleep(every.total_seconds())

@@ -1,12 +1,14 @@
 """Operator commands: list tickets, show one, approve or decline a refund.
 
 Each is what a ``temporal`` CLI user would type, made readable: ``tickets`` is ``temporal workflow list``
-over Temporal's visibility store (so it works with no worker running), ``show`` reads the run's history
-(plus a query while it runs), and ``approve`` is ``temporal workflow signal --name approve``.
+over Temporal's visibility store (so it works with no worker running; ``--stuck`` adds what the run's
+description and history say of its failing workflow task), ``show`` reads the run's history (plus a query
+while it runs), and ``approve`` is ``temporal workflow signal --name approve``.
 """
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +27,7 @@ from activities.contracts import (
     Outcome,
     money,
 )
+from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, StuckTicket, find_stuck
 from agent_worker.transcript import narrate, say
 
 AWAITING = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
@@ -59,6 +62,28 @@ async def list_tickets(client: Client, *, waiting: bool, limit: int) -> int:
         )
         count += 1
     return count
+
+
+async def list_stuck(client: Client, *, limit: int) -> int:
+    """One line per stuck ticket; on stderr, how they were found (the server's report, or every running ticket)."""
+    search = await find_stuck(client, limit=limit)
+    if not search.reported_by_server:
+        print(
+            f"(this server does not set {REPORTED_PROBLEMS_ATTRIBUTE}: read the pending workflow task of "
+            f"{search.examined} running tickets)",
+            file=sys.stderr,
+            flush=True,
+        )
+    for ticket in search.tickets:
+        say(describe_stuck(ticket))
+    return len(search.tickets)
+
+
+def describe_stuck(ticket: StuckTicket) -> str:
+    return (
+        f"{ticket.workflow_id:<40} stuck since {when(ticket.since)} UTC, {ticket.failures} failed attempts: "
+        f"{ticket.failure}"
+    )
 
 
 def describe_request(request: ApprovalRequest) -> str:

@@ -29,7 +29,7 @@ from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.faults import FaultInterceptor
 from agent_worker.logging import LogContextInterceptor
-from agent_worker.metrics import report_waiting_approvals
+from agent_worker.metrics import report_from_visibility
 from workflows.support_agent import SupportAgent
 
 log = structlog.get_logger(__name__)
@@ -144,7 +144,7 @@ async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | N
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    gauge = asyncio.create_task(report_waiting_approvals(client))
+    gauge = asyncio.create_task(report_from_visibility(client))
     try:
         async with worker:
             log.info(

@@ -1,0 +1,179 @@
+"""``deploy/alerts.yml``: Prometheus rule groups whose expressions parse and read only metrics and labels that a
+real worker exports. ``promtool`` is not on PyPI, so the expressions go through a PromQL parser
+(``promql-parser``), and the metrics are checked against a real worker's ``/metrics``, not a list kept beside
+the rules."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import promql_parser
+import yaml
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.contracts import Status
+from agent_worker.devserver import free_port
+from tests.fake_messages_api import FakeMessagesAPI, error, message, text
+from tests.harness import Harness, ticket
+from tests.test_bad_input import NewerWorkerHandsOver
+from tests.test_processes import AGENT_WORKER, worker_env
+from tests.test_stuck import RELAY, hand_over_unreadable_state
+
+ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "alerts.yml"
+STUCK = "agent_tickets_stuck"
+SCRAPE_LABELS = {"job", "instance"}
+"""Labels Prometheus adds to every series it scrapes: an expression may group by them."""
+
+
+def groups() -> list[dict[str, Any]]:
+    document = yaml.safe_load(ALERTS.read_text())
+    assert set(document) == {"groups"}
+    found: list[dict[str, Any]] = document["groups"]
+    return found
+
+
+def rules() -> list[dict[str, Any]]:
+    return [rule for group in groups() for rule in group["rules"]]
+
+
+@dataclass
+class Reads:
+    """What an expression reads: its selectors (metric name and label matchers) and the labels it groups by."""
+
+    selectors: list[tuple[str, list[promql_parser.Matcher]]]
+    grouped_by: set[str]
+
+
+def reads(expr: str) -> Reads:
+    found = Reads([], set())
+
+    def visit(node: promql_parser.Expr) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            assert node.name, f"a selector without a metric name in {expr!r}"
+            found.selectors.append((node.name, list(node.matchers.matchers)))
+        elif isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
+            assert node.modifier.type == promql_parser.AggModifierType.By, f"group by labels, in {expr!r}"
+            found.grouped_by.update(node.modifier.labels)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return found
+
+
+def test_the_alert_rules_are_prometheus_rule_groups_that_tell_an_on_call_person_what_to_do() -> None:
+    names = [group["name"] for group in groups()]
+    assert len(names) == len(set(names))
+    alerts = [rule["alert"] for rule in rules()]
+    assert len(alerts) == len(set(alerts))
+    for group in groups():
+        assert set(group) <= {"name", "interval", "limit", "rules"}
+        assert group["rules"]
+    for rule in rules():
+        assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}, rule
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", rule["alert"])
+        read = reads(rule["expr"])  # raises ValueError with the parser's message on bad PromQL
+        assert read.selectors
+        assert promql_parser.parse_duration(rule["for"]) > timedelta(0)
+        assert rule["labels"]["severity"] in {"critical", "warning"}
+        assert set(rule["annotations"]) == {"summary", "description"}
+        for annotation in rule["annotations"].values():
+            used = set(re.findall(r"\$labels\.(\w+)", annotation))
+            assert used <= read.grouped_by, f"{rule['alert']} names labels its expression drops: {used}"
+
+    # What the issue asks to alert on: failed workflow tasks, stuck tickets, approvals waiting, model errors.
+    read_by_alert = {rule["alert"]: reads(rule["expr"]) for rule in rules()}
+    assert {alert: sorted({name for name, _ in read.selectors}) for alert, read in read_by_alert.items()} == {
+        "AgentWorkflowTasksFailing": ["temporal_workflow_task_execution_failed"],
+        "AgentTicketsStuck": ["agent_tickets_stuck"],
+        "AgentApprovalsPilingUp": ["agent_approvals_waiting"],
+        "AgentModelCallsFailing": ["temporal_activity_execution_failed"],
+    }
+
+
+Series = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def exposition(text_format: str) -> Series:
+    """Prometheus's text format: each metric's series, as labels and value."""
+    series: Series = {}
+    for line in text_format.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        matched = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)", line)
+        assert matched, line
+        name, labels, value = matched.groups()
+        pairs = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels or ""))
+        series.setdefault(name, []).append((pairs, float(value)))
+    return series
+
+
+def matches(labels: dict[str, str], matcher: promql_parser.Matcher) -> bool:
+    value = labels.get(matcher.name, "")
+    if matcher.op == promql_parser.MatchOp.Equal:
+        return value == matcher.value
+    if matcher.op == promql_parser.MatchOp.NotEqual:
+        return value != matcher.value
+    found = re.fullmatch(matcher.value, value) is not None
+    return found if matcher.op == promql_parser.MatchOp.Re else not found
+
+
+def stuck_gauge(exported: Series) -> float:
+    return max((value for _, value in exported.get(STUCK, [])), default=0)
+
+
+async def scrape(bind: str) -> Series:
+    async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
+        return exposition(await response.text())
+
+
+async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_exports(
+    agent: Harness, client: Client, tmp_path: Path
+) -> None:
+    """One worker process, on Claude behind a local fake of the Messages API, does what each alert watches: a model
+    call fails once (a 500) and is retried, and a ticket handed over with state it cannot read fails its workflow
+    task until the server marks it stuck."""
+    wanted = {name for rule in rules() for name, _ in reads(rule["expr"]).selectors}
+    bind = f"127.0.0.1:{free_port()}"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ANTHROPIC_")}
+    with FakeMessagesAPI().running() as api:
+        api.script(error(500, "api_error", "Try again later."), message(text("Here is your answer.")))
+        worker = await asyncio.create_subprocess_exec(
+            AGENT_WORKER, "worker", stderr=asyncio.subprocess.DEVNULL,
+            env={
+                **env, **worker_env(agent, client), "AGENT_METRICS_BIND": bind, "AGENT_MODEL_BACKEND": "claude",
+                "ANTHROPIC_API_KEY": "sk-ant-test-key", "ANTHROPIC_BASE_URL": api.url, "HOME": str(tmp_path),
+            },
+        )  # fmt: skip
+        try:
+            async with Worker(client, task_queue=RELAY, workflows=[NewerWorkerHandsOver]):
+                answered = await agent.start(ticket())
+                assert (await asyncio.wait_for(answered.result(), 60)).status is Status.RESOLVED
+                stuck = await hand_over_unreadable_state(client, agent.task_queue)
+                async with asyncio.timeout(90):  # the server marks it, then the worker's gauge reads visibility
+                    while stuck_gauge(exported := await scrape(bind)) < 1:
+                        await asyncio.sleep(1)
+                await stuck.terminate("test over")
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(worker.wait(), 60)
+
+    assert wanted <= exported.keys(), f"alerts on metrics the worker does not export: {wanted - exported.keys()}"
+    for rule in rules():
+        read = reads(rule["expr"])
+        for name, matchers in read.selectors:
+            selected = [labels for labels, _ in exported[name] if all(matches(labels, m) for m in matchers)]
+            assert selected, f"{rule['alert']}: no series of {name} matches {matchers}: {exported[name]}"
+            for labels in selected:
+                assert read.grouped_by - SCRAPE_LABELS <= labels.keys(), f"{rule['alert']}: {name} has {labels}"
+    assert [labels["activity_type"] for labels, _ in exported["temporal_activity_execution_failed"]] == ["think"]
+    assert [labels["workflow_type"] for labels, _ in exported["temporal_workflow_task_execution_failed"]] == [
+        "SupportAgent"
+    ]
