@@ -30,6 +30,7 @@ from activities.prompt import SUPPORT_POLICY
 from activities.store import BusinessStore
 from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
 from agent_worker.faults import Faults, parse
+from workflows import policies
 
 DATA_CONVERTER: DataConverter = pydantic_data_converter
 """Part of the contract with stored histories: worker, clients and replayer must all decode the same way."""
@@ -97,8 +98,11 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
 
-    graceful_shutdown_seconds: PositiveFloat = 30.0
-    """On SIGTERM, how long in-flight activities get to finish before the worker exits anyway."""
+    graceful_shutdown_seconds: PositiveFloat = policies.LONGEST_ATTEMPT.total_seconds()
+    """On SIGTERM, how long in-flight activities get to finish before the worker exits anyway: by default the
+    longest an attempt may run, so that a deploy is a pause, never a model call cut short and paid for twice.
+    The orchestrator must wait longer before it kills (compose's ``stop_grace_period``, Kubernetes'
+    ``terminationGracePeriodSeconds``)."""
     sticky_queue_timeout_seconds: PositiveFloat = 2.0
     """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
     worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""

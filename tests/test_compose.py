@@ -11,6 +11,9 @@ from typing import Any
 
 import yaml
 
+from agent_worker.config import Settings
+from workflows import policies
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
@@ -64,3 +67,13 @@ def test_the_worker_image_runs_as_a_non_root_user_with_a_health_check_and_no_sec
     assert "ANTHROPIC_API_KEY" not in DOCKERFILE
     assert "CODEC_KEYS" not in DOCKERFILE
     assert ".env" in (ROOT / ".dockerignore").read_text().split()
+
+
+def test_docker_waits_for_the_workers_grace_period_before_it_kills_one() -> None:
+    """A deploy is a pause: SIGTERM, the model call in flight finishes (up to the worker's grace period, the
+    longest attempt), then the worker exits. Docker's SIGKILL must come later than that."""
+    grace = Settings().graceful_shutdown_seconds
+    stop = SERVICES["worker"]["stop_grace_period"]
+    assert re.fullmatch(r"\d+s", stop), stop
+    assert int(stop[:-1]) > grace >= policies.LONGEST_ATTEMPT.total_seconds()
+    assert "AGENT_GRACEFUL_SHUTDOWN_SECONDS" not in SERVICES["worker"]["environment"]

@@ -66,6 +66,29 @@ async def test_a_deploy_lets_the_model_call_in_flight_finish_and_the_next_worker
     assert len(lab.workers) == 2
 
 
+async def test_a_deploy_waits_for_a_model_call_longer_than_the_old_30_second_grace_period(
+    client: Client, store: BusinessStore
+) -> None:
+    """The grace period used to be 30 s while a model call may take two minutes: a SIGTERM cut such a call,
+    and the next worker made it again, and paid for it again. It now defaults to the longest attempt (with
+    ``AGENT_GRACEFUL_SHUTDOWN_SECONDS=30`` this test fails: the call is cut short)."""
+    lab = Lab(client, store, settings={"AGENT_SCRIPTED_THINK_SECONDS": "35"})
+    try:
+        first = await lab.spawn()
+        raw = ticket(approval_limit_cents=NO_APPROVAL_NEEDED, max_steps=1)
+        handle = await lab.start(raw)
+        await poll(lambda: model_call_in_flight(handle), what="a model call to be in flight")
+        first.signal(signal.SIGTERM)
+        assert await first.exited(timeout=120) == 0
+        events = [line["event"] for line in first.logs()]
+        stopping = events.index("worker stopping: no new tasks, in-flight activities get a grace period")
+        assert "model answered" in events[stopping:], "the 35 s call in flight at SIGTERM was cut short"
+        assert await activity_attempts(handle, "think") == [1]
+        assert [c.step for c in lab.store.model_calls(raw["ticket_id"])] == [1]
+    finally:
+        await lab.close()
+
+
 @dataclass
 class TemporalServer:
     """``temporal server start-dev`` as a process of our own, so it can be SIGKILLed and started again."""

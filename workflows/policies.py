@@ -90,3 +90,12 @@ ARCHIVE_RECORDS: ActivityOptions = {
     # The next run carries only the key: the ticket cannot continue until the records are stored.
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
+
+
+ALL: tuple[ActivityOptions, ...] = (
+    THINK, LOOKUP_ORDER, ISSUE_REFUND, FIND_REFUND, SEND_EMAIL, AUDIT, DEFAULT_APPROVERS, ARCHIVE_RECORDS,
+)  # fmt: skip
+LONGEST_ATTEMPT: timedelta = max(options["start_to_close_timeout"] for options in ALL)
+"""The longest one attempt of any activity may run: a model call's two minutes. A worker told to stop gives its
+activities in flight this long to finish (``AGENT_GRACEFUL_SHUTDOWN_SECONDS``), so a deploy never cuts a call
+short that the next worker would then make, and pay for, again."""
