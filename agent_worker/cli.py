@@ -13,8 +13,9 @@ from typing import Any
 
 import structlog
 from pydantic import ValidationError
+from temporalio.client import Client
 
-from activities.contracts import Approval, Order, describe_errors, money
+from activities.contracts import Approval, Order, TicketInput, describe_errors, money
 from agent_worker import logging as agent_logging
 from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect
@@ -45,11 +46,15 @@ def _operator_commands(commands: Any) -> None:
     approve.add_argument("--approver", required=True)
     approve.add_argument("--decline", action="store_true")
     approve.add_argument("--request-id", help="the request answered (R1, ...); by default the one waiting now")
+    start = commands.add_parser("start", help="start a ticket as its one run, ticket-<ticket id>; twice is once")
+    start.add_argument(
+        "input", type=Path, help="the ticket as JSON, as temporal workflow start --input takes it; - reads stdin"
+    )
     cancel = commands.add_parser("cancel", help="end a ticket now; a refund in flight finishes first")
     cancel.add_argument("ticket")
     cancel.add_argument("--reason", required=True, help="why, for the audit trail")
     cancel.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
-    for command in (tickets, show, approve, cancel):
+    for command in (tickets, show, approve, start, cancel):
         _where(command)
 
 
@@ -171,6 +176,8 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
         await operator.list_stuck(client, limit=args.limit)
     elif args.command == "tickets":
         await operator.list_tickets(client, waiting=args.waiting, limit=args.limit)
+    elif args.command == "start":
+        return await start_ticket(client, args.input, settings.task_queue)
     elif args.command == "cancel":
         await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)
     elif args.command == "show":
@@ -188,6 +195,22 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
         except operator.NotWaitingError as error:
             print(error, file=sys.stderr)
             return 1
+    return 0
+
+
+async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
+    """``agent-worker start``: a ticket checked here first, so bad input is refused before anything starts."""
+    text = await asyncio.to_thread(sys.stdin.read if str(source) == "-" else source.read_text)
+    try:
+        ticket = TicketInput.model_validate_json(text)
+    except ValidationError as error:
+        print(f"not started: {describe_errors(error)}", file=sys.stderr)
+        return 2
+    try:
+        await operator.start(client, ticket, task_queue)
+    except operator.DuplicateTicketError as error:
+        print(error, file=sys.stderr)
+        return 1
     return 0
 
 
@@ -211,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
     code = 0
-    if args.command in {"tickets", "show", "approve", "cancel"}:
+    if args.command in {"tickets", "show", "approve", "start", "cancel"}:
         code = asyncio.run(operate(settings, args))
     elif args.command == "replay":
         code = asyncio.run(replay(settings, args.paths))

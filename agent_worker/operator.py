@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.contracts import (
@@ -25,6 +26,7 @@ from activities.contracts import (
     Approval,
     ApprovalRequest,
     Outcome,
+    TicketInput,
     money,
 )
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, StuckTicket, find_stuck
@@ -165,6 +167,33 @@ async def approve(client: Client, ticket: str, answer: Approval) -> None:
         f"{'approved' if answer.approved else 'declined'} {money(answer.amount_cents)} ({answer.request_id}) "
         f"on {handle.id} as {answer.approver}"
     )
+
+
+class DuplicateTicketError(RuntimeError):
+    """The ticket was started before and has ended: a ticket is one run, never two."""
+
+
+async def start(client: Client, ticket: TicketInput, task_queue: str) -> str:
+    """Start a ticket as its one workflow, ``ticket-<ticket id>``. Started twice while it runs (a retried
+    webhook), the second start is a no-op; started again after it ended, it is refused: the server enforces
+    both (a duplicate id is rejected, whatever its state), so two callers racing cannot both start it."""
+    try:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, ticket, id=workflow_id(ticket.ticket_id), task_queue=task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        )  # fmt: skip
+    except WorkflowAlreadyStartedError as already:
+        description = await client.get_workflow_handle(already.workflow_id).describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            say(f"{already.workflow_id} is already running (run {description.run_id}); nothing was started")
+            return description.run_id
+        status = description.status.name.lower() if description.status else "closed"
+        raise DuplicateTicketError(
+            f"{already.workflow_id} was already handled ({status}); a ticket is one run, nothing was started"
+        ) from None
+    say(f"started {handle.id} (run {handle.result_run_id})")
+    return handle.result_run_id or ""
 
 
 async def cancel(client: Client, ticket: str, *, reason: str, by: str) -> None:

@@ -333,6 +333,12 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
         return handle
 
 
+async def approved_refund_keyed_per_ticket(r: Recorder) -> Handle:
+    """The path added behind the ``keys-per-ticket`` patch: the same ticket as ``approved_refund``, its refund
+    and email keyed by the ticket's id and the call's place in its step."""
+    return await approved_refund(r)
+
+
 async def _wait_closed(handle: Handle) -> None:
     async with asyncio.timeout(30):
         while (await handle.describe()).close_time is None:
@@ -350,6 +356,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         continued_with_records_archived, summarized_old_turns, approval_answered_twice_the_first_decides,
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
+        approved_refund_keyed_per_ticket,
     )
 }  # fmt: skip
 

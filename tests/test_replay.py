@@ -245,3 +245,10 @@ async def test_the_approval_requests_need_their_patch_runs_waiting_before_them_b
     assert not unpatched.ok
     assert "Nondeterminism" in str(unpatched.failure)
     assert all(r.ok for r in await replay([old, new]))
+
+
+def test_the_newest_paths_record_their_patches() -> None:
+    """Each path added behind a patch has a history that records it, so the gate replays it on every change."""
+    assert "keys-per-ticket" in patches(HISTORIES / "approved_refund_keyed_per_ticket.json")
+    assert "cancel-cleanly" in patches(HISTORIES / "cancelled_while_a_refund_is_in_flight.json")
+    assert "cancel-cleanly" in patches(HISTORIES / "cancelled_while_a_refund_waits.json")

@@ -73,6 +73,11 @@ CANCEL_CLEANLY = "cancel-cleanly"
 """Patch: a cancel of the ticket waits for a refund in flight to end paid or refused for good (see
 ``workflows.support_agent``, where the rest of the cancel is)."""
 
+KEYS_PER_TICKET = "keys-per-ticket"
+"""Patch: refunds and emails are keyed by the ticket's id, not by the workflow that runs it, so the same ticket
+started twice (a retried webhook, another workflow id) pays and mails once. Runs before it keyed by workflow
+id and first run id, and keep doing so."""
+
 REFUND_PARTS = "refund-parts"
 """Patch: per-order refund keys name the part (``refund:<ticket>/<order>/<n>``) and further parts need a
 person; runs started before it keep ``refund:<order>``."""
@@ -218,7 +223,7 @@ class Toolbox:
         if not (parts and options.refund_key is RefundKey.PER_ORDER):
             return await self._refund(args, self._refund_key(step, call, args))
         part = self.parts.get(args.order_id, 0) + 1
-        key = f"refund:{ticket_key()}/{args.order_id}/{part}"
+        key = f"refund:{self._ticket_key()}/{args.order_id}/{part}"
         try:
             text = await self._refund(args, key)
         except ActivityError:  # outcome unknown (not reconciled): the part keeps its key for the next ask
@@ -317,8 +322,17 @@ class Toolbox:
 
     def _call_key(self, step: int, call: ToolUseBlock) -> str:
         """The same for every retry of this tool call, different for every other call, and the same in every
-        run of the ticket (steps are numbered across runs)."""
-        return f"{ticket_key()}/{step}/{call.id}"
+        run of the ticket (steps are numbered across runs). Keyed per ticket, a call is named by its place in
+        the step rather than by the id the model gave it: a duplicate run of the ticket, whose model named its
+        calls anew, sends the same email under the same key, and so sends nothing."""
+        if not workflow.patched(KEYS_PER_TICKET):
+            return f"{ticket_key()}/{step}/{call.id}"
+        index = next(n for n, c in enumerate(self.step_calls) if c.id == call.id)
+        return f"{self._ticket_key()}/{step}/{index}"
+
+    def _ticket_key(self) -> str:
+        """What names the ticket in the keys of what it does to the world (the KEYS_PER_TICKET patch)."""
+        return f"ticket:{self._ticket.ticket_id}" if workflow.patched(KEYS_PER_TICKET) else ticket_key()
 
     def _refund_key(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str | None:
         return {
@@ -367,8 +381,8 @@ async def reconcile(options: TicketOptions, request: RefundRequest, error: Activ
 
 
 def ticket_key() -> str:
-    """What names this ticket in idempotency keys: the workflow id and the id of its first run, which every
-    run that continues it shares (for a ticket that never continued, its only run's id, as before)."""
+    """What names this run of the ticket in the audit trail's keys (and, before KEYS_PER_TICKET, in refunds'
+    and emails'): the workflow id and the id of its first run, which every run that continues it shares."""
     info = workflow.info()
     return f"{info.workflow_id}/{info.first_execution_run_id}"
 

@@ -1,0 +1,113 @@
+"""A ticket is one workflow, ``ticket-<ticket id>``, and what it does to the world is keyed by the ticket.
+
+A webhook retried, or a caller that starts the same ticket under another workflow id, used to refund once
+(the per-order key) but mail the customer twice and answer twice. ``agent-worker start`` makes a duplicate
+start a no-op, or a clear error once the ticket has ended; and a duplicate under another id, which no start
+command can stop, sends nothing twice, because refunds and emails are keyed by the ticket's id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from activities.contracts import APPROVE_SIGNAL, Decision, Outcome, ThinkRequest, ToolUseBlock
+from agent_worker.devserver import binary
+from tests.harness import Harness, answer, awaiting, says, ticket
+from tests.test_processes import AGENT_WORKER, address, run
+
+
+class NamesCallsAnew:
+    """The support script (look up, refund, email, answer), with every tool call given a fresh id, as Claude
+    gives them: a duplicate run of the ticket names the same calls differently."""
+
+    name = "names-calls-anew"
+
+    async def decide(self, request: ThinkRequest) -> Decision:
+        steps: list[tuple[str, dict[str, Any]]] = [
+            ("lookup_order", {"order_id": "A-1001"}),
+            ("issue_refund", {"order_id": "A-1001", "amount_cents": 4900}),
+            ("send_email", {"to": "ann@example.com", "subject": "Your refund", "body": "We refunded 49.00."}),
+        ]
+        if request.step > len(steps):
+            return says("Refunded and emailed.")
+        name, tool_input = steps[request.step - 1]
+        return Decision(
+            content=[ToolUseBlock(id=f"toolu_{uuid.uuid4().hex}", name=name, input=tool_input)], stop_reason="tool_use"
+        )
+
+
+async def agent_worker(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_starting_a_ticket_twice_is_one_run_and_starting_it_after_it_ended_is_refused(
+    agent: Harness, client: Client, tmp_path: Path
+) -> None:
+    raw = ticket(approval_limit_cents=10_000)
+    source = tmp_path / "ticket.json"
+    source.write_text(json.dumps(raw))
+    where = ["--address", address(client)]
+    env_queue = {"AGENT_TASK_QUEUE": agent.task_queue}
+    workflow_id = f"ticket-{raw['ticket_id']}"
+
+    first = await run(AGENT_WORKER, "start", str(source), *where, env=env_queue)
+    assert first.startswith(f"started {workflow_id} (run ")
+    again = await run(AGENT_WORKER, "start", str(source), *where, env=env_queue)
+    assert again.startswith(f"{workflow_id} is already running (run ")
+    assert again.strip().endswith("nothing was started")
+
+    async with agent.worker():
+        outcome: Outcome = await client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+    code, _, refused = await agent_worker("start", str(source), *where)
+    assert code == 1
+    assert refused.strip() == f"{workflow_id} was already handled (completed); a ticket is one run, nothing was started"
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert len(agent.store.emails()) == 1
+    assert outcome.status.value == "resolved"
+    runs = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+    assert len(runs) == 1
+
+
+async def test_a_malformed_ticket_is_not_started(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "ticket.json"
+    source.write_text(json.dumps({**ticket(), "options": {"approvers": []}}))
+    code, _, refused = await agent_worker("start", str(source), "--address", address(client))
+    assert code == 2
+    assert refused.startswith("not started: options.approvers: List should have at least 1 item")
+
+
+async def test_the_same_ticket_under_another_workflow_id_pays_once_and_mails_once(
+    agent: Harness, client: Client
+) -> None:
+    """The duplicate is started with the ``temporal`` CLI under an id of its own, as a second integration
+    would. Both runs wait for approval, both are approved, both refund and email: the provider and the mailbox
+    see one refund and one email, since both runs key them by the ticket."""
+    raw = ticket()
+    temporal = [binary("temporal"), "--address", address(client)]
+    ids = [f"ticket-{raw['ticket_id']}", f"webhook-retry-{raw['ticket_id']}"]
+    async with agent.worker(NamesCallsAnew()):
+        for workflow_id in ids:
+            await run(
+                *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", agent.task_queue,
+                "--workflow-id", workflow_id, "--input", json.dumps(raw),
+            )  # fmt: skip
+        handles = [client.get_workflow_handle(w, result_type=Outcome) for w in ids]
+        for handle in handles:
+            await awaiting(handle, 4900)
+            await handle.signal(APPROVE_SIGNAL, answer(4900))
+        outcomes = [await h.result() for h in handles]
+
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert len(agent.store.emails()) == 1
+    assert [[r.refund_id for r in o.refunds] for o in outcomes] == [[1], [1]]
