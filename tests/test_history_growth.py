@@ -78,8 +78,9 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
     assert latest.run_id != handle.first_execution_run_id
 
 
-async def test_a_ticket_that_continued_mails_under_a_key_named_by_its_first_run(agent: Harness) -> None:
-    """Keys name the ticket by its first run, so a run that continues it cannot pay or mail under a new key."""
+async def test_a_ticket_that_continued_mails_under_a_key_named_by_the_ticket(agent: Harness) -> None:
+    """Keys name the ticket (by its id, not by the run), so a run that continues it cannot pay or mail under a
+    new key: the email of step 3 is the ticket's, whichever run sends it."""
     async with agent.worker():
         handle = await agent.start(ticket(approval_limit_cents=10_000, continue_as_new_after_steps=1))
         outcome = await handle.result()
@@ -87,7 +88,7 @@ async def test_a_ticket_that_continued_mails_under_a_key_named_by_its_first_run(
     latest = await agent.client.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id
     (email,) = agent.store.emails("ann@example.com")
-    assert email.idempotency_key.startswith(f"email:{handle.id}/{handle.first_execution_run_id}/3/")
+    assert email.idempotency_key == f"email:ticket:{outcome.ticket_id}/3/0"
 
 
 async def test_a_conversation_past_its_token_limit_is_summarised_and_the_model_reads_a_bounded_one(
