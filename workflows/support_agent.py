@@ -79,8 +79,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.approvals import APPROVER_CHECK, AWAITING_APPROVAL, ApprovalGate
     from workflows.continuation import ARCHIVE_RECORDS, LINEAR_HISTORY, Continuation
-    from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
-    from workflows.tools import CANCEL_CLEANLY, RECONCILE_PATCH, Tool, Toolbox, reconcile, ticket_key
+    from workflows.failures import CANCEL_CLEANLY, ToolError, cause, is_refusal, raise_if_cancelled
+    from workflows.tools import RECONCILE_PATCH, Tool, Toolbox, reconcile, ticket_key
 
 __all__ = [
     "APPROVER_CHECK",

@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.approvals import ApprovalGate
-from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+from workflows.failures import CANCEL_CLEANLY, ToolError, cause, is_refusal, raise_if_cancelled
 
 RECONCILE_PATCH = "reconcile-timed-out-refunds"
 """Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
@@ -68,10 +68,6 @@ RECONCILE_PATCH = "reconcile-timed-out-refunds"
 OWN_ORDERS = "own-orders-only"
 """Patch: tools act only on the ticket's customer's orders, looked up first where the model did not. Runs
 started before it replay without the extra lookups."""
-
-CANCEL_CLEANLY = "cancel-cleanly"
-"""Patch: a cancel of the ticket waits for a refund in flight to end paid or refused for good (see
-``workflows.support_agent``, where the rest of the cancel is)."""
 
 KEYS_PER_TICKET = "keys-per-ticket"
 """Patch: refunds and emails are keyed by the ticket's id, not by the workflow that runs it, so the same ticket
