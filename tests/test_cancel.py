@@ -99,6 +99,24 @@ async def test_a_refund_in_flight_when_the_ticket_is_cancelled_ends_paid_and_rec
     assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED) == []
 
 
+async def test_a_cancel_during_a_keyless_refund_that_never_answers_still_ends_the_ticket(
+    agent: Harness, client: Client
+) -> None:
+    """Without a key (``refund_key: none``) a refund whose attempts all time out cannot be settled: its outcome
+    stays unknown (the one case "never unknown" cannot cover), and the cancel still ends the ticket rather than
+    handing the model "the tool failed"."""
+    async with agent.worker(faults="before:issue_refund=hang*5", graceful_shutdown_seconds=1):
+        handle = await agent.start(ticket(approval_limit_cents=10_000, refund_key="none"))
+        await activity_running(handle, "issue_refund")
+        await temporal_cancel(client, handle)
+        outcome = await handle.result()
+
+    assert outcome.status is Status.CANCELLED
+    assert agent.store.refunds() == []  # every attempt hung before paying
+    assert agent.store.emails() == []
+    assert outcome.model_calls == 2
+
+
 async def test_a_ticket_cancelled_while_a_refund_waits_for_a_person_is_no_longer_listed_and_pays_nothing(
     agent: Harness, client: Client
 ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -66,7 +66,7 @@ class ApprovalGate:
         """How many of the desk's records are in the audit trail."""
         self._counted = 0
         """How many of them the ``agent_approvals`` metric has counted."""
-        self._inbox: list[tuple[Sequence[Any], Any]] | None = []
+        self._inbox: list[tuple[Sequence[Any], datetime]] | None = []
         """Answers that arrived before the run had read its ticket and what the last run handed over: they
         are judged once it has, in the order they came (None from then on)."""
         self._carried: ContinuedState | None = None
@@ -85,12 +85,7 @@ class ApprovalGate:
         if self._inbox is not None:
             self._inbox.append((args, workflow.now()))
             return
-        record = self.desk.receive(args, workflow.now())
-        if record.decision is ApprovalDecision.REJECTED:
-            workflow.logger.warning(
-                "approval released nothing", extra={"reason": record.reason, "approver": record.approver}
-            )
-        self._count()
+        self._judge(args, workflow.now())
 
     def ready(self) -> None:
         """The run has read its ticket and what the last run handed over: take over the request that waited
@@ -101,7 +96,14 @@ class ApprovalGate:
             self.desk.resume(carried.request, carried.decided, workflow.now())
         inbox, self._inbox = self._inbox or [], None
         for args, at in inbox:
-            self.desk.receive(args, at)
+            self._judge(args, at)
+
+    def _judge(self, args: Sequence[Any], at: datetime) -> None:
+        record = self.desk.receive(args, at)
+        if record.decision is ApprovalDecision.REJECTED:
+            workflow.logger.warning(
+                "approval released nothing", extra={"reason": record.reason, "approver": record.approver}
+            )
         self._count()
 
     async def wait(self, amount_cents: int, order_id: str, options: TicketOptions) -> None:

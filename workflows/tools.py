@@ -260,7 +260,9 @@ class Toolbox:
         try:
             return await asyncio.shield(settle)
         except asyncio.CancelledError:
-            with contextlib.suppress(ToolError):
+            # Paid and counted, refused, or (a keyless refund whose attempts all timed out) unknown for good:
+            # whichever, the cancel then ends the ticket, and the loop does not go on.
+            with contextlib.suppress(ToolError, ActivityError):
                 await settle
             raise
 
