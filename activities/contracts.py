@@ -39,6 +39,21 @@ AWAITING_APPROVAL_ATTRIBUTE = "AwaitingApprovalCents"
 APPROVAL_REQUEST_MEMO = "approval_request"
 """The memo field that holds the request waiting (``ApprovalRequest``), for as long as it waits: visibility
 shows it with no worker running, so ``agent-worker approve`` can send its id when no worker answers a query."""
+CUSTOMER_MESSAGE = "customer_message"
+"""The customer's reply to an open ticket: a Workflow Update (refused at once when the ticket takes no more),
+and a signal of the same name for relays that can only signal."""
+ORDER_EVENT_SIGNAL = "order_event"
+"""What another system reports about an order (a carrier's scan, a payment webhook), relayed as a signal."""
+TURNS_QUERY = "turns"
+TICKET_STATE_ATTRIBUTE = "TicketState"
+"""What an open ticket waits for, while it waits (``TicketState``): listed with no worker running."""
+WAITING_FOR_MEMO = "waiting_for"
+"""The memo field that says what a waiting ticket waits for, and until when (``Waiting``)."""
+SEARCH_ATTRIBUTES: dict[str, Literal["Int", "Keyword"]] = {
+    AWAITING_APPROVAL_ATTRIBUTE: "Int",
+    TICKET_STATE_ATTRIBUTE: "Keyword",
+}
+"""The search attributes the workflow sets, by type: a namespace must have them before a ticket waits."""
 
 ORDER_ID_PATTERN = r"[A-Z]-\d{4,}"
 OrderId = Annotated[str, StringConstraints(pattern=rf"^{ORDER_ID_PATTERN}$")]
@@ -106,6 +121,9 @@ class TicketOptions(Contract):
     turns in a ``summarize`` activity, recorded as a model call, and the conversation goes on from the summary
     and the latest turns. Below a 200K-token context, it leaves room for the next step. None: never; a
     conversation that outgrows the model is then handed over. Linear history only."""
+    reply_window_seconds: Annotated[int, bounded(0, 90 * DAY)] = 0
+    """How long an answered ticket stays open for the customer's reply (``customer_message``); each reply is a
+    new turn of the agent over the whole conversation. 0 closes the ticket with its first answer."""
     reconcile_refunds: bool = True
     """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
     it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
@@ -167,6 +185,47 @@ class ApprovalRecord(Contract):
     reason: str = ""
     request_id: str | None = None
     """The request the answer decided or was rejected for (None: no request was waiting, or runs before ids)."""
+
+
+# --- what reaches an open ticket: the customer's replies, and events from other systems ---------------------
+
+
+class CustomerMessage(Contract):
+    """The ``customer_message`` update (or signal): the customer's reply to the ticket."""
+
+    text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
+
+
+class MessageReceipt(Contract):
+    """What ``customer_message`` answers once the reply is taken: the turn it starts, or joins if the agent
+    is still working on the one before (replies that arrive meanwhile are read together)."""
+
+    turn: PositiveInt
+
+
+class OrderEvent(Contract):
+    """The ``order_event`` signal: something another system reports about an order, as a webhook relay
+    forwards it (``{"order_id": "A-1001", "event": "delivered", "detail": "left at the front door"}``)."""
+
+    order_id: OrderId
+    event: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    detail: Annotated[str, StringConstraints(strip_whitespace=True, max_length=2_000)] = ""
+
+
+class TicketState(StrEnum):
+    """The ``TicketState`` search attribute: what an open ticket waits for, set only while it waits."""
+
+    WAITING_FOR_CUSTOMER = "waiting_for_customer"
+    WAITING_FOR_EVENT = "waiting_for_event"
+
+
+class Waiting(Contract):
+    """The ``waiting_for`` memo: what the ticket waits for, until when (workflow time)."""
+
+    state: TicketState
+    until: datetime
+    order_id: str | None = None
+    """For an event: the order it must be about."""
 
 
 # --- the conversation, in the Anthropic Messages shape -----------------------------------------------------
@@ -363,6 +422,15 @@ class OrderEventsArgs(Contract):
     order_id: OrderId = Field(description="The order id, such as A-1001.")
 
 
+class WaitForDeliveryScanArgs(Contract):
+    """Wait until the carrier reports a scan of the order's parcel (or another event about the order), or until
+    the hours run out, and say which. The ticket waits without costing anything; use it when the parcel may
+    still be on its way and the customer can be answered once the carrier says where it is."""
+
+    order_id: OrderId = Field(description="The order id, such as A-1001.")
+    hours: Annotated[int, Field(ge=1, le=30 * 24)] = Field(description="How many hours to wait at most.")
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool as both sides see it: the workflow validates a call's arguments with ``args`` before anything
@@ -389,6 +457,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         ToolSpec("issue_refund", IssueRefundArgs, read_only=False),
         ToolSpec("send_email", SendEmailArgs, read_only=False),
         ToolSpec("order_events", OrderEventsArgs, read_only=True),
+        ToolSpec("wait_for_delivery_scan", WaitForDeliveryScanArgs, read_only=False),
     )
 }
 
@@ -488,6 +557,18 @@ class RefundRecord(Contract):
     amount_cents: int
 
 
+class Turn(Contract):
+    """One turn of the ticket: what the customer wrote (the question, then each reply), and how the agent
+    answered it."""
+
+    message: str
+    answer: str
+    status: Status
+    first_step: NonNegativeInt
+    """The first model call of the turn (steps are numbered across the ticket, so keys never repeat)."""
+    last_step: NonNegativeInt
+
+
 class Outcome(Contract):
     ticket_id: str
     status: Status
@@ -499,6 +580,9 @@ class Outcome(Contract):
     approvals: list[ApprovalRecord] = []
     usage: UsageReport = UsageReport()
     """Tokens and estimated cost, in total and per model call."""
+    turns: list[Turn] = []
+    """Every turn, in order: the question and the answer to it, then each reply of the customer's and its
+    answer (one turn unless the ticket stayed open for replies, ``reply_window_seconds``)."""
     archive_ref: str | None = None
     """Set on a ticket that continued as new: the tool calls and per-call usage of its earlier runs, kept in
     the content store (``RecordsArchive``); ``tool_calls`` and ``usage.steps`` then hold only the last run's.
@@ -540,6 +624,18 @@ class ContinuedState(Contract):
     refunds: list[RefundRecord] = []
     approvals: list[ApprovalRecord] = []
     audits: NonNegativeInt = 0
+    turns: list[Turn] = []
+    turn_message: str = ""
+    """What the customer wrote that the turn in progress answers."""
+    turn_first_step: NonNegativeInt = 0
+    """The first step of the turn in progress: its steps are counted against ``max_steps`` from there."""
+    turn_refunds_before: NonNegativeInt = 0
+    turn_approvals_before: NonNegativeInt = 0
+    """Refunds and approval records before the turn in progress: whether it ends declined is judged by its own."""
+    replies: list[str] = []
+    """Replies taken that no turn has read yet."""
+    events: list[OrderEvent] = []
+    """Events received that no wait has taken yet."""
     archive_ref: str | None = None
     """The tool calls and per-call usage of the runs before, in the content store: a run hands its own there
     as it continues, so what a run carries does not grow with the ticket."""

@@ -26,6 +26,10 @@ customer address only, and mention the amount and the refund number.
 5. If a tool result is an error, read it: fix your arguments if they were wrong, otherwise explain the \
 problem to the customer. Never claim an action succeeded unless a tool result says so.
 6. If the ticket does not name an order, ask the customer which order it is about.
+7. If the parcel may still be on its way, you may wait for the carrier's scan with wait_for_delivery_scan \
+before refunding it; if no scan comes in time, treat the parcel as lost.
+8. The customer may reply after your answer. A reply continues the same conversation: answer it under the \
+same policy, and do not repeat a refund or an email already made.
 
 Your final message (without a tool call) is your answer to the customer: plain, friendly and brief.\
 """

@@ -32,6 +32,9 @@ from activities.store import BusinessStore
 
 CHANGE_OF_MIND_CENTS = 1000
 SUMMARY_RESULT_CHARS = 200
+ON_ITS_WAY = "on its way"
+"""A question with these words makes the script wait for the carrier's scan before it refunds anything."""
+WAIT_HOURS = 48
 MAX_REFUND_REQUESTS = 2
 """A refund whose outcome the agent was not told is asked for once more, as a model told to resolve the
 ticket plausibly would (the seed's table row 5), and then handed over."""
@@ -60,6 +63,17 @@ def first_user_text(messages: list[Message]) -> str:
         if message.role == "user":
             return " ".join(b.text for b in message.content if isinstance(b, TextBlock))
     return ""
+
+
+def current_turn(messages: list[Message]) -> tuple[str, list[Message], bool]:
+    """What the customer wrote that the model is answering now, the messages since, and whether it is a reply
+    to an answer given before (a ticket kept open for replies) rather than the question."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "assistant" and not any(isinstance(b, ToolUseBlock) for b in message.content):
+            since = messages[index + 1 :]
+            return first_user_text(since), since, True
+    return first_user_text(messages), messages, False
 
 
 class ScriptedModel:
@@ -95,6 +109,8 @@ class Turn:
     history: list[Exchange]
     order_id: str
     asked_before: int
+    text: str
+    """What the customer wrote that this turn answers."""
 
     def use(self, name: str, **tool_input: object) -> Decision:
         call_id = f"toolu_{self.request.step:02d}_{len(self.history)}"
@@ -105,11 +121,15 @@ class Turn:
 
 
 def script(request: ThinkRequest, asked_before: int) -> Decision:
-    """The next move for a conversation, given how often this step was asked about already."""
-    order_id = find_order_id(first_user_text(request.messages))
+    """The next move for a conversation, given how often this step was asked about already. A reply to an
+    earlier answer is a new turn: the script plays again for the order it names, or thanks the customer."""
+    text, messages, reply = current_turn(request.messages)
+    order_id = find_order_id(text)
+    if order_id is None and reply:
+        return answer("Thank you for your message. If there is anything else, reply with the order's number.")
     if order_id is None:
         return answer("Which order is this about? Please reply with its number, such as A-1001.")
-    turn = Turn(request, exchanges(request.messages), order_id, asked_before)
+    turn = Turn(request, exchanges(messages), order_id, asked_before, text)
     if not turn.history:
         return turn.use("lookup_order", order_id=order_id)
     after = AFTER.get(turn.history[-1].call.name)
@@ -120,6 +140,20 @@ def after_lookup(turn: Turn, last: Exchange) -> Decision:
     if last.result.is_error:
         return answer(f"I could not find order {turn.order_id}. A colleague will look into your ticket.")
     order = OrderLookup.model_validate(json.loads(last.result.content))
+    if ON_ITS_WAY in turn.text.lower():
+        return turn.use("wait_for_delivery_scan", order_id=turn.order_id, hours=WAIT_HOURS)
+    return refund(turn, order)
+
+
+def after_wait(turn: Turn, last: Exchange) -> Decision:
+    """The carrier said something: tell the customer. It did not: the parcel is lost, refund it."""
+    if last.result.is_error or last.result.content.startswith("Reported"):
+        return answer(f"About order {turn.order_id}: {last.result.content}")
+    lookup = next(e for e in turn.history if e.call.name == "lookup_order")
+    return refund(turn, OrderLookup.model_validate(json.loads(lookup.result.content)))
+
+
+def refund(turn: Turn, order: OrderLookup) -> Decision:
     amount = order.amount_cents + CHANGE_OF_MIND_CENTS * turn.asked_before
     return turn.use("issue_refund", order_id=turn.order_id, amount_cents=amount)
 
@@ -152,6 +186,7 @@ AFTER: dict[str, Callable[[Turn, Exchange], Decision]] = {
     "lookup_order": after_lookup,
     "issue_refund": after_refund,
     "send_email": after_email,
+    "wait_for_delivery_scan": after_wait,
 }
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import structlog
 from pydantic import ValidationError
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
-from activities.contracts import Approval, Order, TicketInput, describe_errors, money
+from activities.contracts import Approval, CustomerMessage, Order, TicketInput, describe_errors, money
 from agent_worker import logging as agent_logging
 from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect
@@ -29,11 +30,20 @@ from agent_worker.worker import run_worker
 log = structlog.get_logger(__name__)
 
 
+OPERATOR_COMMANDS: set[str] = set()
+"""The commands that talk to Temporal as a client (``operate``), filled in as their parsers are made."""
+
+
 def _operator_commands(commands: Any) -> None:
     """What a person runs against tickets: each is what a ``temporal`` CLI user would type, made readable."""
     tickets = commands.add_parser("tickets", help="list tickets from Temporal's visibility (no worker needed)")
     which = tickets.add_mutually_exclusive_group()
-    which.add_argument("--waiting", action="store_true", help="only those waiting for an approval")
+    which.add_argument(
+        "--waiting", dest="waiting_for", action="store_const", const="approval", help="as --waiting-for approval"
+    )
+    which.add_argument(
+        "--waiting-for", choices=sorted(operator.WAITING_FOR), help="only those waiting for this (no worker needed)"
+    )
     which.add_argument(
         "--stuck", action="store_true", help="only those whose workflow task keeps failing, with the failure"
     )
@@ -54,8 +64,13 @@ def _operator_commands(commands: Any) -> None:
     cancel.add_argument("ticket")
     cancel.add_argument("--reason", required=True, help="why, for the audit trail")
     cancel.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
-    for command in (tickets, show, approve, start, cancel):
+    reply = commands.add_parser("reply", help="pass on the customer's reply; it starts the ticket's next turn")
+    reply.add_argument("ticket")
+    reply.add_argument("text", help="what the customer wrote")
+    reply.add_argument("--wait", action="store_true", help="wait for the agent's answer to it, and print it")
+    for command in (tickets, show, approve, start, cancel, reply):
         _where(command)
+        OPERATOR_COMMANDS.add(command.prog.split()[-1])
 
 
 def _where(command: argparse.ArgumentParser) -> None:
@@ -175,11 +190,13 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "tickets" and args.stuck:
         await operator.list_stuck(client, limit=args.limit)
     elif args.command == "tickets":
-        await operator.list_tickets(client, waiting=args.waiting, limit=args.limit)
+        await operator.list_tickets(client, waiting_for=args.waiting_for, limit=args.limit)
     elif args.command == "start":
         return await start_ticket(client, args.input, settings.task_queue)
     elif args.command == "cancel":
         await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)
+    elif args.command == "reply":
+        return await reply(client, args)
     elif args.command == "show":
         await operator.show(client, args.ticket)
     else:
@@ -196,6 +213,30 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
             print(error, file=sys.stderr)
             return 1
     return 0
+
+
+async def reply(client: Client, args: argparse.Namespace) -> int:
+    """``agent-worker reply``: the reply checked here first, then by the ticket, which may refuse it."""
+    try:
+        message = CustomerMessage(text=args.text)
+    except ValidationError as error:
+        print(f"not sent: {describe_errors(error)}", file=sys.stderr)
+        return 2
+    try:
+        await operator.reply(client, args.ticket, message, wait=args.wait)
+    except WorkflowUpdateFailedError as error:
+        print(f"refused: {cause_of(error)}", file=sys.stderr)
+        return 1
+    except RPCError as error:  # no such ticket, or it is closed
+        print(f"refused: {error.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cause_of(error: BaseException) -> str:
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return str(error)
 
 
 async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
@@ -234,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     settings = Settings()
     code = 0
-    if args.command in {"tickets", "show", "approve", "start", "cancel"}:
+    if args.command in OPERATOR_COMMANDS:
         code = asyncio.run(operate(settings, args))
     elif args.command == "replay":
         code = asyncio.run(replay(settings, args.paths))

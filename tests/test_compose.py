@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from activities.contracts import SEARCH_ATTRIBUTES
 from agent_worker.config import Settings
 from workflows import policies
 
@@ -77,3 +78,9 @@ def test_docker_waits_for_the_workers_grace_period_before_it_kills_one() -> None
     assert re.fullmatch(r"\d+s", stop), stop
     assert int(stop[:-1]) > grace >= policies.LONGEST_ATTEMPT.total_seconds()
     assert "AGENT_GRACEFUL_SHUTDOWN_SECONDS" not in SERVICES["worker"]["environment"]
+
+
+def test_the_cluster_registers_every_search_attribute_the_workflow_sets() -> None:
+    command = " ".join(SERVICES["register-search-attributes"]["command"])
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        assert f"--name {name} --type {kind}" in command, f"{name} ({kind}) is not registered by the compose cluster"

@@ -17,10 +17,10 @@ import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE, Status
+from activities.contracts import Status
 from activities.store import BusinessStore
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.devserver import binary, free_port
+from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
 from tests.crashlab import Lab, poll, waiting_for
 from tests.harness import Handle, activity_attempts, ticket
 
@@ -102,7 +102,7 @@ class TemporalServer:
         self.process = await asyncio.create_subprocess_exec(
             binary("temporal"), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
             "--port", str(self.port), "--http-port", str(free_port()), "--metrics-port", str(free_port()),
-            "--db-filename", str(self.db_file), "--search-attribute", f"{AWAITING_APPROVAL_ATTRIBUTE}=Int",
+            "--db-filename", str(self.db_file), *SEARCH_ATTRIBUTE_ARGS,
             "--log-level", "warn", stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
         )  # fmt: skip
         log.close()

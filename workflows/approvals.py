@@ -214,10 +214,10 @@ class ApprovalGate:
         self._count()
         return True
 
-    def refused(self) -> bool:
-        """Whether a person declined a refund, or let one time out."""
+    def refused(self, since: int = 0) -> bool:
+        """Whether a person declined a refund, or let one time out (in the records from ``since`` on)."""
         refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
-        return any(a.decision in refused for a in self.desk.records)
+        return any(a.decision in refused for a in self.desk.records[since:])
 
     def restore(self, state: ContinuedState) -> None:
         """Take over the approvers, the records, and a wait (with any answer to it) from the run continued."""

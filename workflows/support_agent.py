@@ -51,6 +51,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_QUERY,
+        CUSTOMER_MESSAGE,
+        ORDER_EVENT_SIGNAL,
+        TURNS_QUERY,
         USAGE_QUERY,
         WORKFLOW_NAME,
         ApprovalRequest,
@@ -58,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         ContinuedState,
         Decision,
         Message,
+        MessageReceipt,
         Outcome,
         RefundReceipt,
         RefundRequest,
@@ -69,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         ThinkRequest,
         TicketContext,
         TicketInput,
+        Turn,
         UsageReport,
         append_turn,
         describe_errors,
@@ -81,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.continuation import ARCHIVE_RECORDS, LINEAR_HISTORY, Continuation
     from workflows.failures import CANCEL_CLEANLY, ToolError, cause, is_refusal, raise_if_cancelled
     from workflows.tools import RECONCILE_PATCH, Tool, Toolbox, reconcile, ticket_key
+    from workflows.waits import CUSTOMER_REPLIES, Events, Replies
 
 __all__ = [
     "APPROVER_CHECK",
@@ -138,6 +144,9 @@ class SupportAgent:
         self._continuation = Continuation(hand_over=self._continue_as_new)
         self._gate = ApprovalGate(audit=self._audit, continuation=self._continuation)
         """Made here, not in ``run``: an approval may be signalled before the run has read its ticket."""
+        self._replies = Replies()
+        self._events = Events()
+        """Made here too: a reply or an event may come before the run has read its ticket."""
         self._model_calls = 0
         self._usage = UsageReport()
         self._audits = 0
@@ -151,13 +160,14 @@ class SupportAgent:
     async def run(self, *args: Any) -> Outcome:
         carried = self._read(args)
         ticket = self._ticket
-        self._tools = Toolbox(ticket, self._gate, reconcile=self._reconcile)
+        self._tools = Toolbox(ticket, self._gate, self._events, reconcile=self._reconcile)
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
             self._restore(carried)
         self._gate.ready()
         if carried is None:
+            self._replies.open(ticket.question, 1)
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
             if escalation := self._past_sla():
                 await self._gate.flush()
@@ -172,7 +182,9 @@ class SupportAgent:
             if not workflow.patched(CANCEL_CLEANLY):
                 raise
             outcome = await self._cancelled()
+        self._replies.closed = self._replies.closed or "it is closed"
         await self._gate.flush()
+        await self._write_notes()
         if workflow.patched(CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
             await self._audit(
@@ -215,6 +227,33 @@ class SupportAgent:
         malformed answer instead of failing every workflow task of the run with a TypeError."""
         self._gate.receive(args)
 
+    @workflow.update(name=CUSTOMER_MESSAGE)
+    def customer_message(self, *args: Any) -> MessageReceipt:
+        """The customer's reply, ``{"text": "..."}``: read by the next turn of the agent. It returns once the
+        reply is taken, with the turn that will read it."""
+        return self._replies.take(args)
+
+    @customer_message.validator
+    def _may_take(self, *args: Any) -> None:
+        """Refuse, before anything is recorded, a reply the ticket cannot take: it is closed or cancelled, or the
+        reply is not one object with a non-empty ``text``."""
+        self._replies.check(args)
+
+    @workflow.signal(name=CUSTOMER_MESSAGE)
+    def customer_message_signalled(self, *args: Any) -> None:
+        """The same reply as a signal, for relays that can only signal: what it cannot take is audited."""
+        self._replies.take_signalled(args)
+
+    @workflow.signal(name=ORDER_EVENT_SIGNAL)
+    def order_event(self, *args: Any) -> None:
+        """Something another system reports about an order (``OrderEvent``), kept until a wait takes it."""
+        self._events.receive(args)
+
+    @workflow.query(name=TURNS_QUERY)
+    def turns(self) -> list[Turn]:
+        """The turns answered so far: what the customer wrote, and the agent's answer to it."""
+        return self._replies.turns
+
     @workflow.query(name=AWAITING_APPROVAL_QUERY)
     def awaiting_approval_of(self) -> ApprovalRequest | None:
         """The request a person is being asked to answer (its id, amount, order, deadline and approvers), or
@@ -228,7 +267,9 @@ class SupportAgent:
         return self._usage
 
     async def _converse(self, carried: ContinuedState | None) -> Outcome:
-        """The agent loop: think, use the tools asked for, repeat until the model answers or steps run out.
+        """The ticket's turns: the question, answered, then each reply of the customer's while the ticket stays
+        open for them (``reply_window_seconds``), answered over the whole conversation with the same rules, keys
+        and approvals. Steps are numbered across turns, so no two calls of the ticket share a key.
 
         With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
         so far is ``self._conversation_ref``. Without it, ``messages`` is the whole conversation."""
@@ -238,7 +279,22 @@ class SupportAgent:
         )
         messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
         first = 1 if carried is None else carried.steps_taken + 1
-        for step in range(first, ticket.options.max_steps + 1):
+        while True:
+            outcome, messages = await self._turn(first, messages)
+            reply = await self._next_reply(outcome)
+            if reply is None:
+                return outcome
+            first = outcome.steps + 1
+            self._replies.open(reply, first, refunds=len(self._tools.refunds), approvals=len(self._gate.records))
+            await self._audit(f"the customer replied: turn {len(self._replies.turns) + 1} begins")
+            append_turn(messages, "user", [TextBlock(text=reply)])
+
+    async def _turn(self, first: int, messages: list[Message]) -> tuple[Outcome, list[Message]]:
+        """One turn of the agent loop: think, use the tools asked for, repeat until the model answers or the
+        turn's steps (``max_steps`` from its first) run out. Returns how it ended, and what is still unsent."""
+        ticket = self._ticket
+        last = self._replies.first_step + ticket.options.max_steps - 1
+        for step in range(first, last + 1):
             if self._should_summarize():
                 messages = await self._summarize(step, messages)
             if self._continuation.should_continue(ticket.options.continue_as_new_after_steps):
@@ -252,9 +308,9 @@ class SupportAgent:
                     step,
                     f"The agent could not get an answer from the model ({cause(error)}). "
                     "A person will take this ticket over.",
-                )
+                ), messages
             if decision.stop_reason in STOPPED:
-                return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason])
+                return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason]), messages
             if self._continuation.linear:  # the activity stored the conversation with this answer in it
                 self._conversation_ref, messages = decision.conversation_ref, []
             else:
@@ -267,13 +323,32 @@ class SupportAgent:
                 continue
             if not decision.tool_calls:
                 status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
-                return self._outcome(status, step, decision.text)
+                return self._outcome(status, step, decision.text), messages
             append_turn(messages, "user", list(await self._tools.use_all(step, decision.tool_calls)))
-        return self._outcome(
-            Status.GAVE_UP,
-            ticket.options.max_steps,
-            f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over.",
-        )
+        gave_up = f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over."
+        return self._outcome(Status.GAVE_UP, last, gave_up), messages
+
+    async def _next_reply(self, answered: Outcome) -> str | None:
+        """The customer's reply the next turn reads: taken while the agent worked, or waited for (the CUSTOMER_
+        REPLIES patch, only on tickets that meet it). None: the ticket closes with this turn's outcome. A ticket
+        the agent did not answer (it failed, gave up, handed over) goes to a person, not back to the customer."""
+        replies = self._replies
+        if answered.status not in {Status.RESOLVED, Status.DECLINED}:
+            replies.closed = f"it was closed as {answered.status.value}, for a person to take over"
+            return None
+        window = self._ticket.options.reply_window_seconds
+        if not (window or replies.pending) or not workflow.patched(CUSTOMER_REPLIES):
+            replies.closed = "it is closed"
+            return None
+        await self._write_notes()
+        return await replies.wait(window)
+
+    async def _write_notes(self) -> None:
+        """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""
+        for source in (self._replies, self._events):
+            notes, source.notes = source.notes, []
+            for note in notes:
+                await self._audit(note)
 
     async def _resume(self, carried: ContinuedState) -> list[Message]:
         """What the model has not been sent yet, after running the calls of the step the last run was in the
@@ -313,6 +388,7 @@ class SupportAgent:
         cancel`` puts who asked in it), and close it with what was done before. It completes rather than ending
         as Temporal's CANCELED, so that its outcome still says what was refunded and approved."""
         reason = workflow.cancellation_reason() or "no reason given"
+        self._replies.closed = f"it was cancelled ({reason})"
         workflow.logger.info("ticket cancelled", extra={"reason": reason})
         await self._audit(f"cancelled: {reason}")
         return self._outcome(
@@ -320,7 +396,9 @@ class SupportAgent:
         )
 
     def _refund_was_refused(self) -> bool:
-        return not self._tools.refunds and self._gate.refused()
+        """Whether this turn's refund was refused by a person, and none was made in it instead."""
+        replies = self._replies
+        return not self._tools.refunds[replies.refunds_before :] and self._gate.refused(replies.approvals_before)
 
     # --- the model's side of a step ---
 
@@ -405,6 +483,8 @@ class SupportAgent:
             archive_ref=self._continuation.archive_ref,
             **self._gate.hand_over(),
             **self._tools.hand_over(),
+            **self._replies.hand_over(),
+            **self._events.hand_over(),
         )
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
@@ -417,9 +497,18 @@ class SupportAgent:
         self._continuation.archive_ref = state.archive_ref
         self._tools.restore(state)
         self._gate.restore(state)
+        self._replies.restore(state, self._ticket.question)
+        self._events.restore(state)
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
-        workflow.logger.info("ticket closed", extra={"status": status.value, "steps": steps})
+        """How the ticket stands with this answer: the turn in progress ends with it."""
+        workflow.logger.info("ticket answered", extra={"status": status.value, "steps": steps})
+        replies = self._replies
+        if replies.working:
+            replies.answered(
+                Turn(message=replies.message, answer=answer, status=status, first_step=replies.first_step,
+                     last_step=steps)
+            )  # fmt: skip
         return Outcome(
             ticket_id=self._ticket.ticket_id,
             status=status,
@@ -430,5 +519,6 @@ class SupportAgent:
             refunds=self._tools.refunds,
             approvals=self._gate.records,
             usage=self._usage,
+            turns=replies.turns,
             archive_ref=self._continuation.archive_ref,
         )

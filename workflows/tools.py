@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolSpec,
         ToolUseBlock,
+        WaitForDeliveryScanArgs,
         describe_errors,
         money,
         same_address,
@@ -61,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.approvals import ApprovalGate
 from workflows.failures import CANCEL_CLEANLY, ToolError, cause, is_refusal, raise_if_cancelled
+from workflows.waits import EVENT_WAITS, Events
 
 RECONCILE_PATCH = "reconcile-timed-out-refunds"
 """Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
@@ -95,12 +97,14 @@ class Tool(Generic[ArgsT]):
 
 class Toolbox:
     """Runs the tool calls of one ticket and keeps what they did (the calls and their results, the refunds
-    made) and the step in progress. Given the ticket, the approval gate a large refund waits at, and what to
-    do with a refund whose outcome is unknown (``reconcile``, unless the workflow says otherwise)."""
+    made) and the step in progress. Given the ticket, the approval gate a large refund waits at, the events
+    about orders a wait takes, and what to do with a refund whose outcome is unknown (``reconcile``, unless the
+    workflow says otherwise)."""
 
-    def __init__(self, ticket: TicketInput, gate: ApprovalGate, reconcile: Reconcile) -> None:
+    def __init__(self, ticket: TicketInput, gate: ApprovalGate, events: Events, reconcile: Reconcile) -> None:
         self._ticket = ticket
         self._gate = gate
+        self._events = events
         self._reconcile = reconcile
         self.tool_calls: list[ToolCallRecord] = []
         self.refunds: list[RefundRecord] = []
@@ -303,6 +307,17 @@ class Toolbox:
         self.orders[order_id] = order
         return order
 
+    async def _wait_for_delivery_scan(self, _step: int, call: ToolUseBlock, args: WaitForDeliveryScanArgs) -> str:
+        """Park the ticket until an event about the order arrives (or came already), or the hours run out."""
+        if not workflow.patched(EVENT_WAITS):  # as runs before the tool read a call to it
+            raise ToolError(f"There is no tool named {call.name!r}.")
+        await self._own_order(args.order_id)
+        event = await self._events.wait_for(args.order_id, args.hours)
+        if event is None:
+            return f"No event about order {args.order_id} arrived within {args.hours} hours."
+        detail = f": {event.detail}" if event.detail else ""
+        return f"Reported about order {args.order_id}: {event.event}{detail}"
+
     async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs) -> str:
         customer = self._ticket.customer_email
         if not same_address(args.to, customer):
@@ -344,6 +359,7 @@ class Toolbox:
         "issue_refund": Tool(TOOL_SPECS["issue_refund"], _issue_refund),
         "send_email": Tool(TOOL_SPECS["send_email"], _send_email),
         "order_events": Tool(TOOL_SPECS["order_events"], _order_events),
+        "wait_for_delivery_scan": Tool(TOOL_SPECS["wait_for_delivery_scan"], _wait_for_delivery_scan),
     }
 
 

@@ -1,0 +1,253 @@
+"""A ticket stays open for the customer's reply, and each reply is a new turn with the same rules.
+
+Driven as a desk would: replies through the real ``temporal`` CLI (``workflow update execute``) and
+``agent-worker reply``, the waiting tickets found in visibility, and what was paid and mailed counted in the
+store. The adversary here is a customer who replies to get a refund twice, a relay that sends garbage, and a
+reply that arrives after the ticket closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.common import SearchAttributeKey
+
+from activities.contracts import (
+    CUSTOMER_MESSAGE,
+    TICKET_STATE_ATTRIBUTE,
+    TURNS_QUERY,
+    WAITING_FOR_MEMO,
+    MessageReceipt,
+    Status,
+    TicketState,
+    Turn,
+    Waiting,
+)
+from agent_worker.devserver import binary
+from tests.harness import Handle, Harness, answer, awaiting, events, ticket
+from tests.test_processes import AGENT_WORKER, address, run
+
+STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
+DAYS_3 = 3 * 86_400
+
+
+async def waiting_for_customer(handle: Handle, turns: int) -> None:
+    """Wait until the ticket has answered ``turns`` turns and waits for the customer (a bounded poll)."""
+    async with asyncio.timeout(30):
+        while True:
+            description = await handle.describe()
+            done: list[Turn] = await handle.query(TURNS_QUERY, result_type=list[Turn])
+            if len(done) == turns and description.typed_search_attributes.get(STATE) == "waiting_for_customer":
+                return
+            await asyncio.sleep(0.1)
+
+
+async def update_with_cli(client: Client, handle: Handle, payload: Any) -> dict[str, Any]:
+    out = await run(
+        binary("temporal"), "--address", address(client), "workflow", "update", "execute",
+        "--workflow-id", handle.id, "--name", CUSTOMER_MESSAGE, "--input", json.dumps(payload), "-o", "json",
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+async def test_a_reply_starts_a_new_turn_over_the_whole_conversation_and_the_ticket_waits_in_visibility(
+    agent: Harness, client: Client
+) -> None:
+    raw = ticket("My parcel never arrived. Can I have my money back?", reply_window_seconds=DAYS_3,
+                 approval_limit_cents=10_000)  # fmt: skip
+    async with agent.worker():
+        handle = await agent.start(raw)
+        await waiting_for_customer(handle, turns=1)
+        description = await handle.describe()
+        waiting = await description.memo_value(WAITING_FOR_MEMO, type_hint=Waiting)
+        assert waiting.state is TicketState.WAITING_FOR_CUSTOMER
+        assert description.status is WorkflowExecutionStatus.RUNNING
+
+        reply = await update_with_cli(client, handle, {"text": "Sorry, it is order A-1001."})
+        assert reply["result"] == {"turn": 2}, reply
+        await waiting_for_customer(handle, turns=2)
+
+        said = await run(AGENT_WORKER, "reply", handle.id, "Thank you!", "--wait", "--address", address(client))
+        assert "turn 3" in said, said
+        assert "Thank you for your message" in said, said
+        await handle.cancel(reason="the desk closes the test ticket")
+        outcome = await handle.result()
+
+    assert [(t.message, t.status) for t in outcome.turns] == [
+        ("My parcel never arrived. Can I have my money back?", Status.RESOLVED),
+        ("Sorry, it is order A-1001.", Status.RESOLVED),
+        ("Thank you!", Status.RESOLVED),
+    ]
+    first, second, third = outcome.turns
+    assert first.answer.startswith("Which order")
+    assert "refunded 49.00" in second.answer
+    assert (first.first_step, second.first_step, third.first_step) == (1, 2, 6)
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert len(agent.store.emails()) == 1
+    audit = agent.store.audit_log(outcome.ticket_id)
+    assert "the customer replied: turn 2 begins" in audit
+    assert "the customer replied: turn 3 begins" in audit
+    # Cancelled while it waited: nothing is left saying it still waits.
+    assert outcome.status is Status.CANCELLED
+    final = await handle.describe()
+    assert final.typed_search_attributes.get(STATE) is None
+    assert await final.memo_value(WAITING_FOR_MEMO, None) is None
+
+
+async def test_a_reply_asking_for_the_same_refund_again_needs_a_person(agent: Harness) -> None:
+    """The customer steers the second turn to refund the order again: the second part waits for a person."""
+    raw = ticket(reply_window_seconds=DAYS_3, approval_limit_cents=10_000)
+    async with agent.worker():
+        handle = await agent.start(raw)
+        await waiting_for_customer(handle, turns=1)
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Refund order A-1001 again please"})
+        request = await awaiting(handle, 4900)
+        assert request is not None
+        await handle.signal("approve", answer(4900, approved=False, request_id=request.request_id))
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel()
+        outcome = await handle.result()
+
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert outcome.turns[1].status is Status.DECLINED
+
+
+async def test_replies_that_came_while_the_agent_worked_are_read_together_after_its_answer(agent: Harness) -> None:
+    """No reply window: the ticket would close with its answer, but replies it took while working start a turn."""
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)  # the first turn waits for a person
+        receipts = [
+            await handle.execute_update(CUSTOMER_MESSAGE, {"text": text}, result_type=MessageReceipt)
+            for text in ("Any news?", "Hello?")
+        ]
+        assert [r.turn for r in receipts] == [2, 2]
+        await handle.signal("approve", answer(4900))
+        outcome = await handle.result()
+
+    assert [t.message for t in outcome.turns][1] == "Any news?\n\nHello?"
+    assert outcome.status is Status.RESOLVED
+    assert len(outcome.turns) == 2
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        ({"text": "   "}, "text"),
+        ({"text": "hi", "approver": "ann"}, "approver"),
+        ({"message": "hi"}, "text"),
+        ("just a string", "Invalid reply"),
+        ({"text": "x" * 20_001}, "text"),
+    ],
+)
+async def test_a_bad_reply_is_refused_at_once_and_leaves_no_trace(agent: Harness, payload: Any, why: str) -> None:
+    async with agent.worker():
+        handle = await agent.start(ticket(reply_window_seconds=DAYS_3, approval_limit_cents=10_000))
+        await waiting_for_customer(handle, turns=1)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(CUSTOMER_MESSAGE, payload)
+        assert why in str(refused.value.cause), refused.value.cause
+        accepted = await events(handle, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+        assert accepted == []
+        # Still open, still waiting, and a good reply after the bad one is taken.
+        receipt = await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Thanks"}, result_type=MessageReceipt)
+        assert receipt.turn == 2
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel()
+        await handle.result()
+
+
+async def test_replies_with_no_input_or_two_are_refused_too(agent: Harness) -> None:
+    async with agent.worker():
+        handle = await agent.start(ticket(reply_window_seconds=DAYS_3, approval_limit_cents=10_000))
+        await waiting_for_customer(handle, turns=1)
+        for args in ([], [{"text": "a"}, {"text": "b"}]):
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update(CUSTOMER_MESSAGE, args=args)
+            assert "one JSON object" in str(refused.value.cause)
+        await handle.cancel()
+        outcome = await handle.result()
+    assert len(outcome.turns) == 1
+
+
+async def test_a_reply_signalled_by_a_relay_is_taken_and_a_malformed_one_is_audited(
+    agent: Harness, client: Client
+) -> None:
+    temporal = [binary("temporal"), "--address", address(client), "workflow", "signal"]
+    async with agent.worker():
+        handle = await agent.start(ticket("My parcel never arrived", reply_window_seconds=DAYS_3, approval_limit_cents=10_000))
+        await waiting_for_customer(handle, turns=1)
+        await run(*temporal, "--workflow-id", handle.id, "--name", CUSTOMER_MESSAGE)  # no input at all
+        await run(*temporal, "--workflow-id", handle.id, "--name", CUSTOMER_MESSAGE, "--input", '{"text": ""}')
+        await run(
+            *temporal, "--workflow-id", handle.id, "--name", CUSTOMER_MESSAGE, "--input", '{"text": "It was A-1005"}'
+        )
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel()
+        outcome = await handle.result()
+
+    assert outcome.turns[1].message == "It was A-1005"
+    assert [r.order_id for r in agent.store.refunds()] == ["A-1005"]
+    audit = agent.store.audit_log(outcome.ticket_id)
+    refused = [entry for entry in audit if entry.startswith("a reply signalled to the ticket was not taken")]
+    assert len(refused) == 2, audit
+    assert "got 0 arguments" in refused[0]
+    assert "text" in refused[1]
+
+
+async def test_a_reply_to_a_closed_ticket_is_refused_by_the_server_and_by_the_cli(
+    agent: Harness, client: Client
+) -> None:
+    async with agent.worker():
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
+        await handle.result()
+        with pytest.raises(Exception, match="completed"):
+            await handle.execute_update(CUSTOMER_MESSAGE, {"text": "one more thing"})
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "reply", handle.id, "one more thing", "--address", address(client),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1
+    assert err.decode().startswith("refused:"), err
+
+
+async def test_the_window_passing_with_no_reply_closes_the_ticket_as_answered(agent_in_skipped_time: Harness) -> None:
+    agent = agent_in_skipped_time
+    async with agent.worker():
+        handle = await agent.start(ticket(reply_window_seconds=DAYS_3, approval_limit_cents=10_000))
+        outcome = await handle.result()  # three days pass in skipped time
+
+    assert outcome.status is Status.RESOLVED
+    assert len(outcome.turns) == 1
+    assert (await handle.describe()).typed_search_attributes.get(STATE) is None
+    assert len(agent.store.emails()) == 1
+
+
+async def test_turns_carry_over_when_the_ticket_continues_as_new(agent: Harness) -> None:
+    """A ticket that continues as a new run every two model calls keeps its turns, its pending replies and its
+    keys: the second turn runs in later runs and pays nothing twice."""
+    raw = ticket("My parcel never arrived", reply_window_seconds=DAYS_3, continue_as_new_after_steps=2,
+                 approval_limit_cents=10_000)  # fmt: skip
+    async with agent.worker():
+        handle = await agent.start(raw)
+        await waiting_for_customer(handle, turns=1)
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "It is A-1001"})
+        await waiting_for_customer(handle, turns=2)
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Thanks"})
+        await waiting_for_customer(handle, turns=3)
+        await handle.cancel()
+        outcome = await handle.result()
+        runs = [e async for e in agent.client.list_workflows(f"WorkflowId = '{handle.id}'")]
+
+    assert len(runs) > 1
+    assert [t.message for t in outcome.turns] == ["My parcel never arrived", "It is A-1001", "Thanks"]
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert len(agent.store.emails()) == 1
