@@ -182,7 +182,8 @@ async def test_a_reply_signalled_by_a_relay_is_taken_and_a_malformed_one_is_audi
 ) -> None:
     temporal = [binary("temporal"), "--address", address(client), "workflow", "signal"]
     async with agent.worker():
-        handle = await agent.start(ticket("My parcel never arrived", reply_window_seconds=DAYS_3, approval_limit_cents=10_000))
+        raw = ticket("My parcel never arrived", reply_window_seconds=DAYS_3, approval_limit_cents=10_000)
+        handle = await agent.start(raw)
         await waiting_for_customer(handle, turns=1)
         await run(*temporal, "--workflow-id", handle.id, "--name", CUSTOMER_MESSAGE)  # no input at all
         await run(*temporal, "--workflow-id", handle.id, "--name", CUSTOMER_MESSAGE, "--input", '{"text": ""}')
