@@ -25,6 +25,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.contracts import (
     APPROVE_SIGNAL,
+    CUSTOMER_MESSAGE,
+    ORDER_EVENT_SIGNAL,
     WORKFLOW_NAME,
     Decision,
     Outcome,
@@ -40,6 +42,8 @@ from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
 from bench.history_growth import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
 from tests.harness import Handle, awaiting, ticket
+from tests.test_event_waits import waiting_for_event
+from tests.test_replies import waiting_for_customer
 
 
 async def approve(handle: Handle, amount: int, *, approved: bool = True, approver: str = "ann") -> None:
@@ -339,6 +343,30 @@ async def approved_refund_keyed_per_ticket(r: Recorder) -> Handle:
     return await approved_refund(r)
 
 
+async def customer_replied_twice(r: Recorder) -> Handle:
+    """The path added behind the ``customer-replies`` patch: the first answer asks which order, a reply by update
+    names it (refunded, mailed), a signalled reply thanks the agent, and the window then passes with no more."""
+    handle = await r.start(ticket("My parcel never arrived", reply_window_seconds=5, approval_limit_cents=10_000))
+    await waiting_for_customer(handle, turns=1)
+    await handle.execute_update(CUSTOMER_MESSAGE, {"text": "It is order A-1001"})
+    await waiting_for_customer(handle, turns=2)
+    await handle.signal(CUSTOMER_MESSAGE, {"text": "Thank you!"})
+    await handle.result()
+    return handle
+
+
+async def waited_for_a_delivery_scan(r: Recorder) -> Handle:
+    """The path added behind the ``event-waits`` patch: the model waits for the carrier; a malformed event and one
+    about another order come first, then the scan of the order, which ends the wait."""
+    handle = await r.start(ticket("My parcel for order A-1001 is late. Is it still on its way?"))
+    await waiting_for_event(handle)
+    await handle.signal(ORDER_EVENT_SIGNAL, {"order_id": "A-1001"})
+    await handle.signal(ORDER_EVENT_SIGNAL, {"order_id": "A-1005", "event": "delivered"})
+    await handle.signal(ORDER_EVENT_SIGNAL, {"order_id": "A-1001", "event": "delivered", "detail": "at the door"})
+    await handle.result()
+    return handle
+
+
 async def _wait_closed(handle: Handle) -> None:
     async with asyncio.timeout(30):
         while (await handle.describe()).close_time is None:
@@ -356,7 +384,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         continued_with_records_archived, summarized_old_turns, approval_answered_twice_the_first_decides,
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
-        approved_refund_keyed_per_ticket,
+        approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan,
     )
 }  # fmt: skip
 
