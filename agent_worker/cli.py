@@ -68,7 +68,10 @@ def _operator_commands(commands: Any) -> None:
     reply.add_argument("ticket")
     reply.add_argument("text", help="what the customer wrote")
     reply.add_argument("--wait", action="store_true", help="wait for the agent's answer to it, and print it")
-    for command in (tickets, show, approve, start, cancel, reply):
+    retry = commands.add_parser("retry", help="reset a closed ticket to its last model call, to go on from there")
+    retry.add_argument("ticket")
+    retry.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
+    for command in (tickets, show, approve, start, cancel, reply, retry):
         _where(command)
         OPERATOR_COMMANDS.add(command.prog.split()[-1])
 
@@ -186,7 +189,25 @@ async def codec_server(settings: Settings, host: str, port: int) -> None:
 
 
 async def operate(settings: Settings, args: argparse.Namespace) -> int:
+    """Run an operator command; its exit code: 0 done, 1 refused (by the ticket or the server), 2 bad input."""
     client = await connect(args.address, args.namespace, settings.data_converter())
+    try:
+        return await _operate(client, settings, args)
+    except ValidationError as error:
+        print(f"not sent: {describe_errors(error)}", file=sys.stderr)
+        return 2
+    except (operator.NotWaitingError, operator.NotRetryableError) as error:
+        print(error, file=sys.stderr)
+        return 1
+    except WorkflowUpdateFailedError as error:  # the ticket's validator refused it
+        print(f"refused: {cause_of(error)}", file=sys.stderr)
+        return 1
+    except RPCError as error:  # no such ticket, or it is closed
+        print(f"refused: {error.message}", file=sys.stderr)
+        return 1
+
+
+async def _operate(client: Client, settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "tickets" and args.stuck:
         await operator.list_stuck(client, limit=args.limit)
     elif args.command == "tickets":
@@ -196,40 +217,17 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
     elif args.command == "cancel":
         await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)
     elif args.command == "reply":
-        return await reply(client, args)
+        await operator.reply(client, args.ticket, CustomerMessage(text=args.text), wait=args.wait)
+    elif args.command == "retry":
+        await operator.retry(client, args.ticket, by=args.by)
     elif args.command == "show":
         await operator.show(client, args.ticket)
     else:
-        try:
-            answer = Approval(
-                amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver,
-                request_id=args.request_id,
-            )  # fmt: skip
-            await operator.approve(client, args.ticket, answer)
-        except ValidationError as error:
-            print(f"not sent: {describe_errors(error)}", file=sys.stderr)
-            return 2
-        except operator.NotWaitingError as error:
-            print(error, file=sys.stderr)
-            return 1
-    return 0
-
-
-async def reply(client: Client, args: argparse.Namespace) -> int:
-    """``agent-worker reply``: the reply checked here first, then by the ticket, which may refuse it."""
-    try:
-        message = CustomerMessage(text=args.text)
-    except ValidationError as error:
-        print(f"not sent: {describe_errors(error)}", file=sys.stderr)
-        return 2
-    try:
-        await operator.reply(client, args.ticket, message, wait=args.wait)
-    except WorkflowUpdateFailedError as error:
-        print(f"refused: {cause_of(error)}", file=sys.stderr)
-        return 1
-    except RPCError as error:  # no such ticket, or it is closed
-        print(f"refused: {error.message}", file=sys.stderr)
-        return 1
+        answer = Approval(
+            amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver,
+            request_id=args.request_id,
+        )  # fmt: skip
+        await operator.approve(client, args.ticket, answer)
     return 0
 
 

@@ -3,17 +3,21 @@
 Each is what a ``temporal`` CLI user would type, made readable: ``tickets`` is ``temporal workflow list``
 over Temporal's visibility store (so it works with no worker running; ``--stuck`` adds what the run's
 description and history say of its failing workflow task), ``show`` reads the run's history (plus a query
-while it runs), ``approve`` is ``temporal workflow signal --name approve``, and ``reply`` is
-``temporal workflow update execute --name customer_message``.
+while it runs), ``approve`` is ``temporal workflow signal --name approve``, ``reply`` is
+``temporal workflow update execute --name customer_message``, and ``retry`` is ``temporal workflow reset`` to
+the last model call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -237,6 +241,41 @@ async def reply(client: Client, ticket: str, message: CustomerMessage, *, wait: 
             say(f"answer ({answered.status.value}): {answered.answer}")
             return answered
         await asyncio.sleep(0.5)
+
+
+class NotRetryableError(RuntimeError):
+    """The ticket cannot be retried from a model call: it is still running, or it never asked the model."""
+
+
+async def retry(client: Client, ticket: str, *, by: str) -> str:
+    """Reset a closed ticket to just before its last model call (``temporal workflow reset``), so that a ticket
+    that failed because the model could not be reached goes on from there once it can; return the new run's id.
+
+    Safe for money and mail: what ran before that point is replayed from history, not run again, and what runs
+    again carries the keys it carried the first time (per ticket, step and place in the step), so a refund or
+    an email the failed run made after that point is not made twice either."""
+    handle = client.get_workflow_handle(workflow_id(ticket))
+    description = await handle.describe()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        raise NotRetryableError(f"{handle.id} is still running: only a closed ticket can be retried")
+    think = None
+    async for event in client.get_workflow_handle(handle.id, run_id=description.run_id).fetch_history_events():
+        scheduled = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes") and scheduled.activity_type.name == "think":
+            think = scheduled
+    if think is None:
+        raise NotRetryableError(f"{handle.id} never asked the model, so there is no model call to retry")
+    reset = await client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=handle.id, run_id=description.run_id),
+            reason=f"agent-worker retry by {by}: the last model call again",
+            workflow_task_finish_event_id=think.workflow_task_completed_event_id,
+            request_id=str(uuid.uuid4()),
+        )
+    )
+    say(f"{handle.id} retried from its last model call by {by}: run {reset.run_id}")
+    return reset.run_id
 
 
 async def cancel(client: Client, ticket: str, *, reason: str, by: str) -> None:

@@ -254,5 +254,6 @@ def test_the_newest_paths_record_their_patches() -> None:
     assert "cancel-cleanly" in patches(HISTORIES / "cancelled_while_a_refund_waits.json")
     assert "customer-replies" in patches(HISTORIES / "customer_replied_twice.json")
     assert "event-waits" in patches(HISTORIES / "waited_for_a_delivery_scan.json")
+    assert "audit-keys-per-run" in patches(HISTORIES / "waited_for_a_delivery_scan.json")
     # Tickets that neither wait for a reply nor for an event meet neither patch: their histories are unchanged.
     assert not {"customer-replies", "event-waits"} & patches(HISTORIES / "approved_refund_keyed_per_ticket.json")

@@ -115,6 +115,10 @@ CLOSING_AUDIT = "audit-ticket-close"
 started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
 once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
 
+AUDIT_KEYS_PER_RUN = "audit-keys-per-run"
+"""Patch: audit entries are keyed by the run that writes them, not the ticket's first run, which a reset keeps:
+keyed so, a reset run's entries were taken for the failed run's and dropped. Runs before it replay unchanged."""
+
 SUMMARIZE_OLD_TURNS = "summarize-old-turns"
 """Patch: a conversation whose last model call read more than ``summarize_above_tokens`` is summarised by the
 model before the next step. Only runs past the threshold meet it, and none recorded before it was."""
@@ -368,12 +372,15 @@ class SupportAgent:
         return f"opened {age} ago, SLA {sla}" if age > sla else None
 
     async def _audit(self, entry: str) -> None:
+        """Write an entry once, however often its activity is retried. Entries are numbered across the ticket's
+        runs, and (the AUDIT_KEYS_PER_RUN patch) keyed by the run that writes them: a run that a reset started
+        numbers its entries from the reset point again, and they are new entries, not the failed run's."""
         self._audits += 1
+        info = workflow.info()
+        run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(AUDIT_KEYS_PER_RUN) else ticket_key()
         await workflow.execute_activity_method(
             ToolActivities.audit,
-            AuditEntry(
-                ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{ticket_key()}/{self._audits}"
-            ),
+            AuditEntry(ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{run}/{self._audits}"),
             **policies.AUDIT,
         )
 

@@ -1,0 +1,136 @@
+"""A ticket that failed because the model could not be reached is retried from where it failed, and nothing it
+already paid or mailed happens again: ``agent-worker retry`` (a reset to the last model call), and the
+``temporal`` CLI's own reset to the very first workflow task, which runs every step again.
+
+The model here answers 401 at its last step until "the key is fixed", as a revoked API key would; the
+store counts refunds and emails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from activities.contracts import Decision, Outcome, Status, ThinkRequest
+from activities.scripted_model import ScriptedModel
+from activities.store import BusinessStore
+from agent_worker.devserver import binary
+from tests.harness import Handle, Harness, ticket
+from tests.test_processes import AGENT_WORKER, address, run
+
+ANSWER_STEP = 4
+"""The scripted ticket looks up (1), refunds (2), emails (3) and answers (4): the key breaks before 4."""
+
+
+@dataclass
+class KeyRevokedAtTheAnswer:
+    """The scripted support model, behind an API key that is refused from the answer's step on until fixed."""
+
+    store: BusinessStore
+    revoked: bool = True
+    name: str = "scripted-behind-a-key"
+    refused: list[int] = field(default_factory=list)
+
+    async def decide(self, request: ThinkRequest) -> Decision:
+        if self.revoked and request.step >= ANSWER_STEP:
+            self.refused.append(request.step)
+            raise ApplicationError("invalid x-api-key", type="AuthenticationError", non_retryable=True)
+        return await ScriptedModel(self.store).decide(request)
+
+
+async def failed_ticket(agent: Harness, **options: int) -> Handle:
+    handle = await agent.start(ticket(approval_limit_cents=10_000, **options))
+    outcome = await handle.result()
+    assert outcome.status is Status.FAILED, outcome
+    assert "invalid x-api-key" in outcome.answer
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert len(agent.store.emails()) == 1
+    return handle
+
+
+async def result_of_the_new_run(handle: Handle) -> Outcome:
+    """The result of the run the reset started (the handle follows the chain to the latest run)."""
+    async with asyncio.timeout(60):
+        while True:
+            description = await handle.describe()
+            if description.close_time is not None and description.run_id != handle.first_execution_run_id:
+                break
+            await asyncio.sleep(0.1)
+    fresh = handle._client.get_workflow_handle(handle.id, run_id=description.run_id, result_type=Outcome)
+    return await fresh.result()
+
+
+async def test_a_failed_ticket_is_retried_from_its_last_model_call_and_pays_and_mails_nothing_twice(
+    agent: Harness, client: Client
+) -> None:
+    model = KeyRevokedAtTheAnswer(agent.store)
+    async with agent.worker(model):
+        handle = await failed_ticket(agent)
+        model.revoked = False  # the key is fixed
+        said = await run(AGENT_WORKER, "retry", handle.id, "--by", "ann", "--address", address(client))
+        assert "retried from its last model call by ann" in said
+        outcome = await result_of_the_new_run(handle)
+
+    assert outcome.status is Status.RESOLVED
+    assert outcome.steps == ANSWER_STEP
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert len(agent.store.emails()) == 1
+    assert model.refused == [ANSWER_STEP]
+    # Only the failed step asked the model again: the three before it were replayed from history.
+    assert sorted(call.step for call in agent.store.model_calls(outcome.ticket_id)) == [1, 2, 3, ANSWER_STEP]
+    audit = agent.store.audit_log(outcome.ticket_id)
+    assert audit[-1].startswith("closed as resolved"), audit
+    assert any(entry.startswith("closed as failed") for entry in audit), audit  # what the failed run wrote stays
+
+
+async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_still_pays_and_mails_once(
+    agent: Harness, client: Client
+) -> None:
+    """The strongest reset: every activity runs again, and the model, asked again, proposes another amount (the
+    script changes its mind on a step asked twice). The rules and keys hold: the order, looked up again, reads as
+    refunded before, so the refund waits for a person, who does not answer in time; and the email the new run
+    writes at the old one's place is refused by the mailbox as a key reused for another message."""
+    model = KeyRevokedAtTheAnswer(agent.store)
+    async with agent.worker(model):
+        handle = await failed_ticket(agent, approval_timeout_seconds=2)
+        model.revoked = False
+        await run(
+            binary("temporal"), "--address", address(client), "workflow", "reset", "--workflow-id", handle.id,
+            "--type", "FirstWorkflowTask", "--reason", "start the ticket over",
+        )  # fmt: skip
+        outcome = await result_of_the_new_run(handle)
+
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [e.body for e in agent.store.emails()] == ["We have refunded 49.00 for order A-1001 (refund #1)."]
+    lookup, refund, email = outcome.tool_calls
+    assert '"refunded_cents":4900' in lookup.result
+    assert refund.input["amount_cents"] == 5900
+    assert (refund.is_error, refund.result) == (
+        True,
+        "A person did not approve this refund in time, so it was not made.",
+    )
+    assert email.is_error and "was used for another email" in email.result, email
+    assert outcome.refunds == []
+
+
+async def test_a_running_ticket_or_one_that_never_asked_the_model_is_not_retried(
+    agent: Harness, client: Client
+) -> None:
+    async with agent.worker():
+        waiting = await agent.start(ticket())  # waits for approval
+        invalid = await agent.start({"ticket_id": "T-bad", "question": ""})  # fails before any model call
+        async with asyncio.timeout(30):
+            while (await invalid.describe()).close_time is None:
+                await asyncio.sleep(0.1)
+        for handle, why in ((waiting, "still running"), (invalid, "never asked the model")):
+            process = await asyncio.create_subprocess_exec(
+                AGENT_WORKER, "retry", handle.id, "--address", address(client),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            _, err = await asyncio.wait_for(process.communicate(), 60)
+            assert process.returncode == 1
+            assert why in err.decode(), err
+        await waiting.cancel()
