@@ -112,7 +112,8 @@ async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_stil
         True,
         "A person did not approve this refund in time, so it was not made.",
     )
-    assert email.is_error and "was used for another email" in email.result, email
+    assert email.is_error
+    assert "was used for another email" in email.result, email
     assert outcome.refunds == []
 
 
