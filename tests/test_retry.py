@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -41,7 +42,7 @@ class KeyRevokedAtTheAnswer:
         return await ScriptedModel(self.store).decide(request)
 
 
-async def failed_ticket(agent: Harness, **options: int) -> Handle:
+async def failed_ticket(agent: Harness, **options: Any) -> Handle:
     handle = await agent.start(ticket(approval_limit_cents=10_000, **options))
     outcome = await handle.result()
     assert outcome.status is Status.FAILED, outcome
@@ -51,8 +52,8 @@ async def failed_ticket(agent: Harness, **options: int) -> Handle:
     return handle
 
 
-async def result_of_the_new_run(handle: Handle) -> Outcome:
-    """The result of the run the reset started (the handle follows the chain to the latest run)."""
+async def result_of_the_new_run(client: Client, handle: Handle) -> Outcome:
+    """The result of the run the reset started, once it has closed."""
     async with asyncio.timeout(60):
         while True:
             description = await handle.describe()
@@ -72,7 +73,7 @@ async def test_a_failed_ticket_is_retried_from_its_last_model_call_and_pays_and_
         model.revoked = False  # the key is fixed
         said = await run(AGENT_WORKER, "retry", handle.id, "--by", "ann", "--address", address(client))
         assert "retried from its last model call by ann" in said
-        outcome = await result_of_the_new_run(handle)
+        outcome = await result_of_the_new_run(client, handle)
 
     assert outcome.status is Status.RESOLVED
     assert outcome.steps == ANSWER_STEP
@@ -101,7 +102,7 @@ async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_stil
             binary("temporal"), "--address", address(client), "workflow", "reset", "--workflow-id", handle.id,
             "--type", "FirstWorkflowTask", "--reason", "start the ticket over",
         )  # fmt: skip
-        outcome = await result_of_the_new_run(handle)
+        outcome = await result_of_the_new_run(client, handle)
 
     assert [r.amount_cents for r in agent.store.refunds()] == [4900]
     assert [e.body for e in agent.store.emails()] == ["We have refunded 49.00 for order A-1001 (refund #1)."]
