@@ -60,8 +60,9 @@ async def result_of_the_new_run(client: Client, handle: Handle) -> Outcome:
             if description.close_time is not None and description.run_id != handle.first_execution_run_id:
                 break
             await asyncio.sleep(0.1)
-    fresh = handle._client.get_workflow_handle(handle.id, run_id=description.run_id, result_type=Outcome)
-    return await fresh.result()
+    fresh: Handle = client.get_workflow_handle(handle.id, run_id=description.run_id, result_type=Outcome)
+    outcome: Outcome = await fresh.result()
+    return outcome
 
 
 async def test_a_failed_ticket_is_retried_from_its_last_model_call_and_pays_and_mails_nothing_twice(
