@@ -126,7 +126,10 @@ def script(request: ThinkRequest, asked_before: int) -> Decision:
     text, messages, reply = current_turn(request.messages)
     order_id = find_order_id(text)
     if order_id is None and reply:
-        return answer("Thank you for your message. If there is anything else, reply with the order's number.")
+        return answer(
+            "Thank you for your message. A refund shows on your statement within 5 to 10 business days. If there "
+            "is anything else, reply with the order's number."
+        )
     if order_id is None:
         return answer("Which order is this about? Please reply with its number, such as A-1001.")
     turn = Turn(request, exchanges(messages), order_id, asked_before, text)

@@ -8,6 +8,7 @@ after a crash, and what the Web UI shows.
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -19,12 +20,15 @@ from activities.contracts import (
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
     AWAITING_APPROVAL_QUERY,
+    CUSTOMER_MESSAGE,
     WORKFLOW_NAME,
     Approval,
     ApprovalRequest,
+    CustomerMessage,
     Order,
     Outcome,
     TicketInput,
+    TicketOptions,
     UsageReport,
     money,
 )
@@ -45,6 +49,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
         ticket_id=ticket_id,
         question=question or f"My parcel for order {order.order_id} never arrived. Can I have my money back?",
         customer_email=order.customer_email,
+        options=TicketOptions(reply_window_seconds=REPLY_WINDOW_SECONDS),
     )
 
     port, ui_port = free_port(DEFAULT_PORT), free_port(DEFAULT_UI_PORT)
@@ -68,19 +73,42 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 task_queue=settings.task_queue,
                 result_type=Outcome,
             )
+            customer = Customer(handle, ticket.customer_email)
             await narrate(
-                env.client, handle, follow=True, on_waiting=lambda: ask_for_approval(handle, decision=decision)
-            )
+                env.client, handle, follow=True, on_waiting=lambda: ask_for_approval(handle, decision=decision),
+                on_answered=customer.reply,
+            )  # fmt: skip
             outcome: Outcome = await handle.result()
         say(
             "",
-            f"Outcome: {outcome.status.value} after {outcome.steps} steps and {outcome.model_calls} model calls.",
+            f"Outcome: {outcome.status.value} after {len(outcome.turns)} turns, {outcome.steps} steps and "
+            f"{outcome.model_calls} model calls.",
             describe_usage(outcome.usage),
         )
         say(*how_to_look(handle.id, port))
         return outcome
     finally:
         await env.shutdown()
+
+
+REPLY_WINDOW_SECONDS = 5
+"""How long the demo's ticket stays open for a reply after each answer (a desk would keep it open for days)."""
+DEMO_REPLY = "Thank you! Will the refund show on my card statement?"
+
+
+class Customer:
+    """The demo's customer: replies once to the first answer, then lets the ticket close."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Outcome], email: str) -> None:
+        self.handle, self.email, self.replied = handle, email, False
+
+    async def reply(self) -> None:
+        if self.replied:
+            say(f"{INDENT}(no more replies: the ticket closes when its {REPLY_WINDOW_SECONDS} s window passes)")
+            return
+        self.replied = True
+        say("", f"Customer ({self.email}) replies: {DEMO_REPLY}")
+        await self.handle.execute_update(CUSTOMER_MESSAGE, CustomerMessage(text=DEMO_REPLY))
 
 
 def describe_usage(report: UsageReport) -> str:
@@ -136,5 +164,9 @@ def how_to_look(workflow_id: str, port: int) -> list[str]:
         f"  temporal workflow query --workflow-id ticket-T-1 --name {AWAITING_APPROVAL_QUERY}",
         f"  temporal workflow list --query '{AWAITING_APPROVAL_ATTRIBUTE} > 0'",
         f"  temporal workflow signal --workflow-id ticket-T-1 --name {APPROVE_SIGNAL} --input {shlex.quote(approve)}",
+        (
+            f"  temporal workflow update execute --workflow-id ticket-T-1 --name {CUSTOMER_MESSAGE} "
+            f"--input {shlex.quote(json.dumps({'text': 'Thanks!'}))}   # a reply, while the ticket is open"
+        ),
         "  temporal workflow result --workflow-id ticket-T-1",
     ]

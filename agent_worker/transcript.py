@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE, money
+from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE, TICKET_STATE_ATTRIBUTE, TicketState, money
 
 INDENT = "      "
 CLOSED = {
@@ -40,9 +40,11 @@ async def narrate(
     *,
     follow: bool,
     on_waiting: Callable[[], Awaitable[None]] | None = None,
+    on_answered: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Print the run's steps; with ``follow``, as they happen until the run closes."""
-    narrator = Narrator(client, on_waiting)
+    """Print the run's steps; with ``follow``, as they happen until the run closes. ``on_waiting`` is called when
+    a refund starts waiting for a person, ``on_answered`` when the ticket starts waiting for the customer."""
+    narrator = Narrator(client, on_waiting, on_answered)
     async for event in handle.fetch_history_events(wait_new_event=follow):
         if event.event_type in CLOSED:
             say("", f"  [closed] the run {CLOSED[event.event_type]}")
@@ -53,9 +55,17 @@ async def narrate(
 
 
 class Narrator:
-    def __init__(self, client: Client, on_waiting: Callable[[], Awaitable[None]] | None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        on_waiting: Callable[[], Awaitable[None]] | None,
+        on_answered: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.client = client
         self.on_waiting = on_waiting
+        self.on_answered = on_answered
+        self.waiting: dict[str, Any] = {}
+        """The search attributes as last set: what the ticket waits for, if anything."""
         self.scheduled: dict[int, tuple[str, Any]] = {}
         self.handlers: dict[EventType.ValueType, Callable[[HistoryEvent], Awaitable[None]]] = {
             EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: self.scheduled_activity,
@@ -64,6 +74,7 @@ class Narrator:
             EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: self.failed_activity,
             EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: self.search_attributes,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: self.signalled,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: self.update_accepted,
             EventType.EVENT_TYPE_TIMER_FIRED: self.timer_fired,
         }
 
@@ -84,20 +95,39 @@ class Narrator:
 
     async def search_attributes(self, event: HistoryEvent) -> None:
         fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
-        waiting = fields.get(AWAITING_APPROVAL_ATTRIBUTE)
-        if waiting is None or waiting.data in (b"", b"null"):
-            return
-        say(f"  [approval] a refund of {money(json.loads(waiting.data))} waits for a person (a durable timer runs)")
-        if self.on_waiting is not None:
-            await self.on_waiting()
+        for name, field in fields.items():
+            value = json.loads(field.data) if field.data not in (b"", b"null") else None
+            self.waiting[name] = value
+            if value is None:
+                continue
+            if name == AWAITING_APPROVAL_ATTRIBUTE:
+                say(f"  [approval] a refund of {money(value)} waits for a person (a durable timer runs)")
+                if self.on_waiting is not None:
+                    await self.on_waiting()
+            elif value == TicketState.WAITING_FOR_CUSTOMER.value:
+                say("  [open] the ticket waits for the customer's reply (a durable timer runs)")
+                if self.on_answered is not None:
+                    await self.on_answered()
+            elif name == TICKET_STATE_ATTRIBUTE:
+                say("  [waiting] the ticket waits for news about the order (a durable timer runs)")
 
     async def signalled(self, event: HistoryEvent) -> None:
         attrs = event.workflow_execution_signaled_event_attributes
         payload = (await decode(self.client, attrs.input) or [None])[0]
         say(f"{INDENT}signal {attrs.signal_name}: {json.dumps(payload)}")
 
+    async def update_accepted(self, event: HistoryEvent) -> None:
+        request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+        payload = (await decode(self.client, request.input.args) or [None])[0]
+        say(f"{INDENT}update {request.input.name}: {json.dumps(payload)}")
+
     async def timer_fired(self, _event: HistoryEvent) -> None:
-        say(f"{INDENT}nobody answered in time: the refund is not made")
+        if self.waiting.get(AWAITING_APPROVAL_ATTRIBUTE):
+            say(f"{INDENT}nobody answered in time: the refund is not made")
+        elif self.waiting.get(TICKET_STATE_ATTRIBUTE) == TicketState.WAITING_FOR_CUSTOMER.value:
+            say(f"{INDENT}the customer did not reply in time: the ticket closes as answered")
+        elif self.waiting.get(TICKET_STATE_ATTRIBUTE):
+            say(f"{INDENT}no news came in time")
 
 
 async def decode(client: Client, payloads: Payloads) -> list[Any]:

@@ -194,6 +194,7 @@ class SupportAgent:
             await self._audit(
                 f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
             )
+        workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
         return outcome
 
     def _read(self, args: tuple[Any, ...]) -> ContinuedState | None:
@@ -326,7 +327,7 @@ class SupportAgent:
             if decision.stop_reason == "pause_turn" and not decision.tool_calls:
                 continue
             if not decision.tool_calls:
-                status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
+                status = Status.DECLINED if self._refund_was_refused(this_turn=True) else Status.RESOLVED
                 return self._outcome(status, step, decision.text), messages
             append_turn(messages, "user", list(await self._tools.use_all(step, decision.tool_calls)))
         gave_up = f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over."
@@ -402,10 +403,10 @@ class SupportAgent:
             Status.CANCELLED, self._continuation.step, f"This ticket was cancelled ({reason}). A person will follow up."
         )
 
-    def _refund_was_refused(self) -> bool:
-        """Whether this turn's refund was refused by a person, and none was made in it instead."""
-        replies = self._replies
-        return not self._tools.refunds[replies.refunds_before :] and self._gate.refused(replies.approvals_before)
+    def _refund_was_refused(self, *, this_turn: bool = False) -> bool:
+        """Whether a refund was refused by a person and none was made instead: on the ticket, or in this turn."""
+        refunds, answers = (self._replies.refunds_before, self._replies.approvals_before) if this_turn else (0, 0)
+        return not self._tools.refunds[refunds:] and self._gate.refused(answers)
 
     # --- the model's side of a step ---
 
@@ -508,7 +509,9 @@ class SupportAgent:
         self._events.restore(state)
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
-        """How the ticket stands with this answer: the turn in progress ends with it."""
+        """How the ticket stands with this answer: the turn in progress ends with it, as ``status``. An answered
+        ticket is ``declined`` if a person refused a refund on it and none was made, whichever turn it was in:
+        a customer who says thanks after a decline has still not had the money."""
         workflow.logger.info("ticket answered", extra={"status": status.value, "steps": steps})
         replies = self._replies
         if replies.working:
@@ -516,6 +519,8 @@ class SupportAgent:
                 Turn(message=replies.message, answer=answer, status=status, first_step=replies.first_step,
                      last_step=steps)
             )  # fmt: skip
+        if status in {Status.RESOLVED, Status.DECLINED}:
+            status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
         return Outcome(
             ticket_id=self._ticket.ticket_id,
             status=status,
