@@ -252,3 +252,16 @@ async def test_turns_carry_over_when_the_ticket_continues_as_new(agent: Harness)
     assert [t.message for t in outcome.turns] == ["My parcel never arrived", "It is A-1001", "Thanks"]
     assert [r.amount_cents for r in agent.store.refunds()] == [4900]
     assert len(agent.store.emails()) == 1
+
+
+async def test_replies_taken_and_then_cut_short_by_a_cancel_are_in_the_audit_trail(agent: Harness) -> None:
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Any news?"})
+        await handle.cancel(reason="by ann: duplicate of T-7")
+        outcome = await handle.result()
+
+    assert outcome.status is Status.CANCELLED
+    audit = agent.store.audit_log(outcome.ticket_id)
+    assert "1 reply taken and not answered: it was cancelled (by ann: duplicate of T-7)" in audit, audit

@@ -187,6 +187,10 @@ class SupportAgent:
                 raise
             outcome = await self._cancelled()
         self._replies.closed = self._replies.closed or "it is closed"
+        if unread := len(self._replies.pending):  # taken, and then the ticket was cancelled or handed over
+            self._replies.notes.append(
+                f"{unread} repl{'y' if unread == 1 else 'ies'} taken and not answered: {self._replies.closed}"
+            )
         await self._gate.flush()
         await self._write_notes()
         if workflow.patched(CLOSING_AUDIT):
