@@ -634,6 +634,8 @@ class ContinuedState(Contract):
     """Refunds and approval records before the turn in progress: whether it ends declined is judged by its own."""
     replies: list[str] = []
     """Replies taken that no turn has read yet."""
+    reply_until: datetime | None = None
+    """Set when the run continued while the ticket waited for a reply: the next run waits on until then."""
     events: list[OrderEvent] = []
     """Events received that no wait has taken yet."""
     archive_ref: str | None = None

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributeKey
+from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts import (
     CUSTOMER_MESSAGE,
@@ -28,7 +31,8 @@ from activities.contracts import (
     Turn,
     Waiting,
 )
-from agent_worker.devserver import binary
+from activities.store import BusinessStore
+from agent_worker.devserver import binary, start_dev_server
 from tests.harness import Handle, Harness, answer, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, address, run
 
@@ -265,3 +269,43 @@ async def test_replies_taken_and_then_cut_short_by_a_cancel_are_in_the_audit_tra
     assert outcome.status is Status.CANCELLED
     audit = agent.store.audit_log(outcome.ticket_id)
     assert "1 reply taken and not answered: it was cancelled (by ann: duplicate of T-7)" in audit, audit
+
+
+@pytest.fixture
+async def server_suggesting_early() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server that suggests continue-as-new once a history holds 60 events (Temporal's default is 4Ki)."""
+    env = await start_dev_server(
+        None, extra_args=["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"]
+    )
+    yield env
+    await env.shutdown()
+
+
+async def test_a_parked_ticket_flooded_with_signals_continues_as_new_and_waits_on_for_the_same_reply(
+    server_suggesting_early: WorkflowEnvironment, store: BusinessStore
+) -> None:
+    """A relay sends garbage to a ticket waiting for its customer until its history is long: it continues as a new
+    run while it waits, listed as waiting all along, until the same moment, and the customer's reply then works."""
+    agent = Harness(server_suggesting_early.client, store, task_queue=f"support-agent-{uuid.uuid4()}")
+    raw = ticket("My parcel never arrived", reply_window_seconds=DAYS_3, approval_limit_cents=10_000)
+    async with agent.worker():
+        handle = await agent.start(raw)
+        await waiting_for_customer(handle, turns=1)
+        deadline = (await (await handle.describe()).memo_value(WAITING_FOR_MEMO, type_hint=Waiting)).until
+        first_run = (await handle.describe()).run_id
+        for n in range(40):
+            await handle.signal(CUSTOMER_MESSAGE, {"spam": n})
+        async with asyncio.timeout(30):
+            while (await handle.describe()).run_id == first_run:
+                await asyncio.sleep(0.1)
+        await waiting_for_customer(handle, turns=1)
+        assert (await (await handle.describe()).memo_value(WAITING_FOR_MEMO, type_hint=Waiting)).until == deadline
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "It is order A-1001"})
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel()
+        outcome = await handle.result()
+
+    assert [t.message for t in outcome.turns] == ["My parcel never arrived", "It is order A-1001"]
+    assert [r.amount_cents for r in store.refunds()] == [4900]
+    refused = [e for e in store.audit_log(outcome.ticket_id) if e.startswith("a reply signalled to the ticket")]
+    assert len(refused) == 40

@@ -288,8 +288,12 @@ class SupportAgent:
         )
         messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
         first = 1 if carried is None else carried.steps_taken + 1
-        while True:
+        if carried is not None and carried.reply_until is not None:  # it continued while it waited for a reply
+            last = self._replies.turns[-1]
+            outcome = self._outcome(last.status, last.last_step, last.answer)
+        else:
             outcome, messages = await self._turn(first, messages)
+        while True:
             reply = await self._next_reply(outcome)
             if reply is None:
                 return outcome
@@ -297,6 +301,7 @@ class SupportAgent:
             self._replies.open(reply, first, refunds=len(self._tools.refunds), approvals=len(self._gate.records))
             await self._audit(f"the customer replied: turn {len(self._replies.turns) + 1} begins")
             append_turn(messages, "user", [TextBlock(text=reply)])
+            outcome, messages = await self._turn(first, messages)
 
     async def _turn(self, first: int, messages: list[Message]) -> tuple[Outcome, list[Message]]:
         """One turn of the agent loop: think, use the tools asked for, repeat until the model answers or the
@@ -350,14 +355,13 @@ class SupportAgent:
             replies.closed = "it is closed"
             return None
         await self._write_notes()
-        return await replies.wait(window)
+        return await replies.wait(window, self._continuation)
 
     async def _write_notes(self) -> None:
         """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""
         for source in (self._replies, self._events):
-            notes, source.notes = source.notes, []
-            for note in notes:
-                await self._audit(note)
+            while source.notes:  # more may come while one is written: all are, before the run goes on
+                await self._audit(source.notes.pop(0))
 
     async def _resume(self, carried: ContinuedState) -> list[Message]:
         """What the model has not been sent yet, after running the calls of the step the last run was in the
@@ -483,6 +487,7 @@ class SupportAgent:
         await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
         if await self._continuation.archive(self._tools.tool_calls, self._usage):
             self._tools.tool_calls, self._usage = [], UsageReport(total=self._usage.total)
+        await self._write_notes()  # last: nothing that arrives meanwhile is left unwritten
         state = ContinuedState(
             steps_taken=steps_taken,
             conversation_ref=self._conversation_ref,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         Waiting,
         describe_errors,
     )
+
+from workflows.continuation import Continuation
 
 CUSTOMER_REPLIES = "customer-replies"
 """Patch: an answered ticket stays open for replies, and replies taken while it worked start a new turn. Only
@@ -70,6 +72,8 @@ class Replies:
         self.message = ""
         """What the turn in progress answers: the question, or the replies it read."""
         self.first_step = 1
+        self.until: datetime | None = None
+        """While the ticket waits for a reply: until when (workflow time)."""
         self.refunds_before = self.approvals_before = 0
         self.working = True
         """Whether a turn is in progress (a reply taken now is read by the turn after it)."""
@@ -113,14 +117,24 @@ class Replies:
         self.turns.append(turn)
         self.working = False
 
-    async def wait(self, window_seconds: int) -> str | None:
+    async def wait(self, window_seconds: int, continuation: Continuation) -> str | None:
         """The replies the next turn reads, waiting up to the window for one if none came meanwhile; None when
-        none came and the ticket closes (from then on, the validator refuses replies)."""
-        if not self.pending and window_seconds:
-            until = workflow.now() + timedelta(seconds=window_seconds)
-            async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=until)):
+        none came and the ticket closes (from then on, the validator refuses replies).
+
+        A ticket parked this long may be flooded with signals: when the server suggests it, the ticket continues
+        as new while it waits, and the next run waits on until the same moment (``until``, carried over)."""
+        if not self.pending and (window_seconds or self.until):
+            self.until = self.until or workflow.now() + timedelta(seconds=window_seconds)
+            suggested = workflow.info().is_continue_as_new_suggested
+            async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=self.until)):
                 with contextlib.suppress(TimeoutError):
-                    await workflow.wait_condition(lambda: bool(self.pending), timeout=until - workflow.now())
+                    await workflow.wait_condition(
+                        lambda: bool(self.pending) or (continuation.linear and suggested()),
+                        timeout=self.until - workflow.now(),
+                    )
+            if not self.pending and continuation.linear and suggested() and workflow.now() < self.until:
+                await continuation.continue_waiting()
+        self.until = None
         if not self.pending:
             self.closed = "the ticket is closed"
             return None
@@ -134,13 +148,15 @@ class Replies:
             state.turn_message or question, state.turn_first_step or 1,
             refunds=state.turn_refunds_before, approvals=state.turn_approvals_before,
         )  # fmt: skip
+        self.until = state.reply_until
+        self.working = state.reply_until is None  # a ticket handed over while it waited has answered its turn
 
     def hand_over(self) -> dict[str, Any]:
         """What ``ContinuedState`` carries of the replies."""
         return {
             "turns": self.turns, "turn_message": self.message, "turn_first_step": self.first_step,
             "turn_refunds_before": self.refunds_before, "turn_approvals_before": self.approvals_before,
-            "replies": self.pending,
+            "replies": self.pending, "reply_until": self.until,
         }  # fmt: skip
 
 
