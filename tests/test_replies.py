@@ -309,3 +309,21 @@ async def test_a_parked_ticket_flooded_with_signals_continues_as_new_and_waits_o
     assert [r.amount_cents for r in store.refunds()] == [4900]
     refused = [e for e in store.audit_log(outcome.ticket_id) if e.startswith("a reply signalled to the ticket")]
     assert len(refused) == 40
+
+
+async def test_a_parked_ticket_survives_its_worker_and_the_next_worker_takes_the_reply(agent: Harness) -> None:
+    raw = ticket("My parcel never arrived", reply_window_seconds=DAYS_3, approval_limit_cents=10_000)
+    async with agent.worker():
+        handle = await agent.start(raw)
+        await waiting_for_customer(handle, turns=1)
+    # No worker runs now: the ticket is still listed as waiting, from visibility alone.
+    assert (await handle.describe()).typed_search_attributes.get(STATE) == "waiting_for_customer"
+    async with agent.worker():  # a new worker, with an empty cache: it replays the ticket to take the reply
+        receipt = await handle.execute_update(CUSTOMER_MESSAGE, {"text": "It is A-1001"}, result_type=MessageReceipt)
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel()
+        outcome = await handle.result()
+
+    assert receipt.turn == 2
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert outcome.turns[1].status is Status.RESOLVED
