@@ -153,6 +153,21 @@ class Approval(Contract):
     waiting when it arrives, and never about a later one."""
 
 
+class VouchedApproval(Approval):
+    """The ``approve`` update, as the approval inbox sends it: an answer about a named request, signed by the
+    inbox for the person it authenticated (``activities.vouching``)."""
+
+    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+    signature: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class VouchRequest(Contract):
+    """What the ``vouched`` activity checks: an answer, for the workflow it was sent to."""
+
+    workflow_id: str
+    answer: VouchedApproval
+
+
 class ApprovalRequest(Contract):
     """A refund waiting for a person: what ``awaiting_approval_of`` returns, and what a run that continues as
     new hands the next one."""
@@ -185,6 +200,19 @@ class ApprovalRecord(Contract):
     reason: str = ""
     request_id: str | None = None
     """The request the answer decided or was rejected for (None: no request was waiting, or runs before ids)."""
+    channel: Literal["signal", "web"] = "signal"
+    """How the answer came: ``web``, vouched for by the approval inbox for the person it authenticated; ``signal``,
+    the approver as the sender claims it."""
+
+
+class ApprovalReceipt(Contract):
+    """What the ``approve`` update answers once the request is decided and its refund made or refused."""
+
+    request_id: str
+    decision: ApprovalDecision
+    result: str
+    """What came of the refund, in the words the model was given ("Refunded 49.00 on order A-1001 (refund
+    #12).", "A person (ann) declined this refund, so it was not made.")."""
 
 
 # --- what reaches an open ticket: the customer's replies, and events from other systems ---------------------

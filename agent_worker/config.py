@@ -16,7 +16,7 @@ import base64
 import dataclasses
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -144,6 +144,15 @@ class Settings(BaseSettings):
 
     approvers: list[str] = []
     """Who may approve refunds on tickets that name nobody in ``options.approvers``; empty: anyone."""
+
+    web_approval_keys: list[Annotated[SecretStr, Field(min_length=32)]] = []
+    """The keys the approval inbox signs the answers it vouches for with (``activities.vouching``), at least 32
+    characters each, shared by the inbox and the workers: ``AGENT_WEB_APPROVAL_KEYS='["..."]'``. The inbox signs
+    with the last; workers accept any, so a key is rotated by adding the new one last, then dropping the old.
+    None: the workers take no answer as vouched for (signals still work, as claims)."""
+
+    def web_approval_key_bytes(self) -> list[bytes]:
+        return [key.get_secret_value().encode() for key in self.web_approval_keys]
 
     def codec(self) -> EncryptionCodec | None:
         if not self.codec_keys:

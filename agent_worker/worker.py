@@ -94,7 +94,7 @@ def build_worker(
         models.summarize,
         ContentActivities(content).archive_records,
         *tools.all(),
-        PolicyActivities(settings.approvers).default_approvers,
+        *PolicyActivities(settings.approvers, settings.web_approval_key_bytes()).all(),
     ]
     interceptors: list[Interceptor] = [LogContextInterceptor()]
     faults = settings.fault_injector()

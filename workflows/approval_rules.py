@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -41,6 +41,8 @@ from activities.contracts import (
     describe_errors,
     money,
 )
+
+Channel = Literal["signal", "web"]
 
 DECIDING = (ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT)
 
@@ -71,9 +73,10 @@ class ApprovalDesk:
         self.decision = None
         return self.waiting
 
-    def receive(self, args: Sequence[Any], at: datetime) -> ApprovalRecord:
+    def receive(self, args: Sequence[Any], at: datetime, channel: Channel = "signal") -> ApprovalRecord:
         """An ``approve`` signal's arguments, seen at workflow time ``at``: record it, and let it decide the
-        request waiting if it is the first valid answer to it."""
+        request waiting if it is the first valid answer to it. ``channel`` says how it came: a ``web`` answer is
+        one the approval inbox vouched for, checked before it gets here; the rules are the same."""
         if len(args) != 1:
             return self._reject(None, f"malformed approval: expected one JSON object, got {len(args)} arguments", at)
         if isinstance(args[0], dict) and set(args[0]) == {"unreadable_payload"}:  # what the codec makes of it
@@ -82,13 +85,13 @@ class ApprovalDesk:
             approval = Approval.model_validate(args[0])
         except ValidationError as error:
             return self._reject(None, f"malformed approval: {describe_errors(error)}", at)
-        if reason := self._why_not(approval, at):
-            return self._reject(approval, reason, at)
+        if reason := self.why_not(approval, at):
+            return self._reject(approval, reason, at, channel)
         assert self.waiting is not None
         decision = ApprovalDecision.APPROVED if approval.approved else ApprovalDecision.DECLINED
         record = ApprovalRecord(
             amount_cents=approval.amount_cents, decision=decision, approver=approval.approver, at=at,
-            request_id=self.waiting.request_id,
+            request_id=self.waiting.request_id, channel=channel,
         )  # fmt: skip
         self.decision = record
         self.records.append(record)
@@ -125,7 +128,7 @@ class ApprovalDesk:
             reason = "the previous run handed over an answer it never recorded"
         elif decision.decision is not ApprovalDecision.TIMED_OUT:
             answer = Approval(amount_cents=decision.amount_cents or 0, approved=True, approver=decision.approver or "?")
-            reason = self._why_not(answer, decision.at)
+            reason = self.why_not(answer, decision.at)
         if reason is None:
             self.decision = decision
         else:
@@ -135,8 +138,9 @@ class ApprovalDesk:
         """What decided an earlier request of this ticket."""
         return next((r for r in self.records if r.request_id == request_id and r.decision in DECIDING), None)
 
-    def _why_not(self, approval: Approval, at: datetime) -> str | None:  # noqa: PLR0911 - one return per rule
-        """Why this answer cannot decide the request waiting; None if it can."""
+    def why_not(self, approval: Approval, at: datetime) -> str | None:  # noqa: PLR0911 - one return per rule
+        """Why this answer cannot decide the request waiting; None if it can. Changes nothing: the approval
+        inbox's update asks it first, so that a person is told at once why an answer would release nothing."""
         waiting = self.waiting
         if approval.request_id is not None and (waiting is None or approval.request_id != waiting.request_id):
             if earlier := self.answered(approval.request_id):
@@ -161,8 +165,16 @@ class ApprovalDesk:
             return f"seen at {at:%Y-%m-%d %H:%M:%S}, after request {waiting.request_id}'s deadline"
         return None
 
-    def _reject(self, approval: Approval | None, reason: str, at: datetime) -> ApprovalRecord:
+    def reject(self, approval: Approval, reason: str, at: datetime, channel: Channel) -> ApprovalRecord:
+        """Record an answer rejected for a reason these rules do not see (an answer the approval inbox sent, whose
+        signature does not check)."""
+        return self._reject(approval, reason, at, channel)
+
+    def _reject(
+        self, approval: Approval | None, reason: str, at: datetime, channel: Channel = "signal"
+    ) -> ApprovalRecord:
         record = ApprovalRecord(
+            channel=channel,
             amount_cents=approval.amount_cents if approval else None,
             decision=ApprovalDecision.REJECTED,
             approver=approval.approver if approval else None,

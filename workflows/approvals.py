@@ -23,11 +23,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
         APPROVAL_REQUEST_MEMO,
         AWAITING_APPROVAL_ATTRIBUTE,
+        Approval,
         ApprovalDecision,
         ApprovalRecord,
         ApprovalRequest,
         ContinuedState,
         TicketOptions,
+        VouchedApproval,
         money,
     )
     from activities.policy import PolicyActivities
@@ -70,6 +72,9 @@ class ApprovalGate:
         """Answers that arrived before the run had read its ticket and what the last run handed over: they
         are judged once it has, in the order they came (None from then on)."""
         self._carried: ContinuedState | None = None
+        self.results: dict[str, str] = {}
+        """What came of each request this run decided, as the model was told it: what the ``approve`` update
+        waits for, to tell the person who answered."""
 
     @property
     def awaiting(self) -> ApprovalRequest | None:
@@ -98,16 +103,31 @@ class ApprovalGate:
         for args, at in inbox:
             self._judge(args, at)
 
+    def receive_vouched(self, answer: VouchedApproval, at: datetime, *, vouched: bool) -> ApprovalRecord:
+        """An answer the approval inbox sent (the ``approve`` update), seen at ``at``, and whether the inbox's
+        signature checked: judged by the same rules as a signal, recorded as ``web``, or rejected unchecked."""
+        approval = answer.model_dump(exclude={"signature"})
+        if vouched:
+            record = self.desk.receive([approval], at, channel="web")
+        else:
+            why = "the approval inbox's signature does not check: not sent by the inbox, or for another answer"
+            record = self.desk.reject(Approval.model_validate(approval), why, at, channel="web")
+        self._log(record)
+        return record
+
     def _judge(self, args: Sequence[Any], at: datetime) -> None:
-        record = self.desk.receive(args, at)
+        self._log(self.desk.receive(args, at))
+
+    def _log(self, record: ApprovalRecord) -> None:
         if record.decision is ApprovalDecision.REJECTED:
             workflow.logger.warning(
                 "approval released nothing", extra={"reason": record.reason, "approver": record.approver}
             )
         self._count()
 
-    async def wait(self, amount_cents: int, order_id: str, options: TicketOptions) -> None:
-        """Wait for a person to approve this amount; raise the refusal the model must hear otherwise."""
+    async def wait(self, amount_cents: int, order_id: str, options: TicketOptions) -> str:
+        """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
+        must hear otherwise."""
         strict = self.desk.strict = self._requests_patched()
         if workflow.patched(APPROVER_CHECK) and self.approvers is None:
             self.approvers = options.approvers or await workflow.execute_activity_method(
@@ -140,10 +160,14 @@ class ApprovalGate:
         decision = self.desk.close()
         self._count()
         await self._audit_decision(decision)
-        if decision.decision is ApprovalDecision.TIMED_OUT:
-            raise ToolError("A person did not approve this refund in time, so it was not made.")
-        if decision.decision is ApprovalDecision.DECLINED:
-            raise ToolError(f"A person ({decision.approver}) declined this refund, so it was not made.")
+        if refused := _refusal(decision):
+            self.settled(request.request_id, refused)
+            raise ToolError(refused)
+        return request.request_id
+
+    def settled(self, request_id: str, result: str) -> None:
+        """What came of a request's refund, for the person who answered it through the ``approve`` update."""
+        self.results[request_id] = result
 
     async def _audit_decision(self, decision: ApprovalRecord) -> None:
         if self.desk.strict:
@@ -246,12 +270,23 @@ class ApprovalGate:
         self._counted = len(self.desk.records)
 
 
+def _refusal(decision: ApprovalRecord) -> str | None:
+    """What the model is told of a request that was not approved; None if it was."""
+    if decision.decision is ApprovalDecision.TIMED_OUT:
+        return "A person did not approve this refund in time, so it was not made."
+    if decision.decision is ApprovalDecision.DECLINED:
+        return f"A person ({decision.approver}) declined this refund, so it was not made."
+    return None
+
+
 def describe(record: ApprovalRecord) -> str:
-    """An answer as the audit trail reads it."""
+    """An answer as the audit trail reads it: one the approval inbox vouched for says so, one signalled does not
+    (its approver is as the sender claimed)."""
     request = f"request {record.request_id}: " if record.request_id else ""
+    via = " (signed in, approval inbox)" if record.channel == "web" else ""
     amount = f"refund of {money(record.amount_cents)}" if record.amount_cents is not None else "refund"
     if record.decision is ApprovalDecision.TIMED_OUT:
         return f"{request}{amount} timed out: nobody answered before the deadline"
     if record.decision is ApprovalDecision.REJECTED:
         return f"{request}answer from {record.approver or 'an unknown sender'} rejected: {record.reason}"
-    return f"{request}{amount} {record.decision.value} by {record.approver}"
+    return f"{request}{amount} {record.decision.value} by {record.approver}{via}"

@@ -81,6 +81,9 @@ DEFAULT_APPROVERS: ActivityOptions = {
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
+VOUCHED: ActivityOptions = DEFAULT_APPROVERS
+"""Checks a signature against the worker's keys at once, like ``default_approvers``."""
+
 ORDER_EVENTS: ActivityOptions = LOOKUP_ORDER
 """A read like ``lookup_order``; a long log is stored by the activity, so it takes no longer to record."""
 

@@ -56,6 +56,8 @@ with workflow.unsafe.imports_passed_through():
         TURNS_QUERY,
         USAGE_QUERY,
         WORKFLOW_NAME,
+        ApprovalDecision,
+        ApprovalReceipt,
         ApprovalRequest,
         AuditEntry,
         ContinuedState,
@@ -75,11 +77,14 @@ with workflow.unsafe.imports_passed_through():
         TicketInput,
         Turn,
         UsageReport,
+        VouchedApproval,
+        VouchRequest,
         append_turn,
         describe_errors,
         money,
     )
     from activities.model import ModelActivities
+    from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
     from workflows import policies
     from workflows.approvals import APPROVER_CHECK, AWAITING_APPROVAL, ApprovalGate
@@ -159,6 +164,7 @@ class SupportAgent:
         self._context_tokens = 0
         """Tokens the model read at its last call: how close the conversation is to its context window."""
         self._can_summarize = True
+        self._handing_over = False
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
@@ -235,6 +241,41 @@ class SupportAgent:
         releases). Any number of arguments is taken: a signal sent with none, or two, is recorded as a
         malformed answer instead of failing every workflow task of the run with a TypeError."""
         self._gate.receive(args)
+
+    @workflow.update(name=APPROVE_SIGNAL)
+    async def approve_vouched(self, *args: Any) -> ApprovalReceipt:
+        """A person's answer as the approval inbox sends it (``VouchedApproval``): the same rules as the signal,
+        but the answer counts only if the inbox's signature checks, is recorded as ``web``, and the person is told
+        what came of it, once it has: "approved; Refunded 49.00 on order A-1001 (refund #12)."."""
+        at = workflow.now()
+        answer = VouchedApproval.model_validate(args[0])  # the validator let only this through
+        check = VouchRequest(workflow_id=workflow.info().workflow_id, answer=answer)
+        vouched = await workflow.execute_activity_method(PolicyActivities.vouched, check, **policies.VOUCHED)
+        record = self._gate.receive_vouched(answer, at, vouched=vouched)
+        if record.decision is ApprovalDecision.REJECTED:
+            raise ApplicationError(f"rejected: {record.reason}", type="ApprovalRejected", non_retryable=True)
+        request_id = record.request_id or ""
+        await workflow.wait_condition(
+            lambda: request_id in self._gate.results or self._replies.closed is not None or self._handing_over
+        )
+        result = self._gate.results.get(request_id) or (
+            "The ticket continues in a new run, which acts on the answer." if self._handing_over
+            else "The ticket closed before the refund was made."
+        )  # fmt: skip
+        return ApprovalReceipt(request_id=request_id, decision=record.decision, result=result)
+
+    @approve_vouched.validator
+    def _may_decide(self, *args: Any) -> None:
+        """Refuse at once, before anything is recorded, an answer that would release nothing, saying why ("the
+        refund waiting (R2) is 59.00, not 49.00", "request R1 was already answered: approved by ann at ...")."""
+        if len(args) != 1:
+            raise ValueError(f"An answer is one JSON object; got {len(args)} arguments.")
+        try:
+            answer = VouchedApproval.model_validate(args[0])
+        except ValidationError as error:
+            raise ValueError(f"Invalid answer: {describe_errors(error)}") from None
+        if reason := self._gate.desk.why_not(answer, workflow.now()):
+            raise ValueError(f"rejected: {reason}")
 
     @workflow.update(name=CUSTOMER_MESSAGE)
     def customer_message(self, *args: Any) -> MessageReceipt:
@@ -483,6 +524,7 @@ class SupportAgent:
 
     async def _continue_as_new(self, steps_taken: int, pending: list[Message]) -> NoReturn:
         """Hand everything to a new run of this ticket: same workflow id, a fresh history."""
+        self._handing_over = True  # an ``approve`` update waiting for its refund returns: the next run pays
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
         if await self._continuation.archive(self._tools.tool_calls, self._usage):

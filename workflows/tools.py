@@ -219,7 +219,19 @@ class Toolbox:
         parts = workflow.patched(REFUND_PARTS)
         if why := self._needs_person(args, parts=parts):
             workflow.logger.info("refund waits for a person", extra={"why": why})
-            await self._gate.wait(args.amount_cents, args.order_id, options)
+            request_id = await self._gate.wait(args.amount_cents, args.order_id, options)
+            try:
+                text = await self._pay(step, call, args, parts=parts)
+            except (ToolError, ActivityError) as error:
+                self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
+                raise
+            self._gate.settled(request_id, text)
+            return text
+        return await self._pay(step, call, args, parts=parts)
+
+    async def _pay(self, step: int, call: ToolUseBlock, args: IssueRefundArgs, *, parts: bool) -> str:
+        """Make the refund (a person approved it, or it needed none), under the key its rule gives it."""
+        options = self._ticket.options
         if not (parts and options.refund_key is RefundKey.PER_ORDER):
             return await self._refund(args, self._refund_key(step, call, args))
         part = self.parts.get(args.order_id, 0) + 1
