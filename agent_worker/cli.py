@@ -19,7 +19,7 @@ from activities.contracts import Approval, Order, TicketInput, describe_errors, 
 from agent_worker import logging as agent_logging
 from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect
-from agent_worker.codec_server import serve
+from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, start_dev_server
 from agent_worker.replay import HISTORIES, export
@@ -155,13 +155,24 @@ async def export_history(settings: Settings, args: argparse.Namespace) -> None:
 
 
 async def codec_server(settings: Settings, host: str, port: int) -> None:
+    """Local mode with only ``AGENT_CODEC_KEYS`` set (loopback only), authenticated with a token or JWT
+    settings (``agent_worker.codec_server``)."""
     codec = settings.codec()
-    if codec is None or settings.codec_server_token is None:
-        raise SystemExit("the codec server needs AGENT_CODEC_KEYS and AGENT_CODEC_SERVER_TOKEN")
-    runner = await serve(
-        codec, settings.codec_server_token.get_secret_value(), settings.codec_server_origin, host, port
+    if codec is None:
+        raise SystemExit("the codec server needs AGENT_CODEC_KEYS: the keys the workers encrypt with")
+    auth = settings.codec_server_auth()
+    try:
+        runner = await serve(codec, auth, settings.codec_server_origin, host, port)
+    except UnsafeBindError as error:
+        raise SystemExit(str(error)) from None
+    log.info(
+        "codec server listening",
+        url=f"http://{host}:{port}",
+        cors_origin=settings.codec_server_origin,
+        mode="local (loopback, no authentication)" if auth is None else "authenticated",
+        jwt=settings.codec_server_jwks_url is not None,
+        static_token=settings.codec_server_token is not None,
     )
-    log.info("codec server listening", url=f"http://{host}:{port}", cors_origin=settings.codec_server_origin)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
