@@ -139,6 +139,11 @@ class Settings(BaseSettings):
     """With codec keys set, also read content-store blobs that are not sealed: only while blobs written before
     encryption was switched on are still in use (a migration). Off, such a blob is refused, so a worker left
     without keys, writing customers' words in plain text, is noticed rather than trusted."""
+    require_encrypted_input: bool = False
+    """With codec keys set, refuse inputs and signals that arrive unencrypted (sent by a client without the
+    codec, such as ``temporal workflow start`` without ``--codec-endpoint``) instead of only logging a
+    warning: a ticket fails as ``InvalidTicketInput``, an approval is recorded as rejected. It changes how
+    histories read, like a key: switch it on only once no open ticket has received a plain payload."""
     codec_server_origin: str = "http://localhost:8233"
     """The one origin (the Web UI) the codec server answers CORS requests from."""
     codec_server_token: SecretStr | None = None
@@ -171,7 +176,9 @@ class Settings(BaseSettings):
         keys = {
             key_id: base64.b64decode(key.get_secret_value(), validate=True) for key_id, key in self.codec_keys.items()
         }
-        return EncryptionCodec(keys, self.codec_key_id or list(keys)[-1])
+        return EncryptionCodec(
+            keys, self.codec_key_id or list(keys)[-1], require_encrypted=self.require_encrypted_input
+        )
 
     def codec_server_auth(self) -> BearerAuth | None:
         """How the codec server authenticates requests; None is its local mode (loopback only)."""
