@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import os
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from agent_worker.codec_auth import BearerAuth, JwtValidator
 from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
 from agent_worker.devserver import binary, free_port
+from tests.browser import listening
 
 UI = "http://localhost:8233"
 AUDIENCE = "temporal-ui"
@@ -283,3 +285,37 @@ def test_the_codec_servers_jwt_settings_go_together_and_allow_only_asymmetric_al
     assert configured.token is None
     assert configured.validator is not None
     assert Settings().codec_server_auth() is None  # local mode
+
+
+async def test_agent_worker_dev_with_codec_keys_points_its_web_ui_at_a_local_codec_server(tmp_path: Path) -> None:
+    """``agent-worker dev`` with encryption on: its Web UI's codec endpoint is a codec server in local mode."""
+    port, ui_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CODEC")}
+    env["AGENT_CODEC_KEYS"] = json.dumps({"2026-11": base64.b64encode(KEY).decode()})
+    dev = await asyncio.create_subprocess_exec(
+        binary("agent-worker"), "dev", "--port", str(port), "--ui-port", str(ui_port),
+        cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert dev.stderr is not None
+    try:
+        async with asyncio.timeout(60):  # a bound on a dev server that never comes up
+            line = ""
+            while not line.startswith("Temporal dev server on"):
+                line = (await dev.stderr.readline()).decode()
+                assert line, "agent-worker dev exited before it said where it listens"
+            codec_url = line.split("decrypting through the codec server on ")[1].split(";")[0]
+            await listening("127.0.0.1", ui_port)
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"http://127.0.0.1:{ui_port}/api/v1/settings") as response:
+                    ui_settings = await response.json()
+                ui = f"http://localhost:{ui_port}"
+                async with http.post(f"{codec_url}/decode", data=await sealed_body(), headers={"Origin": ui}) as r:
+                    status, body = r.status, await r.json()
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await asyncio.wait_for(dev.communicate(), 60)
+
+    assert ui_settings["Codec"]["Endpoint"] == codec_url
+    assert codec_url.startswith("http://127.0.0.1:")
+    assert (status, decoded(body)) == (200, b'"ann@example.com"')
