@@ -297,14 +297,21 @@ async def test_agent_worker_dev_with_codec_keys_points_its_web_ui_at_a_local_cod
         cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    assert dev.stderr is not None
+    said: list[str] = []
+    started = asyncio.Event()
+
+    async def read_stderr() -> None:  # all of it, so a full pipe never stalls the process
+        assert dev.stderr is not None
+        async for raw in dev.stderr:
+            said.append(raw.decode())
+            if said[-1].startswith("Temporal dev server on"):
+                started.set()
+
+    reader = asyncio.create_task(read_stderr())
     try:
-        async with asyncio.timeout(60):  # a bound on a dev server that never comes up
-            line = ""
-            while not line.startswith("Temporal dev server on"):
-                line = (await dev.stderr.readline()).decode()
-                assert line, "agent-worker dev exited before it said where it listens"
-            codec_url = line.split("decrypting through the codec server on ")[1].split(";")[0]
+        async with asyncio.timeout(90):  # a bound on a dev server that never comes up
+            await started.wait()
+            codec_url = said[-1].split("decrypting through the codec server on ")[1].split(";")[0]
             await listening("127.0.0.1", ui_port)
             async with aiohttp.ClientSession() as http:
                 async with http.get(f"http://127.0.0.1:{ui_port}/api/v1/settings") as response:
@@ -312,9 +319,12 @@ async def test_agent_worker_dev_with_codec_keys_points_its_web_ui_at_a_local_cod
                 ui = f"http://localhost:{ui_port}"
                 async with http.post(f"{codec_url}/decode", data=await sealed_body(), headers={"Origin": ui}) as r:
                     status, body = r.status, await r.json()
+    except TimeoutError:
+        pytest.fail(f"agent-worker dev did not come up; it said: {''.join(said)[-3000:]}")
     finally:
         dev.send_signal(signal.SIGINT)
-        await asyncio.wait_for(dev.communicate(), 60)
+        await asyncio.wait_for(dev.wait(), 60)
+        await reader
 
     assert ui_settings["Codec"]["Endpoint"] == codec_url
     assert codec_url.startswith("http://127.0.0.1:")
