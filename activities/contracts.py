@@ -28,7 +28,9 @@ from pydantic import (
     PositiveInt,
     StringConstraints,
     ValidationError,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 WORKFLOW_NAME = "SupportAgent"
 TASK_QUEUE = "support-agent"
@@ -136,6 +138,16 @@ class TicketInput(Contract):
     opened_at: AwareDatetime | None = None
     """When the customer opened the ticket (with a timezone); the run's start time if left out."""
     options: TicketOptions = TicketOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _readable(cls, data: Any) -> Any:
+        """What the codec hands on for a payload it could not, or would not, open (``{"unreadable_payload":
+        why}``) is refused with its reason, not as three missing fields and an unknown one."""
+        if isinstance(data, dict) and set(data) == {"unreadable_payload"}:
+            why = str(data["unreadable_payload"])
+            raise PydanticCustomError("unreadable_payload", "unreadable_payload: {why}", {"why": why})
+        return data
 
 
 # --- approvals ---------------------------------------------------------------------------------------------

@@ -20,14 +20,16 @@ from activities.contracts import Approval, CustomerMessage, Order, TicketInput, 
 from agent_worker import logging as agent_logging
 from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect
-from agent_worker.codec_server import serve
+from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
-from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, start_dev_server
+from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
 from agent_worker.replay import HISTORIES, export
 from agent_worker.replay import replay as replay_histories
 from agent_worker.worker import run_worker
 
 log = structlog.get_logger(__name__)
+
+DEFAULT_CODEC_PORT = 8081
 
 
 OPERATOR_COMMANDS: set[str] = set()
@@ -114,7 +116,7 @@ def parser() -> argparse.ArgumentParser:
 
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
     codec.add_argument("--host", default="127.0.0.1")
-    codec.add_argument("--port", type=int, default=8081)
+    codec.add_argument("--port", type=int, default=DEFAULT_CODEC_PORT)
 
     commands.add_parser(
         "migrate", help="upgrade the business store's schema to this version's newest revision (workers also do it)"
@@ -131,12 +133,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def dev(settings: Settings, port: int, ui_port: int) -> None:
+    """The dev server, its Web UI and a worker; with codec keys set, also the codec server in local mode, with
+    the Web UI pointed at it, so the UI shows tickets decrypted rather than as ciphertext."""
+    codec, codec_server, ui_args, decrypts = settings.codec(), None, [], ""
+    if codec is not None:
+        codec_port = free_port(DEFAULT_CODEC_PORT)
+        codec_server = await serve(codec, None, f"http://localhost:{ui_port}", "127.0.0.1", codec_port)
+        ui_args = ["--ui-codec-endpoint", f"http://127.0.0.1:{codec_port}"]
+        decrypts = f", decrypting through the codec server on http://127.0.0.1:{codec_port}"
     env = await start_dev_server(
-        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter()
-    )
+        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter(),
+        extra_args=ui_args,
+    )  # fmt: skip
     try:
         print(
-            f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}; "
+            f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}{decrypts}; "
             f"history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops both.",
             file=sys.stderr,
             flush=True,
@@ -144,6 +155,8 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
         await run_worker(env.client, settings)
     finally:
         await env.shutdown()
+        if codec_server is not None:
+            await codec_server.cleanup()
 
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
@@ -173,13 +186,24 @@ async def export_history(settings: Settings, args: argparse.Namespace) -> None:
 
 
 async def codec_server(settings: Settings, host: str, port: int) -> None:
+    """Local mode with only ``AGENT_CODEC_KEYS`` set (loopback only), authenticated with a token or JWT
+    settings (``agent_worker.codec_server``)."""
     codec = settings.codec()
-    if codec is None or settings.codec_server_token is None:
-        raise SystemExit("the codec server needs AGENT_CODEC_KEYS and AGENT_CODEC_SERVER_TOKEN")
-    runner = await serve(
-        codec, settings.codec_server_token.get_secret_value(), settings.codec_server_origin, host, port
+    if codec is None:
+        raise SystemExit("the codec server needs AGENT_CODEC_KEYS: the keys the workers encrypt with")
+    auth = settings.codec_server_auth()
+    try:
+        runner = await serve(codec, auth, settings.codec_server_origin, host, port)
+    except UnsafeBindError as error:
+        raise SystemExit(str(error)) from None
+    log.info(
+        "codec server listening",
+        url=f"http://{host}:{port}",
+        cors_origin=settings.codec_server_origin,
+        mode="local (loopback, no authentication)" if auth is None else "authenticated",
+        jwt=settings.codec_server_jwks_url is not None,
+        static_token=settings.codec_server_token is not None,
     )
-    log.info("codec server listening", url=f"http://{host}:{port}", cors_origin=settings.codec_server_origin)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -8,7 +8,7 @@ key still decrypt (keep the old key configured) while new ones use the newest.
 
 The worker, every client (CLI commands, the demo, tests) and the replayer must use the same codec; the
 codec server (``agent_worker.codec_server``) lets the Web UI and the ``temporal`` CLI show decrypted
-payloads to people holding its token.
+payloads to the people it lets in, and lets the CLI encrypt what it sends.
 
 What the content store keeps (big tool results, the conversation's nodes) never passes through the codec, so
 ``EncryptedBlobs`` seals it with the same keys: otherwise the customer's words that the codec keeps out of
@@ -96,9 +96,18 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
     history exactly as the worker did. What it reads depends on the keys configured, though: a key id that
     was unknown when a ticket received a signal, and is configured later, turns the marker back into the
     signal on the next replay of that ticket, and the replay no longer matches its history. So every worker
-    must hold a key before anything writes with it (README, "Rotating keys")."""
+    must hold a key before anything writes with it (README, "Rotating keys").
 
-    def __init__(self, keys: Mapping[str, bytes], current: str) -> None:
+    A payload that is not encrypted at all was written by a client without this codec: ``temporal workflow
+    start`` or ``signal`` without ``--codec-endpoint``, say, so the customer's words sit in history in plain
+    text. ``decode`` hands it on as it is and logs a warning naming the workflow (never the data); with
+    ``require_encrypted`` (``AGENT_REQUIRE_ENCRYPTED_INPUT``) it hands on the unreadable marker instead, so
+    the ticket fails, or the approval is rejected, saying why. Everything the worker writes itself is
+    encrypted, so in a worker only input from outside can arrive plain: a ticket, a signal, an update or a
+    query's arguments. ``require_encrypted`` changes what a history reads as, like a key does: the replayer
+    must be given the same setting as the worker that ran the ticket."""
+
+    def __init__(self, keys: Mapping[str, bytes], current: str, *, require_encrypted: bool = False) -> None:
         if current not in keys:
             raise ValueError(f"the current key {current!r} is not among the configured keys {sorted(keys)}")
         for key_id, key in keys.items():
@@ -106,6 +115,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
                 raise ValueError(f"key {key_id!r} is {len(key)} bytes; AES-GCM takes 16, 24 or 32")
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
         self.current = current
+        self.require_encrypted = require_encrypted
         self._workflow_id: str | None = None
 
     def with_context(self, context: SerializationContext) -> Self:
@@ -153,6 +163,8 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
             raise MalformedPayloadError(f"sealed under key {key_id!r}, but not a payload", key_id) from None
 
     def _open_or_mark(self, payload: Payload) -> Payload:
+        if payload.metadata.get("encoding") != ENCODING:
+            return self._plain(payload)
         try:
             return self.open(payload)
         except UnreadablePayloadError as error:
@@ -164,6 +176,24 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
                 workflow_id=self._workflow_id,
             )
             return unreadable(error.reason)
+
+    def _plain(self, payload: Payload) -> Payload:
+        encoding = payload.metadata.get("encoding", b"").decode(errors="replace")
+        log.warning(
+            "a payload arrived unencrypted: refused" if self.require_encrypted else "a payload arrived unencrypted",
+            encoding=encoding,
+            workflow_id=self._workflow_id,
+            hint="send it through the codec server (temporal --codec-endpoint) or an agent-worker client",
+        )
+        return unreadable(NOT_ENCRYPTED) if self.require_encrypted else payload
+
+
+NOT_ENCRYPTED = (
+    "sent unencrypted, and this worker takes only encrypted input (AGENT_REQUIRE_ENCRYPTED_INPUT): send it "
+    "through the codec server (temporal ... --codec-endpoint) or an agent-worker client"
+)
+"""Why a plain payload is refused, in the marker ``decode`` hands on, and so in the ticket's failure or the
+rejected approval."""
 
 
 def associated_data(key_id: str, bound_to: str | None) -> bytes:

@@ -16,9 +16,17 @@ import base64
 import dataclasses
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, field_validator
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -29,6 +37,7 @@ from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from activities.store import BusinessStore
 from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
+from agent_worker.codec_auth import ASYMMETRIC_ALGORITHMS, BearerAuth, JwtValidator
 from agent_worker.faults import Faults, parse
 from workflows import policies
 
@@ -130,10 +139,26 @@ class Settings(BaseSettings):
     """With codec keys set, also read content-store blobs that are not sealed: only while blobs written before
     encryption was switched on are still in use (a migration). Off, such a blob is refused, so a worker left
     without keys, writing customers' words in plain text, is noticed rather than trusted."""
-    codec_server_token: SecretStr | None = None
-    """The bearer token the codec server requires; it refuses to start without one."""
+    require_encrypted_input: bool = False
+    """With codec keys set, refuse inputs and signals that arrive unencrypted (sent by a client without the
+    codec, such as ``temporal workflow start`` without ``--codec-endpoint``) instead of only logging a
+    warning: a ticket fails as ``InvalidTicketInput``, an approval is recorded as rejected. It changes how
+    histories read, like a key: switch it on only once no open ticket has received a plain payload."""
     codec_server_origin: str = "http://localhost:8233"
     """The one origin (the Web UI) the codec server answers CORS requests from."""
+    codec_server_token: SecretStr | None = None
+    """A static bearer token the codec server accepts, for the ``temporal`` CLI's ``--codec-auth`` and scripts.
+    A secret every holder shares: people in a browser should come with the identity provider's JWT instead."""
+    codec_server_jwks_url: str | None = None
+    """The identity provider's JWKS (its published signing keys), e.g.
+    ``https://login.example.com/.well-known/jwks.json``: the codec server then takes the Web UI's single-sign-on
+    access token, a JWT, checked against these keys, ``codec_server_audience`` and ``codec_server_issuer``."""
+    codec_server_audience: str | None = None
+    """The ``aud`` the access tokens must carry (what the identity provider issues the Web UI's tokens for)."""
+    codec_server_issuer: str | None = None
+    """The ``iss`` the access tokens must carry, e.g. ``https://login.example.com/``."""
+    codec_server_algorithms: list[str] = ["RS256"]
+    """What the tokens may be signed with: asymmetric algorithms only (``none`` and ``HS*`` are refused)."""
 
     metrics_bind: str | None = None
     """host:port for the Prometheus endpoint (``/metrics``), e.g. ``0.0.0.0:9464``; off when unset."""
@@ -160,12 +185,51 @@ class Settings(BaseSettings):
         keys = {
             key_id: base64.b64decode(key.get_secret_value(), validate=True) for key_id, key in self.codec_keys.items()
         }
-        return EncryptionCodec(keys, self.codec_key_id or list(keys)[-1])
+        return EncryptionCodec(
+            keys, self.codec_key_id or list(keys)[-1], require_encrypted=self.require_encrypted_input
+        )
 
-    @field_validator("s3_bucket", "s3_endpoint_url", "s3_region")
+    def codec_server_auth(self) -> BearerAuth | None:
+        """How the codec server authenticates requests; None is its local mode (loopback only)."""
+        validator = None
+        if self.codec_server_jwks_url is not None:
+            assert self.codec_server_audience is not None  # the validator below sees to these
+            assert self.codec_server_issuer is not None
+            validator = JwtValidator(
+                self.codec_server_jwks_url,
+                self.codec_server_audience,
+                self.codec_server_issuer,
+                tuple(self.codec_server_algorithms),
+            )
+        token = self.codec_server_token.get_secret_value() if self.codec_server_token else None
+        return None if token is None and validator is None else BearerAuth(token, validator)
+
+    @field_validator(
+        "s3_bucket", "s3_endpoint_url", "s3_region", "codec_server_jwks_url", "codec_server_audience",
+        "codec_server_issuer",
+    )  # fmt: skip
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None  # compose passes an unset variable through as ""
+
+    @field_validator("codec_server_algorithms")
+    @classmethod
+    def _asymmetric_only(cls, value: list[str]) -> list[str]:
+        if not value or not set(value) <= ASYMMETRIC_ALGORITHMS:
+            raise ValueError(f"only asymmetric algorithms: {', '.join(sorted(ASYMMETRIC_ALGORITHMS))}")
+        return value
+
+    @model_validator(mode="after")
+    def _jwt_settings_come_together(self) -> Self:
+        named = {
+            "AGENT_CODEC_SERVER_JWKS_URL": self.codec_server_jwks_url,
+            "AGENT_CODEC_SERVER_AUDIENCE": self.codec_server_audience,
+            "AGENT_CODEC_SERVER_ISSUER": self.codec_server_issuer,
+        }
+        missing = [name for name, value in named.items() if value is None]
+        if 0 < len(missing) < len(named):  # a token checked without its audience or issuer is half checked
+            raise ValueError(f"the codec server's JWT settings go together: set {' and '.join(missing)} too")
+        return self
 
     @field_validator("s3_prefix")
     @classmethod

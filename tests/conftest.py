@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy
+from playwright.async_api import Browser
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -20,6 +21,7 @@ from activities.store import BusinessStore
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
+from tests.browser import chromium
 from tests.harness import Harness
 
 
@@ -44,6 +46,13 @@ async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
     await ensure_search_attributes(env.client)
     yield env
     await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    """Headless Chromium, started once for the browser tests (``tests/browser.py``)."""
+    async with chromium() as started:
+        yield started
 
 
 @pytest.fixture

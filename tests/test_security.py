@@ -35,6 +35,7 @@ from agent_worker.codec import (
     UnknownKeyError,
     with_codec,
 )
+from agent_worker.codec_auth import BearerAuth
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.devserver import binary, free_port
@@ -181,7 +182,7 @@ async def test_a_ticket_the_worker_cannot_decrypt_fails_as_invalid_input(encrypt
 @pytest.fixture
 async def codec_server() -> AsyncIterator[str]:
     port = free_port()
-    runner = await serve(codec(), "s3cret-token", "http://localhost:8233", "127.0.0.1", port)
+    runner = await serve(codec(), BearerAuth(token="s3cret-token"), "http://localhost:8233", "127.0.0.1", port)
     yield f"http://127.0.0.1:{port}"
     await runner.cleanup()
 

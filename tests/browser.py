@@ -1,0 +1,48 @@
+"""A real browser for the tests: Debian's Chromium, headless, driven by Playwright.
+
+Playwright's own browser download cannot reach its host from these machines, so Playwright drives the
+``chromium`` Debian package instead, which ``./dev chromium`` installs (``./dev test`` and ``.ci/run`` call
+it). Tests that use it are marked ``browser``; they run in CI like the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, async_playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Where Debian's package puts the browser, and where ``./dev chromium`` checks for it."""
+
+
+@asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    """Headless Chromium for the length of the block. As root Playwright turns Chromium's sandbox off itself
+    (``chromium_sandbox`` is False by default), which a browser pointed only at 127.0.0.1 can do without."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `./dev chromium` installs it (./dev test and .ci/run do too)")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM))
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def listening(host: str, port: int, timeout: float = 30) -> None:
+    """Wait until something accepts connections on ``host:port`` (a bounded poll: a process that has just been
+    started says nothing when it is ready)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection(host, port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            return
