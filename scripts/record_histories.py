@@ -10,6 +10,7 @@ what new runs do, and keep the old files: they stand for runs already in flight 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -21,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
+from activities import vouching
 from activities.contracts import (
     APPROVE_SIGNAL,
     CUSTOMER_MESSAGE,
@@ -33,6 +35,7 @@ from activities.contracts import (
     TextBlock,
     ThinkRequest,
     ToolUseBlock,
+    VouchedApproval,
 )
 from activities.model import LanguageModel
 from activities.store import BusinessStore
@@ -367,6 +370,25 @@ async def waited_for_a_delivery_scan(r: Recorder) -> Handle:
     return handle
 
 
+INBOX_KEY = "recorded-inbox-key-0123456789abcdef"
+
+
+async def approved_in_the_inbox(r: Recorder) -> Handle:
+    """The ``approve`` update: an answer with a wrong amount refused by the validator (not in the history), a
+    forged one recorded as rejected, then the inbox's signed answer, which the ticket acts on."""
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    answer = VouchedApproval(amount_cents=4900, approved=True, approver="ann", request_id="R1", signature="0" * 64)
+    with contextlib.suppress(WorkflowUpdateFailedError):
+        await handle.execute_update(APPROVE_SIGNAL, answer.model_copy(update={"amount_cents": 100}))
+    with contextlib.suppress(WorkflowUpdateFailedError):
+        await handle.execute_update(APPROVE_SIGNAL, answer)
+    signed = answer.model_copy(update={"signature": vouching.sign(INBOX_KEY.encode(), handle.id, answer)})
+    await handle.execute_update(APPROVE_SIGNAL, signed)
+    await handle.result()
+    return handle
+
+
 async def _wait_closed(handle: Handle) -> None:
     async with asyncio.timeout(30):
         while (await handle.describe()).close_time is None:
@@ -384,7 +406,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         continued_with_records_archived, summarized_old_turns, approval_answered_twice_the_first_decides,
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
-        approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan,
+        approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
     )
 }  # fmt: skip
 
@@ -406,8 +428,8 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
 
 def scripted(task_queue: str, store: BusinessStore) -> Settings:
     """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
-    script, never from (and never billed to) Claude."""
-    return Settings(task_queue=task_queue, db_path=store.path, model_backend="scripted")
+    script, never from (and never billed to) Claude. The worker holds the inbox's key of ``approved_in_the_inbox``."""
+    return Settings(task_queue=task_queue, db_path=store.path, model_backend="scripted", web_approval_keys=[INBOX_KEY])
 
 
 async def record(names: list[str], out: Path) -> None:

@@ -255,5 +255,8 @@ def test_the_newest_paths_record_their_patches() -> None:
     assert "customer-replies" in patches(HISTORIES / "customer_replied_twice.json")
     assert "event-waits" in patches(HISTORIES / "waited_for_a_delivery_scan.json")
     assert "audit-keys-per-run" in patches(HISTORIES / "waited_for_a_delivery_scan.json")
+    # The inbox's update: the refused one never reached the history; the forged and the signed ones did.
+    inbox = json.loads((HISTORIES / "approved_in_the_inbox.json").read_text())["events"]
+    assert [e["eventType"] for e in inbox].count("EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED") == 2
     # Tickets that neither wait for a reply nor for an event meet neither patch: their histories are unchanged.
     assert not {"customer-replies", "event-waits"} & patches(HISTORIES / "approved_refund_keyed_per_ticket.json")
