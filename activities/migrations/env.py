@@ -17,7 +17,7 @@ import os
 import sqlalchemy as sa
 from alembic import context
 
-from activities.store import metadata
+from activities.business.schema import metadata
 
 config = context.config
 
