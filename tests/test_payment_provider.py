@@ -1,5 +1,6 @@
-"""The payment side keeps Stripe's idempotency rules, because a retried activity relies on them; on SQLite
-and on PostgreSQL alike."""
+"""The embedded payment provider keeps Stripe's idempotency rules, because a retried activity relies on them;
+on SQLite and on PostgreSQL alike. What any provider behind the port must do is in
+``test_payments_contract.py``; here is what the embedded one does besides, and says in its own words."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from activities.business.payments import RefundFingerprint
 from activities.business.refusals import (
     IdempotencyConflictError,
     KeyClosedError,
@@ -29,16 +31,6 @@ class Clock:
 
 def refund(amount: int, key: str | None = "refund:A-1001", order: str = "A-1001") -> RefundRequest:
     return RefundRequest(order_id=order, amount_cents=amount, idempotency_key=key)
-
-
-def test_the_same_key_and_request_pays_nothing_and_returns_the_first_result(make_store: StoreFactory) -> None:
-    store = make_store()
-    first = store.payments.refund(refund(4900))
-    again = store.payments.refund(refund(4900))
-
-    assert (again.refund_id, again.amount_cents, again.replayed) == (first.refund_id, 4900, True)
-    assert not first.replayed
-    assert len(store.payments.refunds()) == 1
 
 
 def test_the_same_key_with_another_amount_is_refused(make_store: StoreFactory) -> None:
@@ -187,15 +179,6 @@ def test_a_key_settled_as_unpaid_refuses_a_late_attempt_for_ever(make_store: Sto
     assert store.payments.refund(refund(4900, key="refund:T-1/A-1001/2")).amount_cents == 4900  # the next part pays
 
 
-def test_settling_a_key_that_paid_returns_the_refund_and_changes_nothing(make_store: StoreFactory) -> None:
-    store = make_store()
-    paid = store.payments.refund(refund(4900, key="refund:T-1/A-1001/1"))
-    found = store.payments.settle_refund("refund:T-1/A-1001/1")
-
-    assert found == paid.model_copy(update={"replayed": True})
-    assert store.payments.refund(refund(4900, key="refund:T-1/A-1001/1")).replayed  # a retry still gets its result
-
-
 def test_a_late_attempt_racing_the_settlement_either_pays_and_is_found_or_never_pays(make_store: StoreFactory) -> None:
     """Four attempts and four settlements of one key at once, many times over: whichever commits first, the
     settlement's answer is the truth, and nothing is paid after "not made"."""
@@ -230,3 +213,27 @@ def test_a_late_attempt_racing_the_settlement_either_pays_and_is_found_or_never_
         else:  # closed first: every attempt was refused
             assert paid == []
             assert settled == [None] * 4
+
+
+# --- what a key's row says it was used for ---------------------------------------------------------------------
+
+
+def test_a_refunds_fingerprint_is_stored_in_the_words_databases_already_hold() -> None:
+    """Keys taken before an upgrade must still hold, so the text in ``idempotency_keys.request`` is fixed."""
+    fingerprint = RefundFingerprint.of(refund(4900))
+    assert fingerprint.to_text() == "refund A-1001 4900"
+    assert RefundFingerprint.from_text("refund A-1001 4900") == fingerprint
+    assert RefundFingerprint.from_text(RefundFingerprint("order 7 of 9", 100).to_text()) == RefundFingerprint(
+        "order 7 of 9", 100
+    )
+    assert RefundFingerprint.from_text("email ann@example.com\nRefund\n49.00") is None
+    assert RefundFingerprint.from_text("") is None  # a key a settlement took before any request came
+
+
+def test_a_key_an_email_took_refuses_a_refund_as_another_request(make_store: StoreFactory) -> None:
+    store = make_store()
+    store.mail.send_email(EmailRequest(to="ann@example.com", subject="Refund", body="49.00", idempotency_key="k-1"))
+    with pytest.raises(IdempotencyConflictError, match=r"k-1 was used for another request, not 49\.00 on A-1001"):
+        store.payments.refund(refund(4900, key="k-1"))
+    assert store.payments.refunds() == []
+    assert store.payments.refund_by_key("k-1") is None  # the email's result is not a refund
