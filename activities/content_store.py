@@ -21,9 +21,10 @@ the whole conversation, as a Merkle chain does. Every read checks the bytes agai
 replaced or moved in the backend (by a bug, a bad restore, or someone who can write to the bucket) are
 refused, never handed to the model as what the history points to.
 
-The backend is anything with ``put_blob(key, data)`` and ``get_blob(key)``: the business store's ``blobs``
-table by default (SQLite or PostgreSQL, shared by every worker that shares the store), or an S3 bucket
-(``activities.s3_blobs``, with ``AGENT_S3_BUCKET``).
+The backend is anything with ``put_blob(key, data)`` and ``get_blob(key)`` (``BlobBackend``, the blobs'
+port): the business database's ``blobs`` table by default (``activities.business.blobs``, SQLite or
+PostgreSQL, shared by every worker that shares the database), or an S3 bucket (``activities.s3_blobs``, with
+``AGENT_S3_BUCKET``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.business.model_calls import ModelCalls
 from activities.content_store import ContentStore, append_loaded, extend, load_conversation
 from activities.contracts import (
     SUMMARY_HEADER,
@@ -25,7 +26,6 @@ from activities.contracts import (
     TicketContext,
 )
 from activities.heartbeat import heartbeating
-from activities.store import BusinessStore
 
 
 class LanguageModel(Protocol):
@@ -42,10 +42,10 @@ class Summarizer(Protocol):
 
 
 class ModelActivities:
-    def __init__(self, model: LanguageModel, store: BusinessStore, content: ContentStore | None = None) -> None:
+    def __init__(self, model: LanguageModel, model_calls: ModelCalls, content: ContentStore) -> None:
         self.model = model
-        self.store = store
-        self.content = content or ContentStore(store)
+        self.model_calls = model_calls
+        self.content = content
 
     @activity.defn(name="think")
     async def think(self, request: ThinkRequest) -> Decision:
@@ -69,7 +69,7 @@ class ModelActivities:
                 decision = decision.model_copy(update={"conversation_ref": key})
         if not decision.model:  # a stand-in that does not say: the usage report still names who answered
             decision = decision.model_copy(update={"model": self.model.name})
-        await asyncio.to_thread(self.store.record_model_call, request.ticket.ticket_id, request.step)
+        await asyncio.to_thread(self.model_calls.record, request.ticket.ticket_id, request.step)
         count_usage(decision)
         activity.logger.info(
             "model answered",

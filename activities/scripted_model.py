@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from activities.business.model_calls import ModelCalls
 from activities.contracts import (
     ContentBlock,
     Decision,
@@ -28,7 +29,6 @@ from activities.contracts import (
     find_order_id,
     money,
 )
-from activities.store import BusinessStore
 
 CHANGE_OF_MIND_CENTS = 1000
 SUMMARY_RESULT_CHARS = 200
@@ -79,12 +79,12 @@ def current_turn(messages: list[Message]) -> tuple[str, list[Message], bool]:
 class ScriptedModel:
     name = "scripted"
 
-    def __init__(self, store: BusinessStore, think_seconds: float = 0.0) -> None:
-        self.store = store
+    def __init__(self, model_calls: ModelCalls, think_seconds: float = 0.0) -> None:
+        self.model_calls = model_calls
         self.think_seconds = think_seconds
 
     async def decide(self, request: ThinkRequest) -> Decision:
-        calls = await asyncio.to_thread(self.store.model_calls, request.ticket.ticket_id)
+        calls = await asyncio.to_thread(self.model_calls.of, request.ticket.ticket_id)
         asked_before = sum(1 for call in calls if call.step == request.step)
         if self.think_seconds:
             await asyncio.sleep(self.think_seconds)

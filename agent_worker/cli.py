@@ -279,17 +279,17 @@ async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
 
 def business(settings: Settings, args: argparse.Namespace) -> None:
     """The business store's commands: they need the database, not Temporal."""
-    store = settings.store()
+    store = settings.business()
     if args.command == "migrate":
         agent_logging.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
-        print(f"{store} is at revision {store.migrate()}")
+        print(f"{store} is at revision {store.database.migrate()}")
         return
     store.create()
     if args.orders_command == "add":
-        store.add_order(
+        store.orders.add(
             Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email)
         )
-    for order in store.orders():
+    for order in store.orders.all():
         print(f"{order.order_id}\t{money(order.amount_cents)}\t{order.customer_email}")
 
 

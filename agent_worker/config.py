@@ -31,11 +31,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
+from activities.business import Business
 from activities.content_store import BlobBackend
 from activities.contracts import TASK_QUEUE
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
-from activities.store import BusinessStore
 from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
 from agent_worker.codec_auth import ASYMMETRIC_ALGORITHMS, BearerAuth, JwtValidator
 from agent_worker.faults import Faults, parse
@@ -250,17 +250,17 @@ class Settings(BaseSettings):
         storage = external_storage(client, self.s3_bucket, self.s3_prefix, self.s3_payload_threshold_bytes)
         return dataclasses.replace(converter, external_storage=storage)
 
-    def blob_backend(self, store: BusinessStore) -> BlobBackend:
+    def blob_backend(self, database_blobs: BlobBackend) -> BlobBackend:
         """Where the content store keeps blobs: the bucket if one is set (still reading what the business
-        database held before), else the business database; sealed with the codec's keys when they are set,
-        like every payload."""
-        backend: BlobBackend = store
+        database held before, ``database_blobs``), else the business database; sealed with the codec's keys
+        when they are set, like every payload."""
+        backend: BlobBackend = database_blobs
         if self.s3_bucket is not None:
             from activities.s3_blobs import S3BlobBackend  # noqa: PLC0415 - boto3's import time, as above
             from agent_worker.s3 import s3_client  # noqa: PLC0415
 
             client = s3_client(self.s3_endpoint_url, self.s3_region, retries=False)
-            backend = S3BlobBackend(client, self.s3_bucket, self.s3_prefix, fallback=store)
+            backend = S3BlobBackend(client, self.s3_bucket, self.s3_prefix, fallback=database_blobs)
         codec = self.codec()
         return (
             backend if codec is None else EncryptedBlobs(backend, codec, accept_plaintext=self.blobs_accept_plaintext)
@@ -289,10 +289,10 @@ class Settings(BaseSettings):
             return None
         return Faults(faults, self.faults_dir or self.business_db.with_name(self.business_db.name + ".faults"))
 
-    def store(self) -> BusinessStore:
-        return BusinessStore(
-            None if self.database_url else self.business_db,
-            url=self.database_url,
-            key_ttl=timedelta(hours=self.idempotency_key_ttl_hours),
-            refund_guard=self.refund_guard,
-        )
+    def business(self) -> Business:
+        """The outside systems the worker acts on: the one place their ports are built from settings. The
+        embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file."""
+        key_ttl = timedelta(hours=self.idempotency_key_ttl_hours)
+        if self.database_url:
+            return Business.at(self.database_url, key_ttl=key_ttl, refund_guard=self.refund_guard)
+        return Business.sqlite(self.business_db, key_ttl=key_ttl, refund_guard=self.refund_guard)

@@ -41,9 +41,9 @@ from agent_worker.worker import build_worker
 async def run_demo(settings: Settings, *, decision: bool | None, question: str | None) -> Outcome:
     if decision is None and not sys.stdin.isatty():
         raise SystemExit("stdin is not a terminal, so nobody can answer the approval: pass --approve or --decline")
-    store = settings.store().create()
-    order = next_demo_order(store.refunds(), customer="ann@example.com")
-    store.add_order(order)
+    store = settings.business().create()
+    order = next_demo_order(store.payments.refunds(), customer="ann@example.com")
+    store.orders.add(order)
     ticket_id = f"T-{order.order_id}"
     ticket = TicketInput(
         ticket_id=ticket_id,

@@ -19,11 +19,12 @@ import structlog
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
+from activities.business import Business
+from activities.business.model_calls import ModelCalls
 from activities.content_store import ContentActivities, ContentStore
 from activities.model import LanguageModel, ModelActivities
 from activities.policy import PolicyActivities
 from activities.scripted_model import ScriptedModel
-from activities.store import BusinessStore
 from activities.tools import ToolActivities
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
@@ -39,12 +40,12 @@ class NoCredentialsError(RuntimeError):
     pass
 
 
-def choose_model(settings: Settings, store: BusinessStore) -> LanguageModel:
+def choose_model(settings: Settings, model_calls: ModelCalls) -> LanguageModel:
     """Claude when the ``anthropic`` SDK finds credentials (or ``AGENT_MODEL_BACKEND=claude`` demands it),
     the scripted stand-in otherwise; the log says which, and why."""
     if settings.model_backend == "scripted":
         log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
-        return ScriptedModel(store, think_seconds=settings.scripted_think_seconds)
+        return ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds)
     # Importing the SDK takes seconds on a small machine; a worker that runs the script never pays for it.
     import anthropic  # noqa: PLC0415
 
@@ -65,7 +66,7 @@ def choose_model(settings: Settings, store: BusinessStore) -> LanguageModel:
             "model: the scripted stand-in, because no Anthropic API key is configured; "
             "set ANTHROPIC_API_KEY to run the agent on Claude"
         )
-        return ScriptedModel(store, think_seconds=settings.scripted_think_seconds)
+        return ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds)
     if settings.anthropic_model not in settings.anthropic_prices:
         log.warning("no price for this model: its cost is reported as 0", model=settings.anthropic_model)
     log.info("model: Claude", model=settings.anthropic_model, base_url=str(client.base_url))
@@ -80,15 +81,23 @@ def choose_model(settings: Settings, store: BusinessStore) -> LanguageModel:
 
 
 def build_worker(
-    client: Client, settings: Settings, store: BusinessStore | None = None, model: LanguageModel | None = None
+    client: Client, settings: Settings, business: Business | None = None, model: LanguageModel | None = None
 ) -> Worker:
-    """The worker for the settings; tests hand in a scratch store and, where a script needs it, a model."""
-    store = store or settings.store().create()
-    model = model or choose_model(settings, store)
-    blobs = settings.blob_backend(store)
+    """The worker for the settings, each activity handed the ports it uses; tests hand in a scratch business
+    and, where a script needs it, a model."""
+    business = business or settings.business().create()
+    model = model or choose_model(settings, business.model_calls)
+    blobs = settings.blob_backend(business.blobs)
     content = ContentStore(blobs)
-    tools = ToolActivities(store, content, settings.inline_result_max_bytes)
-    models = ModelActivities(model, store, content)
+    tools = ToolActivities(
+        orders=business.orders,
+        payments=business.payments,
+        mail=business.mail,
+        audit=business.audit,
+        content=content,
+        inline_max_bytes=settings.inline_result_max_bytes,
+    )
+    models = ModelActivities(model, business.model_calls, content)
     activities: list[Callable[..., Any]] = [
         models.think,
         models.summarize,
@@ -112,7 +121,7 @@ def build_worker(
         "worker configured",
         task_queue=settings.task_queue,
         model=model.name,
-        business_db=str(store),
+        business_db=str(business),
         content_store=str(blobs),
         large_payloads=bucket,
     )

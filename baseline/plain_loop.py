@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from activities.business import Business
 from activities.contracts import (
     Decision,
     EmailRequest,
@@ -43,7 +44,6 @@ from activities.contracts import (
 )
 from activities.model import LanguageModel
 from activities.scripted_model import ScriptedModel
-from activities.store import BusinessStore
 from agent_worker import logging as agent_logging
 from agent_worker.config import Settings
 from agent_worker.faults import Faults, FaultSpecError, kill_this_process
@@ -52,24 +52,26 @@ MAX_STEPS = 10
 CONVERSATION = TypeAdapter(list[Message])
 
 
-def lookup_order(store: BusinessStore, tool_input: dict[str, Any]) -> str:
-    return store.order(LookupOrderArgs.model_validate(tool_input).order_id).model_dump_json()
+def lookup_order(store: Business, tool_input: dict[str, Any]) -> str:
+    return store.orders.order(LookupOrderArgs.model_validate(tool_input).order_id).model_dump_json()
 
 
-def issue_refund(store: BusinessStore, tool_input: dict[str, Any]) -> str:
+def issue_refund(store: Business, tool_input: dict[str, Any]) -> str:
     args = IssueRefundArgs.model_validate(tool_input)
-    receipt = store.refund(RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=None))
+    receipt = store.payments.refund(
+        RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=None)
+    )
     return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
 
 
-def send_email(store: BusinessStore, tool_input: dict[str, Any]) -> str:
+def send_email(store: Business, tool_input: dict[str, Any]) -> str:
     args = SendEmailArgs.model_validate(tool_input)
     request = EmailRequest(to=args.to, subject=args.subject, body=args.body, idempotency_key=f"plain:{uuid.uuid4()}")
-    receipt = store.send_email(request)
+    receipt = store.mail.send_email(request)
     return f"Email #{receipt.email_id} sent to {receipt.to}."
 
 
-TOOLS: dict[str, Callable[[BusinessStore, dict[str, Any]], str]] = {
+TOOLS: dict[str, Callable[[Business, dict[str, Any]], str]] = {
     "lookup_order": lookup_order,
     "issue_refund": issue_refund,
     "send_email": send_email,
@@ -78,7 +80,7 @@ TOOLS: dict[str, Callable[[BusinessStore, dict[str, Any]], str]] = {
 
 @dataclass
 class PlainLoop:
-    store: BusinessStore
+    store: Business
     model: LanguageModel
     saves: Path
     faults: Faults | None = None
@@ -98,7 +100,7 @@ class PlainLoop:
     async def think(self, ticket: TicketContext, step: int, messages: list[Message]) -> Decision:
         self.fault("before:think")
         decision = await self.model.decide(ThinkRequest(ticket=ticket, step=step, messages=messages))
-        self.store.record_model_call(ticket.ticket_id, step)
+        self.store.model_calls.record(ticket.ticket_id, step)
         self.fault("after:think")
         return decision
 
@@ -139,11 +141,12 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse_args(argv)
     settings = Settings()
     agent_logging.configure(settings.log_level, settings.log_format)
-    store = settings.store().create()
+    store = settings.business().create()
     faults = settings.fault_injector()
     if faults is not None and any(f.action != "kill" for f in faults.faults):
         raise FaultSpecError("The plain loop has no timeouts to hang past: only kill faults apply to it")
-    loop = PlainLoop(store, ScriptedModel(store), store.path.with_name(store.path.name + ".plain-loop"), faults)
+    saves = store.database.path.with_name(store.database.path.name + ".plain-loop")
+    loop = PlainLoop(store, ScriptedModel(store.model_calls), saves, faults)
     ticket = TicketContext(ticket_id=args.ticket_id, customer_email=args.email)
     print(asyncio.run(loop.handle(ticket, args.question)))
     sys.stdout.flush()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from activities.business import Business
 from activities.contracts import money
-from activities.store import BusinessStore
 from agent_worker.devserver import start_dev_server
 from tests.crashlab import Lab, run_plain_loop
 from tests.harness import ticket
@@ -49,7 +49,7 @@ CASES = (
 
 
 async def run(client: Client, directory: Path, case: Case) -> str:
-    store = BusinessStore(directory / "business.sqlite3").create()
+    store = Business.sqlite(directory / "business.sqlite3").create()
     settings = {"AGENT_FAULTS": CRASH, "AGENT_REFUND_GUARD": str(case.guard).lower()}
     if case.loop.startswith("plain"):
         ticket_id = f"T-{uuid.uuid4().hex[:8]}"
@@ -62,8 +62,8 @@ async def run(client: Client, directory: Path, case: Case) -> str:
             ticket_id = (await lab.supervise(handle)).ticket_id
         finally:
             await lab.close()
-    refunds = ", ".join(money(r.amount_cents) for r in store.refunds()) or "none"
-    calls = len(store.model_calls(ticket_id))
+    refunds = ", ".join(money(r.amount_cents) for r in store.payments.refunds()) or "none"
+    calls = len(store.model_calls.of(ticket_id))
     guard = "on" if case.guard else "off"
     return f"| {case.loop} | `{case.refund_key}` | {guard} | {refunds} | {calls} |"
 

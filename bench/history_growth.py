@@ -33,6 +33,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from activities.business import Business
 from activities.contracts import (
     WORKFLOW_NAME,
     Decision,
@@ -45,7 +46,6 @@ from activities.contracts import (
     ToolUseBlock,
     Usage,
 )
-from activities.store import BusinessStore
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
 
@@ -56,12 +56,12 @@ def order_id(step: int) -> str:
     return f"L-{step:05d}"
 
 
-def seed_long_orders(store: BusinessStore, steps: int, size: int = EVENT_LOG_BYTES) -> None:
+def seed_long_orders(store: Business, steps: int, size: int = EVENT_LOG_BYTES) -> None:
     """An order per step, each with an event log of ``size`` bytes that no other order shares."""
     for step in range(1, steps):
-        store.add_order(Order(order_id=order_id(step), amount_cents=1000, customer_email="ann@example.com"))
+        store.orders.add(Order(order_id=order_id(step), amount_cents=1000, customer_email="ann@example.com"))
         line = f"{order_id(step)} scanned at depot, parcel on its way. "
-        store.add_order_event(order_id(step), (line * (size // len(line) + 1))[:size])
+        store.orders.add_event(order_id(step), (line * (size // len(line) + 1))[:size])
 
 
 @dataclass
@@ -196,7 +196,7 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
     failures = 0
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            store = BusinessStore(Path(scratch) / "business.sqlite3").create()
+            store = Business.sqlite(Path(scratch) / "business.sqlite3").create()
             seed_long_orders(store, max(steps, long_steps))
             rows: list[tuple[str, int, list[RunSize], float, str]] = []
             for label, n, linear, inline_max, summarize_above in (
@@ -206,7 +206,7 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
                 ("linear, continue-as-new, summaries", long_steps, True, 8192, SUMMARIZE_ABOVE_TOKENS),
             ):
                 queue = f"bench-{uuid.uuid4()}"
-                settings = Settings(task_queue=queue, db_path=store.path, model_backend="scripted",
+                settings = Settings(task_queue=queue, db_path=store.database.path, model_backend="scripted",
                                     inline_result_max_bytes=inline_max)  # fmt: skip
                 model = ContextBoundModel(n) if summarize_above else LongTicketModel(n)
                 request = long_ticket(n, linear=linear, steps_per_run=steps_per_run)

@@ -39,9 +39,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from activities.business import Business
 from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME, Order, Outcome, TicketContext
 from activities.scripted_model import ScriptedModel
-from activities.store import BusinessStore
 from agent_worker.client import connect, ensure_search_attributes
 from agent_worker.devserver import DEV_SERVER_ARGS, binary, free_port
 from agent_worker.replay import HISTORIES, history_files, replay
@@ -97,13 +97,13 @@ async def dev_server(scratch: Path, extra: list[str]) -> AsyncIterator[tuple[Pro
 
 @asynccontextmanager
 async def worker_process(
-    address: str, store: BusinessStore, task_queue: str, extra_env: dict[str, str]
+    address: str, store: Business, task_queue: str, extra_env: dict[str, str]
 ) -> AsyncIterator[Process]:
     env = {
         **os.environ,
         "TEMPORAL_ADDRESS": address,
         "AGENT_TASK_QUEUE": task_queue,
-        "AGENT_DB_PATH": str(store.path),
+        "AGENT_DB_PATH": str(store.database.path),
         "AGENT_LOG_LEVEL": "WARNING",
         "AGENT_MODEL_BACKEND": "scripted",
         **extra_env,
@@ -123,10 +123,10 @@ def ticket(order_id: str, **options: Any) -> dict[str, Any]:
             "customer_email": "ann@example.com", "options": options}  # fmt: skip
 
 
-def fresh_orders(store: BusinessStore, count: int, amount: int = 4900) -> list[str]:
+def fresh_orders(store: Business, count: int, amount: int = 4900) -> list[str]:
     ids = [f"B-{uuid.uuid4().int % 10**9:09d}" for _ in range(count)]
     for order_id in ids:
-        store.add_order(Order(order_id=order_id, amount_cents=amount, customer_email="ann@example.com"))
+        store.orders.add(Order(order_id=order_id, amount_cents=amount, customer_email="ann@example.com"))
     return ids
 
 
@@ -164,8 +164,8 @@ STEPS = 4
 """Model calls in the benchmark's ticket: look up, refund, email, answer."""
 
 
-async def plain_loop_ms_per_step(store: BusinessStore, scratch: Path, runs: int = 20) -> float:
-    loop = PlainLoop(store, ScriptedModel(store), scratch / "plain-loop-saves")
+async def plain_loop_ms_per_step(store: Business, scratch: Path, runs: int = 20) -> float:
+    loop = PlainLoop(store, ScriptedModel(store.model_calls), scratch / "plain-loop-saves")
     started = time.perf_counter()
     for order_id in fresh_orders(store, runs):
         context = TicketContext(ticket_id=f"T-{uuid.uuid4().hex[:8]}", customer_email="ann@example.com")
@@ -174,7 +174,7 @@ async def plain_loop_ms_per_step(store: BusinessStore, scratch: Path, runs: int 
 
 
 async def durable_ms_per_step(
-    client: Client, store: BusinessStore, task_queue: str, runs: int = 20
+    client: Client, store: Business, task_queue: str, runs: int = 20
 ) -> tuple[float, list[WorkflowHandle[Any, Outcome]]]:
     """Milliseconds per agent step, and the tickets' handles (their histories say where the time went)."""
     started = time.perf_counter()
@@ -237,7 +237,7 @@ async def breakdown(handles: list[WorkflowHandle[Any, Outcome]]) -> Breakdown:
 # --- 2. throughput -------------------------------------------------------------------------------------------
 
 
-async def throughput(client: Client, store: BusinessStore, task_queue: str, count: int) -> dict[str, float]:
+async def throughput(client: Client, store: Business, task_queue: str, count: int) -> dict[str, float]:
     orders = fresh_orders(store, count)
     started = time.perf_counter()
     handles = await asyncio.gather(*(
@@ -264,7 +264,7 @@ async def finished_after(handle: WorkflowHandle[Any, Outcome], started: float) -
 # --- 3. parked tickets ---------------------------------------------------------------------------------------
 
 
-async def parked(client: Client, store: BusinessStore, task_queue: str, count: int) -> list[WorkflowHandle[Any, Any]]:
+async def parked(client: Client, store: Business, task_queue: str, count: int) -> list[WorkflowHandle[Any, Any]]:
     handles = []
     for batch in range(0, count, 100):
         orders = fresh_orders(store, min(100, count - batch))
@@ -328,7 +328,7 @@ async def main(options: Options) -> str:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="throughput-") as directory:
         scratch = Path(directory)
-        store = BusinessStore(scratch / "business.sqlite3").create()
+        store = Business.sqlite(scratch / "business.sqlite3").create()
         async with dev_server(scratch, [*DEV_SERVER_ARGS, *options.server_args]) as (server, address):
             client = await connect(address)
             await ensure_search_attributes(client)

@@ -25,6 +25,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
 from activities import vouching
+from activities.business import Business
 from activities.contracts import (
     APPROVE_SIGNAL,
     CUSTOMER_MESSAGE,
@@ -38,7 +39,6 @@ from activities.contracts import (
     VouchedApproval,
 )
 from activities.model import LanguageModel
-from activities.store import BusinessStore
 from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server
 from agent_worker.replay import HISTORIES, export
@@ -83,7 +83,7 @@ class PlaysBack:
 
 
 class Recorder:
-    def __init__(self, client: Client, store: BusinessStore, task_queue: str) -> None:
+    def __init__(self, client: Client, store: Business, task_queue: str) -> None:
         self.client, self.store, self.task_queue = client, store, task_queue
 
     async def start(self, raw: Any) -> Handle:
@@ -184,7 +184,7 @@ async def crash_with_retried_activity(r: Recorder) -> Handle:
         **os.environ,
         "TEMPORAL_ADDRESS": r.client.service_client.config.target_host,
         "AGENT_TASK_QUEUE": r.task_queue + "-crash",
-        "AGENT_DB_PATH": str(r.store.path),
+        "AGENT_DB_PATH": str(r.store.database.path),
         "AGENT_SCRIPTED_THINK_SECONDS": "30",
         "AGENT_MODEL_BACKEND": "scripted",
     }
@@ -253,10 +253,10 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
     patch (main at 21dbdac): the model was told "the tool failed" and asked again. Keep it; it stands for
     runs in flight when the patch shipped, and cannot be recorded again from this code."""
     settings = Settings(
-        task_queue=r.task_queue + "-hang", db_path=r.store.path, refund_guard=False,
+        task_queue=r.task_queue + "-hang", db_path=r.store.database.path, refund_guard=False,
         faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1, model_backend="scripted",
     )  # fmt: skip
-    async with build_worker(r.client, settings, settings.store()):  # the guard off, as the settings say
+    async with build_worker(r.client, settings, settings.business()):  # the guard off, as the settings say
         return await Recorder(r.client, r.store, settings.task_queue).finished(
             ticket(approval_limit_cents=10_000, refund_key="per_tool_call")
         )
@@ -326,10 +326,10 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
     """The refund's first attempt hangs, the cancel comes meanwhile: the refund is waited for, paid on its retry
     and recorded, and nothing follows."""
     settings = Settings(
-        task_queue=r.task_queue + "-hang", db_path=r.store.path, faults="before:issue_refund=hang",
+        task_queue=r.task_queue + "-hang", db_path=r.store.database.path, faults="before:issue_refund=hang",
         graceful_shutdown_seconds=1, model_backend="scripted",
     )  # fmt: skip
-    async with build_worker(r.client, settings, settings.store()):
+    async with build_worker(r.client, settings, settings.business()):
         handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
         async with asyncio.timeout(30):
             while not any(a.activity_type.name == "issue_refund"
@@ -426,10 +426,12 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
 """Scenarios that need another model than the script."""
 
 
-def scripted(task_queue: str, store: BusinessStore) -> Settings:
+def scripted(task_queue: str, store: Business) -> Settings:
     """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
     script, never from (and never billed to) Claude. The worker holds the inbox's key of ``approved_in_the_inbox``."""
-    return Settings(task_queue=task_queue, db_path=store.path, model_backend="scripted", web_approval_keys=[INBOX_KEY])
+    return Settings(
+        task_queue=task_queue, db_path=store.database.path, model_backend="scripted", web_approval_keys=[INBOX_KEY]
+    )
 
 
 async def record(names: list[str], out: Path) -> None:
@@ -437,7 +439,7 @@ async def record(names: list[str], out: Path) -> None:
     try:
         for name in names or list(SCENARIOS):
             with tempfile.TemporaryDirectory() as scratch:  # a business database of its own per scenario
-                store = BusinessStore(Path(scratch) / "business.sqlite3").create()
+                store = Business.sqlite(Path(scratch) / "business.sqlite3").create()
                 task_queue = f"record-{uuid.uuid4()}"
                 model = MODELS[name]() if name in MODELS else None
                 async with build_worker(env.client, scripted(task_queue, store), store, model):

@@ -17,7 +17,7 @@ from playwright.async_api import Browser
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.store import BusinessStore
+from activities.business import Business
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
@@ -56,8 +56,8 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> BusinessStore:
-    return BusinessStore(tmp_path / "business.sqlite3").create()
+def store(tmp_path: Path) -> Business:
+    return Business.sqlite(tmp_path / "business.sqlite3").create()
 
 
 @pytest.fixture
@@ -66,12 +66,12 @@ def client(dev_server: WorkflowEnvironment) -> Client:
 
 
 @pytest.fixture
-def agent(client: Client, store: BusinessStore) -> Harness:
+def agent(client: Client, store: Business) -> Harness:
     return Harness(client, store, task_queue=f"support-agent-{uuid.uuid4()}")
 
 
 @pytest.fixture
-def agent_in_skipped_time(time_skipping: WorkflowEnvironment, store: BusinessStore) -> Harness:
+def agent_in_skipped_time(time_skipping: WorkflowEnvironment, store: Business) -> Harness:
     """A harness on the time-skipping server: a day-long durable timer fires in milliseconds."""
     return Harness(time_skipping.client, store, task_queue=f"support-agent-{uuid.uuid4()}")
 
@@ -122,18 +122,17 @@ def postgres_url() -> Iterator[str]:
     engine.dispose()
 
 
-StoreFactory = Callable[..., BusinessStore]
+StoreFactory = Callable[..., Business]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     """Makes the business store on each backend it supports, with the settings a test gives."""
     url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    made: list[BusinessStore] = []
+    made: list[Business] = []
 
-    def make(**settings: Any) -> BusinessStore:
-        path = None if url else tmp_path / "business.sqlite3"
-        made.append(BusinessStore(path, url=url, **settings).create())
+    def make(**settings: Any) -> Business:
+        made.append(Business.at(url or f"sqlite:///{tmp_path / 'business.sqlite3'}", **settings).create())
         return made[-1]
 
     yield make

@@ -25,8 +25,8 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from activities.business import Business
 from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME, Outcome
-from activities.store import BusinessStore
 from tests.harness import Handle, events
 from workflows.support_agent import AWAITING_APPROVAL
 
@@ -120,7 +120,7 @@ class Lab:
     """One ticket's world: a task queue, a business database, and the worker processes serving them."""
 
     client: Client
-    store: BusinessStore
+    store: Business
     task_queue: str = field(default_factory=lambda: f"crash-{uuid.uuid4()}")
     settings: dict[str, str] = field(default_factory=dict)
     """``AGENT_*`` settings for every worker this lab starts, such as ``{"AGENT_FAULTS": ...}``."""
@@ -130,7 +130,7 @@ class Lab:
         return {
             "TEMPORAL_ADDRESS": address(self.client),
             "AGENT_TASK_QUEUE": self.task_queue,
-            "AGENT_DB_PATH": str(self.store.path),
+            "AGENT_DB_PATH": str(self.store.database.path),
             "AGENT_LOG_FORMAT": "json",
             "AGENT_LOG_LEVEL": "INFO",
             "AGENT_MODEL_BACKEND": "scripted",  # counted calls and changes of mind are the script's; never bill Claude
@@ -139,7 +139,7 @@ class Lab:
         }
 
     async def spawn(self, **overrides: str) -> WorkerProcess:
-        log_path = self.store.path.with_name(f"worker-{len(self.workers) + 1}.log")
+        log_path = self.store.database.path.with_name(f"worker-{len(self.workers) + 1}.log")
         worker = await WorkerProcess.start(self.env(**overrides), log_path)
         self.workers.append(worker)
         return worker
@@ -220,14 +220,14 @@ async def recovery_seconds(handle: Handle, killed: WorkerProcess, successor: Wor
 
 
 async def run_plain_loop(
-    store: BusinessStore, ticket_id: str, question: str, email: str = "ann@example.com", **settings: str
+    store: Business, ticket_id: str, question: str, email: str = "ann@example.com", **settings: str
 ) -> tuple[int, str]:
     """Run the baseline plain loop (``baseline/plain_loop.py``) for a ticket until it answers or dies, in a
     process of its own; its exit code and everything it printed."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "baseline.plain_loop", "--ticket-id", ticket_id, "--email", email,
         "--question", question, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "AGENT_DB_PATH": str(store.path), **settings},
+        env={**os.environ, "AGENT_DB_PATH": str(store.database.path), **settings},
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode is not None

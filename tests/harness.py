@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +13,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
+from activities.business import Business
+from activities.content_store import ContentStore
 from activities.contracts import (
     AWAITING_APPROVAL_QUERY,
     WORKFLOW_NAME,
@@ -24,8 +26,9 @@ from activities.contracts import (
     ThinkRequest,
     ToolUseBlock,
 )
-from activities.model import LanguageModel
-from activities.store import BusinessStore
+from activities.model import LanguageModel, ModelActivities
+from activities.scripted_model import ScriptedModel
+from activities.tools import ToolActivities
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
 
@@ -47,16 +50,26 @@ def ticket(
 @dataclass
 class Harness:
     client: Client
-    store: BusinessStore
+    store: Business
     task_queue: str
 
     def settings(self, **overrides: Any) -> Settings:
-        return Settings(task_queue=self.task_queue, db_path=self.store.path, **overrides)
+        return Settings(task_queue=self.task_queue, db_path=self.store.database.path, **overrides)
 
     @asynccontextmanager
     async def worker(self, model: LanguageModel | None = None, **settings: Any) -> AsyncIterator[None]:
         async with build_worker(self.client, self.settings(**settings), self.store, model):
             yield
+
+    def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:
+        """``think`` on the scripted model and the tools, on the harness's business, for a worker a test puts
+        together itself: a workflow variant, or a variant of the tools (``tools``)."""
+        store = self.store
+        content = ContentStore(store.blobs)
+        toolbox = tools(
+            orders=store.orders, payments=store.payments, mail=store.mail, audit=store.audit, content=content
+        )
+        return [ModelActivities(ScriptedModel(store.model_calls), store.model_calls, content).think, *toolbox.all()]
 
     async def start(self, raw_ticket: Any) -> Handle:
         return await self.client.start_workflow(

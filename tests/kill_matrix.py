@@ -18,8 +18,8 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from activities.business import Business
 from activities.contracts import ApprovalDecision, Status, money
-from activities.store import BusinessStore
 from tests.crashlab import Lab, poll, recovery_seconds, waiting_for
 from tests.harness import ticket
 
@@ -85,7 +85,7 @@ class Row:
 async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Row:
     """One approval ticket with the worker killed at ``kill_point`` (or not at all, for ``NO_CRASH``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    store = BusinessStore(directory / "business.sqlite3").create()
+    store = Business.sqlite(directory / "business.sqlite3").create()
     # The guard is off so that the model's change of mind after a lost answer (59.00 on a 49.00 order)
     # is paid if approved: the rows show what orchestration does, not what the provider's guard catches.
     lab = Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"})
@@ -103,11 +103,11 @@ async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Ro
         recovery = await recovery_seconds(handle, killed[0], lab.workers[1]) if killed else None
         return Row(
             kill_point=kill_point,
-            refunds=[r.amount_cents for r in store.refunds()],
+            refunds=[r.amount_cents for r in store.payments.refunds()],
             approved=[a.amount_cents or 0 for a in outcome.approvals if a.decision is ApprovalDecision.APPROVED],
-            emails=len(store.emails()),
-            audit_entries=len(store.audit_log()),
-            model_calls=len(store.model_calls(outcome.ticket_id)),
+            emails=len(store.mail.sent()),
+            audit_entries=len(store.audit.entries()),
+            model_calls=len(store.model_calls.of(outcome.ticket_id)),
             status=outcome.status,
             killed=len(killed),
             recovery=recovery,

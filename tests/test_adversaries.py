@@ -15,16 +15,16 @@ from datetime import timedelta
 
 from temporalio.api.enums.v1 import EventType
 
+from activities.business import Business
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Order, Status
-from activities.store import BusinessStore
 from tests.harness import Handle, Harness, PlaybackModel, answer, awaiting, calls, events, says, ticket
 
 BIG = "A-3001"
 """An order of ann's big enough for several parts."""
 
 
-def big_order(store: BusinessStore) -> None:
-    store.add_order(Order(order_id=BIG, amount_cents=20_000, customer_email="ann@example.com"))
+def big_order(store: Business) -> None:
+    store.orders.add(Order(order_id=BIG, amount_cents=20_000, customer_email="ann@example.com"))
 
 
 def refund(order_id: str, amount: int) -> tuple[str, dict[str, object]]:
@@ -53,13 +53,13 @@ async def test_a_decline_and_an_approval_sent_while_no_worker_runs_the_first_dec
     async with agent.worker():
         outcome = await handle.result()
 
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     assert outcome.status is Status.DECLINED
     (declined, rejected) = outcome.approvals
     assert (declined.decision, declined.approver) == (ApprovalDecision.DECLINED, "ann")
     assert (rejected.decision, rejected.approver) == (ApprovalDecision.REJECTED, "mallory")
     assert rejected.reason.startswith("request R1 was already answered: declined by ann at ")
-    audit = agent.store.audit_log(outcome.ticket_id)
+    audit = agent.store.audit.entries(outcome.ticket_id)
     assert "request R1: refund of 49.00 declined by ann" in audit
     assert any(e.startswith("request R1: answer from mallory rejected: request R1 was already answered") for e in audit)
     await no_wedge(handle)
@@ -77,7 +77,7 @@ async def test_an_approval_that_reaches_the_server_after_the_timer_fired_release
     async with agent.worker():
         outcome = await handle.result()
 
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     assert outcome.status is Status.DECLINED
     late = next(a for a in outcome.approvals if a.approver == "ann")
     assert late.decision is ApprovalDecision.REJECTED
@@ -109,11 +109,11 @@ async def test_a_late_duplicate_click_does_not_release_the_next_refund_of_the_sa
         await handle.signal(APPROVE_SIGNAL, answer(4900, request_id="R1", approver="ann"))  # the late duplicate
         await asyncio.sleep(0.5)
         assert await awaiting(handle, 4900) == second, "the duplicate released nothing: R2 still waits"
-        assert len(agent.store.refunds()) == 1
+        assert len(agent.store.payments.refunds()) == 1
         await handle.signal(APPROVE_SIGNAL, answer(4900, approved=False, approver="ben", request_id="R2"))
         outcome = await handle.result()
 
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert [(a.request_id, a.decision) for a in outcome.approvals] == [
         ("R1", ApprovalDecision.APPROVED),
         ("R1", ApprovalDecision.REJECTED),
@@ -134,7 +134,7 @@ async def test_another_customers_order_is_no_order_at_all_and_nothing_of_it_reac
     )
     outcome = await agent.run(ticket("Refund A-1004, it is mine", approval_limit_cents=10_000), model)
 
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     results = [(c.name, c.is_error, c.result) for c in outcome.tool_calls]
     assert results == [
         ("lookup_order", True, "The tool failed: There is no order A-1004"),
@@ -147,7 +147,7 @@ async def test_another_customers_order_is_no_order_at_all_and_nothing_of_it_reac
 async def test_a_repeat_refund_after_the_key_expired_needs_a_person(agent: Harness, tmp_path: object) -> None:
     """Case 5: the per-order key used to be all that stopped a repeat, and it expires after 24 hours (here at
     once). A further part of an order is the workflow's to count, and a person's to approve."""
-    expired_at_once = BusinessStore(agent.store.path, key_ttl=timedelta(0)).create()
+    expired_at_once = Business.sqlite(agent.store.database.path, key_ttl=timedelta(0)).create()
     big_order(expired_at_once)
     model = PlaybackModel([calls(refund(BIG, 1000), step=1), calls(refund(BIG, 1000), step=2), says("Done.")])
     harness = Harness(agent.client, expired_at_once, agent.task_queue)
@@ -155,7 +155,7 @@ async def test_a_repeat_refund_after_the_key_expired_needs_a_person(agent: Harne
         handle = await harness.start(ticket(f"Order {BIG}", approval_limit_cents=5000, approval_timeout_seconds=1))
         outcome = await handle.result()
 
-    assert [r.amount_cents for r in expired_at_once.refunds(BIG)] == [1000]
+    assert [r.amount_cents for r in expired_at_once.payments.refunds(BIG)] == [1000]
     assert [r.amount_cents for r in outcome.refunds] == [1000]
     (timed_out,) = outcome.approvals
     assert timed_out.decision is ApprovalDecision.TIMED_OUT
@@ -175,7 +175,7 @@ async def test_asking_again_in_a_new_ticket_needs_a_person_too(agent: Harness) -
 
     assert [r.amount_cents for r in first.refunds] == [1000]
     assert second.refunds == []
-    assert [r.amount_cents for r in agent.store.refunds(BIG)] == [1000]
+    assert [r.amount_cents for r in agent.store.payments.refunds(BIG)] == [1000]
     assert '"refunded_cents":1000' in second.tool_calls[0].result  # the model is told, too
     assert [a.decision for a in second.approvals] == [ApprovalDecision.TIMED_OUT]
 
@@ -202,7 +202,7 @@ async def test_a_second_part_of_a_refund_is_possible_with_a_person_and_each_is_c
         await handle.signal(APPROVE_SIGNAL, answer(1000, request_id=third.request_id))
         outcome = await handle.result()
 
-    assert [r.amount_cents for r in agent.store.refunds(BIG)] == [1000, 500, 1000]
+    assert [r.amount_cents for r in agent.store.payments.refunds(BIG)] == [1000, 500, 1000]
     assert [r.amount_cents for r in outcome.refunds] == [1000, 500, 1000]
     assert len({r.refund_id for r in outcome.refunds}) == 3
     assert [c.result for c in outcome.tool_calls] == [
@@ -217,7 +217,7 @@ async def test_splitting_a_refund_into_parts_below_the_limit_does_not_dodge_a_pe
     model = PlaybackModel([calls(*(refund(BIG, 1500) for _ in range(3)), step=1), says("Done.")])
     outcome = await agent.run(ticket(f"Order {BIG}", approval_limit_cents=2000, approval_timeout_seconds=1), model)
 
-    assert [r.amount_cents for r in agent.store.refunds(BIG)] == [1500]
+    assert [r.amount_cents for r in agent.store.payments.refunds(BIG)] == [1500]
     assert [a.decision for a in outcome.approvals] == [ApprovalDecision.TIMED_OUT] * 2
 
 
@@ -236,7 +236,7 @@ async def test_mail_goes_to_the_customers_address_itself_never_a_look_alike(agen
         (True, "Emails go only to this ticket's customer, ann@strasse.com."),
         (False, "Email #1 sent to ann@strasse.com."),
     ]
-    assert [e.to for e in agent.store.emails()] == ["ann@strasse.com"]
+    assert [e.to for e in agent.store.mail.sent()] == ["ann@strasse.com"]
 
 
 async def test_an_amount_past_64_bits_from_the_model_is_a_tool_error_not_a_wedge(agent: Harness) -> None:
@@ -246,7 +246,7 @@ async def test_an_amount_past_64_bits_from_the_model_is_a_tool_error_not_a_wedge
         handle = await agent.start(ticket())
         outcome = await handle.result()
 
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     for call in outcome.tool_calls:
         assert call.is_error
         assert "amount_cents: Input should be less than or equal to 2147483647" in call.result
@@ -263,4 +263,4 @@ async def test_a_signal_without_a_request_id_answers_only_the_request_waiting_wh
         await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
     assert [(a.decision, a.request_id) for a in outcome.approvals] == [(ApprovalDecision.APPROVED, "R1")]
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from temporalio.client import WorkflowExecutionStatus
 
+from activities.business import Business
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Message, Status, ToolResultBlock
-from activities.store import BusinessStore
 from tests.harness import Harness, PlaybackModel, activity_attempts, awaiting, calls, says, ticket
 from workflows.support_agent import AWAITING_APPROVAL
 
@@ -16,11 +16,11 @@ async def test_without_a_crash_it_refunds_once_and_asks_the_model_four_times(age
     outcome = await agent.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
 
     assert outcome.status is Status.RESOLVED
-    assert [(r.order_id, r.amount_cents) for r in agent.store.refunds()] == [("A-1001", 4900)]
-    assert [e.to for e in agent.store.emails()] == ["ann@example.com"]
-    assert "49.00" in agent.store.emails()[0].body
+    assert [(r.order_id, r.amount_cents) for r in agent.store.payments.refunds()] == [("A-1001", 4900)]
+    assert [e.to for e in agent.store.mail.sent()] == ["ann@example.com"]
+    assert "49.00" in agent.store.mail.sent()[0].body
     assert outcome.model_calls == 4
-    assert len(agent.store.model_calls(outcome.ticket_id)) == 4
+    assert len(agent.store.model_calls.of(outcome.ticket_id)) == 4
     assert [c.name for c in outcome.tool_calls] == ["lookup_order", "issue_refund", "send_email"]
     assert [(r.order_id, r.amount_cents) for r in outcome.refunds] == [("A-1001", 4900)]
     assert "refund #1" in outcome.answer
@@ -40,14 +40,14 @@ async def test_the_approval_query_reports_4900_and_an_approval_of_1000_releases_
 
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 1000, "approved": True, "approver": "ann"})
         await awaiting(handle, 4900)
-        assert agent.store.refunds() == []
+        assert agent.store.payments.refunds() == []
 
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ben"})
         outcome = await handle.result()
         assert await handle.query("awaiting_approval_of") is None
 
     assert outcome.status is Status.RESOLVED
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     rejected, approved = outcome.approvals
     assert (rejected.decision, rejected.amount_cents, rejected.approver) == (ApprovalDecision.REJECTED, 1000, "ann")
     assert "49.00, not 10.00" in rejected.reason
@@ -63,8 +63,8 @@ async def test_a_declined_refund_is_not_made_and_the_customer_is_told(agent: Har
         outcome = await handle.result()
 
     assert outcome.status is Status.DECLINED
-    assert agent.store.refunds() == []
-    assert "could not approve" in agent.store.emails()[0].body
+    assert agent.store.payments.refunds() == []
+    assert "could not approve" in agent.store.mail.sent()[0].body
     assert [(a.decision, a.approver) for a in outcome.approvals] == [(ApprovalDecision.DECLINED, "ben")]
     refund_call = next(c for c in outcome.tool_calls if c.name == "issue_refund")
     assert refund_call.is_error
@@ -80,11 +80,11 @@ async def test_an_approval_is_consumed_so_a_second_refund_waits_for_a_second_one
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 1500, "approved": True, "approver": "ann"})
         await awaiting(handle, None)
         await awaiting(handle, 1500)
-        assert len(agent.store.refunds()) == 1
+        assert len(agent.store.payments.refunds()) == 1
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 1500, "approved": True, "approver": "ann"})
         outcome = await handle.result()
 
-    assert [r.amount_cents for r in agent.store.refunds()] == [1500, 1500]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [1500, 1500]
     assert [a.decision for a in outcome.approvals] == [ApprovalDecision.APPROVED, ApprovalDecision.APPROVED]
 
 
@@ -114,7 +114,7 @@ async def test_a_tool_that_cannot_succeed_runs_once_and_the_model_is_told_instea
     assert lookup.is_error
     assert "There is no order Z-9999" in lookup.result
     assert "could not find order Z-9999" in outcome.answer
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
 
 
 async def test_a_tool_that_does_not_exist_is_reported_to_the_model_and_nothing_runs(agent: Harness) -> None:
@@ -151,8 +151,8 @@ async def test_nonsense_arguments_go_back_to_the_model_and_never_reach_the_tool(
     assert "amount_cents: Input should be a valid integer" in texts[1]
     assert "order_id: Field required" in texts[2]
     assert "only to this ticket's customer, ann@example.com" in texts[3]
-    assert agent.store.refunds() == []
-    assert agent.store.emails() == []
+    assert agent.store.payments.refunds() == []
+    assert agent.store.mail.sent() == []
     assert outcome.status is Status.RESOLVED
 
 
@@ -185,14 +185,14 @@ async def test_an_agent_that_never_answers_gives_up_after_max_steps(agent: Harne
 
 
 async def test_a_refund_above_the_charge_is_refused_by_the_provider_and_the_model_is_told(
-    agent: Harness, store: BusinessStore
+    agent: Harness, store: Business
 ) -> None:
     model = PlaybackModel(
         [calls(("issue_refund", {"order_id": "A-1005", "amount_cents": 2600}), step=1), says("Could not refund.")]
     )
     outcome = await agent.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED), model)
 
-    assert store.refunds() == []
+    assert store.payments.refunds() == []
     assert outcome.tool_calls[0].is_error
     assert "Refusing to refund 26.00 on A-1005" in outcome.tool_calls[0].result
 

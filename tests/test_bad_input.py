@@ -14,8 +14,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME, ApprovalDecision, EmailReceipt, EmailRequest, Status
-from activities.model import ModelActivities
-from activities.scripted_model import ScriptedModel
 from activities.tools import ToolActivities
 from tests.harness import Harness, activity_attempts, answer, awaiting, events, ticket
 from workflows.support_agent import SupportAgent
@@ -133,7 +131,7 @@ async def test_a_caller_cannot_start_a_ticket_with_state_only_a_continued_run_ma
     }  # fmt: skip
     error = await refused_start(agent, [ticket(approvers=["ann"]), forged])
     assert "a second argument is state a run hands the run that continues it" in error.message
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
 
 
 async def test_three_start_arguments_fail_the_run_as_invalid_input(agent: Harness) -> None:
@@ -174,7 +172,7 @@ async def test_an_approve_signal_with_no_input_or_two_is_recorded_as_malformed_a
         (ApprovalDecision.REJECTED, "malformed approval: expected one JSON object, got 2 arguments"),
         (ApprovalDecision.APPROVED, ""),
     ]
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
 
 
@@ -195,7 +193,7 @@ async def test_malformed_approvals_release_nothing_and_are_recorded_with_the_rea
         for approval in MALFORMED_APPROVALS:
             await handle.signal(APPROVE_SIGNAL, approval)
         await awaiting(handle, 4900)
-        assert agent.store.refunds() == []
+        assert agent.store.payments.refunds() == []
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
         outcome = await handle.result()
 
@@ -205,7 +203,7 @@ async def test_malformed_approvals_release_nothing_and_are_recorded_with_the_rea
     assert "amount_cents: Input should be a valid integer" in rejected[0].reason
     assert "approver: Field required" in rejected[1].reason
     assert outcome.approvals[-1].decision is ApprovalDecision.APPROVED
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
 
 
@@ -215,7 +213,7 @@ async def test_an_approval_when_nothing_waits_releases_nothing_later(agent: Harn
         handle = await agent.start(ticket("My order A-1001, please", approval_limit_cents=2000))
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "early"})
         await awaiting(handle, 4900)
-        assert agent.store.refunds() == []
+        assert agent.store.payments.refunds() == []
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
         outcome = await handle.result()
 
@@ -233,8 +231,8 @@ async def test_without_an_approval_in_time_the_agent_is_told_no_and_refunds_noth
     outcome = await agent.run(ticket(approval_timeout_seconds=86_400))
 
     assert outcome.status is Status.DECLINED
-    assert agent.store.refunds() == []
-    (email,) = agent.store.emails()
+    assert agent.store.payments.refunds() == []
+    (email,) = agent.store.mail.sent()
     assert "could not approve a refund" in email.body
     (approval,) = outcome.approvals
     assert approval.decision is ApprovalDecision.TIMED_OUT
@@ -256,13 +254,11 @@ async def test_a_tool_out_of_retries_is_handed_to_the_model_instead_of_failing_t
     agent_in_skipped_time: Harness,
 ) -> None:
     agent = agent_in_skipped_time
-    tools = _MailServerDown(agent.store)
-    models = ModelActivities(ScriptedModel(agent.store), agent.store)
     async with Worker(
         agent.client,
         task_queue=agent.task_queue,
         workflows=[SupportAgent],
-        activities=[models.think, *tools.all()],
+        activities=agent.activities(tools=_MailServerDown),
     ):
         handle = await agent.start(ticket(approval_limit_cents=10_000))
         outcome = await handle.result()
@@ -273,4 +269,4 @@ async def test_a_tool_out_of_retries_is_handed_to_the_model_instead_of_failing_t
     assert "mail server refused the connection for ann@example.com" in email.result
     assert "I could not email you" in outcome.answer
     assert outcome.status is Status.RESOLVED
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]

@@ -71,11 +71,11 @@ async def test_a_ticket_cancelled_while_the_model_thinks_abandons_the_call_and_s
     assert outcome.status is Status.CANCELLED
     assert outcome.answer == "This ticket was cancelled (by ann: the customer withdrew). A person will follow up."
     assert (await handle.describe()).status is WorkflowExecutionStatus.COMPLETED
-    audit = agent.store.audit_log(outcome.ticket_id)
+    audit = agent.store.audit.entries(outcome.ticket_id)
     assert audit[0] == "cancelled: by ann: the customer withdrew"
     assert audit[1].startswith("closed as cancelled")
-    assert agent.store.refunds() == []
-    assert agent.store.model_calls(ticket_id) == []
+    assert agent.store.payments.refunds() == []
+    assert agent.store.model_calls.of(ticket_id) == []
 
 
 async def test_a_refund_in_flight_when_the_ticket_is_cancelled_ends_paid_and_recorded_and_nothing_follows(
@@ -90,12 +90,12 @@ async def test_a_refund_in_flight_when_the_ticket_is_cancelled_ends_paid_and_rec
         outcome = await handle.result()
 
     assert outcome.status is Status.CANCELLED
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert [(r.order_id, r.amount_cents) for r in outcome.refunds] == [("A-1001", 4900)]
-    assert agent.store.emails() == []
+    assert agent.store.mail.sent() == []
     assert [c.name for c in outcome.tool_calls] == ["lookup_order"]  # the refund's result never reached a model
     assert outcome.model_calls == 2
-    assert "cancelled: no reason given" in agent.store.audit_log(outcome.ticket_id)
+    assert "cancelled: no reason given" in agent.store.audit.entries(outcome.ticket_id)
     assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED) == []
 
 
@@ -112,8 +112,8 @@ async def test_a_cancel_during_a_keyless_refund_that_never_answers_still_ends_th
         outcome = await handle.result()
 
     assert outcome.status is Status.CANCELLED
-    assert agent.store.refunds() == []  # every attempt hung before paying
-    assert agent.store.emails() == []
+    assert agent.store.payments.refunds() == []  # every attempt hung before paying
+    assert agent.store.mail.sent() == []
     assert outcome.model_calls == 2
 
 
@@ -136,9 +136,9 @@ async def test_a_ticket_cancelled_while_a_refund_waits_for_a_person_is_no_longer
         assert await late.wait() != 0, "an approval after the cancel reaches no open ticket"
 
     assert outcome.status is Status.CANCELLED
-    assert agent.store.refunds() == []
-    assert agent.store.emails() == []
+    assert agent.store.payments.refunds() == []
+    assert agent.store.mail.sent() == []
     description = await handle.describe()
     assert description.typed_search_attributes.get(AWAITING_APPROVAL) is None
     assert APPROVAL_REQUEST_MEMO not in await description.memo()
-    assert "cancelled: no reason given" in agent.store.audit_log(outcome.ticket_id)
+    assert "cancelled: no reason given" in agent.store.audit.entries(outcome.ticket_id)

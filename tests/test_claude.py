@@ -86,7 +86,7 @@ def claude_settings(agent: Harness, **overrides: Any) -> Settings:
 @pytest.fixture
 async def claude(agent: Harness, sdk_env: None) -> AsyncIterator[ClaudeModel]:
     """The model exactly as the worker chooses it with a key configured (2 s request timeout)."""
-    model = choose_model(claude_settings(agent, anthropic_timeout_seconds=2.0), agent.store)
+    model = choose_model(claude_settings(agent, anthropic_timeout_seconds=2.0), agent.store.model_calls)
     assert isinstance(model, ClaudeModel)
     yield model
     await model.close()
@@ -155,8 +155,8 @@ async def test_a_ticket_on_claude_waits_for_approval_refunds_emails_and_reports_
 
     assert outcome.status is Status.RESOLVED
     assert outcome.answer == "I have refunded 49.00 for order A-1001 and emailed you the details."
-    assert [(r.order_id, r.amount_cents) for r in agent.store.refunds()] == [("A-1001", 4900)]
-    assert [(e.to, e.body) for e in agent.store.emails()] == [("ann@example.com", "We refunded 49.00 (refund #1).")]
+    assert [(r.order_id, r.amount_cents) for r in agent.store.payments.refunds()] == [("A-1001", 4900)]
+    assert [(e.to, e.body) for e in agent.store.mail.sent()] == [("ann@example.com", "We refunded 49.00 (refund #1).")]
     assert [a.approver for a in outcome.approvals] == ["ann"]
 
     usages = [reply.body["usage"] for reply in replies]
@@ -273,7 +273,7 @@ async def test_invalid_arguments_from_claude_go_back_as_error_results_and_no_too
     assert all(r["is_error"] for r in results)
     assert "amount_cents: Input should be a valid integer" in results[0]["content"]
     assert "order_id: Field required" in results[1]["content"]
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     assert await activity_attempts(handle, "lookup_order") == []
     assert outcome.status is Status.RESOLVED
 
@@ -307,7 +307,7 @@ async def test_a_response_cut_off_at_max_tokens_runs_none_of_its_tool_calls_and_
     fake_api.script(message(cut, stop_reason="max_tokens"), message(text("Let me start again.")))
     outcome = await agent.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED), claude)
 
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     result, note = fake_api.requests[1].messages[-1]["content"]
     assert (result["tool_use_id"], result["is_error"], result["content"]) == (cut["id"], True, CUT_OFF)
     assert note["type"] == "text"
@@ -363,7 +363,7 @@ async def test_a_conversation_past_its_token_limit_is_summarised_by_claude_witho
     assert after.messages[3]["content"] == [lookups[2]]
     assert ids(after.messages[4]["content"], "tool_result", "tool_use_id") == [lookups[2]["id"]]
     assert after.body["tool_choice"] == {"type": "auto"}
-    assert any("summarised 3 older messages" in e for e in agent.store.audit_log(outcome.ticket_id))
+    assert any("summarised 3 older messages" in e for e in agent.store.audit.entries(outcome.ticket_id))
 
 
 def strip_cache(message: dict[str, Any]) -> dict[str, Any]:
@@ -392,7 +392,7 @@ async def test_a_429_is_retried_after_the_retry_after_it_names_and_the_one_answe
     limited, retried = fake_api.requests[:2]
     assert retried.at - limited.at >= 2.0, "the retry waited as long as retry-after said, not the 1 s backoff"
     assert retried.headers["x-stainless-retry-count"] == "0", "the SDK did not retry on its own"
-    assert len(agent.store.model_calls(outcome.ticket_id)) == 2
+    assert len(agent.store.model_calls.of(outcome.ticket_id)) == 2
     assert outcome.status is Status.RESOLVED
 
 
@@ -446,7 +446,7 @@ async def test_a_request_that_times_out_is_retried_and_its_late_answer_is_never_
         outcome = await handle.result()
 
     assert await activity_attempts(handle, "think") == [2]
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     assert (outcome.status, outcome.model_calls) == (Status.RESOLVED, 1)
 
 
@@ -518,12 +518,12 @@ def test_without_an_api_key_the_worker_runs_the_scripted_model_and_says_how_to_r
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with structlog.testing.capture_logs() as logs:
-        model = choose_model(claude_settings(agent), agent.store)
+        model = choose_model(claude_settings(agent), agent.store.model_calls)
 
     assert isinstance(model, ScriptedModel)
     assert any("set ANTHROPIC_API_KEY" in line["event"] and line["log_level"] == "warning" for line in logs)
     with pytest.raises(NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
-        choose_model(claude_settings(agent, model_backend="claude"), agent.store)
+        choose_model(claude_settings(agent, model_backend="claude"), agent.store.model_calls)
 
 
 def test_a_configured_but_broken_anthropic_profile_stops_the_worker_instead_of_running_the_script(
@@ -532,14 +532,14 @@ def test_a_configured_but_broken_anthropic_profile_stops_the_worker_instead_of_r
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "empty"))
     with pytest.raises(NoCredentialsError, match="configured but cannot be used: Config file not found"):
-        choose_model(claude_settings(agent), agent.store)
+        choose_model(claude_settings(agent), agent.store.model_calls)
 
 
 async def test_with_an_api_key_the_worker_runs_claude_through_one_client_with_the_sdks_retries_off(
     agent: Harness, sdk_env: None, fake_api: FakeMessagesAPI
 ) -> None:
     with structlog.testing.capture_logs() as logs:
-        model = choose_model(claude_settings(agent), agent.store)
+        model = choose_model(claude_settings(agent), agent.store.model_calls)
 
     assert isinstance(model, ClaudeModel)
     assert model.name == DEFAULT_MODEL

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 
 
 async def test_claude_looks_up_refunds_the_order_total_emails_the_customer_and_answers(agent: Harness) -> None:
-    model = choose_model(agent.settings().model_copy(update={"model_backend": "claude"}), agent.store)
+    model = choose_model(agent.settings().model_copy(update={"model_backend": "claude"}), agent.store.model_calls)
     assert isinstance(model, ClaudeModel)
     try:
         outcome = await agent.run(ticket(approval_limit_cents=10_000, max_steps=8), model)
@@ -30,7 +30,7 @@ async def test_claude_looks_up_refunds_the_order_total_emails_the_customer_and_a
 
     assert outcome.status is Status.RESOLVED, outcome.answer
     assert outcome.tool_calls[0].name == "lookup_order"
-    assert [(r.order_id, r.amount_cents) for r in agent.store.refunds()] == [("A-1001", 4900)]
-    assert [e.to for e in agent.store.emails()] == ["ann@example.com"]
+    assert [(r.order_id, r.amount_cents) for r in agent.store.payments.refunds()] == [("A-1001", 4900)]
+    assert [e.to for e in agent.store.mail.sent()] == ["ann@example.com"]
     assert outcome.usage.total.output_tokens > 0
     assert outcome.usage.total.cost_usd > 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from temporalio.exceptions import ApplicationError
 
+from activities.business import Business
 from activities.content_store import (
+    BlobBackend,
     ContentStore,
     archive_records,
     complete,
@@ -26,22 +28,21 @@ from activities.contracts import (
     Usage,
     UsageReport,
 )
-from activities.store import BusinessStore
 
 
 class CountingBackend:
     """The business store's blobs, counting reads: what a worker pays for a cache miss."""
 
-    def __init__(self, store: BusinessStore) -> None:
-        self.store = store
+    def __init__(self, blobs: BlobBackend) -> None:
+        self.blobs = blobs
         self.reads = 0
 
     def put_blob(self, key: str, data: bytes) -> None:
-        self.store.put_blob(key, data)
+        self.blobs.put_blob(key, data)
 
     def get_blob(self, key: str) -> bytes | None:
         self.reads += 1
-        return self.store.get_blob(key)
+        return self.blobs.get_blob(key)
 
 
 class MemoryBlobs:
@@ -69,13 +70,13 @@ def results(messages: list[Message]) -> list[str]:
     return [b.content for m in messages for b in m.content if isinstance(b, ToolResultBlock)]
 
 
-def test_a_conversation_reads_back_whole_on_a_worker_that_never_saw_it(store: BusinessStore) -> None:
-    writer = ContentStore(store)
+def test_a_conversation_reads_back_whole_on_a_worker_that_never_saw_it(store: Business) -> None:
+    writer = ContentStore(store.blobs)
     key = extend(writer, None, [Message.user_text("Where are my parcels?")])
     for n in range(1, 6):
         key = extend(writer, key, step(writer, n, 5000))
 
-    reader = ContentStore(CountingBackend(store))
+    reader = ContentStore(CountingBackend(store.blobs))
     cold = load_conversation(reader, key)
     assert cold == load_conversation(writer, key)
     assert [len(r) for r in results(cold)] == [len(f"event log {n} ") + 5000 for n in range(1, 6)]
@@ -83,8 +84,8 @@ def test_a_conversation_reads_back_whole_on_a_worker_that_never_saw_it(store: Bu
     assert [m.role for m in cold] == ["user", *["assistant", "user"] * 5]
 
 
-def test_the_worker_that_stored_the_last_step_reads_nothing_to_take_the_next(store: BusinessStore) -> None:
-    backend = CountingBackend(store)
+def test_the_worker_that_stored_the_last_step_reads_nothing_to_take_the_next(store: Business) -> None:
+    backend = CountingBackend(store.blobs)
     content = ContentStore(backend, cache_entries=1)  # results evicted at once: only the conversation cache helps
     key = extend(content, None, [Message.user_text("Where are my parcels?")])
     for n in range(1, 20):
@@ -95,8 +96,8 @@ def test_the_worker_that_stored_the_last_step_reads_nothing_to_take_the_next(sto
     assert backend.reads == 0
 
 
-def test_the_conversation_cache_is_bounded_by_bytes_and_falls_back_to_the_store(store: BusinessStore) -> None:
-    backend = CountingBackend(store)
+def test_the_conversation_cache_is_bounded_by_bytes_and_falls_back_to_the_store(store: Business) -> None:
+    backend = CountingBackend(store.blobs)
     content = ContentStore(backend, cache_entries=1, conversation_bytes=50_000)
     keys = []
     for ticket in range(5):
@@ -109,18 +110,18 @@ def test_the_conversation_cache_is_bounded_by_bytes_and_falls_back_to_the_store(
     assert backend.reads > 0, "the oldest was evicted, and reads back from the store"
 
 
-def test_the_same_turns_after_the_same_conversation_get_the_same_key(store: BusinessStore) -> None:
+def test_the_same_turns_after_the_same_conversation_get_the_same_key(store: Business) -> None:
     """A retried think stores the same node under the same key, wherever it runs."""
-    first, second = ContentStore(store), ContentStore(store)
+    first, second = ContentStore(store.blobs), ContentStore(store.blobs)
     question = [Message.user_text("Where are my parcels?")]
     assert extend(first, None, question) == extend(second, None, question)
     key = extend(first, None, question)
     assert extend(first, key, [Message(role="assistant", content=[TextBlock(text="On their way.")])]) != key
 
 
-def test_a_key_the_store_does_not_hold_fails_without_retries(store: BusinessStore) -> None:
+def test_a_key_the_store_does_not_hold_fails_without_retries(store: Business) -> None:
     with pytest.raises(ApplicationError) as raised:
-        load_conversation(ContentStore(store), "sha256:" + "0" * 64)
+        load_conversation(ContentStore(store.blobs), "sha256:" + "0" * 64)
     assert raised.value.type == "ContentMissing"
     assert raised.value.non_retryable
 
@@ -137,8 +138,8 @@ def test_bytes_replaced_in_the_backend_are_refused_without_retries_naming_the_ke
     assert key in raised.value.message
 
 
-def test_records_archived_run_by_run_come_back_in_order(store: BusinessStore) -> None:
-    content = ContentStore(store)
+def test_records_archived_run_by_run_come_back_in_order(store: Business) -> None:
+    content = ContentStore(store.blobs)
 
     def record(n: int) -> ToolCallRecord:
         return ToolCallRecord(
@@ -157,7 +158,7 @@ def test_records_archived_run_by_run_come_back_in_order(store: BusinessStore) ->
         ticket_id="T-1", status=Status.RESOLVED, answer="done", steps=7, model_calls=7,
         tool_calls=[record(7)], usage=UsageReport(total=Usage(input_tokens=28), steps=[usage(7)]), archive_ref=key,
     )  # fmt: skip
-    whole = complete(ContentStore(store), outcome)
+    whole = complete(ContentStore(store.blobs), outcome)
     assert [c.step for c in whole.tool_calls] == [1, 2, 3, 4, 5, 6, 7]
     assert [u.usage.input_tokens for u in whole.usage.steps] == [1, 2, 3, 4, 5, 6, 7]
     assert whole.archive_ref is None

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from activities.business import Business
 from activities.contracts import APPROVE_SIGNAL, Status
-from activities.store import BusinessStore
 from tests.crashlab import Lab, poll, waiting_for
 from tests.harness import Harness, activity_attempts, ticket
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-async def lab(client: Client, store: BusinessStore) -> AsyncIterator[Lab]:
+async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
     lab = Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"})
     try:
         yield lab
@@ -33,8 +33,8 @@ async def lab(client: Client, store: BusinessStore) -> AsyncIterator[Lab]:
         await lab.close()
 
 
-def model_calls_per_step(store: BusinessStore, ticket_id: str) -> dict[int, int]:
-    return dict(Counter(call.step for call in store.model_calls(ticket_id)))
+def model_calls_per_step(store: Business, ticket_id: str) -> dict[int, int]:
+    return dict(Counter(call.step for call in store.model_calls.of(ticket_id)))
 
 
 async def test_a_worker_killed_after_the_refund_refunds_the_same_amount_again_without_asking_the_model(
@@ -45,7 +45,7 @@ async def test_a_worker_killed_after_the_refund_refunds_the_same_amount_again_wi
     outcome = await lab.supervise(handle)
 
     assert len(lab.killed()) == 1
-    assert [r.amount_cents for r in lab.store.refunds()] == [4900, 4900]
+    assert [r.amount_cents for r in lab.store.payments.refunds()] == [4900, 4900]
     assert model_calls_per_step(lab.store, outcome.ticket_id) == {1: 1, 2: 1, 3: 1, 4: 1}
     assert await activity_attempts(handle, "issue_refund") == [2]
     assert outcome.status is Status.RESOLVED
@@ -58,17 +58,17 @@ async def test_an_idempotency_key_per_tool_call_turns_the_retry_into_a_no_op_and
     handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, refund_key="per_tool_call"))
     outcome = await lab.supervise(handle)
     without_crash = Harness(
-        client, BusinessStore(tmp_path / "no-crash.sqlite3").create(), task_queue=f"no-crash-{uuid.uuid4()}"
+        client, Business.sqlite(tmp_path / "no-crash.sqlite3").create(), task_queue=f"no-crash-{uuid.uuid4()}"
     )
     await without_crash.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, refund_key="per_tool_call"))
 
     assert len(lab.killed()) == 1
-    assert [r.amount_cents for r in lab.store.refunds()] == [4900]
+    assert [r.amount_cents for r in lab.store.payments.refunds()] == [4900]
     assert await activity_attempts(handle, "issue_refund") == [2]
     refund_call = next(c for c in outcome.tool_calls if c.name == "issue_refund")
     assert refund_call.result == "Refunded 49.00 on order A-1001 (refund #1)."
-    [email] = lab.store.emails()
-    [email_without_crash] = without_crash.store.emails()
+    [email] = lab.store.mail.sent()
+    [email_without_crash] = without_crash.store.mail.sent()
     assert (email.subject, email.body) == (email_without_crash.subject, email_without_crash.body)
     assert model_calls_per_step(lab.store, outcome.ticket_id) == {1: 1, 2: 1, 3: 1, 4: 1}
 
@@ -87,8 +87,8 @@ async def test_a_worker_killed_while_waiting_for_approval_repeats_nothing_when_a
     outcome = await lab.supervise(handle, approve=False)
 
     assert len(lab.workers) == 2
-    assert [r.amount_cents for r in lab.store.refunds()] == [4900]
-    assert len(lab.store.emails()) == 1
+    assert [r.amount_cents for r in lab.store.payments.refunds()] == [4900]
+    assert len(lab.store.mail.sent()) == 1
     assert model_calls_per_step(lab.store, outcome.ticket_id) == {1: 1, 2: 1, 3: 1, 4: 1}
     assert outcome.status is Status.RESOLVED
     assert [(a.decision.value, a.approver) for a in outcome.approvals] == [("approved", "ann")]
@@ -104,6 +104,6 @@ async def test_a_worker_killed_after_the_model_answered_asks_it_again_and_acts_o
     assert len(lab.killed()) == 1
     assert model_calls_per_step(lab.store, outcome.ticket_id) == {1: 1, 2: 2, 3: 1, 4: 1}
     assert await activity_attempts(handle, "think") == [1, 2, 1, 1]
-    assert [r.amount_cents for r in lab.store.refunds()] == [5900]
+    assert [r.amount_cents for r in lab.store.payments.refunds()] == [5900]
     assert [r.amount_cents for r in outcome.refunds] == [5900]
-    assert "59.00" in lab.store.emails()[0].body
+    assert "59.00" in lab.store.mail.sent()[0].body

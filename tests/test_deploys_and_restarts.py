@@ -17,8 +17,8 @@ import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
+from activities.business import Business
 from activities.contracts import Status
-from activities.store import BusinessStore
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
 from tests.crashlab import Lab, poll, waiting_for
@@ -37,7 +37,7 @@ async def model_call_in_flight(handle: Handle) -> bool:
 
 
 @pytest.fixture
-async def lab(client: Client, store: BusinessStore) -> AsyncIterator[Lab]:
+async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
     lab = Lab(client, store, settings={"AGENT_SCRIPTED_THINK_SECONDS": "2"})
     try:
         yield lab
@@ -61,13 +61,13 @@ async def test_a_deploy_lets_the_model_call_in_flight_finish_and_the_next_worker
         "event": "worker stopped", "reason": "received SIGTERM", "level": "info", "timestamp": None,
     }  # fmt: skip
     assert outcome.status is Status.RESOLVED
-    assert Counter(c.step for c in lab.store.model_calls(outcome.ticket_id)) == {1: 1, 2: 1, 3: 1, 4: 1}
+    assert Counter(c.step for c in lab.store.model_calls.of(outcome.ticket_id)) == {1: 1, 2: 1, 3: 1, 4: 1}
     assert await activity_attempts(handle, "think") == [1, 1, 1, 1]
     assert len(lab.workers) == 2
 
 
 async def test_a_deploy_waits_for_a_model_call_longer_than_the_old_30_second_grace_period(
-    client: Client, store: BusinessStore
+    client: Client, store: Business
 ) -> None:
     """The grace period used to be 30 s while a model call may take two minutes: a SIGTERM cut such a call,
     and the next worker made it again, and paid for it again. It now defaults to the longest attempt (with
@@ -84,7 +84,7 @@ async def test_a_deploy_waits_for_a_model_call_longer_than_the_old_30_second_gra
         stopping = events.index("worker stopping: no new tasks, in-flight activities get a grace period")
         assert "model answered" in events[stopping:], "the 35 s call in flight at SIGTERM was cut short"
         assert await activity_attempts(handle, "think") == [1]
-        assert [c.step for c in lab.store.model_calls(raw["ticket_id"])] == [1]
+        assert [c.step for c in lab.store.model_calls.of(raw["ticket_id"])] == [1]
     finally:
         await lab.close()
 
@@ -134,7 +134,7 @@ async def server(tmp_path: Path) -> AsyncIterator[TemporalServer]:
 
 
 async def test_a_temporal_server_killed_twice_mid_ticket_loses_nothing_and_the_ticket_refunds_once(
-    server: TemporalServer, store: BusinessStore
+    server: TemporalServer, store: Business
 ) -> None:
     client = await Client.connect(f"127.0.0.1:{server.port}", data_converter=DATA_CONVERTER)
     lab = Lab(client, store, settings={"AGENT_SCRIPTED_THINK_SECONDS": "2"})
@@ -156,8 +156,8 @@ async def test_a_temporal_server_killed_twice_mid_ticket_loses_nothing_and_the_t
         await lab.close()
 
     assert outcome.status is Status.RESOLVED
-    assert [r.amount_cents for r in store.refunds()] == [4900]
-    assert len(store.emails()) == 1
+    assert [r.amount_cents for r in store.payments.refunds()] == [4900]
+    assert len(store.mail.sent()) == 1
     assert [(a.decision.value, a.approver) for a in outcome.approvals] == [("approved", "ann")]
-    assert len(store.model_calls(outcome.ticket_id)) <= 5  # the call the server missed may be asked again
+    assert len(store.model_calls.of(outcome.ticket_id)) <= 5  # the call the server missed may be asked again
     assert len(lab.workers) == 1, "the worker rode out both restarts"

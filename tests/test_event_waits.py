@@ -78,9 +78,9 @@ async def test_a_ticket_waits_for_the_carrier_is_listed_meanwhile_and_hears_the_
 
     assert outcome.status is Status.RESOLVED
     assert outcome.answer == "About order A-1001: Reported about order A-1001: delivered: left with a neighbour"
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     assert (await handle.describe()).typed_search_attributes.get(TICKET_STATE) is None
-    audit = agent.store.audit_log(outcome.ticket_id)
+    audit = agent.store.audit.entries(outcome.ticket_id)
     not_taken = [entry for entry in audit if entry.startswith("an order event was not taken")]
     assert len(not_taken) == 2, audit
     assert "got 0 arguments" in not_taken[0]
@@ -108,7 +108,7 @@ async def test_no_event_in_time_tells_the_model_so_and_an_event_about_another_or
 
     waited = next(call for call in outcome.tool_calls if call.name == "wait_for_delivery_scan")
     assert waited.result == "No event about order A-1001 arrived within 48 hours."
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]  # the parcel is lost: refunded, once
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]  # the parcel is lost: refunded, once
     assert outcome.status is Status.RESOLVED
 
 
@@ -137,4 +137,4 @@ async def test_a_ticket_cancelled_while_it_waits_for_an_event_leaves_nothing_wai
     description = await handle.describe()
     assert description.typed_search_attributes.get(TICKET_STATE) is None
     assert await description.memo_value(WAITING_FOR_MEMO, None) is None
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.store import BusinessStore
+from activities.business import Business
 from agent_worker.config import Settings
 from agent_worker.faults import Fault, Faults, FaultSpecError, parse
 from tests.crashlab import Lab, WorkerProcess, poll
 
 
 @pytest.fixture
-async def lab(client: Client, store: BusinessStore) -> AsyncIterator[Lab]:
+async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
     lab = Lab(client, store)
     try:
         yield lab

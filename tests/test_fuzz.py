@@ -21,6 +21,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.business import Business
 from activities.contracts import (
     APPROVE_SIGNAL,
     WORKFLOW_NAME,
@@ -34,7 +35,6 @@ from activities.contracts import (
     ToolUseBlock,
 )
 from activities.scripted_model import ScriptedModel
-from activities.store import BusinessStore
 from tests.harness import Handle, Harness, awaiting, events, says, ticket
 
 TRIED: Counter[str] = Counter()
@@ -56,8 +56,8 @@ class FuzzModel:
 
     name = "fuzz"
 
-    def __init__(self, store: BusinessStore) -> None:
-        self.scripted = ScriptedModel(store)
+    def __init__(self, store: Business) -> None:
+        self.scripted = ScriptedModel(store.model_calls)
         self.plans: dict[str, list[Decision] | None] = {}
 
     async def decide(self, request: ThinkRequest) -> Decision:
@@ -71,7 +71,7 @@ class FuzzModel:
 
 @pytest.fixture(scope="module")
 async def fuzzing(dev_server: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Harness]:
-    store = BusinessStore(Path(tmp_path_factory.mktemp("fuzz")) / "business.sqlite3").create()
+    store = Business.sqlite(Path(tmp_path_factory.mktemp("fuzz")) / "business.sqlite3").create()
     harness = Harness(dev_server.client, store, f"fuzz-{uuid.uuid4()}")
     harness.model = FuzzModel(store)  # type: ignore[attr-defined]
     async with harness.worker(harness.model):  # type: ignore[attr-defined]
@@ -171,7 +171,7 @@ async def test_fuzzed_approvals_release_nothing_unless_they_are_a_valid_answer_a
     order = Order(
         order_id=f"F-{10_000 + TRIED['approval signals']}", amount_cents=4900, customer_email="ann@example.com"
     )
-    fuzzing.store.add_order(order)
+    fuzzing.store.orders.add(order)
     raw = ticket(f"My order {order.order_id} never arrived")
     fuzzing.model.plans[raw["ticket_id"]] = None  # type: ignore[attr-defined]
     handle = await fuzzing.start(raw)
@@ -187,7 +187,7 @@ async def test_fuzzed_approvals_release_nothing_unless_they_are_a_valid_answer_a
     await no_failed_workflow_tasks(handle)
     released = bool(answers) and answers[0]["approved"] is True
     assert [r.amount_cents for r in outcome.refunds] == ([4900] if released else [])
-    assert [r.amount_cents for r in fuzzing.store.refunds(order.order_id)] == ([4900] if released else [])
+    assert [r.amount_cents for r in fuzzing.store.payments.refunds(order.order_id)] == ([4900] if released else [])
     rejected = [a for a in outcome.approvals if a.decision is ApprovalDecision.REJECTED]
     assert len(rejected) == len(payloads) - len(answers[:1])
 
@@ -251,11 +251,11 @@ async def test_fuzzed_model_outputs_end_in_tool_results_and_never_in_a_refund_th
     for refund in outcome.refunds:
         assert 0 < refund.amount_cents <= 2000  # nobody approved anything above the limit
     for order in ("A-1001", "A-1005"):
-        paid = sum(r.amount_cents for r in fuzzing.store.refunds(order))
-        assert paid <= fuzzing.store.order(order).amount_cents
+        paid = sum(r.amount_cents for r in fuzzing.store.payments.refunds(order))
+        assert paid <= fuzzing.store.orders.order(order).amount_cents
     for order in ("A-1002", "A-1003", "A-1004"):  # other customers' orders: never refunded on ann's tickets
-        assert fuzzing.store.refunds(order) == []
-    assert {e.to for e in fuzzing.store.emails()} <= {"ann@example.com"}  # the address itself, never a look-alike
+        assert fuzzing.store.payments.refunds(order) == []
+    assert {e.to for e in fuzzing.store.mail.sent()} <= {"ann@example.com"}  # the address itself, never a look-alike
     assert all("dev@example.com" not in c.result for c in outcome.tool_calls)
 
 

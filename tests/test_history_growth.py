@@ -59,7 +59,7 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
         outcome = await handle.result()
     assert outcome.status == Status.RESOLVED
-    assert [r.amount_cents for r in agent.store.refunds("A-1001")] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds("A-1001")] == [4900]
     assert [r.amount_cents for r in outcome.refunds] == [4900]
     assert [(a.decision.value, a.approver) for a in outcome.approvals] == [("approved", "ann")]
     assert outcome.model_calls == outcome.steps == 4
@@ -68,11 +68,11 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
     assert [(c.step, c.name) for c in outcome.tool_calls] == [(2, "issue_refund"), (3, "send_email")]
     assert [u.step for u in outcome.usage.steps] == [3, 4]
     assert outcome.archive_ref is not None
-    whole = complete(ContentStore(agent.store), outcome)
+    whole = complete(ContentStore(agent.store.blobs), outcome)
     assert [(c.step, c.name) for c in whole.tool_calls] == [(1, "lookup_order"), (2, "issue_refund"), (3, "send_email")]
     assert [u.step for u in whole.usage.steps] == [1, 2, 3, 4]
     assert whole.usage.total == outcome.usage.total
-    audit = agent.store.audit_log(outcome.ticket_id)
+    audit = agent.store.audit.entries(outcome.ticket_id)
     assert len([e for e in audit if e.startswith("refund of 49.00 waits for approval (request R1")]) == 1
     latest = await agent.client.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id
@@ -87,7 +87,7 @@ async def test_a_ticket_that_continued_mails_under_a_key_named_by_the_ticket(age
     assert (outcome.status, outcome.steps) == (Status.RESOLVED, 4)
     latest = await agent.client.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id
-    (email,) = agent.store.emails("ann@example.com")
+    (email,) = agent.store.mail.sent("ann@example.com")
     assert email.idempotency_key == f"email:ticket:{outcome.ticket_id}/3/0"
 
 
@@ -110,7 +110,7 @@ async def test_a_conversation_past_its_token_limit_is_summarised_and_the_model_r
     assert len(summaries) == model.summaries
     assert outcome.model_calls == 30 + model.summaries
     assert all(s.usage.output_tokens == 30 for s in summaries)
-    audit = agent.store.audit_log(outcome.ticket_id)
+    audit = agent.store.audit.entries(outcome.ticket_id)
     assert sum("older messages to fit the model's context" in entry for entry in audit) == model.summaries
 
 

@@ -17,22 +17,24 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from activities import migrations
+from activities.business import Business
+from activities.business.orders import DEMO_ORDERS
+from activities.business.schema import metadata
 from activities.contracts import Order, RefundRequest
-from activities.store import DEMO_ORDERS, BusinessStore, metadata
 
 AGENT_WORKER = str(Path(sys.executable).with_name("agent-worker"))
 
-BlankStore = Callable[..., BusinessStore]
+BlankStore = Callable[..., Business]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def blank_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlankStore]:
     """Makes a store on each backend without creating its schema: the test decides what is there first."""
     url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    made: list[BusinessStore] = []
+    made: list[Business] = []
 
-    def make(**settings: Any) -> BusinessStore:
-        made.append(BusinessStore(None if url else tmp_path / "business.sqlite3", url=url, **settings))
+    def make(**settings: Any) -> Business:
+        made.append(Business.at(url or f"sqlite:///{tmp_path / 'business.sqlite3'}", **settings))
         return made[-1]
 
     yield make
@@ -47,10 +49,10 @@ def baseline() -> sa.MetaData:
     return schema
 
 
-def differences(store: BusinessStore, schema: sa.MetaData = metadata) -> list[Any]:
+def differences(store: Business, schema: sa.MetaData = metadata) -> list[Any]:
     """How the database differs from ``schema``: Alembic's autogenerate comparison, which is what
     ``alembic check`` runs, plus the CHECK constraints (the refund guard's) that comparison does not see."""
-    with store._engine.connect() as db:
+    with store.database.writer.connect() as db:
         found: list[Any] = compare_metadata(MigrationContext.configure(db), schema)
         inspector = sa.inspect(db)
         for table in schema.sorted_tables:
@@ -62,8 +64,8 @@ def differences(store: BusinessStore, schema: sa.MetaData = metadata) -> list[An
     return found
 
 
-def revision(store: BusinessStore) -> str | None:
-    with store._engine.connect() as db:
+def revision(store: Business) -> str | None:
+    with store.database.writer.connect() as db:
         return migrations.current(db)
 
 
@@ -72,24 +74,24 @@ def test_a_new_store_migrated_at_start_up_has_exactly_the_schema_the_code_declar
     store = blank_store().create()
     assert revision(store) == migrations.head()
     assert differences(store) == []
-    assert {o.order_id for o in store.orders()} == {o.order_id for o in DEMO_ORDERS}
+    assert {o.order_id for o in store.orders.all()} == {o.order_id for o in DEMO_ORDERS}
 
 
 def test_a_store_made_before_migrations_is_adopted_at_the_baseline_and_keeps_its_orders_and_refunds(
     blank_store: BlankStore,
 ) -> None:
     store = blank_store()
-    baseline().create_all(store._engine)  # what BusinessStore.create did before migrations
-    store.add_order(Order(order_id="L-1", amount_cents=2500, customer_email="old@example.com"))
-    paid = store.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
+    baseline().create_all(store.database.writer)  # what Business.create did before migrations
+    store.orders.add(Order(order_id="L-1", amount_cents=2500, customer_email="old@example.com"))
+    paid = store.payments.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
 
     store.create()
 
     assert revision(store) == migrations.head()
     assert differences(store) == []
-    assert store.order("L-1").customer_email == "old@example.com"
-    assert store.refunds("L-1") == [paid]
-    again = store.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
+    assert store.orders.order("L-1").customer_email == "old@example.com"
+    assert store.payments.refunds("L-1") == [paid]
+    again = store.payments.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
     assert again.replayed  # the idempotency key written before the upgrade still holds
 
 
@@ -98,14 +100,14 @@ def test_a_store_older_than_the_blob_and_event_tables_gets_them_at_start_up(blan
     store = blank_store()
     schema = baseline()
     older = [table for table in schema.sorted_tables if table.name not in {"blobs", "order_events"}]
-    schema.create_all(store._engine, tables=older)
-    store.add_order(Order(order_id="L-2", amount_cents=900, customer_email="older@example.com"))
+    schema.create_all(store.database.writer, tables=older)
+    store.orders.add(Order(order_id="L-2", amount_cents=900, customer_email="older@example.com"))
 
     store.create()
 
     assert differences(store) == []
-    store.add_order_event("L-2", "shipped")
-    assert store.order_events("L-2") == ["shipped"]
+    store.orders.add_event("L-2", "shipped")
+    assert store.orders.events("L-2") == ["shipped"]
 
 
 ORDER_NOTES = '''
@@ -145,7 +147,7 @@ def test_a_revision_added_after_a_store_exists_is_applied_at_the_next_start_and_
     blank_store: BlankStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = blank_store().create()
-    paid = store.refund(RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key="refund:1"))
+    paid = store.payments.refund(RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key="refund:1"))
     versions = tmp_path / "versions"
     versions.mkdir()
     (versions / "0099_order_notes.py").write_text(ORDER_NOTES)
@@ -158,20 +160,20 @@ def test_a_revision_added_after_a_store_exists_is_applied_at_the_next_start_and_
 
     assert revision(store) == "0099"
     assert differences(store, with_order_notes()) == []
-    assert store.order("A-1001").amount_cents == 4900
-    assert store.refunds() == [paid]
+    assert store.orders.order("A-1001").amount_cents == 4900
+    assert store.payments.refunds() == [paid]
 
-    with store._engine.begin() as db:
+    with store.database.writer.begin() as db:
         assert migrations.downgrade(db, before) == before
     assert differences(store) == []
-    assert store.refunds() == [paid]
+    assert store.payments.refunds() == [paid]
 
 
 # A worker process up to the point where it opens the store, then waiting for the word to start it.
 WORKER_START = """
 import sys
-from activities.store import BusinessStore
-store = BusinessStore(url=sys.argv[1])
+from activities.business import Business
+store = Business.at(sys.argv[1])
 print("ready", flush=True)
 sys.stdin.readline()
 store.create()
@@ -197,11 +199,11 @@ def test_eight_workers_starting_at_once_on_a_new_postgresql_store_all_start(post
     errors = [worker.communicate(timeout=60)[1] for worker in workers]
 
     assert [worker.returncode for worker in workers] == [0] * 8, "\n".join(errors)
-    store = BusinessStore(url=postgres_url)
+    store = Business.at(postgres_url)
     try:
         assert revision(store) == migrations.head()
         assert differences(store) == []
-        assert len(store.orders()) == len(DEMO_ORDERS)
+        assert len(store.orders.all()) == len(DEMO_ORDERS)
     finally:
         store.close()
 
@@ -211,9 +213,9 @@ def test_agent_worker_migrate_upgrades_the_configured_store_and_prints_its_revis
     done = subprocess.run([AGENT_WORKER, "migrate"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(f"at revision {migrations.head()}")
-    store = BusinessStore(url=postgres_url)
+    store = Business.at(postgres_url)
     try:
         assert differences(store) == []
-        assert store.orders() == []  # migrating is not starting a worker: no demo orders
+        assert store.orders.all() == []  # migrating is not starting a worker: no demo orders
     finally:
         store.close()

@@ -72,8 +72,8 @@ async def test_starting_a_ticket_twice_is_one_run_and_starting_it_after_it_ended
     code, _, refused = await agent_worker("start", str(source), *where)
     assert code == 1
     assert refused.strip() == f"{workflow_id} was already handled (completed); a ticket is one run, nothing was started"
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
-    assert len(agent.store.emails()) == 1
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert len(agent.store.mail.sent()) == 1
     assert outcome.status.value == "resolved"
     runs = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
     assert len(runs) == 1
@@ -108,6 +108,6 @@ async def test_the_same_ticket_under_another_workflow_id_pays_once_and_mails_onc
             await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcomes = [await h.result() for h in handles]
 
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
-    assert len(agent.store.emails()) == 1
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert len(agent.store.mail.sent()) == 1
     assert [[r.refund_id for r in o.refunds] for o in outcomes] == [[1], [1]]

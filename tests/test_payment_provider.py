@@ -1,5 +1,6 @@
-"""The payment side keeps Stripe's idempotency rules, because a retried activity relies on them; on SQLite
-and on PostgreSQL alike."""
+"""The embedded payment provider keeps Stripe's idempotency rules, because a retried activity relies on them;
+on SQLite and on PostgreSQL alike. What any provider behind the port must do is in
+``test_payments_contract.py``; here is what the embedded one does besides, and says in its own words."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from activities.business.payments import RefundFingerprint
+from activities.business.refusals import (
+    IdempotencyConflictError,
+    KeyClosedError,
+    OrderNotFoundError,
+    RefundExceedsChargeError,
+)
 from activities.contracts import EmailRequest, Order, RefundReceipt, RefundRequest
-from activities.store import IdempotencyConflictError, KeyClosedError, OrderNotFoundError, RefundExceedsChargeError
 from tests.conftest import StoreFactory
 
 
@@ -26,67 +33,57 @@ def refund(amount: int, key: str | None = "refund:A-1001", order: str = "A-1001"
     return RefundRequest(order_id=order, amount_cents=amount, idempotency_key=key)
 
 
-def test_the_same_key_and_request_pays_nothing_and_returns_the_first_result(make_store: StoreFactory) -> None:
-    store = make_store()
-    first = store.refund(refund(4900))
-    again = store.refund(refund(4900))
-
-    assert (again.refund_id, again.amount_cents, again.replayed) == (first.refund_id, 4900, True)
-    assert not first.replayed
-    assert len(store.refunds()) == 1
-
-
 def test_the_same_key_with_another_amount_is_refused(make_store: StoreFactory) -> None:
     store = make_store()
-    store.refund(refund(4900))
+    store.payments.refund(refund(4900))
     with pytest.raises(IdempotencyConflictError, match=r"used for a refund of 49\.00 on A-1001, not 59\.00"):
-        store.refund(refund(5900))
-    assert len(store.refunds()) == 1
+        store.payments.refund(refund(5900))
+    assert len(store.payments.refunds()) == 1
 
 
 def test_a_key_expires_and_a_repeat_after_that_is_a_new_request(make_store: StoreFactory) -> None:
     clock = Clock()
     store = make_store(key_ttl=timedelta(hours=24), refund_guard=False, clock=clock)
-    store.refund(refund(4900))
+    store.payments.refund(refund(4900))
     clock.now += timedelta(hours=23, minutes=59)
-    assert store.refund(refund(4900)).replayed
+    assert store.payments.refund(refund(4900)).replayed
     clock.now += timedelta(minutes=2)
 
-    late = store.refund(refund(4900))
+    late = store.payments.refund(refund(4900))
     assert not late.replayed
-    assert [r.amount_cents for r in store.refunds()] == [4900, 4900]
-    assert store.refund_by_key("refund:A-1001") == late.model_copy(update={"replayed": True})
+    assert [r.amount_cents for r in store.payments.refunds()] == [4900, 4900]
+    assert store.payments.refund_by_key("refund:A-1001") == late.model_copy(update={"replayed": True})
 
 
 def test_without_a_key_every_request_pays(make_store: StoreFactory) -> None:
     store = make_store(refund_guard=False)
-    store.refund(refund(4900, key=None))
-    store.refund(refund(4900, key=None))
-    assert len(store.refunds()) == 2
+    store.payments.refund(refund(4900, key=None))
+    store.payments.refund(refund(4900, key=None))
+    assert len(store.payments.refunds()) == 2
 
 
 def test_the_guard_refuses_a_refund_above_what_was_charged(make_store: StoreFactory) -> None:
     store = make_store()
-    store.refund(refund(4000, key="a"))
+    store.payments.refund(refund(4000, key="a"))
     with pytest.raises(RefundExceedsChargeError, match=r"40.00 of 49.00 is already refunded"):
-        store.refund(refund(1000, key="b"))
-    store.refund(refund(900, key="c"))
-    assert sum(r.amount_cents for r in store.refunds()) == 4900
+        store.payments.refund(refund(1000, key="b"))
+    store.payments.refund(refund(900, key="c"))
+    assert sum(r.amount_cents for r in store.payments.refunds()) == 4900
 
 
 def test_with_the_guard_off_the_provider_pays_whatever_it_is_asked(make_store: StoreFactory) -> None:
     store = make_store(refund_guard=False)
-    store.refund(refund(4900, key="a"))
-    store.refund(refund(5900, key="b"))
-    assert sum(r.amount_cents for r in store.refunds()) == 10_800
+    store.payments.refund(refund(4900, key="a"))
+    store.payments.refund(refund(5900, key="b"))
+    assert sum(r.amount_cents for r in store.payments.refunds()) == 10_800
 
 
 def test_an_unknown_order_is_not_found(make_store: StoreFactory) -> None:
     store = make_store()
     with pytest.raises(OrderNotFoundError, match="There is no order Z-1"):
-        store.order("Z-1")
+        store.orders.order("Z-1")
     with pytest.raises(OrderNotFoundError):
-        store.refund(refund(100, order="Z-1"))
+        store.payments.refund(refund(100, order="Z-1"))
 
 
 def test_eight_connections_racing_one_key_pay_once_and_the_losers_get_the_winners_result(
@@ -98,7 +95,7 @@ def test_eight_connections_racing_one_key_pay_once_and_the_losers_get_the_winner
 
     def race() -> None:
         barrier.wait()
-        results.append(store.refund(refund(4900)))
+        results.append(store.payments.refund(refund(4900)))
 
     threads = [threading.Thread(target=race) for _ in range(8)]
     for thread in threads:
@@ -106,28 +103,28 @@ def test_eight_connections_racing_one_key_pay_once_and_the_losers_get_the_winner
     for thread in threads:
         thread.join()
 
-    assert len(store.refunds()) == 1
-    assert {r.refund_id for r in results} == {store.refunds()[0].refund_id}
+    assert len(store.payments.refunds()) == 1
+    assert {r.refund_id for r in results} == {store.payments.refunds()[0].refund_id}
     assert sorted(r.replayed for r in results) == [False] + [True] * 7
 
 
 def test_an_email_key_sends_once_and_refuses_a_different_email(make_store: StoreFactory) -> None:
     store = make_store()
     email = EmailRequest(to="ann@example.com", subject="Refund", body="49.00", idempotency_key="email:1")
-    first = store.send_email(email)
-    assert store.send_email(email).email_id == first.email_id
+    first = store.mail.send_email(email)
+    assert store.mail.send_email(email).email_id == first.email_id
     with pytest.raises(IdempotencyConflictError):
-        store.send_email(email.model_copy(update={"body": "59.00"}))
-    assert len(store.emails()) == 1
+        store.mail.send_email(email.model_copy(update={"body": "59.00"}))
+    assert len(store.mail.sent()) == 1
 
 
 def test_operators_can_add_orders_and_demo_orders_are_seeded_once(make_store: StoreFactory) -> None:
     store = make_store()
-    store.add_order(Order(order_id="B-2000", amount_cents=100, customer_email="zed@example.com"))
+    store.orders.add(Order(order_id="B-2000", amount_cents=100, customer_email="zed@example.com"))
     store.create()
-    assert store.order("A-1001").amount_cents == 4900
-    assert store.order("B-2000").customer_email == "zed@example.com"
-    assert len([o for o in store.orders() if o.order_id == "A-1001"]) == 1
+    assert store.orders.order("A-1001").amount_cents == 4900
+    assert store.orders.order("B-2000").customer_email == "zed@example.com"
+    assert len([o for o in store.orders.all() if o.order_id == "A-1001"]) == 1
 
 
 def test_eight_connections_racing_refunds_of_one_order_under_different_keys_never_pay_above_the_charge(
@@ -140,7 +137,7 @@ def test_eight_connections_racing_refunds_of_one_order_under_different_keys_neve
     def race(n: int) -> None:
         barrier.wait()
         try:
-            store.refund(refund(1000, key=f"key-{n}"))
+            store.payments.refund(refund(1000, key=f"key-{n}"))
         except RefundExceedsChargeError:
             refused.append(n)
 
@@ -150,14 +147,14 @@ def test_eight_connections_racing_refunds_of_one_order_under_different_keys_neve
     for thread in threads:
         thread.join()
 
-    assert [r.amount_cents for r in store.refunds()] == [1000] * 4
+    assert [r.amount_cents for r in store.payments.refunds()] == [1000] * 4
     assert len(refused) == 4
 
 
 def test_a_password_in_the_database_url_is_hidden_when_the_store_is_logged() -> None:
-    from activities.store import BusinessStore  # noqa: PLC0415
+    from activities.business import Business  # noqa: PLC0415
 
-    store = BusinessStore(url="postgresql+psycopg://agent:hunter2@db.internal/business")
+    store = Business.at("postgresql+psycopg://agent:hunter2@db.internal/business")
     assert "hunter2" not in str(store)
     assert "db.internal/business" in str(store)
     store.close()
@@ -171,24 +168,15 @@ def test_a_key_settled_as_unpaid_refuses_a_late_attempt_for_ever(make_store: Sto
     not pay when it finally gets to the provider, not even after the key would have expired."""
     clock = Clock()
     store = make_store(key_ttl=timedelta(hours=24), clock=clock)
-    assert store.settle_refund("refund:T-1/A-1001/1") is None
+    assert store.payments.settle_refund("refund:T-1/A-1001/1") is None
 
     with pytest.raises(KeyClosedError, match="was settled as not paid"):
-        store.refund(refund(4900, key="refund:T-1/A-1001/1"))
+        store.payments.refund(refund(4900, key="refund:T-1/A-1001/1"))
     clock.now += timedelta(days=30)
     with pytest.raises(KeyClosedError):
-        store.refund(refund(4900, key="refund:T-1/A-1001/1"))
-    assert store.refunds() == []
-    assert store.refund(refund(4900, key="refund:T-1/A-1001/2")).amount_cents == 4900  # the next part pays
-
-
-def test_settling_a_key_that_paid_returns_the_refund_and_changes_nothing(make_store: StoreFactory) -> None:
-    store = make_store()
-    paid = store.refund(refund(4900, key="refund:T-1/A-1001/1"))
-    found = store.settle_refund("refund:T-1/A-1001/1")
-
-    assert found == paid.model_copy(update={"replayed": True})
-    assert store.refund(refund(4900, key="refund:T-1/A-1001/1")).replayed  # a retry still gets its result
+        store.payments.refund(refund(4900, key="refund:T-1/A-1001/1"))
+    assert store.payments.refunds() == []
+    assert store.payments.refund(refund(4900, key="refund:T-1/A-1001/2")).amount_cents == 4900  # the next part pays
 
 
 def test_a_late_attempt_racing_the_settlement_either_pays_and_is_found_or_never_pays(make_store: StoreFactory) -> None:
@@ -204,13 +192,13 @@ def test_a_late_attempt_racing_the_settlement_either_pays_and_is_found_or_never_
         def attempt(key: str = key, barrier: threading.Barrier = barrier, paid: list[RefundReceipt] = paid) -> None:
             barrier.wait()
             with contextlib.suppress(KeyClosedError):
-                paid.append(store.refund(refund(100, key=key)))
+                paid.append(store.payments.refund(refund(100, key=key)))
 
         def settle(
             key: str = key, barrier: threading.Barrier = barrier, settled: list[RefundReceipt | None] = settled
         ) -> None:
             barrier.wait()
-            settled.append(store.settle_refund(key))
+            settled.append(store.payments.settle_refund(key))
 
         threads = [threading.Thread(target=f) for f in (attempt, settle) * 4]
         for thread in threads:
@@ -218,10 +206,34 @@ def test_a_late_attempt_racing_the_settlement_either_pays_and_is_found_or_never_
         for thread in threads:
             thread.join()
 
-        made = [r for r in store.refunds() if r.refund_id in {p.refund_id for p in paid}]
+        made = [r for r in store.payments.refunds() if r.refund_id in {p.refund_id for p in paid}]
         assert len(made) <= 1
         if made:  # paid before any settlement closed the key: every settlement found it
             assert all(s is not None and s.refund_id == made[0].refund_id for s in settled)
         else:  # closed first: every attempt was refused
             assert paid == []
             assert settled == [None] * 4
+
+
+# --- what a key's row says it was used for ---------------------------------------------------------------------
+
+
+def test_a_refunds_fingerprint_is_stored_in_the_words_databases_already_hold() -> None:
+    """Keys taken before an upgrade must still hold, so the text in ``idempotency_keys.request`` is fixed."""
+    fingerprint = RefundFingerprint.of(refund(4900))
+    assert fingerprint.to_text() == "refund A-1001 4900"
+    assert RefundFingerprint.from_text("refund A-1001 4900") == fingerprint
+    assert RefundFingerprint.from_text(RefundFingerprint("order 7 of 9", 100).to_text()) == RefundFingerprint(
+        "order 7 of 9", 100
+    )
+    assert RefundFingerprint.from_text("email ann@example.com\nRefund\n49.00") is None
+    assert RefundFingerprint.from_text("") is None  # a key a settlement took before any request came
+
+
+def test_a_key_an_email_took_refuses_a_refund_as_another_request(make_store: StoreFactory) -> None:
+    store = make_store()
+    store.mail.send_email(EmailRequest(to="ann@example.com", subject="Refund", body="49.00", idempotency_key="k-1"))
+    with pytest.raises(IdempotencyConflictError, match=r"k-1 was used for another request, not 49\.00 on A-1001"):
+        store.payments.refund(refund(4900, key="k-1"))
+    assert store.payments.refunds() == []
+    assert store.payments.refund_by_key("k-1") is None  # the email's result is not a refund

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from activities.store import BusinessStore
+from activities.business import Business
 from tests.crashlab import run_plain_loop
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ QUESTION = "My parcel for order A-1001 never arrived"
 
 
 async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_refund_is_a_different_amount(
-    store: BusinessStore,
+    store: Business,
 ) -> None:
     crash = {"AGENT_REFUND_GUARD": "false", "AGENT_FAULTS": "after:issue_refund=kill"}
 
@@ -28,17 +28,17 @@ async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_
     rerun, answer = await run_plain_loop(store, "T-plain", QUESTION, **crash)
 
     assert (killed, rerun) == (-signal.SIGKILL, 0)
-    assert [r.amount_cents for r in store.refunds()] == [4900, 5900]
-    calls = Counter(call.step for call in store.model_calls("T-plain"))
+    assert [r.amount_cents for r in store.payments.refunds()] == [4900, 5900]
+    calls = Counter(call.step for call in store.model_calls.of("T-plain"))
     assert sum(calls.values()) == 5
     assert calls[2] == 2
     assert "refunded 59.00" in answer
 
 
-async def test_with_the_refund_guard_on_the_plain_loops_second_refund_is_refused(store: BusinessStore) -> None:
+async def test_with_the_refund_guard_on_the_plain_loops_second_refund_is_refused(store: Business) -> None:
     killed, _ = await run_plain_loop(store, "T-plain", QUESTION, AGENT_FAULTS="after:issue_refund=kill")
     rerun, answer = await run_plain_loop(store, "T-plain", QUESTION, AGENT_FAULTS="after:issue_refund=kill")
 
     assert (killed, rerun) == (-signal.SIGKILL, 0)
-    assert [r.amount_cents for r in store.refunds()] == [4900]
+    assert [r.amount_cents for r in store.payments.refunds()] == [4900]
     assert "Refusing to refund 59.00 on A-1001: 49.00 of 49.00 is already refunded" in answer

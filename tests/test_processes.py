@@ -76,14 +76,14 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
     assert outcome.status is Status.RESOLVED
     assert [(r.amount_cents, r.order_id) for r in outcome.refunds] == [(4900, "A-1001")]
     assert outcome.approvals[0].approver == "ann"
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 def worker_env(agent: Harness, client: Client) -> dict[str, str]:
     return {
         "TEMPORAL_ADDRESS": address(client),
         "AGENT_TASK_QUEUE": agent.task_queue,
-        "AGENT_DB_PATH": str(agent.store.path),
+        "AGENT_DB_PATH": str(agent.store.database.path),
     }
 
 
@@ -127,9 +127,9 @@ async def test_the_demo_runs_a_ticket_through_approval_to_its_answer(
     assert "replies: Thank you! Will the refund show on my card statement?" in out
     assert "the customer did not reply in time: the ticket closes as answered" in out
     assert "temporal workflow signal --workflow-id ticket-T-1 --name approve" in out
-    from activities.store import BusinessStore  # noqa: PLC0415
+    from activities.business import Business  # noqa: PLC0415
 
-    assert len(BusinessStore(tmp_path / "business.sqlite3").refunds()) == refunded
+    assert len(Business.sqlite(tmp_path / "business.sqlite3").payments.refunds()) == refunded
     assert (tmp_path / "temporal.sqlite3").exists()
 
 

@@ -16,9 +16,6 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.contracts import APPROVE_SIGNAL, Status
-from activities.model import ModelActivities
-from activities.scripted_model import ScriptedModel
-from activities.tools import ToolActivities
 from agent_worker.devserver import binary
 from agent_worker.replay import HISTORIES, history_files, replay
 from tests.harness import Harness, awaiting, events, ticket
@@ -129,9 +126,7 @@ async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_ran
 ) -> None:
     """The Python counterpart of the seed's puzzle: where a PHP worker took the other branch silently,
     the sandbox fails the workflow task, visibly, before anything is decided."""
-    think = ModelActivities(ScriptedModel(agent.store), agent.store).think
-    tools = ToolActivities(agent.store).all()
-    async with Worker(agent.client, task_queue=agent.task_queue, workflows=[variant], activities=[think, *tools]):
+    async with Worker(agent.client, task_queue=agent.task_queue, workflows=[variant], activities=agent.activities()):
         handle = await agent.start(ticket())
         async with asyncio.timeout(20):
             while not (failed := await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)):
@@ -142,7 +137,7 @@ async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_ran
     assert "Cannot access" in message
     assert refused in message
     assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
 
 
 async def test_a_ticket_older_than_its_sla_goes_to_a_person_and_the_model_is_not_asked(agent: Harness) -> None:
@@ -151,8 +146,8 @@ async def test_a_ticket_older_than_its_sla_goes_to_a_person_and_the_model_is_not
 
     assert outcome.status is Status.ESCALATED
     assert outcome.model_calls == 0
-    assert agent.store.model_calls(outcome.ticket_id) == []
-    (entry,) = agent.store.audit_log(outcome.ticket_id)
+    assert agent.store.model_calls.of(outcome.ticket_id) == []
+    (entry,) = agent.store.audit.entries(outcome.ticket_id)
     assert entry.startswith("escalated to a person: opened 2 days")
 
 
@@ -161,7 +156,7 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
     outcome = await agent.run({**ticket(approval_limit_cents=10_000), "opened_at": opened.isoformat()})
     assert outcome.status is Status.RESOLVED
     assert outcome.model_calls == 4
-    assert agent.store.audit_log(outcome.ticket_id) == ["closed as resolved after 4 steps; refunded 49.00"]
+    assert agent.store.audit.entries(outcome.ticket_id) == ["closed as resolved after 4 steps; refunded 49.00"]
 
 
 @pytest.mark.slow
@@ -175,7 +170,7 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
     try:
         await awaiting(handle, 4900)
         async with asyncio.timeout(20):
-            while not agent.store.audit_log():
+            while not agent.store.audit.entries():
                 await asyncio.sleep(0.05)
     finally:
         worker.send_signal(signal.SIGKILL)
@@ -186,13 +181,13 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
         outcome = await handle.result()
 
-    (waits, approved, closed) = agent.store.audit_log(outcome.ticket_id)
+    (waits, approved, closed) = agent.store.audit.entries(outcome.ticket_id)
     assert waits.startswith("refund of 49.00 waits for approval (request R1, answer by ")
     assert (approved, closed) == (
         "request R1: refund of 49.00 approved by ann",
         "closed as resolved after 4 steps; refunded 49.00",
     )
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 async def test_the_closing_audit_needs_its_patch_runs_started_before_it_break_without_one() -> None:

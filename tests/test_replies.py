@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFai
 from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
+from activities.business import Business
 from activities.contracts import (
     CUSTOMER_MESSAGE,
     TICKET_STATE_ATTRIBUTE,
@@ -31,7 +32,6 @@ from activities.contracts import (
     Turn,
     Waiting,
 )
-from activities.store import BusinessStore
 from agent_worker.devserver import binary, start_dev_server
 from tests.harness import Handle, Harness, answer, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, address, run
@@ -92,9 +92,9 @@ async def test_a_reply_starts_a_new_turn_over_the_whole_conversation_and_the_tic
     assert first.answer.startswith("Which order")
     assert "refunded 49.00" in second.answer
     assert (first.first_step, second.first_step, third.first_step) == (1, 2, 6)
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
-    assert len(agent.store.emails()) == 1
-    audit = agent.store.audit_log(outcome.ticket_id)
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert len(agent.store.mail.sent()) == 1
+    audit = agent.store.audit.entries(outcome.ticket_id)
     assert "the customer replied: turn 2 begins" in audit
     assert "the customer replied: turn 3 begins" in audit
     # Cancelled while it waited: nothing is left saying it still waits.
@@ -118,7 +118,7 @@ async def test_a_reply_asking_for_the_same_refund_again_needs_a_person(agent: Ha
         await handle.cancel()
         outcome = await handle.result()
 
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert outcome.turns[1].status is Status.DECLINED
 
 
@@ -138,7 +138,7 @@ async def test_replies_that_came_while_the_agent_worked_are_read_together_after_
     assert [t.message for t in outcome.turns][1] == "Any news?\n\nHello?"
     assert outcome.status is Status.RESOLVED
     assert len(outcome.turns) == 2
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 @pytest.mark.parametrize(
@@ -199,8 +199,8 @@ async def test_a_reply_signalled_by_a_relay_is_taken_and_a_malformed_one_is_audi
         outcome = await handle.result()
 
     assert outcome.turns[1].message == "It was A-1005"
-    assert [r.order_id for r in agent.store.refunds()] == ["A-1005"]
-    audit = agent.store.audit_log(outcome.ticket_id)
+    assert [r.order_id for r in agent.store.payments.refunds()] == ["A-1005"]
+    audit = agent.store.audit.entries(outcome.ticket_id)
     refused = [entry for entry in audit if entry.startswith("a reply signalled to the ticket was not taken")]
     assert len(refused) == 2, audit
     assert "got 0 arguments" in refused[0]
@@ -233,7 +233,7 @@ async def test_the_window_passing_with_no_reply_closes_the_ticket_as_answered(ag
     assert outcome.status is Status.RESOLVED
     assert len(outcome.turns) == 1
     assert (await handle.describe()).typed_search_attributes.get(STATE) is None
-    assert len(agent.store.emails()) == 1
+    assert len(agent.store.mail.sent()) == 1
 
 
 async def test_turns_carry_over_when_the_ticket_continues_as_new(agent: Harness) -> None:
@@ -254,8 +254,8 @@ async def test_turns_carry_over_when_the_ticket_continues_as_new(agent: Harness)
 
     assert len(runs) > 1
     assert [t.message for t in outcome.turns] == ["My parcel never arrived", "It is A-1001", "Thanks"]
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
-    assert len(agent.store.emails()) == 1
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert len(agent.store.mail.sent()) == 1
 
 
 async def test_replies_taken_and_then_cut_short_by_a_cancel_are_in_the_audit_trail(agent: Harness) -> None:
@@ -267,7 +267,7 @@ async def test_replies_taken_and_then_cut_short_by_a_cancel_are_in_the_audit_tra
         outcome = await handle.result()
 
     assert outcome.status is Status.CANCELLED
-    audit = agent.store.audit_log(outcome.ticket_id)
+    audit = agent.store.audit.entries(outcome.ticket_id)
     assert "1 reply taken and not answered: it was cancelled (by ann: duplicate of T-7)" in audit, audit
 
 
@@ -282,7 +282,7 @@ async def server_suggesting_early() -> AsyncIterator[WorkflowEnvironment]:
 
 
 async def test_a_parked_ticket_flooded_with_signals_continues_as_new_and_waits_on_for_the_same_reply(
-    server_suggesting_early: WorkflowEnvironment, store: BusinessStore
+    server_suggesting_early: WorkflowEnvironment, store: Business
 ) -> None:
     """A relay sends garbage to a ticket waiting for its customer until its history is long: it continues as a new
     run while it waits, listed as waiting all along, until the same moment, and the customer's reply then works."""
@@ -306,8 +306,8 @@ async def test_a_parked_ticket_flooded_with_signals_continues_as_new_and_waits_o
         outcome = await handle.result()
 
     assert [t.message for t in outcome.turns] == ["My parcel never arrived", "It is order A-1001"]
-    assert [r.amount_cents for r in store.refunds()] == [4900]
-    refused = [e for e in store.audit_log(outcome.ticket_id) if e.startswith("a reply signalled to the ticket")]
+    assert [r.amount_cents for r in store.payments.refunds()] == [4900]
+    refused = [e for e in store.audit.entries(outcome.ticket_id) if e.startswith("a reply signalled to the ticket")]
     assert len(refused) == 40
 
 
@@ -325,5 +325,5 @@ async def test_a_parked_ticket_survives_its_worker_and_the_next_worker_takes_the
         outcome = await handle.result()
 
     assert receipt.turn == 2
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert outcome.turns[1].status is Status.RESOLVED

@@ -15,9 +15,9 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.business import Business
 from activities.contracts import Decision, Outcome, Status, ThinkRequest
 from activities.scripted_model import ScriptedModel
-from activities.store import BusinessStore
 from agent_worker.devserver import binary
 from tests.harness import Handle, Harness, ticket
 from tests.test_processes import AGENT_WORKER, address, run
@@ -30,7 +30,7 @@ ANSWER_STEP = 4
 class KeyRevokedAtTheAnswer:
     """The scripted support model, behind an API key that is refused from the answer's step on until fixed."""
 
-    store: BusinessStore
+    store: Business
     revoked: bool = True
     name: str = "scripted-behind-a-key"
     refused: list[int] = field(default_factory=list)
@@ -39,7 +39,7 @@ class KeyRevokedAtTheAnswer:
         if self.revoked and request.step >= ANSWER_STEP:
             self.refused.append(request.step)
             raise ApplicationError("invalid x-api-key", type="AuthenticationError", non_retryable=True)
-        return await ScriptedModel(self.store).decide(request)
+        return await ScriptedModel(self.store.model_calls).decide(request)
 
 
 async def failed_ticket(agent: Harness, **options: Any) -> Handle:
@@ -47,8 +47,8 @@ async def failed_ticket(agent: Harness, **options: Any) -> Handle:
     outcome = await handle.result()
     assert outcome.status is Status.FAILED, outcome
     assert "invalid x-api-key" in outcome.answer
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
-    assert len(agent.store.emails()) == 1
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert len(agent.store.mail.sent()) == 1
     return handle
 
 
@@ -78,12 +78,12 @@ async def test_a_failed_ticket_is_retried_from_its_last_model_call_and_pays_and_
 
     assert outcome.status is Status.RESOLVED
     assert outcome.steps == ANSWER_STEP
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
-    assert len(agent.store.emails()) == 1
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert len(agent.store.mail.sent()) == 1
     assert model.refused == [ANSWER_STEP]
     # Only the failed step asked the model again: the three before it were replayed from history.
-    assert sorted(call.step for call in agent.store.model_calls(outcome.ticket_id)) == [1, 2, 3, ANSWER_STEP]
-    audit = agent.store.audit_log(outcome.ticket_id)
+    assert sorted(call.step for call in agent.store.model_calls.of(outcome.ticket_id)) == [1, 2, 3, ANSWER_STEP]
+    audit = agent.store.audit.entries(outcome.ticket_id)
     assert audit[-1].startswith("closed as resolved"), audit
     assert any(entry.startswith("closed as failed") for entry in audit), audit  # what the failed run wrote stays
 
@@ -105,8 +105,8 @@ async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_stil
         )  # fmt: skip
         outcome = await result_of_the_new_run(client, handle)
 
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
-    assert [e.body for e in agent.store.emails()] == ["We have refunded 49.00 for order A-1001 (refund #1)."]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert [e.body for e in agent.store.mail.sent()] == ["We have refunded 49.00 for order A-1001 (refund #1)."]
     lookup, refund, email = outcome.tool_calls
     assert '"refunded_cents":4900' in lookup.result
     assert refund.input["amount_cents"] == 5900

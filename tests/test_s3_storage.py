@@ -22,9 +22,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from activities.business import Business
+from activities.business.schema import blobs
 from activities.content_store import ContentStore, content_key
 from activities.contracts import Status
-from activities.store import BusinessStore, blobs
 from agent_worker.config import Settings
 from agent_worker.replay import replay, write_history
 from bench.history_growth import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders
@@ -100,8 +101,8 @@ async def on_s3(dev_server: WorkflowEnvironment, agent: Harness, bucket: Bucket)
     return await harness_with(dev_server, agent, **bucket.settings())
 
 
-def rows_in_blobs_table(store: BusinessStore) -> int:
-    with store._engine.connect() as db:
+def rows_in_blobs_table(store: Business) -> int:
+    with store.database.writer.connect() as db:
         return int(db.execute(sa.select(sa.func.count()).select_from(blobs)).scalar_one())
 
 
@@ -126,11 +127,11 @@ async def test_a_long_tickets_tool_results_and_conversation_live_in_the_bucket_a
     assert all(key.startswith(f"{PREFIX}sha256:") for key in stored)
     assert rows_in_blobs_table(on_s3.store) == 0
 
-    fresh = ContentStore(on_s3.settings(**bucket.settings()).blob_backend(on_s3.store))
+    fresh = ContentStore(on_s3.settings(**bucket.settings()).blob_backend(on_s3.store.blobs))
     assert fresh.get(refs[0]) == stored[f"{PREFIX}{refs[0]}"], "another worker reads the same bytes back"
     assert fresh.backend.get_blob("sha256:" + "0" * 64) is None
     before = b"stored in the database before the bucket was configured"
-    on_s3.store.put_blob(content_key(before), before)
+    on_s3.store.blobs.put_blob(content_key(before), before)
     assert fresh.get(content_key(before)) == before
 
 
@@ -180,7 +181,7 @@ async def test_an_encrypted_ticket_puts_only_ciphertext_in_the_bucket(
         handle = await encrypted.start(ticket(question, email="ann@example.com", approval_limit_cents=10_000))
         outcome = await handle.result()
     assert outcome.status == Status.RESOLVED, outcome.answer
-    assert [e.to for e in agent.store.emails()] == ["ann@example.com"]
+    assert [e.to for e in agent.store.mail.sent()] == ["ann@example.com"]
 
     stored = bucket.objects()
     assert any("/v0/" in key for key in stored), "the ticket went to the bucket through ExternalStorage"

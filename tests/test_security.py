@@ -22,9 +22,9 @@ from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.business import Business
 from activities.content_store import BlobRefusedError, ContentStore, content_key
 from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Decision, Status, ThinkRequest, ToolUseBlock
-from activities.store import BusinessStore
 from agent_worker.codec import (
     ENCODING,
     KEY_ID,
@@ -56,7 +56,7 @@ def codec(*, old: bool = True, new: bool = True, current: str = "2026-11") -> En
 
 
 @pytest.fixture
-async def encrypted(dev_server: WorkflowEnvironment, store: BusinessStore, agent: Harness) -> Harness:
+async def encrypted(dev_server: WorkflowEnvironment, store: Business, agent: Harness) -> Harness:
     client = await Client.connect(address(dev_server.client), data_converter=with_codec(DATA_CONVERTER, codec()))
     return Harness(client, store, agent.task_queue)
 
@@ -75,7 +75,7 @@ async def test_an_encrypted_ticket_leaves_neither_the_address_nor_the_words_in_h
     assert '"encryption-key-id"' in raw
 
     assert outcome.status is Status.RESOLVED
-    assert [e.to for e in encrypted.store.emails()] == ["ann@example.com"]
+    assert [e.to for e in encrypted.store.mail.sent()] == ["ann@example.com"]
     history = await encrypted.client.get_workflow_handle(handle.id).fetch_history()
     write_history(tmp_path / "encrypted.json", history)
     (with_key,) = await replay([tmp_path], data_converter=encrypted.client.data_converter)
@@ -161,7 +161,7 @@ async def test_an_approval_the_worker_cannot_decrypt_is_recorded_as_rejected_and
         "unreadable approval: key id '2026-12' is not configured",
         "unreadable approval: authentication failed under key '2026-11'",
     ]
-    assert [r.amount_cents for r in encrypted.store.refunds()] == [4900]
+    assert [r.amount_cents for r in encrypted.store.payments.refunds()] == [4900]
 
 
 async def test_a_ticket_the_worker_cannot_decrypt_fails_as_invalid_input(encrypted: Harness) -> None:
@@ -187,15 +187,15 @@ async def codec_server() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-def test_the_content_store_seals_its_blobs_with_the_codec_keys(store: BusinessStore) -> None:
+def test_the_content_store_seals_its_blobs_with_the_codec_keys(store: Business) -> None:
     """Conversation nodes and big tool results never pass through the payload codec: they are sealed apart."""
-    sealed = ContentStore(EncryptedBlobs(store, codec()))
+    sealed = ContentStore(EncryptedBlobs(store.blobs, codec()))
     key = sealed.put(QUESTION.encode())
-    assert b"Lovelace" not in (store.get_blob(key) or b"")
-    assert (store.get_blob(key) or b"").startswith(SEALED_BLOB)
-    assert ContentStore(EncryptedBlobs(store, codec())).get(key) == QUESTION.encode()
+    assert b"Lovelace" not in (store.blobs.get_blob(key) or b"")
+    assert (store.blobs.get_blob(key) or b"").startswith(SEALED_BLOB)
+    assert ContentStore(EncryptedBlobs(store.blobs, codec())).get(key) == QUESTION.encode()
     with pytest.raises(UnknownKeyError):
-        EncryptedBlobs(store, codec(new=False, current="2026-10")).get_blob(key)
+        EncryptedBlobs(store.blobs, codec(new=False, current="2026-10")).get_blob(key)
 
 
 def test_a_sealed_blob_moved_under_another_key_does_not_open() -> None:
@@ -237,17 +237,17 @@ def test_a_blob_sealed_before_its_key_was_bound_still_opens_but_not_under_anothe
         blobs.get_blob(bound)
 
 
-def test_a_plain_blob_is_read_only_while_a_migration_says_so(store: BusinessStore) -> None:
+def test_a_plain_blob_is_read_only_while_a_migration_says_so(store: Business) -> None:
     """Blobs stored before encryption was switched on are read with AGENT_BLOBS_ACCEPT_PLAINTEXT=true only."""
     older = b"stored before encryption was switched on"
-    store.put_blob(content_key(older), older)
+    store.blobs.put_blob(content_key(older), older)
     keys = {"2026-11": SecretStr(base64.b64encode(NEW_KEY).decode())}
 
     with pytest.raises(ApplicationError) as raised:
-        ContentStore(Settings(codec_keys=keys).blob_backend(store)).get(content_key(older))
+        ContentStore(Settings(codec_keys=keys).blob_backend(store.blobs)).get(content_key(older))
     assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
     assert "AGENT_BLOBS_ACCEPT_PLAINTEXT" in raised.value.message
-    migrating = Settings(codec_keys=keys, blobs_accept_plaintext=True).blob_backend(store)
+    migrating = Settings(codec_keys=keys, blobs_accept_plaintext=True).blob_backend(store.blobs)
     assert ContentStore(migrating).get(content_key(older)) == older
 
 
@@ -320,7 +320,7 @@ async def test_an_approval_from_someone_not_named_on_the_ticket_releases_nothing
         await awaiting(handle, 4900)
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "mallory"})
         await awaiting(handle, 4900)
-        assert agent.store.refunds() == []
+        assert agent.store.payments.refunds() == []
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ben"})
         outcome = await handle.result()
 
@@ -328,7 +328,7 @@ async def test_an_approval_from_someone_not_named_on_the_ticket_releases_nothing
     assert (rejected.decision, rejected.approver) == (ApprovalDecision.REJECTED, "mallory")
     assert rejected.reason == "mallory may not approve refunds on this ticket (approvers: ann, ben)"
     assert (approved.decision, approved.approver) == (ApprovalDecision.APPROVED, "ben")
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 async def test_a_ticket_that_names_no_approvers_takes_the_workers_default(agent: Harness) -> None:
@@ -383,15 +383,15 @@ async def test_an_injected_prompt_cannot_pay_more_than_the_order_skip_approval_o
         await awaiting(handle, 50_000)  # 500.00 waits for a person, whatever the prompt claims
         await handle.signal(APPROVE_SIGNAL, {"amount_cents": 50_000, "approved": True, "approver": "tricked"})
         await awaiting(handle, 4900)  # and 49.00 too: approval is per amount, never "already granted"
-        assert agent.store.refunds() == []
+        assert agent.store.payments.refunds() == []
         outcome = await handle.result()  # nobody approves 49.00: it times out
 
     results = {c.tool_use_id: c for c in outcome.tool_calls}
     assert "Refusing to refund 500.00 on A-1001" in results["toolu_1"].result  # the provider's guard
     assert results["toolu_2"].result.startswith("A person did not approve this refund")
     assert "only to this ticket's customer" in results["toolu_3"].result
-    assert agent.store.refunds() == []
-    assert agent.store.emails() == []
+    assert agent.store.payments.refunds() == []
+    assert agent.store.mail.sent() == []
 
 
 # --- secrets ------------------------------------------------------------------------------------------------

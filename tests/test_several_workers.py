@@ -12,8 +12,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 
+from activities.business import Business
 from activities.contracts import APPROVE_SIGNAL, Order, Status
-from activities.store import BusinessStore
 from tests.harness import Harness, events, ticket
 from tests.test_processes import AGENT_WORKER, address
 
@@ -40,14 +40,14 @@ async def approve_as_they_come_up(client: Client, task_queue: str, done: asyncio
 async def test_three_workers_one_killed_mid_run_complete_fifty_tickets_with_one_refund_each(
     client: Client, postgres_url: str
 ) -> None:
-    store = BusinessStore(url=postgres_url).create()
+    store = Business.at(postgres_url).create()
     task_queue = f"support-agent-{uuid.uuid4()}"
     orders = [
         Order(order_id=f"O-{1000 + n}", amount_cents=4900 if n % 2 else 1500, customer_email=f"c{n}@example.com")
         for n in range(TICKETS)
     ]
     for order in orders:
-        store.add_order(order)
+        store.orders.add(order)
     env = {**os.environ, "TEMPORAL_ADDRESS": address(client), "AGENT_TASK_QUEUE": task_queue,
            "AGENT_DATABASE_URL": postgres_url}  # fmt: skip
     workers = [
@@ -62,7 +62,7 @@ async def test_three_workers_one_killed_mid_run_complete_fifty_tickets_with_one_
             await harness.start(ticket(f"Order {o.order_id} never arrived", email=o.customer_email)) for o in orders
         ]
         async with asyncio.timeout(120):
-            while sum(len(store.emails(o.customer_email)) for o in orders) < TICKETS // 3:
+            while sum(len(store.mail.sent(o.customer_email)) for o in orders) < TICKETS // 3:
                 await asyncio.sleep(0.1)
         workers[0].send_signal(signal.SIGKILL)  # mid-run: a third of the tickets are done
         outcomes = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 240)
@@ -77,8 +77,8 @@ async def test_three_workers_one_killed_mid_run_complete_fifty_tickets_with_one_
     assert workers[0].returncode == -signal.SIGKILL
     assert [o.status for o in outcomes] == [Status.RESOLVED] * TICKETS
     for order in orders:
-        assert [r.amount_cents for r in store.refunds(order.order_id)] == [order.amount_cents]
-        assert len(store.emails(order.customer_email)) == 1
+        assert [r.amount_cents for r in store.payments.refunds(order.order_id)] == [order.amount_cents]
+        assert len(store.mail.sent(order.customer_email)) == 1
     assert approved == TICKETS // 2
     for handle in handles:
         assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []

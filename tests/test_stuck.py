@@ -17,8 +17,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.business import Business
 from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME
-from activities.store import BusinessStore
 from agent_worker.devserver import start_dev_server
 from agent_worker.operator import when
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, server_reports_problems
@@ -126,7 +126,7 @@ async def test_tickets_stuck_lists_the_runs_a_deploy_left_failing_with_their_fai
         assert (await handle.describe()).workflow_type == WORKFLOW_NAME
         assert await marked(handle)
         await handle.terminate("test over")
-    assert agent.store.refunds() == [], "the approved refund was never paid: the ticket is stuck before it"
+    assert agent.store.payments.refunds() == [], "the approved refund was never paid: the ticket is stuck before it"
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ async def server_without_reports() -> AsyncIterator[WorkflowEnvironment]:
 
 
 async def test_on_a_server_that_marks_nothing_the_pending_workflow_tasks_attempt_finds_the_stuck_ticket(
-    server_without_reports: WorkflowEnvironment, store: BusinessStore
+    server_without_reports: WorkflowEnvironment, store: Business
 ) -> None:
     client = server_without_reports.client
     assert not await server_reports_problems(client)

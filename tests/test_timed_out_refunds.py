@@ -22,8 +22,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
+from activities.business import Business
 from activities.contracts import Outcome, Status
-from activities.store import BusinessStore
 from agent_worker.replay import HISTORIES, replay
 from tests.crashlab import Lab
 from tests.harness import Handle, activity_attempts, events, ticket
@@ -46,10 +46,10 @@ class Scenario:
     outcome: Outcome
 
     def refunds(self) -> list[int]:
-        return [r.amount_cents for r in self.lab.store.refunds()]
+        return [r.amount_cents for r in self.lab.store.payments.refunds()]
 
     def model_calls(self) -> int:
-        return len(self.lab.store.model_calls(self.outcome.ticket_id))
+        return len(self.lab.store.model_calls.of(self.outcome.ticket_id))
 
     def refund_results(self) -> list[tuple[bool, str]]:
         return [(c.is_error, c.result) for c in self.outcome.tool_calls if c.name == "issue_refund"]
@@ -71,7 +71,7 @@ async def scenarios(
     labs: list[Lab] = []
 
     async def run(faults: str, options: dict[str, Any]) -> Scenario:
-        store = BusinessStore(tmp_path_factory.mktemp("timed-out") / "business.sqlite3").create()
+        store = Business.sqlite(tmp_path_factory.mktemp("timed-out") / "business.sqlite3").create()
         settings = {"AGENT_REFUND_GUARD": "false", "AGENT_FAULTS": faults, "AGENT_GRACEFUL_SHUTDOWN_SECONDS": "1"}
         lab = Lab(dev_server.client, store, task_queue=f"timed-out-{uuid.uuid4()}", settings=settings)
         labs.append(lab)

@@ -78,7 +78,7 @@ async def test_with_encrypted_input_required_a_plain_ticket_fails_at_once_saying
     assert failed.value.cause.message == f"Invalid ticket input: input: unreadable_payload: {NOT_ENCRYPTED}"
     assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
     assert ("a payload arrived unencrypted: refused", handle.id, "json/plain") in unencrypted_warnings(logs)
-    assert encrypted.store.refunds() == []
+    assert encrypted.store.payments.refunds() == []
 
 
 async def test_with_encrypted_input_required_a_plain_approval_is_rejected_and_an_encrypted_one_is_taken(
@@ -97,7 +97,7 @@ async def test_with_encrypted_input_required_a_plain_approval_is_rejected_and_an
         (ApprovalDecision.REJECTED, None, f"unreadable approval: {NOT_ENCRYPTED}"),
         (ApprovalDecision.APPROVED, "ann", ""),
     ]
-    assert [r.amount_cents for r in encrypted.store.refunds()] == [4900]
+    assert [r.amount_cents for r in encrypted.store.payments.refunds()] == [4900]
     assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
 
 

@@ -55,10 +55,10 @@ async def test_an_answer_the_inbox_vouched_for_releases_the_refund_and_says_what
     assert outcome.status is Status.RESOLVED
     (record,) = outcome.approvals
     assert (record.channel, record.approver, record.decision) == ("web", "ann", ApprovalDecision.APPROVED)
-    assert "request R1: refund of 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit_log(
+    assert "request R1: refund of 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit.entries(
         outcome.ticket_id
     )
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 async def test_a_decline_is_answered_with_what_the_model_was_told(agent: Harness) -> None:
@@ -72,7 +72,7 @@ async def test_a_decline_is_answered_with_what_the_model_was_told(agent: Harness
 
     assert receipt.result == "A person (ann) declined this refund, so it was not made."
     assert outcome.status is Status.DECLINED
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
 
 
 async def test_a_second_click_and_a_wrong_amount_are_refused_at_once_and_leave_no_trace(agent: Harness) -> None:
@@ -90,7 +90,7 @@ async def test_a_second_click_and_a_wrong_amount_are_refused_at_once_and_leave_n
     assert why(again.value).startswith("rejected: request R1 was already answered: approved by ann at ")
     assert len(await events(handle, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)) == 1
     assert len(outcome.approvals) == 1
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ async def test_a_forged_or_moved_signature_releases_nothing_and_is_recorded(
         outcome = await handle.result()  # nobody else answers: the request times out
 
     assert "signature does not check" in why(refused.value)
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
     rejected, timed_out = outcome.approvals
     assert (rejected.decision, rejected.channel) == (ApprovalDecision.REJECTED, "web")
     assert timed_out.decision is ApprovalDecision.TIMED_OUT
@@ -131,7 +131,7 @@ async def test_a_signature_for_another_ticket_does_not_carry_over(agent: Harness
         await first.result(), await second.result()
 
     assert "signature does not check" in why(refused.value)
-    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 async def test_a_worker_without_the_inbox_key_takes_no_answer_as_vouched(agent: Harness) -> None:
@@ -143,7 +143,7 @@ async def test_a_worker_without_the_inbox_key_takes_no_answer_as_vouched(agent: 
         await handle.cancel()
         await handle.result()
     assert "signature does not check" in why(refused.value)
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
 
 
 async def test_the_update_from_the_cli_without_a_signature_is_refused_saying_what_is_missing(
@@ -158,7 +158,7 @@ async def test_the_update_from_the_cli_without_a_signature_is_refused_saying_wha
         assert "signature" in process[1], process
         await handle.cancel()
         await handle.result()
-    assert agent.store.refunds() == []
+    assert agent.store.payments.refunds() == []
 
 
 async def _cli_update(client: Client, handle: Handle, payload: dict[str, Any]) -> tuple[int, str]:

@@ -21,8 +21,8 @@ import pytest
 from playwright.async_api import Browser, Request, expect
 from temporalio.testing import WorkflowEnvironment
 
+from activities.business import Business
 from activities.contracts import Outcome, Status
-from activities.store import BusinessStore
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port, start_dev_server
@@ -74,7 +74,7 @@ async def web_ui(tmp_path: Path) -> AsyncIterator[WebUI]:
 
 
 async def test_the_web_ui_shows_an_encrypted_tickets_question_and_outcome_decrypted(
-    web_ui: WebUI, browser: Browser, store: BusinessStore, tmp_path: Path
+    web_ui: WebUI, browser: Browser, store: Business, tmp_path: Path
 ) -> None:
     agent = Harness(web_ui.server.client, store, task_queue=f"support-agent-{uuid.uuid4()}")
     workflow_id = f"ticket-{uuid.uuid4()}"

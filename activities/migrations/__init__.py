@@ -1,6 +1,6 @@
 """Schema migrations of the business store, run by every worker at start-up and by ``agent-worker migrate``.
 
-Without them a column or table added to ``activities.store.metadata`` would reach new databases only:
+Without them a column or table added to ``activities.business.schema.metadata`` would reach new databases only:
 ``create_all`` creates missing tables and never alters one, so a store that already exists would lack the
 column, and the first activity to use it would fail on every retry. Alembic keeps the revisions in
 ``versions/`` and the revision a database is at in its ``alembic_version`` table.

@@ -1,6 +1,6 @@
 """Alembic's entry point: run the business store's migrations on the connection it is handed.
 
-At start-up (``BusinessStore.create``) and in ``agent-worker migrate`` the caller has already opened the
+At start-up (``Business.create``) and in ``agent-worker migrate`` the caller has already opened the
 transaction, and on PostgreSQL taken the advisory lock, so this only binds Alembic to that connection.
 
 Alembic's own command line (configured in pyproject.toml) is for writing a revision; it opens the database
@@ -17,7 +17,7 @@ import os
 import sqlalchemy as sa
 from alembic import context
 
-from activities.store import metadata
+from activities.business.schema import metadata
 
 config = context.config
 

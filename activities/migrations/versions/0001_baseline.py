@@ -1,6 +1,6 @@
 """The schema as it stood when migrations began: the eight tables ``metadata.create_all`` made at start-up.
 
-It is a frozen copy, not an import of ``activities.store.metadata``: that one will change, and this revision
+It is a frozen copy, not an import of ``activities.business.schema.metadata``: that one will change, and this revision
 must build the same database tomorrow as today. It is applied with ``create_all(checkfirst=True)``, the very
 call start-up made before migrations existed, so on a store made back then it creates only what is missing
 (``blobs`` and ``order_events`` came later than the rest) and keeps every existing table and row.

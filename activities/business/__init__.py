@@ -1,0 +1,100 @@
+"""The business side: the outside systems the agent reads and acts on, each behind a port.
+
+Each system is a small ``typing.Protocol``, what the activities ask of it and all they may assume, with an
+embedded implementation behind it in one shared database (``database``, ``schema``), a SQLite file by
+default, PostgreSQL when several workers share it:
+
+- ``orders``: the shop's orders and their event logs (``Orders``, ``SqlOrders``);
+- ``payments``: the payment provider's refunds under idempotency keys, with Stripe's rules, the
+  refund-total guard and settling an unknown outcome (``Payments``, ``SqlPayments``);
+- ``mail``: the outbox, one email per key (``Mail``, ``SqlOutbox``);
+- ``audit``: the workflow's audit trail (``AuditTrail``, ``SqlAuditTrail``);
+- ``model_calls``: the model's call log (``ModelCalls``, ``SqlModelCalls``);
+- ``blobs``: the content store's blobs (``activities.content_store.BlobBackend``, ``SqlBlobs``).
+
+Payments and mail share one idempotency key ledger (``keys``); every port raises the same refusals
+(``refusals``). ``Business`` puts the embedded implementations together over one database: the worker hands
+each activity the ports it needs, and tests and operators read what was paid, mailed and written through it.
+A real provider (Stripe for payments, SMTP for mail) is another implementation of its port, chosen where the
+worker's settings build the business (``agent_worker.config``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from activities.business.audit import SqlAuditTrail
+from activities.business.blobs import SqlBlobs
+from activities.business.database import Database
+from activities.business.keys import KeyLedger
+from activities.business.mail import SqlOutbox
+from activities.business.model_calls import SqlModelCalls
+from activities.business.orders import SqlOrders
+from activities.business.payments import SqlPayments
+
+__all__ = ["Business"]
+
+
+@dataclass(frozen=True)
+class Business:
+    """The embedded outside systems over one database."""
+
+    database: Database
+    orders: SqlOrders
+    payments: SqlPayments
+    mail: SqlOutbox
+    audit: SqlAuditTrail
+    model_calls: SqlModelCalls
+    blobs: SqlBlobs
+
+    @classmethod
+    def at(
+        cls,
+        url: str,
+        *,
+        key_ttl: timedelta = timedelta(hours=24),
+        refund_guard: bool = True,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> Business:
+        """The business in the database at ``url``; idempotency keys live ``key_ttl``, and the payment provider
+        refuses refunds above an order's charge unless ``refund_guard`` is off."""
+        database = Database(url, clock=clock)
+        keys = KeyLedger(database, key_ttl)
+        return cls(
+            database=database,
+            orders=SqlOrders(database),
+            payments=SqlPayments(database, keys, refund_guard=refund_guard),
+            mail=SqlOutbox(database, keys),
+            audit=SqlAuditTrail(database),
+            model_calls=SqlModelCalls(database),
+            blobs=SqlBlobs(database),
+        )
+
+    @classmethod
+    def sqlite(
+        cls,
+        path: Path,
+        *,
+        key_ttl: timedelta = timedelta(hours=24),
+        refund_guard: bool = True,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> Business:
+        """The business in a SQLite file, created with its folder on ``create``."""
+        return cls.at(f"sqlite:///{path}", key_ttl=key_ttl, refund_guard=refund_guard, clock=clock)
+
+    def create(self, *, seed_demo_orders: bool = True) -> Business:
+        """Migrate the schema to the newest revision and seed the demo orders on first use; safe to call on every
+        start, by several workers at once."""
+        self.database.migrate()
+        if seed_demo_orders:
+            self.orders.seed()
+        return self
+
+    def close(self) -> None:
+        self.database.close()
+
+    def __str__(self) -> str:
+        return str(self.database)

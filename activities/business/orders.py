@@ -1,0 +1,87 @@
+"""The shop's orders: what was charged, to whom, and each order's event log (its tracking).
+
+``Orders`` is the port, what the tools read: an order, and its events. ``SqlOrders`` is the embedded shop in
+the business database, which operators and tests also write to (``agent-worker orders add``, the demo
+orders seeded on first use). What has been refunded of an order is not the shop's to say but the payment
+provider's (``Payments.refunded_total``): ``lookup_order`` asks both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from activities.business.database import Database
+from activities.business.refusals import OrderNotFoundError
+from activities.business.schema import order_events, orders
+from activities.contracts import Order
+
+DEMO_ORDERS = (
+    Order(order_id="A-1001", amount_cents=4900, customer_email="ann@example.com"),
+    Order(order_id="A-1002", amount_cents=1500, customer_email="bob@example.com"),
+    Order(order_id="A-1003", amount_cents=12_000, customer_email="cleo@example.com"),
+    Order(order_id="A-1004", amount_cents=899, customer_email="dev@example.com"),
+    Order(order_id="A-1005", amount_cents=2500, customer_email="ann@example.com"),
+)
+
+
+class Orders(Protocol):
+    """The shop's orders, as the tools read them; an order that does not exist raises ``OrderNotFoundError``."""
+
+    def order(self, order_id: str) -> Order: ...
+
+    def events(self, order_id: str) -> list[str]:
+        """The order's event log, oldest first; an order nobody wrote about has none."""
+        ...
+
+
+class SqlOrders:
+    """The embedded shop (``Orders``), with what operators and tests write."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def order(self, order_id: str) -> Order:
+        with self.database.reader.connect() as db:
+            row = db.execute(orders.select().where(orders.c.order_id == order_id)).first()
+        if row is None:
+            raise OrderNotFoundError(f"There is no order {order_id}")
+        return _order(row)
+
+    def events(self, order_id: str) -> list[str]:
+        self.order(order_id)  # no such order is an error, not an empty log
+        with self.database.reader.connect() as db:
+            query = sa.select(order_events.c.event).where(order_events.c.order_id == order_id)
+            return list(db.execute(query.order_by(order_events.c.id)).scalars())
+
+    def add(self, order: Order) -> None:
+        """Add the order, or change its amount and customer if it exists."""
+        statement = self.database.insert(orders).values(**order.model_dump())
+        with self.database.writer.begin() as db:
+            db.execute(
+                statement.on_conflict_do_update(
+                    index_elements=[orders.c.order_id],
+                    set_={
+                        "amount_cents": statement.excluded.amount_cents,
+                        "customer_email": statement.excluded.customer_email,
+                    },
+                )
+            )
+
+    def seed(self, seeded: tuple[Order, ...] = DEMO_ORDERS) -> None:
+        """Add the orders that are not there yet, leaving those that are as they are: safe on every start."""
+        with self.database.writer.begin() as db:
+            db.execute(self.database.insert(orders).on_conflict_do_nothing(), [o.model_dump() for o in seeded])
+
+    def all(self) -> list[Order]:
+        with self.database.reader.connect() as db:
+            return [_order(row) for row in db.execute(orders.select().order_by(orders.c.order_id))]
+
+    def add_event(self, order_id: str, event: str) -> None:
+        with self.database.writer.begin() as db:
+            db.execute(order_events.insert().values(order_id=order_id, event=event))
+
+
+def _order(row: sa.Row[Any]) -> Order:
+    return Order(order_id=row.order_id, amount_cents=row.amount_cents, customer_email=row.customer_email)

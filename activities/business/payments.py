@@ -1,0 +1,194 @@
+"""The payment provider: refunds under idempotency keys, the refund-total guard, and settling a refund whose
+outcome is unknown.
+
+``Payments`` is the port: what the tool activities ask of a provider, and all they may assume. Every
+implementation keeps Stripe's idempotency rules, because that is the contract real providers offer and the
+one a retried activity relies on:
+
+- the same key with the same request pays nothing and returns the first result (same refund number, so
+  the model and the customer see the same text as without the crash);
+- the same key with another request is refused;
+- keys expire (24 hours by default), after which a repeat is a new request;
+- a refund that would take an order's refunded total above what was charged is refused (a setting of the
+  embedded provider, on by default; the crash tests switch it off to show what orchestration alone does).
+
+And one rule Stripe has no word for, which the workflow's reconciliation needs: a key settled as never paid
+is closed, and refuses every later request (``settle_refund``). ``tests/test_payments_contract.py`` holds
+the rules any implementation must pass, through the port alone.
+
+``SqlPayments`` is the embedded provider, in the business database: its charges are the orders' amounts
+(it shares the shop's database), its refunds the ``refunds`` table, its keys the shared key ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from activities.business.database import Database
+from activities.business.keys import KeyLedger
+from activities.business.refusals import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
+from activities.business.schema import idempotency_keys, orders, refunds
+from activities.contracts import RefundReceipt, RefundRequest, money
+
+
+class Payments(Protocol):
+    """The payment provider, as the tools use it. Calls are synchronous (the activities run them in a thread)
+    and raise the refusals of ``activities.business.refusals``."""
+
+    def refund(self, request: RefundRequest) -> RefundReceipt:
+        """Pay ``request`` back, once per idempotency key: a repeat of the same request under its key pays
+        nothing and returns the first receipt, ``replayed``. Refused: another request under the key
+        (``IdempotencyConflictError``), a closed key (``KeyClosedError``), more than is left of the charge
+        (``RefundExceedsChargeError``), no such order (``OrderNotFoundError``)."""
+        ...
+
+    def refund_by_key(self, key: str) -> RefundReceipt | None:
+        """What was paid under ``key``, if anything (expired or not: it is the truth either way)."""
+        ...
+
+    def settle_refund(self, key: str) -> RefundReceipt | None:
+        """How a refund whose outcome is unknown is made final: the refund paid under ``key``, or None, in
+        which case the key is closed at the same moment, so that an attempt still running somewhere (a
+        thread that cannot be cancelled, a request in flight) is refused when it gets here. Either the
+        refund came first and is returned, or the key closed first and the refund never pays."""
+        ...
+
+    def refunded_total(self, order_id: str) -> int:
+        """What has been refunded of the order so far, in cents, by anyone; 0 for none."""
+        ...
+
+
+@dataclass(frozen=True)
+class RefundFingerprint:
+    """What a key's first refund asked for, kept in the key ledger so the key is refused for any other refund.
+
+    It is stored as text in ``idempotency_keys.request`` (``refund A-1001 4900``), beside the fingerprints of
+    emails and of settlements, which are not refunds'. The text is part of the contract with databases
+    already written (a key taken before an upgrade must still hold), so it is written, read and matched here
+    only."""
+
+    order_id: str
+    amount_cents: int
+
+    PREFIX: ClassVar[str] = "refund "
+
+    @classmethod
+    def of(cls, request: RefundRequest) -> RefundFingerprint:
+        return cls(order_id=request.order_id, amount_cents=request.amount_cents)
+
+    def to_text(self) -> str:
+        return f"{self.PREFIX}{self.order_id} {self.amount_cents}"
+
+    @classmethod
+    def from_text(cls, text: str) -> RefundFingerprint | None:
+        """The fingerprint ``to_text`` wrote; None for what another kind of request wrote."""
+        if not text.startswith(cls.PREFIX):
+            return None
+        order_id, _, amount = text.removeprefix(cls.PREFIX).rpartition(" ")
+        return cls(order_id=order_id, amount_cents=int(amount))
+
+    @classmethod
+    def stored_in(cls, column: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+        """The SQL condition that a stored request is a refund's: a key an email or a settlement took names
+        no refund, even if its ``result_id`` happens to equal one's."""
+        return column.startswith(cls.PREFIX)
+
+
+class SqlPayments:
+    """The embedded payment provider (``Payments``), with the refund-total guard on unless told otherwise."""
+
+    def __init__(self, database: Database, keys: KeyLedger, *, refund_guard: bool = True) -> None:
+        self.database = database
+        self.keys = keys
+        self.refund_guard = refund_guard
+
+    def refund(self, request: RefundRequest) -> RefundReceipt:
+        asked = RefundFingerprint.of(request)
+        with self.database.writer.begin() as db:
+            if request.idempotency_key is not None:
+                first = self.keys.claim(db, request.idempotency_key, asked.to_text())
+                if first is not None:
+                    return self._first_refund(db, request.idempotency_key, asked, first)
+            order = db.execute(
+                sa.select(orders.c.amount_cents).where(orders.c.order_id == request.order_id).with_for_update()
+            ).first()  # the row lock serialises refunds of one order, so the guard's sum stays true
+            if order is None:
+                raise OrderNotFoundError(f"There is no order {request.order_id}")
+            if self.refund_guard:
+                refunded = _refunded(db, request.order_id)
+                if refunded + request.amount_cents > order.amount_cents:
+                    raise RefundExceedsChargeError(
+                        f"Refusing to refund {money(request.amount_cents)} on {request.order_id}: "
+                        f"{money(refunded)} of {money(order.amount_cents)} is already refunded"
+                    )
+            refund_id = db.execute(
+                refunds.insert().returning(refunds.c.id),
+                {"order_id": request.order_id, "amount_cents": request.amount_cents,
+                 "idempotency_key": request.idempotency_key, "created_at": self.database.clock()},
+            ).scalar_one()  # fmt: skip
+            self.keys.record(db, request.idempotency_key, refund_id)
+        return RefundReceipt(refund_id=refund_id, order_id=request.order_id, amount_cents=request.amount_cents)
+
+    def _first_refund(self, db: Connection, key: str, asked: RefundFingerprint, first: sa.Row[Any]) -> RefundReceipt:
+        """The receipt of the key's first request, if this is the same request; refused if not."""
+        taken = RefundFingerprint.from_text(first.request)
+        if taken != asked:
+            used_for = (
+                "another request" if taken is None else f"a refund of {money(taken.amount_cents)} on {taken.order_id}"
+            )
+            raise IdempotencyConflictError(
+                f"Idempotency key {key} was used for {used_for}, not {money(asked.amount_cents)} on {asked.order_id}"
+            )
+        row = db.execute(refunds.select().where(refunds.c.id == first.result_id)).one()
+        return _receipt(row, replayed=True)
+
+    def refund_by_key(self, key: str) -> RefundReceipt | None:
+        with self.database.reader.connect() as db:
+            return _refund_under(db, key)
+
+    def settle_refund(self, key: str) -> RefundReceipt | None:
+        """The key is held first (a racing refund under it commits before this reads), and closed in the same
+        transaction that finds nothing under it."""
+        with self.database.writer.begin() as db:
+            self.keys.hold(db, key)
+            found = _refund_under(db, key)
+            if found is None:
+                self.keys.close(db, key)
+        return found
+
+    def refunded_total(self, order_id: str) -> int:
+        with self.database.reader.connect() as db:
+            return _refunded(db, order_id)
+
+    def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
+        """Every refund paid (of one order, if given), oldest first: for tests and operators."""
+        query = refunds.select().order_by(refunds.c.id)
+        if order_id is not None:
+            query = query.where(refunds.c.order_id == order_id)
+        with self.database.reader.connect() as db:
+            return [_receipt(row) for row in db.execute(query)]
+
+
+def _refunded(db: Connection, order_id: str) -> int:
+    total: int = db.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(refunds.c.amount_cents), 0)).where(refunds.c.order_id == order_id)
+    ).scalar_one()
+    return total
+
+
+def _refund_under(db: Connection, key: str) -> RefundReceipt | None:
+    row = db.execute(
+        sa.select(refunds)
+        .join(idempotency_keys, idempotency_keys.c.result_id == refunds.c.id)
+        .where(idempotency_keys.c.key == key)
+        .where(RefundFingerprint.stored_in(idempotency_keys.c.request))
+    ).first()
+    return None if row is None else _receipt(row, replayed=True)
+
+
+def _receipt(row: sa.Row[Any], *, replayed: bool = False) -> RefundReceipt:
+    return RefundReceipt(refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=replayed)

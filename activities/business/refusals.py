@@ -1,0 +1,25 @@
+"""What the outside systems refuse: requests that asking again will not change.
+
+They belong to the ports, not to any one implementation: the embedded ones raise them, and an adapter for a
+real provider translates its own refusals into the same ones (Stripe, for one, answers a key reused for
+another request with an ``idempotency_error``, and refuses a refund above what is left of the charge). The
+tool activities turn each into a non-retryable ``ApplicationError`` that the model and a person can act on.
+"""
+
+from __future__ import annotations
+
+
+class OrderNotFoundError(LookupError):
+    """No such order: asking again will not make one appear."""
+
+
+class IdempotencyConflictError(ValueError):
+    """A key was reused for a different request, which Stripe refuses rather than guess."""
+
+
+class RefundExceedsChargeError(ValueError):
+    """The refund would take the order's refunded total above what was charged."""
+
+
+class KeyClosedError(ValueError):
+    """Reconciliation settled this key as never paid: a late attempt under it must not pay."""

@@ -1,0 +1,74 @@
+"""The business database's tables: one SQLAlchemy Core schema for SQLite and PostgreSQL.
+
+Each outside system's embedded implementation reads and writes its own tables: ``orders`` and
+``order_events`` (``activities.business.orders``), ``refunds`` (``payments``), ``emails`` (``mail``),
+``idempotency_keys`` (the key ledger of payments and mail, ``keys``), ``audit_log`` (``audit``),
+``model_calls`` (``model_calls``) and ``blobs`` (``blobs``). They are declared together because they are
+one database with one history of revisions: ``metadata`` is what the migrations (``activities/migrations``)
+bring a database to, and what ``tests/test_migrations.py`` compares a migrated database with, on both
+backends. A change here needs a revision.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+orders = sa.Table(
+    "orders", metadata,
+    sa.Column("order_id", sa.Text, primary_key=True),
+    sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents >= 0"), nullable=False),
+    sa.Column("customer_email", sa.Text, nullable=False),
+)  # fmt: skip
+refunds = sa.Table(
+    "refunds", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
+    sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents > 0"), nullable=False),
+    sa.Column("idempotency_key", sa.Text, index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+emails = sa.Table(
+    "emails", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("to_address", sa.Text, nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.Text, index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+idempotency_keys = sa.Table(
+    "idempotency_keys", metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("request", sa.Text, nullable=False),  # what was asked the first time, to refuse another request
+    sa.Column("result_id", sa.Integer),  # the refund or email it produced, once committed
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("closed_at", sa.DateTime(timezone=True)),  # settled as never paid: refused for ever, never expires
+)  # fmt: skip
+model_calls = sa.Table(
+    "model_calls", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ticket_id", sa.Text, nullable=False, index=True),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+audit_log = sa.Table(
+    "audit_log", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ticket_id", sa.Text, nullable=False, index=True),
+    sa.Column("entry", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.Text, unique=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+blobs = sa.Table(
+    "blobs", metadata,
+    sa.Column("key", sa.Text, primary_key=True),  # sha256:<hex> of the data: a key names one content forever
+    sa.Column("data", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+order_events = sa.Table(
+    "order_events", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
+    sa.Column("event", sa.Text, nullable=False),
+)  # fmt: skip
