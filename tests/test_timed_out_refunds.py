@@ -28,7 +28,7 @@ from agent_worker.replay import HISTORIES, replay
 from tests.crashlab import Lab
 from tests.harness import Handle, activity_attempts, events, ticket
 from tests.variants import ReconcilesWithoutPatch
-from workflows.support_agent import RECONCILE_PATCH
+from workflows.patches import Patch
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +135,7 @@ async def test_a_timed_out_refund_is_looked_up_before_the_model_hears_of_it_so_a
     assert [r.amount_cents for r in run.outcome.refunds] == [4900]
     assert run.model_calls() == 4
     markers = await events(run.handle, EventType.EVENT_TYPE_MARKER_RECORDED)
-    assert RECONCILE_PATCH in str(markers)
+    assert Patch.RECONCILE_TIMED_OUT_REFUNDS.value in str(markers)
 
 
 async def test_a_timed_out_refund_that_never_paid_is_reported_as_not_made_and_is_paid_once_when_asked_again(

@@ -19,6 +19,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
+from workflows.patches import Patch
+
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
         APPROVAL_REQUEST_MEMO,
@@ -41,14 +43,6 @@ from workflows.failures import ToolError
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 
-APPROVER_CHECK = "approver-check"
-"""Patch: only the ticket's approvers (or the worker's default ones) may release a refund. Runs that were
-already waiting before it keep accepting anyone, as they were promised."""
-
-APPROVAL_REQUESTS = "approval-requests"
-"""Patch: requests have ids and deadlines that answers are held to, the first valid answer decides, every
-answer is audited, and the search attribute is cleared before the ticket continues as new. Runs that were
-waiting before it keep the last-answer-wins rules they were started under (``ApprovalDesk.strict``)."""
 
 Audit = Callable[[str], Awaitable[None]]
 """Write an entry to the ticket's audit trail."""
@@ -129,7 +123,7 @@ class ApprovalGate:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
         must hear otherwise."""
         strict = self.desk.strict = self._requests_patched()
-        if workflow.patched(APPROVER_CHECK) and self.approvers is None:
+        if workflow.patched(Patch.APPROVER_CHECK) and self.approvers is None:
             self.approvers = options.approvers or await workflow.execute_activity_method(
                 PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
             )
@@ -213,7 +207,7 @@ class ApprovalGate:
     def _requests_patched(self) -> bool:
         """Whether this run follows the APPROVAL_REQUESTS rules (a method, so that ``tests/variants.py`` can
         ship the rules without their patch and show that the replay gate catches it)."""
-        return workflow.patched(APPROVAL_REQUESTS)
+        return workflow.patched(Patch.APPROVAL_REQUESTS)
 
     def _leave(self) -> None:
         """Nothing waits any more, as far as visibility can tell: cleared on every way out of a wait."""

@@ -15,21 +15,13 @@ from typing import NoReturn
 
 from temporalio import workflow
 
+from workflows.patches import Patch
+
 with workflow.unsafe.imports_passed_through():
     from activities.content_store import ContentActivities
     from activities.contracts import Message, RecordsArchive, ToolCallRecord, UsageReport
     from workflows import policies
 
-LINEAR_HISTORY = "linear-history"
-"""Patch: ``think`` gets only what is new since the last step and the key of the conversation so far (the
-activity keeps the conversation in the content store), and the ticket continues as a new run after
-``continue_as_new_after_steps`` model calls or when the server suggests it. Runs started before it replay
-sending the whole conversation every step."""
-
-ARCHIVE_RECORDS = "archive-records"
-"""Patch: a run that continues as new hands its tool calls and per-call usage to the content store and
-carries only the archive's key, so what one run hands the next does not grow with the ticket (a 1,000-step
-ticket carried 615 KB). Runs that continued before it carried them inline, and still replay so."""
 
 HandOver = Callable[[int, list[Message]], Awaitable[NoReturn]]
 """Hand everything to a new run: the steps taken and the turns not yet sent (and whatever waits, which the
@@ -66,7 +58,7 @@ class Continuation:
     async def archive(self, tool_calls: list[ToolCallRecord], usage: UsageReport) -> bool:
         """Hand this run's tool calls and per-call usage to the content store (the ARCHIVE_RECORDS patch),
         chained to the archive of the runs before; whether it did, and the run need no longer carry them."""
-        if not (workflow.patched(ARCHIVE_RECORDS) and (tool_calls or usage.steps)):
+        if not (workflow.patched(Patch.ARCHIVE_RECORDS) and (tool_calls or usage.steps)):
             return False
         self.archive_ref = await workflow.execute_activity_method(
             ContentActivities.archive_records,

@@ -13,6 +13,8 @@ import asyncio
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
+from workflows.patches import Patch
+
 
 class ToolError(Exception):
     """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
@@ -34,18 +36,12 @@ def cause(error: ActivityError) -> str:
     return str(inner) or type(inner).__name__
 
 
-CANCEL_CLEANLY = "cancel-cleanly"
-"""Patch: a cancel ends the ticket as ``cancelled`` with an audit entry saying who and why, and waits for a
-refund in flight to end paid or refused for good. Runs cancelled before it went on as "the tool failed" or
-ended as failed, and replay so."""
-
-
 def raise_if_cancelled(error: ActivityError) -> None:
     """A cancel of the ticket reaches an activity in flight, which fails with it: make it the cancel again,
     so that it ends the ticket instead of reading to the model as "the tool failed" or ending it as failed."""
     if (
         isinstance(error.cause, CancelledError)
         and workflow.cancellation_reason() is not None
-        and workflow.patched(CANCEL_CLEANLY)
+        and workflow.patched(Patch.CANCEL_CLEANLY)
     ):
         raise asyncio.CancelledError from error

@@ -14,21 +14,13 @@ The numbers follow from what each call is and from what a crash must cost:
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TypedDict
 
 from temporalio.common import RetryPolicy
-
-
-class ActivityOptions(TypedDict, total=False):
-    start_to_close_timeout: timedelta
-    schedule_to_close_timeout: timedelta
-    heartbeat_timeout: timedelta
-    retry_policy: RetryPolicy
-
+from temporalio.workflow import ActivityConfig
 
 HEARTBEAT = timedelta(seconds=5)
 
-THINK: ActivityOptions = {
+THINK: ActivityConfig = {
     "start_to_close_timeout": timedelta(minutes=2),
     "heartbeat_timeout": HEARTBEAT,
     "retry_policy": RetryPolicy(
@@ -36,7 +28,7 @@ THINK: ActivityOptions = {
     ),
 }
 
-LOOKUP_ORDER: ActivityOptions = {
+LOOKUP_ORDER: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
     "start_to_close_timeout": timedelta(seconds=10),
     "retry_policy": RetryPolicy(
@@ -44,7 +36,7 @@ LOOKUP_ORDER: ActivityOptions = {
     ),
 }
 
-ISSUE_REFUND: ActivityOptions = {
+ISSUE_REFUND: ActivityConfig = {
     "start_to_close_timeout": timedelta(seconds=30),
     "schedule_to_close_timeout": timedelta(hours=1),
     "heartbeat_timeout": HEARTBEAT,
@@ -53,13 +45,13 @@ ISSUE_REFUND: ActivityOptions = {
     ),
 }
 
-FIND_REFUND: ActivityOptions = {
+FIND_REFUND: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
     "start_to_close_timeout": timedelta(seconds=10),
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
-SEND_EMAIL: ActivityOptions = {
+SEND_EMAIL: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
     "start_to_close_timeout": timedelta(seconds=30),
     "retry_policy": RetryPolicy(
@@ -67,27 +59,27 @@ SEND_EMAIL: ActivityOptions = {
     ),
 }
 
-AUDIT: ActivityOptions = {
+AUDIT: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
     "start_to_close_timeout": timedelta(seconds=10),
     # The trail must be written: retried until it is, like the provider lookup above.
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
-DEFAULT_APPROVERS: ActivityOptions = {
+DEFAULT_APPROVERS: ActivityConfig = {
     # It answers from the worker's settings at once, so it needs no heartbeat: a start-to-close as short as
     # the others' heartbeat timeout makes a worker killed in the middle cost no more than elsewhere.
     "start_to_close_timeout": HEARTBEAT,
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
-VOUCHED: ActivityOptions = DEFAULT_APPROVERS
+VOUCHED: ActivityConfig = DEFAULT_APPROVERS
 """Checks a signature against the worker's keys at once, like ``default_approvers``."""
 
-ORDER_EVENTS: ActivityOptions = LOOKUP_ORDER
+ORDER_EVENTS: ActivityConfig = LOOKUP_ORDER
 """A read like ``lookup_order``; a long log is stored by the activity, so it takes no longer to record."""
 
-ARCHIVE_RECORDS: ActivityOptions = {
+ARCHIVE_RECORDS: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
     "start_to_close_timeout": timedelta(seconds=30),
     # The next run carries only the key: the ticket cannot continue until the records are stored.
@@ -95,10 +87,10 @@ ARCHIVE_RECORDS: ActivityOptions = {
 }
 
 
-ALL: tuple[ActivityOptions, ...] = (
+ALL: tuple[ActivityConfig, ...] = (
     THINK, LOOKUP_ORDER, ISSUE_REFUND, FIND_REFUND, SEND_EMAIL, AUDIT, DEFAULT_APPROVERS, ARCHIVE_RECORDS,
 )  # fmt: skip
-LONGEST_ATTEMPT: timedelta = max(options["start_to_close_timeout"] for options in ALL)
+LONGEST_ATTEMPT: timedelta = max(options.get("start_to_close_timeout") or timedelta(0) for options in ALL)
 """The longest one attempt of any activity may run: a model call's two minutes. A worker told to stop gives its
 activities in flight this long to finish (``AGENT_GRACEFUL_SHUTDOWN_SECONDS``), so a deploy never cuts a call
 short that the next worker would then make, and pay for, again."""

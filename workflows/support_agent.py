@@ -40,6 +40,8 @@ from typing import Any, NoReturn
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from workflows.patches import Patch
+
 # Everything this module imports is passed through the sandbox: loaded once per worker, not once per run.
 # The sandbox re-imports the module a workflow is defined in for every run it starts or replays; for the
 # rest (contracts, activity references, and the workflow's own helpers, deterministic modules in files of
@@ -87,24 +89,17 @@ with workflow.unsafe.imports_passed_through():
     from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
     from workflows import policies
-    from workflows.approvals import APPROVER_CHECK, AWAITING_APPROVAL, ApprovalGate
-    from workflows.continuation import ARCHIVE_RECORDS, LINEAR_HISTORY, Continuation
-    from workflows.failures import CANCEL_CLEANLY, ToolError, cause, is_refusal, raise_if_cancelled
-    from workflows.tools import RECONCILE_PATCH, Tool, Toolbox, reconcile, ticket_key
-    from workflows.waits import CUSTOMER_REPLIES, Events, Replies
+    from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
+    from workflows.continuation import Continuation
+    from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+    from workflows.tools import Tool, Toolbox, reconcile, ticket_key
+    from workflows.waits import Events, Replies
 
 __all__ = [
-    "APPROVER_CHECK",
-    "ARCHIVE_RECORDS",
     "AWAITING_APPROVAL",
-    "CANCEL_CLEANLY",
-    "CLOSING_AUDIT",
     "CUT_OFF",
-    "LINEAR_HISTORY",
-    "RECONCILE_PATCH",
     "REFUSED",
     "STOPPED",
-    "SUMMARIZE_OLD_TURNS",
     "TOO_LONG",
     "SupportAgent",
     "Tool",
@@ -115,18 +110,6 @@ __all__ = [
 ]
 """The workflow, and the names other modules and tests import from here (defined where they belong)."""
 
-CLOSING_AUDIT = "audit-ticket-close"
-"""Patch: tickets the agent handled write a closing audit entry (status, steps, amount refunded). Runs
-started before it replay without the entry; retire the patch (``workflow.deprecate_patch``, then remove it)
-once no run started before it can still be open: the approval timeout bounds that at 24 hours by default."""
-
-AUDIT_KEYS_PER_RUN = "audit-keys-per-run"
-"""Patch: audit entries are keyed by the run that writes them, not the ticket's first run, which a reset keeps:
-keyed so, a reset run's entries were taken for the failed run's and dropped. Runs before it replay unchanged."""
-
-SUMMARIZE_OLD_TURNS = "summarize-old-turns"
-"""Patch: a conversation whose last model call read more than ``summarize_above_tokens`` is summarised by the
-model before the next step. Only runs past the threshold meet it, and none recorded before it was."""
 
 CUT_OFF = (
     "Your reply was cut off at the maximum length before it was complete, so none of its tool calls ran. "
@@ -189,7 +172,7 @@ class SupportAgent:
         try:
             outcome = await self._converse(carried)
         except asyncio.CancelledError:
-            if not workflow.patched(CANCEL_CLEANLY):
+            if not workflow.patched(Patch.CANCEL_CLEANLY):
                 raise
             outcome = await self._cancelled()
         self._replies.closed = self._replies.closed or "it is closed"
@@ -199,7 +182,7 @@ class SupportAgent:
             )
         await self._gate.flush()
         await self._write_notes()
-        if workflow.patched(CLOSING_AUDIT):
+        if workflow.patched(Patch.CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
             await self._audit(
                 f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
@@ -325,7 +308,7 @@ class SupportAgent:
         so far is ``self._conversation_ref``. Without it, ``messages`` is the whole conversation."""
         ticket = self._ticket
         self._continuation.linear = carried is not None or (
-            ticket.options.linear_history and workflow.patched(LINEAR_HISTORY)
+            ticket.options.linear_history and workflow.patched(Patch.LINEAR_HISTORY)
         )
         messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
         first = 1 if carried is None else carried.steps_taken + 1
@@ -392,7 +375,7 @@ class SupportAgent:
             replies.closed = f"it was closed as {answered.status.value}, for a person to take over"
             return None
         window = self._ticket.options.reply_window_seconds
-        if not (window or replies.pending) or not workflow.patched(CUSTOMER_REPLIES):
+        if not (window or replies.pending) or not workflow.patched(Patch.CUSTOMER_REPLIES):
             replies.closed = "it is closed"
             return None
         await self._write_notes()
@@ -427,7 +410,7 @@ class SupportAgent:
         numbers its entries from the reset point again, and they are new entries, not the failed run's."""
         self._audits += 1
         info = workflow.info()
-        run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(AUDIT_KEYS_PER_RUN) else ticket_key()
+        run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(Patch.AUDIT_KEYS_PER_RUN) else ticket_key()
         await workflow.execute_activity_method(
             ToolActivities.audit,
             AuditEntry(ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{run}/{self._audits}"),
@@ -491,7 +474,7 @@ class SupportAgent:
             and self._conversation_ref is not None
             and limit is not None
             and self._context_tokens > limit
-            and workflow.patched(SUMMARIZE_OLD_TURNS)
+            and workflow.patched(Patch.SUMMARIZE_OLD_TURNS)
         )
 
     async def _summarize(self, step: int, messages: list[Message]) -> list[Message]:

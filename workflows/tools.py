@@ -29,6 +29,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from workflows.patches import Patch
+
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
@@ -61,24 +63,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.approvals import ApprovalGate
-from workflows.failures import CANCEL_CLEANLY, ToolError, cause, is_refusal, raise_if_cancelled
-from workflows.waits import EVENT_WAITS, Events
-
-RECONCILE_PATCH = "reconcile-timed-out-refunds"
-"""Runs recorded before reconciliation existed replay without it: their histories have no such marker."""
-
-OWN_ORDERS = "own-orders-only"
-"""Patch: tools act only on the ticket's customer's orders, looked up first where the model did not. Runs
-started before it replay without the extra lookups."""
-
-KEYS_PER_TICKET = "keys-per-ticket"
-"""Patch: refunds and emails are keyed by the ticket's id, not by the workflow that runs it, so the same ticket
-started twice (a retried webhook, another workflow id) pays and mails once. Runs before it keyed by workflow
-id and first run id, and keep doing so."""
-
-REFUND_PARTS = "refund-parts"
-"""Patch: per-order refund keys name the part (``refund:<ticket>/<order>/<n>``) and further parts need a
-person; runs started before it keep ``refund:<order>``."""
+from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+from workflows.waits import Events
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
@@ -199,24 +185,24 @@ class Toolbox:
     # --- the tools ---
 
     async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs) -> str:
-        if workflow.patched(OWN_ORDERS):
+        if workflow.patched(Patch.OWN_ORDERS):
             return (await self._own_order(args.order_id, look_up=True)).model_dump_json()
         order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **policies.LOOKUP_ORDER)
         return order.model_dump_json()
 
     async def _order_events(self, _step: int, _call: ToolUseBlock, args: OrderEventsArgs) -> ToolOutput:
-        if workflow.patched(OWN_ORDERS):
+        if workflow.patched(Patch.OWN_ORDERS):
             await self._own_order(args.order_id)
         return await workflow.execute_activity_method(ToolActivities.order_events, args, **policies.ORDER_EVENTS)
 
     async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
         options = self._ticket.options
-        if not workflow.patched(OWN_ORDERS):
+        if not workflow.patched(Patch.OWN_ORDERS):
             if args.amount_cents > options.approval_limit_cents:
                 await self._gate.wait(args.amount_cents, args.order_id, options)
             return await self._refund(args, self._refund_key(step, call, args))
         await self._own_order(args.order_id)
-        parts = workflow.patched(REFUND_PARTS)
+        parts = workflow.patched(Patch.REFUND_PARTS)
         if why := self._needs_person(args, parts=parts):
             workflow.logger.info("refund waits for a person", extra={"why": why})
             request_id = await self._gate.wait(args.amount_cents, args.order_id, options)
@@ -271,7 +257,7 @@ class Toolbox:
         ends the ticket. Runs before the patch cancelled the refund where it stood."""
         request = RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key)
         settle = asyncio.ensure_future(self._settle(request))
-        if not workflow.patched(CANCEL_CLEANLY):
+        if not workflow.patched(Patch.CANCEL_CLEANLY):
             return await settle
         try:
             return await asyncio.shield(settle)
@@ -321,7 +307,7 @@ class Toolbox:
 
     async def _wait_for_delivery_scan(self, _step: int, call: ToolUseBlock, args: WaitForDeliveryScanArgs) -> str:
         """Park the ticket until an event about the order arrives (or came already), or the hours run out."""
-        if not workflow.patched(EVENT_WAITS):  # as runs before the tool read a call to it
+        if not workflow.patched(Patch.EVENT_WAITS):  # as runs before the tool read a call to it
             raise ToolError(f"There is no tool named {call.name!r}.")
         await self._own_order(args.order_id)
         event = await self._events.wait_for(args.order_id, args.hours)
@@ -350,14 +336,14 @@ class Toolbox:
         run of the ticket (steps are numbered across runs). Keyed per ticket, a call is named by its place in
         the step rather than by the id the model gave it: a duplicate run of the ticket, whose model named its
         calls anew, sends the same email under the same key, and so sends nothing."""
-        if not workflow.patched(KEYS_PER_TICKET):
+        if not workflow.patched(Patch.KEYS_PER_TICKET):
             return f"{ticket_key()}/{step}/{call.id}"
         index = next(n for n, c in enumerate(self.step_calls) if c.id == call.id)
         return f"{self._ticket_key()}/{step}/{index}"
 
     def _ticket_key(self) -> str:
         """What names the ticket in the keys of what it does to the world (the KEYS_PER_TICKET patch)."""
-        return f"ticket:{self._ticket.ticket_id}" if workflow.patched(KEYS_PER_TICKET) else ticket_key()
+        return f"ticket:{self._ticket.ticket_id}" if workflow.patched(Patch.KEYS_PER_TICKET) else ticket_key()
 
     def _refund_key(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str | None:
         return {
@@ -385,7 +371,12 @@ async def reconcile(options: TicketOptions, request: RefundRequest, error: Activ
     attempt outlives its timeout, and with the default per-order key even that could not pay twice.
     """
     key = request.idempotency_key
-    if key is None or not options.reconcile_refunds or is_refusal(error) or not workflow.patched(RECONCILE_PATCH):
+    if (
+        key is None
+        or not options.reconcile_refunds
+        or is_refusal(error)
+        or not workflow.patched(Patch.RECONCILE_TIMED_OUT_REFUNDS)
+    ):
         raise error
     found = await workflow.execute_activity_method(ToolActivities.find_refund, key, **policies.FIND_REFUND)
     workflow.logger.warning(

@@ -46,13 +46,6 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.continuation import Continuation
 
-CUSTOMER_REPLIES = "customer-replies"
-"""Patch: an answered ticket stays open for replies, and replies taken while it worked start a new turn. Only
-tickets with a reply window or a reply meet it; runs before it closed with their first answer."""
-
-EVENT_WAITS = "event-waits"
-"""Patch: the ``wait_for_delivery_scan`` tool. Runs before it had no such tool."""
-
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 
 MAX_KEPT_EVENTS = 100

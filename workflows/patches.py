@@ -1,0 +1,74 @@
+"""Every patch of the workflow in one place: what it guards, and when it may go.
+
+A patch (``workflow.patched``) lets new code take a new path for new runs while runs started before it replay
+the old path they recorded. Each lives here, under the name the code tests it by, with what the old path was.
+
+**Retiring one.** A patch may go once no open run was started before its release, since only those can replay
+the old path. How long that takes is bounded by how long a ticket can stay open: its SLA (at most ten years,
+one day by default) gates only its start, so the bound is the longest wait a run can make without a model call,
+an approval's timeout (at most 90 days) or a reply window (at most 90 days), chained over the ticket's turns.
+In practice: list the open runs started before the release
+(``temporal workflow list --query "ExecutionStatus = 'Running' AND StartTime < '<release>'"``); when there are
+none, replace ``workflow.patched(P)`` with ``workflow.deprecate_patch(P)`` and the new path alone, release, and
+after one more such wait remove the call. The stored histories that record the old path go with it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Patch(StrEnum):
+    RECONCILE_TIMED_OUT_REFUNDS = "reconcile-timed-out-refunds"
+    """A keyed refund whose outcome is unknown is settled with the provider before the model hears of it. Runs
+    before it told the model "the tool failed"."""
+
+    CLOSING_AUDIT = "audit-ticket-close"
+    """Tickets the agent handled write a closing audit entry (status, steps, amount refunded)."""
+
+    APPROVER_CHECK = "approver-check"
+    """Only the ticket's approvers (or the worker's default ones) may release a refund. Runs already waiting
+    before it keep accepting anyone, as they were promised."""
+
+    LINEAR_HISTORY = "linear-history"
+    """``think`` gets only what is new since the last step and the key of the conversation so far, and the ticket
+    continues as a new run after ``continue_as_new_after_steps`` model calls or when the server suggests it. Runs
+    before it send the whole conversation every step."""
+
+    SUMMARIZE_OLD_TURNS = "summarize-old-turns"
+    """A conversation whose last model call read more than ``summarize_above_tokens`` is summarised first."""
+
+    ARCHIVE_RECORDS = "archive-records"
+    """A run that continues as new hands its tool calls and per-call usage to the content store and carries only
+    the archive's key. Runs before it carried them inline."""
+
+    APPROVAL_REQUESTS = "approval-requests"
+    """Requests have ids and deadlines that answers are held to, the first valid answer decides, every answer is
+    audited, and the search attribute is cleared before the ticket continues as new. Runs waiting before it keep
+    the last-answer-wins rules they were started under (``ApprovalDesk.strict``)."""
+
+    OWN_ORDERS = "own-orders-only"
+    """Tools act only on the ticket's customer's orders, looked up first where the model did not."""
+
+    REFUND_PARTS = "refund-parts"
+    """Per-order refund keys name the part (``refund:<ticket>/<order>/<n>``) and further parts need a person.
+    Runs before it keep ``refund:<order>``."""
+
+    CANCEL_CLEANLY = "cancel-cleanly"
+    """A cancel ends the ticket as ``cancelled`` with an audit entry, and waits for a refund in flight to end paid
+    or refused for good. Runs cancelled before it went on as "the tool failed" or ended as failed."""
+
+    KEYS_PER_TICKET = "keys-per-ticket"
+    """Refunds and emails are keyed by the ticket's id, not the workflow that runs it, so the same ticket started
+    twice pays and mails once. Runs before it keyed by workflow id and first run id."""
+
+    CUSTOMER_REPLIES = "customer-replies"
+    """An answered ticket stays open for replies, and replies taken while it worked start a new turn. Only tickets
+    with a reply window or a reply meet it; runs before it closed with their first answer."""
+
+    EVENT_WAITS = "event-waits"
+    """The ``wait_for_delivery_scan`` tool. Runs before it had no such tool."""
+
+    AUDIT_KEYS_PER_RUN = "audit-keys-per-run"
+    """Audit entries are keyed by the run that writes them, not the ticket's first run, which a reset keeps: keyed
+    so, a reset run's entries were taken for the failed run's and dropped."""
