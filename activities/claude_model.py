@@ -29,7 +29,6 @@ from anthropic import types as api
 from temporalio.exceptions import ApplicationError
 
 from activities.contracts import (
-    TOOL_SPECS,
     ContentBlock,
     Decision,
     Message,
@@ -45,6 +44,7 @@ from activities.contracts import (
 )
 from activities.pricing import ModelPrice, priced
 from activities.prompt import ticket_context
+from activities.tools import TOOLS
 
 log = structlog.get_logger(__name__)
 
@@ -151,8 +151,8 @@ class ClaudeModel:
 def tool_definitions() -> list[api.ToolParam]:
     """The tools as Claude sees them, from the argument models the workflow validates calls with."""
     tools: list[api.ToolParam] = [
-        {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema()}
-        for spec in TOOL_SPECS.values()
+        {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema()}
+        for tool in TOOLS.values()
     ]
     tools[-1]["cache_control"] = CACHE
     return tools

@@ -11,9 +11,7 @@ activities import nothing from workflows.
 
 from __future__ import annotations
 
-import inspect
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -432,74 +430,6 @@ class Summary(Contract):
 
 
 # --- tools: arguments (what the model must send) and results (what the activities return) ------------------
-
-
-class LookupOrderArgs(Contract):
-    """Look up an order: its amount and the customer's email address. Always do this before refunding."""
-
-    order_id: OrderId = Field(description="The order id, such as A-1001.")
-
-
-class IssueRefundArgs(Contract):
-    """Refund part or all of an order to the customer's original payment method."""
-
-    order_id: OrderId = Field(description="The order id, such as A-1001.")
-    amount_cents: Cents = Field(description="The amount to refund, in cents.")
-
-
-class SendEmailArgs(Contract):
-    """Send an email to the customer about their ticket."""
-
-    to: EmailAddress = Field(description="The customer's email address.")
-    subject: NonEmpty = Field(max_length=200)
-    body: NonEmpty = Field(max_length=20_000)
-
-
-class OrderEventsArgs(Contract):
-    """Read an order's event log: every carrier scan, status change and note about it, oldest first. Long:
-    use it when the customer's question is about what happened to the parcel."""
-
-    order_id: OrderId = Field(description="The order id, such as A-1001.")
-
-
-class WaitForDeliveryScanArgs(Contract):
-    """Wait until the carrier reports a scan of the order's parcel (or another event about the order), or until
-    the hours run out, and say which. The ticket waits without costing anything; use it when the parcel may
-    still be on its way and the customer can be answered once the carrier says where it is."""
-
-    order_id: OrderId = Field(description="The order id, such as A-1001.")
-    hours: Annotated[int, Field(ge=1, le=30 * 24)] = Field(description="How many hours to wait at most.")
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool as both sides see it: the workflow validates a call's arguments with ``args`` before anything
-    runs, and the model adapter describes the tool to the model from the same class (its docstring and its
-    JSON schema), so what the model is told and what is enforced cannot drift apart."""
-
-    name: str
-    args: type[Contract]
-    read_only: bool
-    """Changes nothing in the world, so several calls may run at once; the others run one at a time."""
-
-    @property
-    def description(self) -> str:
-        return inspect.cleandoc(self.args.__doc__ or "")
-
-    def input_schema(self) -> dict[str, Any]:
-        return self.args.model_json_schema()
-
-
-TOOL_SPECS: dict[str, ToolSpec] = {
-    spec.name: spec
-    for spec in (
-        ToolSpec("lookup_order", LookupOrderArgs, read_only=True),
-        ToolSpec("issue_refund", IssueRefundArgs, read_only=False),
-        ToolSpec("send_email", SendEmailArgs, read_only=False),
-        ToolSpec("order_events", OrderEventsArgs, read_only=True),
-        ToolSpec("wait_for_delivery_scan", WaitForDeliveryScanArgs, read_only=False),
-    )
-}
 
 
 class AuditEntry(Contract):

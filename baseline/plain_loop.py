@@ -31,11 +31,8 @@ from activities.business import Business
 from activities.contracts import (
     Decision,
     EmailRequest,
-    IssueRefundArgs,
-    LookupOrderArgs,
     Message,
     RefundRequest,
-    SendEmailArgs,
     ThinkRequest,
     TicketContext,
     ToolResultBlock,
@@ -44,6 +41,7 @@ from activities.contracts import (
 )
 from activities.model import LanguageModel
 from activities.scripted_model import ScriptedModel
+from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
 from agent_worker import logging as agent_logging
 from agent_worker.config import Settings
 from agent_worker.faults import Faults, FaultSpecError, kill_this_process

@@ -389,6 +389,12 @@ async def approved_in_the_inbox(r: Recorder) -> Handle:
     return handle
 
 
+async def shipping_status_read(r: Recorder) -> Handle:
+    """The path added behind the ``shipping-status`` patch: a tool added by its declaration alone."""
+    r.store.orders.add_event("A-1001", "scanned at the Leeds depot")
+    return await r.finished(ticket("Where is my parcel for order A-1001?"))
+
+
 async def _wait_closed(handle: Handle) -> None:
     async with asyncio.timeout(30):
         while (await handle.describe()).close_time is None:
@@ -407,6 +413,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
         approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
+        shipping_status_read,
     )
 }  # fmt: skip
 
@@ -417,6 +424,7 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     "another_customers_order_refused": lambda: PlaysBack(
         [("issue_refund", {"order_id": "A-1004", "amount_cents": 899})]
     ),
+    "shipping_status_read": lambda: PlaysBack([("shipping_status", {"order_id": "A-1001"})]),
     "refund_in_two_parts": lambda: PlaysBack(
         [("lookup_order", {"order_id": "A-1001"})],
         [("issue_refund", {"order_id": "A-1001", "amount_cents": 1000})],

@@ -30,7 +30,6 @@ from activities.claude_model import ClaudeModel, retry_after
 from activities.contracts import (
     APPROVE_SIGNAL,
     SUMMARY_HEADER,
-    TOOL_SPECS,
     USAGE_QUERY,
     Message,
     Status,
@@ -41,6 +40,7 @@ from activities.contracts import (
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from activities.scripted_model import ScriptedModel
+from activities.tools import TOOLS
 from agent_worker.config import DEFAULT_MODEL, Settings
 from agent_worker.worker import NoCredentialsError, choose_model
 from tests.fake_messages_api import (
@@ -190,8 +190,8 @@ async def test_every_request_names_the_model_describes_the_tools_from_their_argu
         assert sent_key == API_KEY, "the key came from ANTHROPIC_API_KEY"
         assert request.headers["x-stainless-retry-count"] == "0"
         tools = body["tools"]
-        assert [t["name"] for t in tools] == list(TOOL_SPECS)
-        for tool, spec in zip(tools, TOOL_SPECS.values(), strict=True):
+        assert [t["name"] for t in tools] == list(TOOLS)
+        for tool, spec in zip(tools, TOOLS.values(), strict=True):
             assert tool["input_schema"] == spec.args.model_json_schema()
             assert tool["description"] == inspect.cleandoc(spec.args.__doc__ or "")
         assert [t.get("cache_control") for t in tools] == [None] * (len(tools) - 1) + [CACHED]
@@ -350,7 +350,7 @@ async def test_a_conversation_past_its_token_limit_is_summarised_by_claude_witho
 
     before, asked, after = (fake_api.requests[n] for n in (2, 3, 4))
     assert asked.body["tool_choice"] == {"type": "none"}, "the summary is text: the tools are there, not to be called"
-    assert [t["name"] for t in asked.body["tools"]] == list(TOOL_SPECS)
+    assert [t["name"] for t in asked.body["tools"]] == list(TOOLS)
     # Summarised: the question and the first lookup with its result; the instruction joins the last user turn.
     assert [m["role"] for m in asked.messages] == ["user", "assistant", "user"]
     assert asked.messages[:2] == before.messages[:2]

@@ -17,14 +17,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
         WORKFLOW_NAME,
         AuditEntry,
-        LookupOrderArgs,
         Outcome,
         RefundReceipt,
         RefundRequest,
         Status,
         TicketInput,
     )
-    from activities.tools import ToolActivities
+    from activities.tools import TOOLS, LookupOrderArgs, ToolActivities
     from workflows import policies
     from workflows.approvals import ApprovalGate
     from workflows.support_agent import SupportAgent
@@ -37,7 +36,7 @@ class LooksUpBeforeThinking(SupportAgent):
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
         await workflow.execute_activity_method(
-            ToolActivities.lookup_order, LookupOrderArgs(order_id="A-1001"), **policies.LOOKUP_ORDER
+            ToolActivities.lookup_order, LookupOrderArgs(order_id="A-1001"), **(TOOLS["lookup_order"].config or {})
         )
         return await super().run(*args)
 

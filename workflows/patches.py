@@ -67,7 +67,10 @@ class Patch(StrEnum):
     with a reply window or a reply meet it; runs before it closed with their first answer."""
 
     EVENT_WAITS = "event-waits"
-    """The ``wait_for_delivery_scan`` tool. Runs before it had no such tool."""
+    """The ``wait_for_delivery_scan`` tool (its declaration's ``since``). Runs before it had no such tool."""
+
+    SHIPPING_STATUS = "shipping-status"
+    """The ``shipping_status`` tool (its declaration's ``since``). Runs before it had no such tool."""
 
     AUDIT_KEYS_PER_RUN = "audit-keys-per-run"
     """Audit entries are keyed by the run that writes them, not the ticket's first run, which a reset keeps: keyed

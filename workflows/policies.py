@@ -6,8 +6,8 @@ The numbers follow from what each call is and from what a crash must cost:
 - Every activity heartbeats, with a heartbeat timeout of a few seconds, so a worker
   killed in the middle is noticed in seconds. The start-to-close timeouts can then be sized for the work
   (two minutes for a model call) without making a crash cost two minutes.
-- ``issue_refund`` has a schedule-to-close timeout far below the payment provider's 24-hour key
-  lifetime: a retry that arrived after the key expired would be a new payment.
+- The tools' own timeouts and retries are declared with the tools (``activities.tools.TOOLS``): a refund's
+  schedule-to-close timeout, for one, stays far below the payment provider's 24-hour key lifetime.
 - Attempts are bounded, so a tool that keeps failing is handed to the model instead of retried forever.
 """
 
@@ -18,7 +18,10 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig
 
-HEARTBEAT = timedelta(seconds=5)
+from activities.heartbeat import HEARTBEAT_TIMEOUT
+from activities.tools import TOOLS
+
+HEARTBEAT = HEARTBEAT_TIMEOUT
 
 THINK: ActivityConfig = {
     "start_to_close_timeout": timedelta(minutes=2),
@@ -28,22 +31,6 @@ THINK: ActivityConfig = {
     ),
 }
 
-LOOKUP_ORDER: ActivityConfig = {
-    "heartbeat_timeout": HEARTBEAT,
-    "start_to_close_timeout": timedelta(seconds=10),
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5
-    ),
-}
-
-ISSUE_REFUND: ActivityConfig = {
-    "start_to_close_timeout": timedelta(seconds=30),
-    "schedule_to_close_timeout": timedelta(hours=1),
-    "heartbeat_timeout": HEARTBEAT,
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
-    ),
-}
 
 FIND_REFUND: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
@@ -51,13 +38,6 @@ FIND_REFUND: ActivityConfig = {
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
-SEND_EMAIL: ActivityConfig = {
-    "heartbeat_timeout": HEARTBEAT,
-    "start_to_close_timeout": timedelta(seconds=30),
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
-    ),
-}
 
 AUDIT: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
@@ -76,8 +56,6 @@ DEFAULT_APPROVERS: ActivityConfig = {
 VOUCHED: ActivityConfig = DEFAULT_APPROVERS
 """Checks a signature against the worker's keys at once, like ``default_approvers``."""
 
-ORDER_EVENTS: ActivityConfig = LOOKUP_ORDER
-"""A read like ``lookup_order``; a long log is stored by the activity, so it takes no longer to record."""
 
 ARCHIVE_RECORDS: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT,
@@ -88,7 +66,7 @@ ARCHIVE_RECORDS: ActivityConfig = {
 
 
 ALL: tuple[ActivityConfig, ...] = (
-    THINK, LOOKUP_ORDER, ISSUE_REFUND, FIND_REFUND, SEND_EMAIL, AUDIT, DEFAULT_APPROVERS, ARCHIVE_RECORDS,
+    THINK, FIND_REFUND, AUDIT, DEFAULT_APPROVERS, ARCHIVE_RECORDS, *(t.config for t in TOOLS.values() if t.config),
 )  # fmt: skip
 LONGEST_ATTEMPT: timedelta = max(options.get("start_to_close_timeout") or timedelta(0) for options in ALL)
 """The longest one attempt of any activity may run: a model call's two minutes. A worker told to stop gives its

@@ -92,7 +92,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
     from workflows.continuation import Continuation
     from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
-    from workflows.tools import Tool, Toolbox, reconcile, ticket_key
+    from workflows.tools import Toolbox, reconcile, ticket_key
     from workflows.waits import Events, Replies
 
 __all__ = [
@@ -102,7 +102,6 @@ __all__ = [
     "STOPPED",
     "TOO_LONG",
     "SupportAgent",
-    "Tool",
     "ToolError",
     "UnreadableStateError",
     "cause",

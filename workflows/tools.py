@@ -23,62 +23,57 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityConfig
 
 from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel, ValidationError
+    from pydantic import ValidationError
 
     from activities.contracts import (
-        TOOL_SPECS,
         ContinuedState,
         EmailRequest,
-        IssueRefundArgs,
-        LookupOrderArgs,
-        OrderEventsArgs,
         OrderLookup,
         RefundKey,
         RefundReceipt,
         RefundRecord,
         RefundRequest,
-        SendEmailArgs,
         TicketInput,
         TicketOptions,
         ToolCallRecord,
         ToolOutput,
         ToolResultBlock,
-        ToolSpec,
         ToolUseBlock,
-        WaitForDeliveryScanArgs,
         describe_errors,
         money,
         same_address,
     )
-    from activities.tools import ToolActivities
+    from activities.tools import (
+        TOOLS,
+        Effect,
+        IssueRefundArgs,
+        LookupOrderArgs,
+        SendEmailArgs,
+        Tool,
+        ToolActivities,
+        WaitForDeliveryScanArgs,
+    )
     from workflows import policies
 
 from workflows.approvals import ApprovalGate
 from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
 from workflows.waits import Events
 
-ArgsT = TypeVar("ArgsT", bound=BaseModel)
-
 Reconcile = Callable[[RefundRequest, ActivityError], Awaitable[RefundReceipt]]
 """What a refund that failed turns into: the refund the provider made after all, or the error to report."""
 
-
-@dataclass(frozen=True)
-class Tool(Generic[ArgsT]):
-    """What the workflow knows of a tool: its contract (the arguments it validates, and whether it only
-    reads), shared with the model adapter that describes it, and the step that runs it."""
-
-    spec: ToolSpec
-    run: Callable[[Toolbox, int, ToolUseBlock, ArgsT], Awaitable[str | ToolOutput]]
+Step = Callable[["Toolbox", int, ToolUseBlock, Any, Tool], Awaitable[str | ToolOutput]]
+"""How the workflow runs a call to a tool of one ``Effect``: given the step, the call, its validated arguments,
+and the tool's declaration."""
 
 
 class Toolbox:
@@ -173,29 +168,35 @@ class Toolbox:
         )
 
     async def _invoke(self, step: int, call: ToolUseBlock) -> str | ToolOutput:
-        tool = self.TOOLS.get(call.name)
-        if tool is None:
-            raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(self.TOOLS)}.")
+        """Validate the call against its tool's declaration, then run it by the step for the tool's effect. A tool
+        declared ``since`` a patch does not exist for runs started before it, as it did not then."""
+        tool = TOOLS.get(call.name)
+        if tool is None or (tool.since is not None and not workflow.patched(tool.since)):
+            raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(TOOLS)}.")
         try:
-            args = tool.spec.args.model_validate(call.input)
+            args = tool.args.model_validate(call.input)
         except ValidationError as error:
             raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
-        return await tool.run(self, step, call, args)
+        return await self.STEPS[tool.effect](self, step, call, args, tool)
 
-    # --- the tools ---
+    # --- the steps, one per effect ---
 
-    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs) -> str:
+    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs, tool: Tool) -> str:
         if workflow.patched(Patch.OWN_ORDERS):
             return (await self._own_order(args.order_id, look_up=True)).model_dump_json()
-        order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **policies.LOOKUP_ORDER)
+        order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **_config(tool))
         return order.model_dump_json()
 
-    async def _order_events(self, _step: int, _call: ToolUseBlock, args: OrderEventsArgs) -> ToolOutput:
+    async def _read(self, _step: int, _call: ToolUseBlock, args: Any, tool: Tool) -> str | ToolOutput:
+        """A read about one of the customer's orders: the order is checked first, then the tool's activity runs and
+        its result goes to the model as it is."""
         if workflow.patched(Patch.OWN_ORDERS):
             await self._own_order(args.order_id)
-        return await workflow.execute_activity_method(ToolActivities.order_events, args, **policies.ORDER_EVENTS)
+        assert tool.activity is not None
+        result = await workflow.execute_activity_method(tool.activity, args, **_config(tool))
+        return result if isinstance(result, (str, ToolOutput)) else result.model_dump_json()
 
-    async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str:
+    async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs, _tool: Tool) -> str:
         options = self._ticket.options
         if not workflow.patched(Patch.OWN_ORDERS):
             if args.amount_cents > options.approval_limit_cents:
@@ -271,7 +272,7 @@ class Toolbox:
     async def _settle(self, request: RefundRequest) -> str:
         try:
             receipt = await workflow.execute_activity_method(
-                ToolActivities.issue_refund, request, **policies.ISSUE_REFUND
+                ToolActivities.issue_refund, request, **_config(TOOLS["issue_refund"])
             )
         except ActivityError as error:
             receipt = await self._reconcile(request, error)
@@ -298,17 +299,15 @@ class Toolbox:
         order = self.orders.get(order_id)
         if order is None or look_up:
             order = await workflow.execute_activity_method(
-                ToolActivities.lookup_order, LookupOrderArgs(order_id=order_id), **policies.LOOKUP_ORDER
+                ToolActivities.lookup_order, LookupOrderArgs(order_id=order_id), **_config(TOOLS["lookup_order"])
             )
         if not same_address(order.customer_email, self._ticket.customer_email):
             raise ToolError(f"The tool failed: There is no order {order_id}")  # as ``_use`` words a missing one
         self.orders[order_id] = order
         return order
 
-    async def _wait_for_delivery_scan(self, _step: int, call: ToolUseBlock, args: WaitForDeliveryScanArgs) -> str:
+    async def _wait_for_event(self, _step: int, _call: ToolUseBlock, args: WaitForDeliveryScanArgs, _tool: Tool) -> str:
         """Park the ticket until an event about the order arrives (or came already), or the hours run out."""
-        if not workflow.patched(Patch.EVENT_WAITS):  # as runs before the tool read a call to it
-            raise ToolError(f"There is no tool named {call.name!r}.")
         await self._own_order(args.order_id)
         event = await self._events.wait_for(args.order_id, args.hours)
         if event is None:
@@ -316,7 +315,7 @@ class Toolbox:
         detail = f": {event.detail}" if event.detail else ""
         return f"Reported about order {args.order_id}: {event.event}{detail}"
 
-    async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs) -> str:
+    async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs, tool: Tool) -> str:
         customer = self._ticket.customer_email
         if not same_address(args.to, customer):
             raise ToolError(f"Emails go only to this ticket's customer, {customer}.")
@@ -326,7 +325,7 @@ class Toolbox:
             body=args.body,
             idempotency_key=f"email:{self._call_key(step, call)}",
         )
-        receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **policies.SEND_EMAIL)
+        receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **_config(tool))
         return f"Email #{receipt.email_id} sent to {receipt.to}."
 
     # --- idempotency keys ---
@@ -352,13 +351,14 @@ class Toolbox:
             RefundKey.PER_ORDER: f"refund:{args.order_id}",
         }[self._ticket.options.refund_key]
 
-    TOOLS: ClassVar[dict[str, Tool[Any]]] = {
-        "lookup_order": Tool(TOOL_SPECS["lookup_order"], _lookup_order),
-        "issue_refund": Tool(TOOL_SPECS["issue_refund"], _issue_refund),
-        "send_email": Tool(TOOL_SPECS["send_email"], _send_email),
-        "order_events": Tool(TOOL_SPECS["order_events"], _order_events),
-        "wait_for_delivery_scan": Tool(TOOL_SPECS["wait_for_delivery_scan"], _wait_for_delivery_scan),
+    STEPS: ClassVar[dict[Effect, Step]] = {
+        Effect.LOOKS_UP_ORDER: _lookup_order,
+        Effect.READS_ORDER: _read,
+        Effect.PAYS: _issue_refund,
+        Effect.MAILS: _send_email,
+        Effect.WAITS_FOR_EVENT: _wait_for_event,
     }
+    """The workflow's side of each effect; which tool has which effect is declared in ``TOOLS``."""
 
 
 async def reconcile(options: TicketOptions, request: RefundRequest, error: ActivityError) -> RefundReceipt:
@@ -417,5 +417,10 @@ def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
 
 def _reads_only(call: ToolUseBlock) -> bool:
     """A call to a tool that does not exist runs nothing, so it may join any batch of reads."""
-    spec = TOOL_SPECS.get(call.name)
-    return spec is None or spec.read_only
+    tool = TOOLS.get(call.name)
+    return tool is None or tool.effect.reads_only
+
+
+def _config(tool: Tool) -> ActivityConfig:
+    assert tool.config is not None, f"{tool.name} runs an activity, so it declares its timeouts"
+    return tool.config
