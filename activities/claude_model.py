@@ -28,7 +28,7 @@ import structlog
 from anthropic import types as api
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import (
+from activities.contracts.conversation import (
     ContentBlock,
     Decision,
     Message,

@@ -39,16 +39,10 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import (
-    Message,
-    Outcome,
-    RecordsArchive,
-    StepUsage,
-    ToolCallRecord,
-    ToolOutput,
-    ToolResultBlock,
-    append_turn,
-)
+from activities.contracts.continued import RecordsArchive
+from activities.contracts.conversation import Message, StepUsage, ToolResultBlock, append_turn
+from activities.contracts.ticket import Outcome, ToolCallRecord
+from activities.contracts.world import ToolOutput
 from activities.heartbeat import heartbeating
 
 PREVIEW_CHARS = 160

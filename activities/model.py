@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.business.model_calls import ModelCalls
 from activities.content_store import ContentStore, append_loaded, extend, load_conversation
-from activities.contracts import (
+from activities.contracts.conversation import (
     SUMMARY_HEADER,
     Decision,
     Message,

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio import activity
 
 from activities import vouching
-from activities.contracts import VouchRequest
+from activities.contracts.approvals import VouchRequest
 
 
 class PolicyActivities:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat
 
-from activities.contracts import Usage
+from activities.contracts.conversation import Usage
 
 PER_MILLION = 1_000_000
 

@@ -8,7 +8,7 @@ behave, the workflow makes sure it does.
 
 from __future__ import annotations
 
-from activities.contracts import TicketContext
+from activities.contracts.conversation import TicketContext
 
 SUPPORT_POLICY = """\
 You are a customer support agent for an online shop. You resolve one customer's ticket at a time, using \

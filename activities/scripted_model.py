@@ -16,19 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from activities.business.model_calls import ModelCalls
-from activities.contracts import (
+from activities.contracts.conversation import (
     ContentBlock,
     Decision,
     Message,
-    OrderLookup,
     TextBlock,
     ThinkRequest,
     TicketContext,
     ToolResultBlock,
     ToolUseBlock,
-    find_order_id,
-    money,
 )
+from activities.contracts.fields import find_order_id, money
+from activities.contracts.world import OrderLookup
 
 CHANGE_OF_MIND_CENTS = 1000
 SUMMARY_RESULT_CHARS = 200

@@ -42,15 +42,11 @@ from activities.business.refusals import (
     RefundExceedsChargeError,
 )
 from activities.content_store import ContentStore, offload
-from activities.contracts import (
+from activities.contracts.fields import Cents, Contract, EmailAddress, NonEmpty, OrderId
+from activities.contracts.world import (
     AuditEntry,
-    Cents,
-    Contract,
-    EmailAddress,
     EmailReceipt,
     EmailRequest,
-    NonEmpty,
-    OrderId,
     OrderLookup,
     RefundReceipt,
     RefundRequest,

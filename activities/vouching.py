@@ -18,7 +18,7 @@ import hmac
 import json
 from collections.abc import Sequence
 
-from activities.contracts import VouchedApproval
+from activities.contracts.approvals import VouchedApproval
 
 
 def message(workflow_id: str, answer: VouchedApproval) -> bytes:

@@ -16,7 +16,10 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from activities.contracts import Approval, CustomerMessage, Order, TicketInput, describe_errors, money
+from activities.contracts.approvals import Approval
+from activities.contracts.fields import describe_errors, money
+from activities.contracts.ticket import CustomerMessage, TicketInput
+from activities.contracts.world import Order
 from agent_worker import logging as agent_logging
 from agent_worker import metrics, operator, tracing
 from agent_worker.client import connect

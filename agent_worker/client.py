@@ -18,7 +18,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts import SEARCH_ATTRIBUTES
+from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker.config import DATA_CONVERTER
 
 DEFAULT_ADDRESS = "localhost:7233"

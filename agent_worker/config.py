@@ -33,7 +33,7 @@ from temporalio.converter import DataConverter
 
 from activities.business import Business
 from activities.content_store import BlobBackend
-from activities.contracts import TASK_QUEUE
+from activities.contracts.names import TASK_QUEUE
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec

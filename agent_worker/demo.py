@@ -16,22 +16,18 @@ from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from activities.contracts import (
+from activities.contracts.approvals import Approval, ApprovalRequest
+from activities.contracts.conversation import UsageReport
+from activities.contracts.fields import money
+from activities.contracts.names import (
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
     AWAITING_APPROVAL_QUERY,
     CUSTOMER_MESSAGE,
     WORKFLOW_NAME,
-    Approval,
-    ApprovalRequest,
-    CustomerMessage,
-    Order,
-    Outcome,
-    TicketInput,
-    TicketOptions,
-    UsageReport,
-    money,
 )
+from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketOptions
+from activities.contracts.world import Order
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
 from agent_worker.transcript import INDENT, narrate, say

@@ -17,7 +17,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.contracts import SEARCH_ATTRIBUTES
+from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.stuck import STUCK_AFTER_FAILURES
 

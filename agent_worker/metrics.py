@@ -16,7 +16,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE, WORKFLOW_NAME
+from activities.contracts.names import AWAITING_APPROVAL_ATTRIBUTE, WORKFLOW_NAME
 from agent_worker.stuck import STUCK_QUERY, server_reports_problems
 
 WAITING_QUERY = (

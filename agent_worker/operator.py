@@ -23,7 +23,9 @@ from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, Work
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from activities.contracts import (
+from activities.contracts.approvals import Approval, ApprovalRequest
+from activities.contracts.fields import money
+from activities.contracts.names import (
     APPROVAL_REQUEST_MEMO,
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
@@ -33,8 +35,8 @@ from activities.contracts import (
     TURNS_QUERY,
     WAITING_FOR_MEMO,
     WORKFLOW_NAME,
-    Approval,
-    ApprovalRequest,
+)
+from activities.contracts.ticket import (
     CustomerMessage,
     MessageReceipt,
     Outcome,
@@ -42,7 +44,6 @@ from activities.contracts import (
     TicketState,
     Turn,
     Waiting,
-    money,
 )
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, StuckTicket, find_stuck
 from agent_worker.transcript import narrate, say

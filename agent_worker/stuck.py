@@ -28,7 +28,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts import WORKFLOW_NAME
+from activities.contracts.names import WORKFLOW_NAME
 
 STUCK_AFTER_FAILURES = 2
 """Workflow task failures (or time-outs) in a row after which a ticket counts as stuck.

@@ -16,7 +16,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from activities.contracts import AWAITING_APPROVAL_ATTRIBUTE, TICKET_STATE_ATTRIBUTE, TicketState, money
+from activities.contracts.fields import money
+from activities.contracts.names import AWAITING_APPROVAL_ATTRIBUTE, TICKET_STATE_ATTRIBUTE
+from activities.contracts.ticket import TicketState
 
 INDENT = "      "
 CLOSED = {

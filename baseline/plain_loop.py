@@ -28,17 +28,16 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from activities.business import Business
-from activities.contracts import (
+from activities.contracts.conversation import (
     Decision,
-    EmailRequest,
     Message,
-    RefundRequest,
     ThinkRequest,
     TicketContext,
     ToolResultBlock,
     ToolUseBlock,
-    money,
 )
+from activities.contracts.fields import money
+from activities.contracts.world import EmailRequest, RefundRequest
 from activities.model import LanguageModel
 from activities.scripted_model import ScriptedModel
 from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs

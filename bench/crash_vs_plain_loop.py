@@ -21,7 +21,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from activities.business import Business
-from activities.contracts import money
+from activities.contracts.fields import money
 from agent_worker.devserver import start_dev_server
 from tests.crashlab import Lab, run_plain_loop
 from tests.harness import ticket

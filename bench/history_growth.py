@@ -34,18 +34,18 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.business import Business
-from activities.contracts import (
-    WORKFLOW_NAME,
+from activities.contracts.conversation import (
     Decision,
     Message,
-    Order,
-    Outcome,
     TextBlock,
     ThinkRequest,
     TicketContext,
     ToolUseBlock,
     Usage,
 )
+from activities.contracts.names import WORKFLOW_NAME
+from activities.contracts.ticket import Outcome
+from activities.contracts.world import Order
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
 

@@ -40,7 +40,10 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.business import Business
-from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME, Order, Outcome, TicketContext
+from activities.contracts.conversation import TicketContext
+from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
+from activities.contracts.ticket import Outcome
+from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
 from agent_worker.client import connect, ensure_search_attributes
 from agent_worker.devserver import DEV_SERVER_ARGS, binary, free_port

@@ -26,18 +26,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFai
 
 from activities import vouching
 from activities.business import Business
-from activities.contracts import (
-    APPROVE_SIGNAL,
-    CUSTOMER_MESSAGE,
-    ORDER_EVENT_SIGNAL,
-    WORKFLOW_NAME,
-    Decision,
-    Outcome,
-    TextBlock,
-    ThinkRequest,
-    ToolUseBlock,
-    VouchedApproval,
-)
+from activities.contracts.approvals import VouchedApproval
+from activities.contracts.conversation import Decision, TextBlock, ThinkRequest, ToolUseBlock
+from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL, WORKFLOW_NAME
+from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel
 from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server

@@ -26,7 +26,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.business import Business
-from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME, Outcome
+from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
+from activities.contracts.ticket import Outcome
 from tests.harness import Handle, events
 from workflows.support_agent import AWAITING_APPROVAL
 

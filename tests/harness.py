@@ -15,17 +15,10 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.business import Business
 from activities.content_store import ContentStore
-from activities.contracts import (
-    AWAITING_APPROVAL_QUERY,
-    WORKFLOW_NAME,
-    ApprovalRequest,
-    ContentBlock,
-    Decision,
-    Outcome,
-    TextBlock,
-    ThinkRequest,
-    ToolUseBlock,
-)
+from activities.contracts.approvals import ApprovalRequest
+from activities.contracts.conversation import ContentBlock, Decision, TextBlock, ThinkRequest, ToolUseBlock
+from activities.contracts.names import AWAITING_APPROVAL_QUERY, WORKFLOW_NAME
+from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel, ModelActivities
 from activities.scripted_model import ScriptedModel
 from activities.tools import ToolActivities

@@ -19,7 +19,9 @@ from pathlib import Path
 from temporalio.client import Client
 
 from activities.business import Business
-from activities.contracts import ApprovalDecision, Status, money
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.fields import money
+from activities.contracts.ticket import Status
 from tests.crashlab import Lab, poll, recovery_seconds, waiting_for
 from tests.harness import ticket
 

@@ -16,7 +16,10 @@ from datetime import timedelta
 from temporalio.api.enums.v1 import EventType
 
 from activities.business import Business
-from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Order, Status
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
+from activities.contracts.world import Order
 from tests.harness import Handle, Harness, PlaybackModel, answer, awaiting, calls, events, says, ticket
 
 BIG = "A-3001"

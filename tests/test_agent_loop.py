@@ -5,7 +5,10 @@ from __future__ import annotations
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.business import Business
-from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Message, Status, ToolResultBlock
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.conversation import Message, ToolResultBlock
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
 from tests.harness import Harness, PlaybackModel, activity_attempts, awaiting, calls, says, ticket
 from workflows.support_agent import AWAITING_APPROVAL
 

@@ -20,7 +20,7 @@ import yaml
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.contracts import Status
+from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
 from tests.fake_messages_api import FakeMessagesAPI, error, message, text
 from tests.harness import Harness, ticket

@@ -20,7 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from activities.contracts import ApprovalDecision, ApprovalRecord
+from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
 from workflows.approval_rules import ApprovalDesk
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

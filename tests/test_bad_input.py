@@ -13,7 +13,10 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME, ApprovalDecision, EmailReceipt, EmailRequest, Status
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
+from activities.contracts.ticket import Status
+from activities.contracts.world import EmailReceipt, EmailRequest
 from activities.tools import ToolActivities
 from tests.harness import Harness, activity_attempts, answer, awaiting, events, ticket
 from workflows.support_agent import SupportAgent

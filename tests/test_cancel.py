@@ -14,7 +14,9 @@ import uuid
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.contracts import APPROVAL_REQUEST_MEMO, Decision, Status, ThinkRequest
+from activities.contracts.conversation import Decision, ThinkRequest
+from activities.contracts.names import APPROVAL_REQUEST_MEMO
+from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from tests.harness import Handle, Harness, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, address, run

@@ -27,16 +27,9 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.claude_model import ClaudeModel, retry_after
-from activities.contracts import (
-    APPROVE_SIGNAL,
-    SUMMARY_HEADER,
-    USAGE_QUERY,
-    Message,
-    Status,
-    ThinkRequest,
-    TicketContext,
-    UsageReport,
-)
+from activities.contracts.conversation import SUMMARY_HEADER, Message, ThinkRequest, TicketContext, UsageReport
+from activities.contracts.names import APPROVE_SIGNAL, USAGE_QUERY
+from activities.contracts.ticket import Status
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from activities.scripted_model import ScriptedModel

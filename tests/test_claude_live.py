@@ -11,7 +11,7 @@ import os
 import pytest
 
 from activities.claude_model import ClaudeModel
-from activities.contracts import Status
+from activities.contracts.ticket import Status
 from agent_worker.worker import choose_model
 from tests.harness import Harness, ticket
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from activities.contracts import SEARCH_ATTRIBUTES
+from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker.config import Settings
 from workflows import policies
 

@@ -15,19 +15,17 @@ from activities.content_store import (
     load_conversation,
     offload,
 )
-from activities.contracts import (
+from activities.contracts.continued import RecordsArchive
+from activities.contracts.conversation import (
     Message,
-    Outcome,
-    RecordsArchive,
-    Status,
     StepUsage,
     TextBlock,
-    ToolCallRecord,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
     UsageReport,
 )
+from activities.contracts.ticket import Outcome, Status, ToolCallRecord
 
 
 class CountingBackend:

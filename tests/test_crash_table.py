@@ -16,7 +16,8 @@ import pytest
 from temporalio.client import Client
 
 from activities.business import Business
-from activities.contracts import APPROVE_SIGNAL, Status
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
 from tests.crashlab import Lab, poll, waiting_for
 from tests.harness import Harness, activity_attempts, ticket
 

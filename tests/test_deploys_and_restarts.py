@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from activities.business import Business
-from activities.contracts import Status
+from activities.contracts.ticket import Status
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
 from tests.crashlab import Lab, poll, waiting_for

@@ -14,15 +14,8 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.contracts import (
-    ORDER_EVENT_SIGNAL,
-    WAITING_FOR_MEMO,
-    WORKFLOW_NAME,
-    Outcome,
-    Status,
-    TicketState,
-    Waiting,
-)
+from activities.contracts.names import ORDER_EVENT_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
+from activities.contracts.ticket import Outcome, Status, TicketState, Waiting
 from agent_worker.devserver import binary
 from tests.harness import Handle, Harness, PlaybackModel, calls, events, says, ticket
 from tests.test_processes import AGENT_WORKER, address, run

@@ -22,18 +22,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
-from activities.contracts import (
-    APPROVE_SIGNAL,
-    WORKFLOW_NAME,
-    ApprovalDecision,
-    ContentBlock,
-    Decision,
-    Order,
-    Outcome,
-    TextBlock,
-    ThinkRequest,
-    ToolUseBlock,
-)
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.conversation import ContentBlock, Decision, TextBlock, ThinkRequest, ToolUseBlock
+from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
+from activities.contracts.ticket import Outcome
+from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
 from tests.harness import Handle, Harness, awaiting, events, says, ticket
 

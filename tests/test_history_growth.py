@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.content_store import ContentStore, complete
-from activities.contracts import APPROVE_SIGNAL, Decision, Status, ThinkRequest, Usage
+from activities.contracts.conversation import Decision, ThinkRequest, Usage
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
 from bench.history_growth import (
     BYTES_PER_TOKEN,
     EVENT_LOG_BYTES,

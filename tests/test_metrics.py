@@ -9,7 +9,8 @@ import signal
 import aiohttp
 from temporalio.client import Client
 
-from activities.contracts import APPROVE_SIGNAL, Status
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
 from tests.harness import Harness, awaiting, ticket
 from tests.test_processes import AGENT_WORKER, worker_env

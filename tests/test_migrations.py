@@ -20,7 +20,7 @@ from activities import migrations
 from activities.business import Business
 from activities.business.orders import DEMO_ORDERS
 from activities.business.schema import metadata
-from activities.contracts import Order, RefundRequest
+from activities.contracts.world import Order, RefundRequest
 
 AGENT_WORKER = str(Path(sys.executable).with_name("agent-worker"))
 

@@ -16,7 +16,9 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.contracts import APPROVE_SIGNAL, Decision, Outcome, ThinkRequest, ToolUseBlock
+from activities.contracts.conversation import Decision, ThinkRequest, ToolUseBlock
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Outcome
 from agent_worker.devserver import binary
 from tests.harness import Harness, answer, awaiting, says, ticket
 from tests.test_processes import AGENT_WORKER, address, run

@@ -17,7 +17,7 @@ from activities.business.refusals import (
     OrderNotFoundError,
     RefundExceedsChargeError,
 )
-from activities.contracts import EmailRequest, Order, RefundReceipt, RefundRequest
+from activities.contracts.world import EmailRequest, Order, RefundReceipt, RefundRequest
 from tests.conftest import StoreFactory
 
 

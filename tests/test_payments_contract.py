@@ -26,7 +26,7 @@ from activities.business.refusals import (
     OrderNotFoundError,
     RefundExceedsChargeError,
 )
-from activities.contracts import Order, RefundRequest
+from activities.contracts.world import Order, RefundRequest
 
 
 class Provider(Protocol):

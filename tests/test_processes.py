@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.contracts import Outcome, Status
+from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary
 from tests.harness import Harness, ticket
 

@@ -15,7 +15,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.contracts import APPROVE_SIGNAL, Status
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from agent_worker.replay import HISTORIES, history_files, replay
 from tests.harness import Harness, awaiting, events, ticket

@@ -16,7 +16,8 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.business import Business
-from activities.contracts import Decision, Outcome, Status, ThinkRequest
+from activities.contracts.conversation import Decision, ThinkRequest
+from activities.contracts.ticket import Outcome, Status
 from activities.scripted_model import ScriptedModel
 from agent_worker.devserver import binary
 from tests.harness import Handle, Harness, ticket

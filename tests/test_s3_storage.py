@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.business import Business
 from activities.business.schema import blobs
 from activities.content_store import ContentStore, content_key
-from activities.contracts import Status
+from activities.contracts.ticket import Status
 from agent_worker.config import Settings
 from agent_worker.replay import replay, write_history
 from bench.history_growth import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders

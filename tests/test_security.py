@@ -24,7 +24,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
 from activities.content_store import BlobRefusedError, ContentStore, content_key
-from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Decision, Status, ThinkRequest, ToolUseBlock
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.conversation import Decision, ThinkRequest, ToolUseBlock
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
 from agent_worker.codec import (
     ENCODING,
     KEY_ID,

@@ -13,7 +13,9 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 
 from activities.business import Business
-from activities.contracts import APPROVE_SIGNAL, Order, Status
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
+from activities.contracts.world import Order
 from tests.harness import Harness, events, ticket
 from tests.test_processes import AGENT_WORKER, address
 

@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.business import Business
-from activities.contracts import APPROVE_SIGNAL, WORKFLOW_NAME
+from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from agent_worker.devserver import start_dev_server
 from agent_worker.operator import when
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, server_reports_problems

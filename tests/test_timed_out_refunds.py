@@ -23,7 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
-from activities.contracts import Outcome, Status
+from activities.contracts.ticket import Outcome, Status
 from agent_worker.replay import HISTORIES, replay
 from tests.crashlab import Lab
 from tests.harness import Handle, activity_attempts, events, ticket

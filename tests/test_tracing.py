@@ -12,7 +12,7 @@ from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from temporalio.client import Client
 
-from activities.contracts import Status
+from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
 from tests.harness import Harness, ticket
 from tests.test_processes import AGENT_WORKER, worker_env

@@ -21,7 +21,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, Outcome, Status
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Outcome, Status
 from agent_worker.codec import NOT_ENCRYPTED, EncryptionCodec, with_codec
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER

@@ -17,7 +17,9 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from activities import vouching
-from activities.contracts import APPROVE_SIGNAL, ApprovalDecision, ApprovalReceipt, Status, VouchedApproval
+from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, VouchedApproval
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from tests.harness import Handle, Harness, awaiting, events, ticket
 from tests.test_processes import address, run

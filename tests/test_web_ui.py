@@ -22,7 +22,7 @@ from playwright.async_api import Browser, Request, expect
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
-from activities.contracts import Outcome, Status
+from activities.contracts.ticket import Outcome, Status
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port, start_dev_server

@@ -14,15 +14,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts import (
-        WORKFLOW_NAME,
-        AuditEntry,
-        Outcome,
-        RefundReceipt,
-        RefundRequest,
-        Status,
-        TicketInput,
-    )
+    from activities.contracts.names import WORKFLOW_NAME
+    from activities.contracts.ticket import Outcome, Status, TicketInput
+    from activities.contracts.world import AuditEntry, RefundReceipt, RefundRequest
     from activities.tools import TOOLS, LookupOrderArgs, ToolActivities
     from workflows import policies
     from workflows.approvals import ApprovalGate

@@ -33,14 +33,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from activities.contracts import (
-    Approval,
-    ApprovalDecision,
-    ApprovalRecord,
-    ApprovalRequest,
-    describe_errors,
-    money,
-)
+from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRecord, ApprovalRequest
+from activities.contracts.fields import describe_errors, money
 
 Channel = Literal["signal", "web"]
 

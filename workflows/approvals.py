@@ -22,18 +22,17 @@ from temporalio.common import SearchAttributeKey
 from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts import (
-        APPROVAL_REQUEST_MEMO,
-        AWAITING_APPROVAL_ATTRIBUTE,
+    from activities.contracts.approvals import (
         Approval,
         ApprovalDecision,
         ApprovalRecord,
         ApprovalRequest,
-        ContinuedState,
-        TicketOptions,
         VouchedApproval,
-        money,
     )
+    from activities.contracts.continued import ContinuedState
+    from activities.contracts.fields import money
+    from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
+    from activities.contracts.ticket import TicketOptions
     from activities.policy import PolicyActivities
     from workflows import policies
     from workflows.approval_rules import ApprovalDesk

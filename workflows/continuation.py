@@ -19,7 +19,9 @@ from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
     from activities.content_store import ContentActivities
-    from activities.contracts import Message, RecordsArchive, ToolCallRecord, UsageReport
+    from activities.contracts.continued import RecordsArchive
+    from activities.contracts.conversation import Message, UsageReport
+    from activities.contracts.ticket import ToolCallRecord
     from workflows import policies
 
 

@@ -50,7 +50,28 @@ from workflows.patches import Patch
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.contracts import (
+    from activities.contracts.approvals import (
+        ApprovalDecision,
+        ApprovalReceipt,
+        ApprovalRequest,
+        VouchedApproval,
+        VouchRequest,
+    )
+    from activities.contracts.continued import ContinuedState
+    from activities.contracts.conversation import (
+        Decision,
+        Message,
+        StepUsage,
+        Summary,
+        SummaryRequest,
+        TextBlock,
+        ThinkRequest,
+        TicketContext,
+        UsageReport,
+        append_turn,
+    )
+    from activities.contracts.fields import describe_errors, money
+    from activities.contracts.names import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_QUERY,
         CUSTOMER_MESSAGE,
@@ -58,33 +79,9 @@ with workflow.unsafe.imports_passed_through():
         TURNS_QUERY,
         USAGE_QUERY,
         WORKFLOW_NAME,
-        ApprovalDecision,
-        ApprovalReceipt,
-        ApprovalRequest,
-        AuditEntry,
-        ContinuedState,
-        Decision,
-        Message,
-        MessageReceipt,
-        Outcome,
-        RefundReceipt,
-        RefundRequest,
-        Status,
-        StepUsage,
-        Summary,
-        SummaryRequest,
-        TextBlock,
-        ThinkRequest,
-        TicketContext,
-        TicketInput,
-        Turn,
-        UsageReport,
-        VouchedApproval,
-        VouchRequest,
-        append_turn,
-        describe_errors,
-        money,
     )
+    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
+    from activities.contracts.world import AuditEntry, RefundReceipt, RefundRequest
     from activities.model import ModelActivities
     from activities.policy import PolicyActivities
     from activities.tools import ToolActivities

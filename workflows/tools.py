@@ -34,24 +34,11 @@ from workflows.patches import Patch
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.contracts import (
-        ContinuedState,
-        EmailRequest,
-        OrderLookup,
-        RefundKey,
-        RefundReceipt,
-        RefundRecord,
-        RefundRequest,
-        TicketInput,
-        TicketOptions,
-        ToolCallRecord,
-        ToolOutput,
-        ToolResultBlock,
-        ToolUseBlock,
-        describe_errors,
-        money,
-        same_address,
-    )
+    from activities.contracts.continued import ContinuedState
+    from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
+    from activities.contracts.fields import describe_errors, money, same_address
+    from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput, TicketOptions, ToolCallRecord
+    from activities.contracts.world import EmailRequest, OrderLookup, RefundReceipt, RefundRequest, ToolOutput
     from activities.tools import (
         TOOLS,
         Effect,

@@ -31,18 +31,10 @@ from temporalio.common import SearchAttributeKey
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.contracts import (
-        TICKET_STATE_ATTRIBUTE,
-        WAITING_FOR_MEMO,
-        ContinuedState,
-        CustomerMessage,
-        MessageReceipt,
-        OrderEvent,
-        TicketState,
-        Turn,
-        Waiting,
-        describe_errors,
-    )
+    from activities.contracts.continued import ContinuedState
+    from activities.contracts.fields import describe_errors
+    from activities.contracts.names import TICKET_STATE_ATTRIBUTE, WAITING_FOR_MEMO
+    from activities.contracts.ticket import CustomerMessage, MessageReceipt, OrderEvent, TicketState, Turn, Waiting
 
 from workflows.continuation import Continuation
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from activities.business.database import Database
 from activities.business.schema import audit_log
-from activities.contracts import AuditEntry
+from activities.contracts.world import AuditEntry
 
 
 class AuditTrail(Protocol):

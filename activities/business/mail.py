@@ -15,7 +15,7 @@ from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import emails
-from activities.contracts import EmailReceipt, EmailRequest
+from activities.contracts.world import EmailReceipt, EmailRequest
 
 
 class Mail(Protocol):

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from activities.business.database import Database
 from activities.business.refusals import OrderNotFoundError
 from activities.business.schema import order_events, orders
-from activities.contracts import Order
+from activities.contracts.world import Order
 
 DEMO_ORDERS = (
     Order(order_id="A-1001", amount_cents=4900, customer_email="ann@example.com"),

@@ -32,7 +32,8 @@ from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.refusals import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
 from activities.business.schema import idempotency_keys, orders, refunds
-from activities.contracts import RefundReceipt, RefundRequest, money
+from activities.contracts.fields import money
+from activities.contracts.world import RefundReceipt, RefundRequest
 
 
 class Payments(Protocol):

@@ -1,0 +1,89 @@
+"""A person's answer to a refund waiting for approval, as a signal or as the inbox's signed update, the request
+it answers, and the record of every answer. Read by the workflow's approval rules, the operator commands and
+the inbox."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import (
+    StringConstraints,
+)
+
+from activities.contracts.fields import Cents, Contract
+
+
+class Approval(Contract):
+    """The ``approve`` signal: a person's answer about the request they were shown."""
+
+    amount_cents: Cents
+    approved: bool
+    approver: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    """Who answered, as the sender claims it: a signal carries no identity the worker could check."""
+    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)] | None = None
+    """The request answered, as ``awaiting_approval_of`` shows it. Without it, the answer is about the request
+    waiting when it arrives, and never about a later one."""
+
+
+class VouchedApproval(Approval):
+    """The ``approve`` update, as the approval inbox sends it: an answer about a named request, signed by the
+    inbox for the person it authenticated (``activities.vouching``)."""
+
+    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+    signature: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class VouchRequest(Contract):
+    """What the ``vouched`` activity checks: an answer, for the workflow it was sent to."""
+
+    workflow_id: str
+    answer: VouchedApproval
+
+
+class ApprovalRequest(Contract):
+    """A refund waiting for a person: what ``awaiting_approval_of`` returns, and what a run that continues as
+    new hands the next one."""
+
+    request_id: str
+    """``R1``, ``R2``, ...: the ticket's requests in order, across its runs."""
+    amount_cents: Cents
+    order_id: str = ""
+    deadline: datetime
+    """Workflow time after which silence means no, and an answer releases nothing."""
+    approvers: list[str] = []
+    """Who may answer; empty when neither the ticket nor the worker names anyone."""
+
+
+class ApprovalDecision(StrEnum):
+    APPROVED = "approved"
+    DECLINED = "declined"
+    TIMED_OUT = "timed_out"
+    REJECTED = "rejected"
+    """The answer released nothing: malformed, too late, already answered, from someone not allowed, or about
+    an amount or a request nobody is waiting for."""
+
+
+class ApprovalRecord(Contract):
+    amount_cents: int | None
+    decision: ApprovalDecision
+    approver: str | None
+    at: datetime
+    """Workflow time, so it is the same on every replay."""
+    reason: str = ""
+    request_id: str | None = None
+    """The request the answer decided or was rejected for (None: no request was waiting, or runs before ids)."""
+    channel: Literal["signal", "web"] = "signal"
+    """How the answer came: ``web``, vouched for by the approval inbox for the person it authenticated; ``signal``,
+    the approver as the sender claims it."""
+
+
+class ApprovalReceipt(Contract):
+    """What the ``approve`` update answers once the request is decided and its refund made or refused."""
+
+    request_id: str
+    decision: ApprovalDecision
+    result: str
+    """What came of the refund, in the words the model was given ("Refunded 49.00 on order A-1001 (refund
+    #12).", "A person (ann) declined this refund, so it was not made.")."""

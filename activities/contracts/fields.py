@@ -1,0 +1,70 @@
+"""What every contract is made of: the base class that refuses unknown fields, the field types with their
+bounds (an order id, an email address, an amount in cents), and the few rules about them that more than one
+side applies (how money reads, when two addresses are the same mailbox, how a validation error reads)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
+
+ORDER_ID_PATTERN = r"[A-Z]-\d{4,}"
+OrderId = Annotated[str, StringConstraints(pattern=rf"^{ORDER_ID_PATTERN}$")]
+EmailAddress = Annotated[
+    str, StringConstraints(strip_whitespace=True, max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+]
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+MAX_CENTS = 2**31 - 1
+"""The most any order can be charged (the ``orders`` column is a 32-bit integer on PostgreSQL), so the most any
+refund or approval can be about: an amount the model, a caller or an approver sends above it is refused where
+it is validated, long before it reaches a search attribute or a database column that cannot hold it."""
+Cents = Annotated[int, Field(gt=0, le=MAX_CENTS)]
+DAY = 86_400
+
+
+def bounded(low: int, high: int) -> Any:
+    """An integer option with a sane range: past it, a ticket is refused as invalid input naming the field,
+    instead of overflowing a date or a search attribute in the middle of its run."""
+    return Field(ge=low, le=high)
+
+
+class Contract(BaseModel):
+    """A message on the wire: unknown fields are refused so that a typo fails loudly instead of being lost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def find_order_id(text: str) -> str | None:
+    """The first order id a customer's words name, if any."""
+    match = re.search(ORDER_ID_PATTERN, text)
+    return match.group(0) if match else None
+
+
+def same_address(a: str, b: str) -> bool:
+    """Whether two email addresses are the same mailbox, as far as code may assume: identical but for the case
+    of ASCII letters. Nothing Unicode folds is equal (``straße`` is not ``strasse``, the Kelvin sign is not
+    ``k``), so a look-alike the model writes never matches the customer's address."""
+    return a.strip().translate(_ASCII_LOWER) == b.strip().translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def money(cents: int) -> str:
+    return f"{cents // 100}.{cents % 100:02d}"
+
+
+def describe_errors(error: ValidationError) -> str:
+    """A validation error as one line that names each bad field: ``options.max_steps: Input should be ...``."""
+    parts = []
+    for detail in error.errors(include_url=False):
+        field = ".".join(str(part) for part in detail["loc"]) or "input"
+        parts.append(f"{field}: {detail['msg']}")
+    return "; ".join(parts)

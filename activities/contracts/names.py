@@ -1,0 +1,32 @@
+"""The names a caller types: the workflow and its task queue, its signals, updates and queries, its search
+attributes and memo fields. Read by anyone who drives a ticket (the ``temporal`` CLI, the operator commands, the
+inbox) as much as by the workflow. A name is part of every recorded history and every script that uses it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+WORKFLOW_NAME = "SupportAgent"
+TASK_QUEUE = "support-agent"
+APPROVE_SIGNAL = "approve"
+AWAITING_APPROVAL_QUERY = "awaiting_approval_of"
+USAGE_QUERY = "usage"
+AWAITING_APPROVAL_ATTRIBUTE = "AwaitingApprovalCents"
+APPROVAL_REQUEST_MEMO = "approval_request"
+"""The memo field that holds the request waiting (``ApprovalRequest``), for as long as it waits: visibility
+shows it with no worker running, so ``agent-worker approve`` can send its id when no worker answers a query."""
+CUSTOMER_MESSAGE = "customer_message"
+"""The customer's reply to an open ticket: a Workflow Update (refused at once when the ticket takes no more),
+and a signal of the same name for relays that can only signal."""
+ORDER_EVENT_SIGNAL = "order_event"
+"""What another system reports about an order (a carrier's scan, a payment webhook), relayed as a signal."""
+TURNS_QUERY = "turns"
+TICKET_STATE_ATTRIBUTE = "TicketState"
+"""What an open ticket waits for, while it waits (``TicketState``): listed with no worker running."""
+WAITING_FOR_MEMO = "waiting_for"
+"""The memo field that says what a waiting ticket waits for, and until when (``Waiting``)."""
+SEARCH_ATTRIBUTES: dict[str, Literal["Int", "Keyword"]] = {
+    AWAITING_APPROVAL_ATTRIBUTE: "Int",
+    TICKET_STATE_ATTRIBUTE: "Keyword",
+}
+"""The search attributes the workflow sets, by type: a namespace must have them before a ticket waits."""

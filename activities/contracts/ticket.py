@@ -1,0 +1,192 @@
+"""A ticket from outside: what a caller starts it with (``TicketInput``), what reaches it while it is open (a
+customer's reply, an event about an order) and what it waits for meanwhile, and the outcome it ends with.
+Read by callers, by the workflow and by the operator commands."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    AwareDatetime,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    StringConstraints,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from activities.contracts.approvals import ApprovalRecord
+from activities.contracts.conversation import UsageReport
+from activities.contracts.fields import DAY, MAX_CENTS, Contract, EmailAddress, NonEmpty, OrderId, bounded
+
+
+class RefundKey(StrEnum):
+    """Which idempotency key a refund carries to the payment provider."""
+
+    NONE = "none"
+    """No key: every attempt is a new payment. Exists to show what Temporal alone does (seed, table row 1)."""
+    PER_TOOL_CALL = "per_tool_call"
+    """The same for every retry of one tool call: covers a crash, not a model that asks again."""
+    PER_ORDER = "per_order"
+    """``refund:<order_id>``: names the business operation, so nothing refunds an order twice."""
+
+
+class TicketOptions(Contract):
+    approval_limit_cents: Annotated[int, bounded(0, MAX_CENTS)] = 2000
+    """Refunds above this wait for a person. It lives here, in workflow code, never in the prompt."""
+    approval_timeout_seconds: Annotated[int, bounded(1, 90 * DAY)] = DAY
+    """How long a person has to answer; silence after that means no."""
+    refund_key: RefundKey = RefundKey.PER_ORDER
+    max_steps: Annotated[int, bounded(1, 10_000)] = 10
+    """Model calls the agent may make before it gives up."""
+    sla_seconds: Annotated[int, bounded(1, 3650 * DAY)] = DAY
+    """A ticket older than this when its run starts goes to a person: the model is not asked."""
+    approvers: Annotated[list[NonEmpty], Field(min_length=1, max_length=100)] | None = None
+    """Who may approve this ticket's refunds; None (left out) takes the worker's default (``AGENT_APPROVERS``).
+    An empty list is refused: it must never read as "anyone"."""
+    linear_history: bool = True
+    """Send the model activity only what is new since the last step, with a reference to the conversation
+    so far, so each step adds about the same bytes to the history. False sends the whole conversation every
+    step, as runs did before (the benchmark's naive side)."""
+    continue_as_new_after_steps: Annotated[int, bounded(1, 10_000)] = 100
+    """Model calls one run makes before the ticket continues as a new run (sooner if the server suggests it),
+    so no run's history outgrows Temporal's limits however long the ticket lasts. Linear history only."""
+    summarize_above_tokens: Annotated[int, bounded(1, 10_000_000)] | None = 150_000
+    """When the model's last call read more tokens than this (cached or not), the model summarises the older
+    turns in a ``summarize`` activity, recorded as a model call, and the conversation goes on from the summary
+    and the latest turns. Below a 200K-token context, it leaves room for the next step. None: never; a
+    conversation that outgrows the model is then handed over. Linear history only."""
+    reply_window_seconds: Annotated[int, bounded(0, 90 * DAY)] = 0
+    """How long an answered ticket stays open for the customer's reply (``customer_message``); each reply is a
+    new turn of the agent over the whole conversation. 0 closes the ticket with its first answer."""
+    reconcile_refunds: bool = True
+    """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
+    it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
+
+
+class TicketInput(Contract):
+    ticket_id: NonEmpty
+    question: NonEmpty
+    customer_email: EmailAddress
+    opened_at: AwareDatetime | None = None
+    """When the customer opened the ticket (with a timezone); the run's start time if left out."""
+    options: TicketOptions = TicketOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _readable(cls, data: Any) -> Any:
+        """What the codec hands on for a payload it could not, or would not, open (``{"unreadable_payload":
+        why}``) is refused with its reason, not as three missing fields and an unknown one."""
+        if isinstance(data, dict) and set(data) == {"unreadable_payload"}:
+            why = str(data["unreadable_payload"])
+            raise PydanticCustomError("unreadable_payload", "unreadable_payload: {why}", {"why": why})
+        return data
+
+
+class CustomerMessage(Contract):
+    """The ``customer_message`` update (or signal): the customer's reply to the ticket."""
+
+    text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
+
+
+class MessageReceipt(Contract):
+    """What ``customer_message`` answers once the reply is taken: the turn it starts, or joins if the agent
+    is still working on the one before (replies that arrive meanwhile are read together)."""
+
+    turn: PositiveInt
+
+
+class OrderEvent(Contract):
+    """The ``order_event`` signal: something another system reports about an order, as a webhook relay
+    forwards it (``{"order_id": "A-1001", "event": "delivered", "detail": "left at the front door"}``)."""
+
+    order_id: OrderId
+    event: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    detail: Annotated[str, StringConstraints(strip_whitespace=True, max_length=2_000)] = ""
+
+
+class TicketState(StrEnum):
+    """The ``TicketState`` search attribute: what an open ticket waits for, set only while it waits."""
+
+    WAITING_FOR_CUSTOMER = "waiting_for_customer"
+    WAITING_FOR_EVENT = "waiting_for_event"
+
+
+class Waiting(Contract):
+    """The ``waiting_for`` memo: what the ticket waits for, until when (workflow time)."""
+
+    state: TicketState
+    until: datetime
+    order_id: str | None = None
+    """For an event: the order it must be about."""
+
+
+class Status(StrEnum):
+    RESOLVED = "resolved"
+    DECLINED = "declined"
+    """The refund the ticket needed was not approved."""
+    GAVE_UP = "gave_up"
+    """The agent used all its steps without answering."""
+    FAILED = "failed"
+    """The model could not be reached, or its API refused the request (a bad key, a bad request): something
+    is wrong with the system, and the ticket is handed to a person."""
+    HANDED_OVER = "handed_over"
+    """The model itself declined to go on (a refusal, or a conversation too long for it): nothing is broken,
+    but the ticket needs a person."""
+    ESCALATED = "escalated"
+    """The ticket was older than its SLA: it went straight to a person, without asking the model."""
+    CANCELLED = "cancelled"
+    """Someone cancelled the ticket (``temporal workflow cancel``, ``agent-worker cancel``); what was done before
+    the cancel, a refund in flight included, is in the outcome."""
+
+
+class ToolCallRecord(Contract):
+    step: int
+    tool_use_id: str
+    name: str
+    input: dict[str, Any]
+    result: str
+    is_error: bool
+    result_ref: str | None = None
+    """Where the whole result is kept when ``result`` is only its preview."""
+
+
+class RefundRecord(Contract):
+    refund_id: int
+    order_id: str
+    amount_cents: int
+
+
+class Turn(Contract):
+    """One turn of the ticket: what the customer wrote (the question, then each reply), and how the agent
+    answered it."""
+
+    message: str
+    answer: str
+    status: Status
+    first_step: NonNegativeInt
+    """The first model call of the turn (steps are numbered across the ticket, so keys never repeat)."""
+    last_step: NonNegativeInt
+
+
+class Outcome(Contract):
+    ticket_id: str
+    status: Status
+    answer: str
+    steps: int
+    model_calls: int
+    tool_calls: list[ToolCallRecord] = []
+    refunds: list[RefundRecord] = []
+    approvals: list[ApprovalRecord] = []
+    usage: UsageReport = UsageReport()
+    """Tokens and estimated cost, in total and per model call."""
+    turns: list[Turn] = []
+    """Every turn, in order: the question and the answer to it, then each reply of the customer's and its
+    answer (one turn unless the ticket stayed open for replies, ``reply_window_seconds``)."""
+    archive_ref: str | None = None
+    """Set on a ticket that continued as new: the tool calls and per-call usage of its earlier runs, kept in
+    the content store (``RecordsArchive``); ``tool_calls`` and ``usage.steps`` then hold only the last run's.
+    ``activities.content_store.complete`` puts them back together."""
