@@ -63,8 +63,6 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
                 f"Order {order.order_id} was charged {money(order.amount_cents)}; refunds above "
                 f"{money(ticket.options.approval_limit_cents)} wait for a person.",
-                "",
-                f"Customer ({ticket.customer_email}): {ticket.question}",
             )
             handle = await env.client.start_workflow(
                 WORKFLOW_NAME,
@@ -73,7 +71,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 task_queue=settings.task_queue,
                 result_type=Outcome,
             )
-            customer = Customer(handle, ticket.customer_email)
+            customer = Customer(handle)
             await narrate(
                 env.client, handle, follow=True, on_waiting=lambda: ask_for_approval(handle, decision=decision),
                 on_answered=customer.reply,
@@ -99,15 +97,14 @@ DEMO_REPLY = "Thank you! Will the refund show on my card statement?"
 class Customer:
     """The demo's customer: replies once to the first answer, then lets the ticket close."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Outcome], email: str) -> None:
-        self.handle, self.email, self.replied = handle, email, False
+    def __init__(self, handle: WorkflowHandle[Any, Outcome]) -> None:
+        self.handle, self.replied = handle, False
 
     async def reply(self) -> None:
         if self.replied:
             say(f"{INDENT}(no more replies: the ticket closes when its {REPLY_WINDOW_SECONDS} s window passes)")
             return
-        self.replied = True
-        say("", f"Customer ({self.email}) replies: {DEMO_REPLY}")
+        self.replied = True  # the transcript tells the reply, from the history, once the ticket has taken it
         await self.handle.execute_update(CUSTOMER_MESSAGE, CustomerMessage(text=DEMO_REPLY))
 
 
