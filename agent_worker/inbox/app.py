@@ -121,7 +121,7 @@ class Guard:
     def refuse(self, request: Request) -> str | None:
         if request.url.path == f"{self.site.base_path}/healthz":
             return None  # a health check comes by any name, and learns nothing but "ok"
-        host = request.url.hostname
+        host = host_name(request.headers.get("host", ""))
         public = self.site.public_url
         if public is not None:
             wanted = urlsplit(public).netloc.lower()
@@ -130,6 +130,19 @@ class Guard:
         elif self.site.loopback and not self.auth.trusted(peer(request)) and not loopback_name(host):
             return "this inbox serves only loopback host names (localhost, 127.0.0.1)"
         return None
+
+
+def host_name(header: str) -> str | None:
+    """The name in a ``Host`` header (``name``, ``name:port``, ``[v6]:port``); None if it is not one. Read here rather
+    than from Starlette's URL, which falls back to the listening address for a malformed header."""
+    parts = urlsplit(f"//{header}")
+    try:
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError:
+        return None
+    if not parts.hostname or parts.path or parts.query or parts.fragment or parts.username is not None:
+        return None
+    return parts.hostname
 
 
 def peer(request: Request) -> str | None:

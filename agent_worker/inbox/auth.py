@@ -132,8 +132,11 @@ class Keys:
     def csrf_ok(self, binding: str, token: str) -> bool:
         return self.valid("csrf", binding, token)
 
-    def fingerprint(self, credential: str) -> str:
-        return self.mac("credential", credential)[:32]
+    def fingerprint(self, credential: str, *, key: bytes | None = None) -> str:
+        return self.mac("credential", credential, key=key)[:32]
+
+    def fingerprint_ok(self, credential: str, fingerprint: str) -> bool:
+        return any(hmac.compare_digest(self.fingerprint(credential, key=key), fingerprint) for key in self._keys)
 
     def issue(self, user: str, credential: str, now: datetime, lifetime: timedelta) -> str:
         """A session cookie's value: the session, then its MAC."""
@@ -198,7 +201,7 @@ class Authenticator:
         session = self.keys.read(cookie, now)
         if session is None or session.user not in self.users:
             return None
-        if not hmac.compare_digest(self.keys.fingerprint(self.users[session.user]), session.credential):
+        if not self.keys.fingerprint_ok(self.users[session.user], session.credential):
             return None  # the password changed (or the one-time login was made again) since
         return Person(session.user, "password", f"session:{session.nonce}")
 

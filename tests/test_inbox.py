@@ -1,0 +1,279 @@
+"""The approval inbox's rules over HTTP, against a real dev server, worker and inbox: who answers is who signed in,
+never a form field; a form without its token, or from another origin, changes nothing; the ticket's own reasons
+reach the person at once; and the inbox will not start where it would be useless or open to anyone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from activities.contracts import ApprovalDecision, Outcome, Status
+from agent_worker.inbox.server import InboxRefusedError, start_inbox
+from tests.harness import Harness, events
+from tests.inbox_support import KEY, inbox_for, notice_of, person, start_with_cli, waiting_request
+from tests.test_processes import AGENT_WORKER
+
+pytestmark = pytest.mark.timeout(120)
+
+UPDATES_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+
+
+async def refused_to_start(*args: str, **env: str) -> str:
+    """``agent-worker web`` as a person starts it; what it says when it refuses (it must exit non-zero)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WEB")}
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "web", *args, env={**clean, **env}, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode != 0, err
+    return err.decode()
+
+
+async def test_without_signing_keys_the_inbox_does_not_start_and_says_what_to_set() -> None:
+    said = await refused_to_start()
+    assert "needs AGENT_WEB_APPROVAL_KEYS" in said
+    assert "the workers take an answer only if it is signed with one of theirs" in said
+
+
+async def test_on_an_address_others_can_reach_the_inbox_needs_authentication_configured() -> None:
+    said = await refused_to_start("--host", "0.0.0.0", AGENT_WEB_APPROVAL_KEYS=f'["{KEY}"]')  # refused before binding
+    assert "refusing to serve the approval inbox on 0.0.0.0 without authentication" in said
+    assert "AGENT_WEB_USERS" in said
+
+
+async def test_on_the_loopback_with_no_authentication_it_makes_a_one_time_sign_in_that_works(agent: Harness) -> None:
+    inbox = await start_inbox(agent.settings(web_approval_keys=[KEY]), agent.client, host="127.0.0.1", port=0)
+    try:
+        assert inbox.login is not None
+        assert inbox.login.password in inbox.describe()
+        async with person(inbox) as someone:
+            assert await someone.sign_in(inbox.login.name, "not the password") == 401
+            assert await someone.sign_in(inbox.login.name, inbox.login.password) == 303
+            status, page = await someone.get("/")
+    finally:
+        await inbox.stop()
+    assert status == 200
+    assert f'data-testid="person">{inbox.login.name}<' in page
+
+
+async def test_start_inbox_refuses_without_keys_before_it_listens(agent: Harness) -> None:
+    with pytest.raises(InboxRefusedError, match="AGENT_WEB_APPROVAL_KEYS"):
+        await start_inbox(agent.settings(), agent.client, host="127.0.0.1", port=0)
+
+
+async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harness) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as stranger:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        listing = await stranger.get("/")
+        partial = await stranger.get(f"/tickets/{workflow_id}?partial=1")
+        answered = await stranger.post(
+            f"/tickets/{workflow_id}/answer",
+            {"request_id": "R1", "amount_cents": "4900", "decision": "approve", "approver": "ann"},
+        )
+        still = await waiting_request(agent.client, workflow_id)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        accepted = await events(handle, UPDATES_ACCEPTED)
+        await handle.cancel()
+        await handle.result()
+
+    assert listing[0] == 303
+    assert partial[0] == 401
+    assert answered[0] == 401
+    assert still == request
+    assert accepted == []
+    assert agent.store.refunds() == []
+
+
+async def test_an_answer_records_who_signed_in_not_the_approver_the_form_names(agent: Harness) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        assert await ann.sign_in("ann") == 303
+        status, page = await ann.answer(workflow_id, request, approver="mallory")
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert status == 200
+    assert notice_of(page) == "approved; Refunded 49.00 on order A-1001 (refund #1)."
+    (record,) = outcome.approvals
+    assert (record.approver, record.channel, record.decision) == ("ann", "web", ApprovalDecision.APPROVED)
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+    assert "request R1: refund of 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit_log(
+        outcome.ticket_id
+    )
+
+
+async def test_a_form_without_its_csrf_token_or_with_someone_elses_is_refused_and_the_request_still_waits(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        without = await ann.answer(workflow_id, request, csrf=None)
+        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        bens_token = re.search(r'name="csrf" value="([^"]+)"', bens_page)
+        assert bens_token
+        with_bens = await ann.answer(workflow_id, request, csrf=bens_token.group(1))
+        still = await waiting_request(agent.client, workflow_id)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        accepted = await events(handle, UPDATES_ACCEPTED)
+        await handle.cancel()
+        await handle.result()
+
+    assert without[0] == 403
+    assert "security token is missing or not yours" in without[1]
+    assert with_bens[0] == 403
+    assert still == request
+    assert accepted == []
+    assert agent.store.refunds() == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://127.0.0.1:1"},  # the same machine, another port: the same site, another origin
+        {"Origin": "null"},  # a sandboxed frame, a data: page
+    ],
+)
+async def test_a_form_sent_from_another_origin_is_refused_even_with_a_valid_token(
+    agent: Harness, headers: dict[str, str]
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        _, page = await ann.get(f"/tickets/{workflow_id}")
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert token
+        form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": "4900", "decision": "approve"}
+        status, said = await ann.post(f"/tickets/{workflow_id}/answer", form, headers=headers)
+        still = await waiting_request(agent.client, workflow_id)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        await handle.cancel()
+        await handle.result()
+
+    assert status == 403
+    assert "sent from another site" in said
+    assert still == request
+    assert agent.store.refunds() == []
+
+
+async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with_the_tickets_reason(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        wrong = await ann.answer(workflow_id, request, amount_cents="1000")
+        taken = await ann.answer(workflow_id, request)
+        again = await ben.answer(workflow_id, request, decision="decline")
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert wrong[0] == 409
+    assert notice_of(wrong[1]) == "rejected: the refund waiting (R1) is 49.00, not 10.00"
+    assert taken[0] == 200
+    assert again[0] == 409
+    assert notice_of(again[1]).startswith("rejected: request R1 was already answered: approved by ann at ")
+    assert outcome.status is Status.RESOLVED
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+    assert [r.amount_cents for r in agent.store.refunds()] == [4900]
+
+
+async def test_someone_not_among_the_tickets_approvers_is_shown_no_buttons_and_releases_nothing(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as bob, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent, approvers=["ann"])
+        request = await waiting_request(agent.client, workflow_id)
+        await bob.sign_in("bob")
+        _, bobs_page = await bob.get(f"/tickets/{workflow_id}")
+        refused = await bob.answer(workflow_id, request)  # the form, crafted: his page has none
+        await ann.sign_in("ann")
+        taken = await ann.answer(workflow_id, request)
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert "are not among this ticket's approvers" in bobs_page
+    assert 'value="approve"' not in bobs_page
+    assert refused[0] == 409
+    assert notice_of(refused[1]) == "rejected: bob may not approve refunds on this ticket (approvers: ann)"
+    assert taken[0] == 200
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+
+
+async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_only_from_the_proxy(
+    agent: Harness,
+) -> None:
+    public = "http://inbox.example"
+    proxy: dict[str, Any] = {"web_proxy_header": "X-Forwarded-Email", "web_public_url": public, "web_users": {}}
+    async with inbox_for(agent, web_trusted_proxies=["127.0.0.1"], **proxy) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent, approvers=["ann@example.com"])
+        request = await waiting_request(agent.client, workflow_id)
+        through_proxy = {"Host": "inbox.example", "X-Forwarded-Email": "ann@example.com"}
+        wrong_host = await ann.get("/", headers={**through_proxy, "Host": "attacker.example"})
+        status, page = await ann.get(f"/tickets/{workflow_id}", headers=through_proxy)
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert token
+        form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": str(request.amount_cents)}
+        taken = await ann.post(
+            f"/tickets/{workflow_id}/answer",
+            {**form, "decision": "approve"},
+            headers={**through_proxy, "Origin": public},
+        )
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    async with inbox_for(agent, web_trusted_proxies=["192.0.2.1"], **proxy) as inbox, person(inbox) as mallory:
+        not_from_the_proxy = await mallory.get(
+            "/login", headers={"Host": "inbox.example", "X-Forwarded-Email": "ann@x"}
+        )
+
+    assert wrong_host[0] == 421
+    assert status == 200
+    assert 'data-testid="person">ann@example.com<' in page
+    assert taken[0] == 200, taken
+    assert [(a.approver, a.channel) for a in outcome.approvals] == [("ann@example.com", "web")]
+    assert not_from_the_proxy[0] == 401
+    assert "did not name you" in not_from_the_proxy[1]
+
+
+async def test_a_host_name_pointed_at_the_loopback_by_another_site_is_not_served(agent: Harness) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as someone:
+        port = urlsplit(inbox.url).port
+        rebound = await someone.get("/login", headers={"Host": f"evil.example:{port}"})
+        malformed = await someone.get("/login", headers={"Host": "evil.example/"})
+        local = await someone.get("/login", headers={"Host": f"localhost:{port}"})
+    assert rebound[0] == 421
+    assert malformed[0] == 421
+    assert local[0] == 200
+
+
+async def test_signing_in_sets_a_cookie_no_script_reads_and_no_other_site_sends_and_goes_back_only_to_the_inbox(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        _, page = await ann.get("/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert token
+        form = {"name": "ann", "password": "ann's long password", "csrf": token.group(1), "next": "//evil.example/"}
+        async with ann.http.post(
+            ann.origin + "/login", data=form, headers={"Origin": ann.origin}, allow_redirects=False
+        ) as response:
+            cookie = next(v for v in response.headers.getall("Set-Cookie") if v.startswith("inbox_session="))
+            location = response.headers["Location"]
+
+    attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
+    assert {"httponly", "samesite", "path"} <= attributes
+    assert "samesite=lax" in cookie.lower()
+    assert "secure" not in attributes  # plain http on the loopback: a browser keeps no Secure cookie from it elsewhere
+    assert location == "/"
