@@ -334,7 +334,7 @@ class Inbox:
                 f"still be taken when one runs: this page shows it if it is.",
             ), 504
         except RPCError as error:  # the ticket closed meanwhile
-            return Notice("rejected", f"refused: {error.message}"), 409
+            return Notice("rejected", f"refused: the ticket takes no more answers ({error.message})"), 409
         try:
             async with asyncio.timeout(RESULT_TIMEOUT.total_seconds()):
                 receipt = await update.result()

@@ -40,12 +40,13 @@ from agent_worker.stuck import StuckTicket, find_stuck
 from agent_worker.transcript import Entry, entries, first
 
 TABS = {
-    "approval": "Waiting for approval",
-    "customer": "Waiting for the customer",
-    "event": "Waiting for an event",
+    "approval": "For approval",
+    "customer": "For the customer",
+    "event": "For an event",
     "stuck": "Stuck",
     "closed": "Recently closed",
 }
+"""Each tab's name: what its tickets wait for (or are)."""
 CLOSED_STATUSES = ("Completed", "Failed", "Canceled", "Terminated", "TimedOut")
 """A ticket that continued as new is not closed: its next run goes on."""
 RECENTLY = timedelta(days=7)
