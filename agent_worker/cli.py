@@ -161,12 +161,6 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
             inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
         except InboxRefusedError as error:
             raise SystemExit(str(error)) from None
-        print(
-            f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}{decrypts}; "
-            f"{inbox.describe()}; history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops them all.",
-            file=sys.stderr,
-            flush=True,
-        )
         if made_key:
             print(
                 "AGENT_WEB_APPROVAL_KEYS is not set: the inbox signs answers with a key made for this run, which only "
@@ -174,6 +168,12 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
                 file=sys.stderr,
                 flush=True,
             )
+        print(  # the last line before the worker's own: what a person (or a test) waits for
+            f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}{decrypts}; "
+            f"{inbox.describe()}; history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops them all.",
+            file=sys.stderr,
+            flush=True,
+        )
         await run_worker(env.client, settings)
     finally:
         if inbox is not None:

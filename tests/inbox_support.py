@@ -33,12 +33,13 @@ def password_hashes() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def inbox_for(agent: Harness, client: Client | None = None, **settings: Any) -> AsyncIterator[RunningInbox]:
+async def inbox_for(agent: Harness, **settings: Any) -> AsyncIterator[RunningInbox]:
     """A worker holding the inbox's key, and the inbox for its task queue on 127.0.0.1, with ann, ben and bob able
-    to sign in; ``settings`` override the inbox's (the worker's codec keys come from ``agent``'s client)."""
-    inbox_settings = agent.settings(**{"web_approval_keys": [KEY], "web_users": password_hashes(), **settings})
-    async with agent.worker(web_approval_keys=[KEY]):
-        inbox = await start_inbox(inbox_settings, client or agent.client, host="127.0.0.1", port=0)
+    to sign in; ``settings`` go to both (the inbox's sign-in, the codec's keys)."""
+    both = {"web_approval_keys": [KEY], "web_users": password_hashes(), **settings}
+    async with agent.worker(**both):
+        inbox_settings = agent.settings(**both)
+        inbox = await start_inbox(inbox_settings, agent.client, host="127.0.0.1", port=0)
         try:
             yield inbox
         finally:
@@ -80,9 +81,9 @@ def csrf_of(html: str) -> str:
 class Person:
     """Someone using the inbox over HTTP, as their browser would: cookies kept, forms sent from the inbox's origin."""
 
-    def __init__(self, http: aiohttp.ClientSession, inbox: RunningInbox) -> None:
-        self.http, self.inbox = http, inbox
-        self.origin = inbox.url.rstrip("/")
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http = http
+        self.origin = url.rstrip("/")
 
     async def get(self, path: str, **kwargs: Any) -> tuple[int, str]:
         async with self.http.get(self.origin + path, allow_redirects=False, **kwargs) as response:
@@ -115,7 +116,7 @@ class Person:
 async def person(inbox: RunningInbox) -> AsyncIterator[Person]:
     """A fresh HTTP client with its own cookies (``unsafe``: they are kept for 127.0.0.1, an address)."""
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-        yield Person(http, inbox)
+        yield Person(http, inbox.url)
 
 
 def notice_of(html: str) -> str:

@@ -5,19 +5,40 @@ reach the person at once; and the inbox will not start where it would be useless
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import signal
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Worker
 
-from activities.contracts import ApprovalDecision, Outcome, Status
+from activities.contracts import ApprovalDecision, ApprovalRequest, Outcome, Status
+from agent_worker.devserver import binary, free_port
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
-from tests.harness import Harness, events
-from tests.inbox_support import KEY, inbox_for, notice_of, person, start_with_cli, waiting_request
-from tests.test_processes import AGENT_WORKER
+from agent_worker.stuck import find_stuck
+from tests.harness import Harness, awaiting, events, ticket
+from tests.inbox_support import (
+    KEY,
+    Person,
+    inbox_for,
+    notice_of,
+    password_hashes,
+    person,
+    start_with_cli,
+    waiting_request,
+)
+from tests.test_bad_input import NewerWorkerHandsOver
+from tests.test_processes import AGENT_WORKER, run
+from tests.test_stuck import RELAY, hand_over_unreadable_state
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -277,3 +298,110 @@ async def test_signing_in_sets_a_cookie_no_script_reads_and_no_other_site_sends_
     assert "samesite=lax" in cookie.lower()
     assert "secure" not in attributes  # plain http on the loopback: a browser keeps no Secure cookie from it elsewhere
     assert location == "/"
+
+
+async def listed_on(someone: Person, tab: str, expected: set[str]) -> str:
+    """The tab's page once it lists every one of ``expected`` (a bounded poll: visibility lags a little)."""
+    async with asyncio.timeout(90):
+        while True:
+            status, page = await someone.get(f"/?tab={tab}")
+            assert status == 200
+            if all(f'data-workflow-id="{workflow_id}"' in page for workflow_id in expected):
+                return page
+            await asyncio.sleep(0.5)
+
+
+async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running(
+    agent: Harness, client: Client
+) -> None:
+    async with agent.worker(), Worker(client, task_queue=RELAY, workflows=[NewerWorkerHandsOver]):
+        waiting = await agent.start(ticket())
+        replied_to = await agent.start(ticket(approval_limit_cents=10_000, reply_window_seconds=3600))
+        on_its_way = await agent.start(ticket("My parcel for order A-1001 is on its way", approval_limit_cents=10_000))
+        done = await agent.start(ticket(approval_limit_cents=10_000))
+        stuck = await hand_over_unreadable_state(client, agent.task_queue)
+        await awaiting(waiting, 4900)
+        await done.result()
+        async with asyncio.timeout(90):  # the server marks it after two failed workflow tasks, 10 s apart
+            while not (await find_stuck(client, limit=10, within=f"TaskQueue = '{agent.task_queue}'")).tickets:
+                await asyncio.sleep(1)
+
+    inbox = await start_inbox(agent.settings(web_approval_keys=[KEY], web_users=password_hashes()), client, port=0)
+    tabs = {
+        "approval": waiting.id, "customer": replied_to.id, "event": on_its_way.id, "closed": done.id,
+        "stuck": stuck.id,
+    }  # fmt: skip
+    try:
+        async with person(inbox) as ann:
+            await ann.sign_in("ann")
+            pages = {tab: await listed_on(ann, tab, {workflow_id}) for tab, workflow_id in tabs.items()}
+            status, ticket_page = await ann.get(f"/tickets/{waiting.id}")
+    finally:
+        await inbox.stop()
+        for handle in (waiting, replied_to, on_its_way):
+            await handle.cancel()
+        await stuck.terminate("test over")
+
+    for tab, page in pages.items():
+        listed = set(re.findall(r'data-workflow-id="([^"]+)"', page))
+        assert listed == {tabs[tab]}, (tab, listed)
+    assert "49.00" in pages["approval"]
+    assert "order A-1001" in pages["event"]
+    assert "UnreadableStateError" in pages["stuck"]
+    assert status == 200
+    assert 'data-testid="amount">49.00<' in ticket_page
+    assert "the model asks for issue_refund(order_id=&#39;A-1001&#39;, amount_cents=4900)" in ticket_page
+
+
+async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_how_to_sign_in(tmp_path: Path) -> None:
+    """``agent-worker dev`` with nothing configured: the inbox on the loopback, a one-time sign-in printed, and a key
+    made for the run that its own worker holds, so an answer from the inbox releases the refund."""
+    port, ui_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")} | {"AGENT_MODEL_BACKEND": "scripted"}
+    dev = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "dev", "--port", str(port), "--ui-port", str(ui_port), cwd=tmp_path, env=env,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    said: list[str] = []
+    started = asyncio.Event()
+
+    async def read_stderr() -> None:  # all of it, so a full pipe never stalls the process
+        assert dev.stderr is not None
+        async for raw in dev.stderr:
+            said.append(raw.decode())
+            if said[-1].startswith("Temporal dev server on"):
+                started.set()
+
+    reader = asyncio.create_task(read_stderr())
+    try:
+        async with asyncio.timeout(90):  # a bound on a dev server that never comes up
+            await started.wait()
+        found = re.search(
+            r"approval inbox on (\S+) \(sign in as (\S+) with password (\S+), made for this run\)", "".join(said)
+        )
+        assert found, said
+        url, name, password = found.groups()
+        workflow_id = f"ticket-{uuid.uuid4()}"
+        temporal = [binary("temporal"), "--address", f"127.0.0.1:{port}"]
+        await run(
+            *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", "support-agent",
+            "--workflow-id", workflow_id, "--input", json.dumps(ticket()),
+        )  # fmt: skip
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            someone = Person(http, url)
+            assert await someone.sign_in(name, password) == 303
+            async with asyncio.timeout(30):
+                while 'data-testid="request-id"' not in (page := (await someone.get(f"/tickets/{workflow_id}"))[1]):
+                    await asyncio.sleep(0.2)
+            request = ApprovalRequest(request_id="R1", amount_cents=4900, deadline=datetime.now(UTC))
+            status, answered = await someone.answer(workflow_id, request)
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await asyncio.wait_for(dev.wait(), 60)
+        await reader
+
+    assert url.startswith("http://127.0.0.1:")
+    assert "AGENT_WEB_APPROVAL_KEYS is not set" in "".join(said)
+    assert 'data-testid="amount">49.00<' in page
+    assert status == 200
+    assert notice_of(answered) == "approved; Refunded 49.00 on order A-1001 (refund #1)."
