@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 
 from activities.contracts import ApprovalDecision, ApprovalRequest, Outcome, Status
 from agent_worker.devserver import binary, free_port
+from agent_worker.inbox.auth import password_matches
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.stuck import find_stuck
 from tests.harness import Harness, awaiting, events, ticket
@@ -84,6 +85,28 @@ async def test_on_the_loopback_with_no_authentication_it_makes_a_one_time_sign_i
     assert f'data-testid="person">{inbox.login.name}<' in page
 
 
+async def test_agent_worker_web_user_prints_a_hash_only_that_password_matches() -> None:
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "web-user", "ann", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(b"ann's long password\n"), 30)
+    short = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "web-user", "ann", stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    _, refused = await asyncio.wait_for(short.communicate(b"short\n"), 30)
+
+    assert process.returncode == 0, err
+    ((name, stored),) = json.loads(out).items()
+    assert name == "ann"
+    assert password_matches(stored, "ann's long password")
+    assert not password_matches(stored, "ann's long passwor")
+    assert "AGENT_WEB_USERS" in err.decode()
+    assert short.returncode != 0
+    assert "at least 12 characters" in refused.decode()
+
+
 async def test_start_inbox_refuses_without_keys_before_it_listens(agent: Harness) -> None:
     with pytest.raises(InboxRefusedError, match="AGENT_WEB_APPROVAL_KEYS"):
         await start_inbox(agent.settings(), agent.client, host="127.0.0.1", port=0)
@@ -95,6 +118,7 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
         request = await waiting_request(agent.client, workflow_id)
         listing = await stranger.get("/")
         partial = await stranger.get(f"/tickets/{workflow_id}?partial=1")
+        stream = await stranger.get(f"/tickets/{workflow_id}/events")
         answered = await stranger.post(
             f"/tickets/{workflow_id}/answer",
             {"request_id": "R1", "amount_cents": "4900", "decision": "approve", "approver": "ann"},
@@ -107,6 +131,7 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
 
     assert listing[0] == 303
     assert partial[0] == 401
+    assert stream[0] == 401
     assert answered[0] == 401
     assert still == request
     assert accepted == []

@@ -198,8 +198,9 @@ class Inbox:
     def from_here(self, request: Request) -> bool:
         return same_origin(request.headers.get("origin"), request.headers.get("referer"), self.own_origin(request))
 
-    def must_sign_in(self, request: Request) -> Response:
-        if request.method == "GET" and "partial" not in request.query_params:
+    def must_sign_in(self, request: Request, *, page: bool = True) -> Response:
+        """To the sign-in page from a page; a plain 401 to a script (a live part, the event stream) or a form."""
+        if page and request.method == "GET" and "partial" not in request.query_params:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"{self.site.base_path}/login?next={quote(target)}", status_code=303)
         return PlainTextResponse("sign in first", status_code=401)
@@ -245,7 +246,7 @@ class Inbox:
         happened between its rendering and this stream is missed; a run that continued as new ends the stream, and
         the browser reconnects to the next one."""
         if self.person(request) is None:
-            return self.must_sign_in(request)
+            return self.must_sign_in(request, page=False)
         workflow_id = request.path_params["workflow_id"]
         shown_run = request.query_params.get("run", "")
         try:

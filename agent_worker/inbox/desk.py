@@ -33,6 +33,7 @@ from activities.contracts import (
     ApprovalRequest,
     OrderLookup,
     Outcome,
+    TicketState,
     Waiting,
 )
 from agent_worker.operator import AWAITING, WAITING_FOR, run_ids, tickets_query
@@ -81,11 +82,14 @@ class Listed:
     @property
     def since(self) -> datetime:
         """When the ticket began to wait for what it waits for: the request's deadline less the ticket's approval
-        timeout; else when the run started."""
+        timeout, or the end of the reply window less its length; else when the run started (a wait for an event
+        lasts as long as the model asked, which visibility does not keep)."""
+        options = self.ticket.get("options") or {}
+        options = options if isinstance(options, dict) else {}
         if self.request is not None:
-            options = self.ticket.get("options") or {}
-            timeout = options.get("approval_timeout_seconds", DAY) if isinstance(options, dict) else DAY
-            return self.request.deadline - timedelta(seconds=int(timeout))
+            return self.request.deadline - timedelta(seconds=int(options.get("approval_timeout_seconds", DAY)))
+        if self.waiting is not None and self.waiting.state is TicketState.WAITING_FOR_CUSTOMER:
+            return self.waiting.until - timedelta(seconds=int(options.get("reply_window_seconds", 0)))
         return self.started
 
 

@@ -123,7 +123,7 @@ async def start_inbox(
     users = settings.web_user_hashes()
     login = None
     if not users and not settings.web_proxy_header:
-        login = OneTimeLogin(login_name or getpass.getuser(), secrets.token_urlsafe(9))
+        login = OneTimeLogin(login_name or this_user(), secrets.token_urlsafe(9))
         users = {login.name: await asyncio.to_thread(hash_password, login.password)}
     keys = settings.web_approval_key_bytes()
     auth = Authenticator(
@@ -149,6 +149,14 @@ async def start_inbox(
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task)
+
+
+def this_user() -> str:
+    """Who started the process, for the one-time sign-in's name (and so the approver the ticket records)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container's user with no name
+        return "operator"
 
 
 def bind(host: str, port: int) -> socket.socket:
