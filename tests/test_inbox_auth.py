@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from agent_worker.config import Settings
-from agent_worker.inbox.app import host_name
 from agent_worker.inbox.auth import Authenticator, Keys, check_hash, hash_password, password_matches, same_origin
+from agent_worker.inbox.guard import host_name
 
 KEY, OTHER_KEY = b"k" * 32, b"o" * 32
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -29,9 +29,10 @@ from temporalio.client import Client
 
 from agent_worker.codec_server import loopback_only
 from agent_worker.config import Settings
-from agent_worker.inbox.app import Site, make_app
+from agent_worker.inbox.app import make_app
 from agent_worker.inbox.auth import Authenticator, Keys, hash_password
 from agent_worker.inbox.desk import Desk
+from agent_worker.inbox.guard import Site
 
 STARTUP_TIMEOUT = timedelta(seconds=10)
 MIN_PASSWORD = 12
