@@ -117,6 +117,13 @@ def parser() -> argparse.ArgumentParser:
 
     _operator_commands(commands)
 
+    web = commands.add_parser("web", help="the approval inbox: a web page where people approve refunds")
+    web.add_argument("--host", help="default AGENT_WEB_HOST (127.0.0.1)")
+    web.add_argument("--port", type=int, help="default AGENT_WEB_PORT (8088)")
+    _where(web)
+    web_user = commands.add_parser("web-user", help="hash a person's inbox password, for AGENT_WEB_USERS")
+    web_user.add_argument("name", help="who signs in: the approver the tickets record")
+
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--port", type=int, default=DEFAULT_CODEC_PORT)
@@ -136,8 +143,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def dev(settings: Settings, port: int, ui_port: int) -> None:
-    """The dev server, its Web UI and a worker; with codec keys set, also the codec server in local mode, with
-    the Web UI pointed at it, so the UI shows tickets decrypted rather than as ciphertext."""
+    """The dev server, its Web UI, the approval inbox and a worker; with codec keys set, also the codec server in
+    local mode, with the Web UI pointed at it, so the UI shows tickets decrypted rather than as ciphertext."""
+    from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process  # noqa: PLC0415
+
+    settings, made_key = with_key_for_this_process(settings)
     codec, codec_server, ui_args, decrypts = settings.codec(), None, [], ""
     if codec is not None:
         codec_port = free_port(DEFAULT_CODEC_PORT)
@@ -148,15 +158,29 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
         settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter(),
         extra_args=ui_args,
     )  # fmt: skip
+    inbox = None
     try:
-        print(
+        try:
+            inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
+        except InboxRefusedError as error:
+            raise SystemExit(str(error)) from None
+        if made_key:
+            print(
+                "AGENT_WEB_APPROVAL_KEYS is not set: the inbox signs answers with a key made for this run, which only "
+                "the worker beside it holds (set the same keys on both to run workers elsewhere).",
+                file=sys.stderr,
+                flush=True,
+            )
+        print(  # the last line before the worker's own: what a person (or a test) waits for
             f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}{decrypts}; "
-            f"history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops both.",
+            f"{inbox.describe()}; history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops them all.",
             file=sys.stderr,
             flush=True,
         )
         await run_worker(env.client, settings)
     finally:
+        if inbox is not None:
+            await inbox.stop()
         await env.shutdown()
         if codec_server is not None:
             await codec_server.cleanup()
@@ -213,6 +237,19 @@ async def codec_server(settings: Settings, host: str, port: int) -> None:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     await runner.cleanup()
+
+
+async def web(settings: Settings, args: argparse.Namespace) -> None:
+    """The approval inbox on its own, for the configured cluster: refused before connecting anywhere when it must
+    not run (no signing key; no authentication on an address others can reach)."""
+    from agent_worker.inbox.server import InboxRefusedError, check, serve_until_stopped  # noqa: PLC0415 - see main
+
+    try:
+        check(settings, settings.web_host if args.host is None else args.host)
+        client = await connect(args.address, args.namespace, settings.data_converter())
+        await serve_until_stopped(settings, client, host=args.host, port=args.port)
+    except InboxRefusedError as error:
+        raise SystemExit(str(error)) from None
 
 
 async def operate(settings: Settings, args: argparse.Namespace) -> int:
@@ -313,12 +350,19 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
     elif args.command in {"orders", "migrate"}:
         business(settings, args)
+    elif args.command == "web-user":
+        from agent_worker.inbox.server import web_user  # noqa: PLC0415 - only the inbox needs its web stack
+
+        print(web_user(args.name))
+        print("add it to AGENT_WEB_USERS, a JSON object of every approver's name and hash", file=sys.stderr)
     else:
         agent_logging.configure(settings.log_level, settings.log_format)
         if args.command == "worker":
             asyncio.run(worker(settings, args.address, args.namespace))
         elif args.command == "codec-server":
             asyncio.run(codec_server(settings, args.host, args.port))
+        elif args.command == "web":
+            asyncio.run(web(settings, args))
         else:
             asyncio.run(dev(settings, args.port, args.ui_port))
     # temporalio can crash at interpreter exit after all its work is done (sdk-python issue 300):

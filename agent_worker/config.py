@@ -20,6 +20,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import (
     Field,
+    IPvAnyNetwork,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -39,6 +40,7 @@ from activities.prompt import SUPPORT_POLICY
 from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
 from agent_worker.codec_auth import ASYMMETRIC_ALGORITHMS, BearerAuth, JwtValidator
 from agent_worker.faults import Faults, parse
+from agent_worker.inbox.auth import check_hash, origin_of
 from workflows import policies
 
 DATA_CONVERTER: DataConverter = pydantic_data_converter
@@ -179,6 +181,70 @@ class Settings(BaseSettings):
     def web_approval_key_bytes(self) -> list[bytes]:
         return [key.get_secret_value().encode() for key in self.web_approval_keys]
 
+    web_host: str = "127.0.0.1"
+    """Where ``agent-worker web`` listens. Anything but a loopback address needs authentication configured
+    (``web_users`` or ``web_proxy_header``): the inbox refuses to start otherwise."""
+    web_port: int = Field(default=8088, ge=0, le=65535)
+    web_base_path: str = ""
+    """A path the inbox is served under, e.g. ``/inbox`` behind a proxy that serves other things too."""
+    web_public_url: str | None = None
+    """The address people open, e.g. ``https://inbox.example.com/inbox``. Set, the inbox answers only requests for
+    that host and takes forms only from that origin; needed behind a single-sign-on proxy. Unset, the origin is
+    the request's own, and on a loopback address only loopback host names are served (no DNS rebinding)."""
+    web_users: dict[str, SecretStr] = {}
+    """Standalone sign-in: each approver's name and password hash (``agent-worker web-user NAME`` makes one):
+    ``AGENT_WEB_USERS='{"ann": "scrypt$32768$8$1$..."}'``. The name is the approver the workflow sees, so it is
+    what ``options.approvers`` and ``AGENT_APPROVERS`` must list."""
+    web_proxy_header: str | None = None
+    """Behind single sign-on: the header the proxy names the signed-in person in, e.g. ``X-Forwarded-Email``
+    (oauth2-proxy's). Believed only from ``web_trusted_proxies``."""
+    web_trusted_proxies: list[IPvAnyNetwork] = []
+    """The single-sign-on proxy's addresses (or networks), e.g. ``["127.0.0.1"]`` for a proxy on the same machine:
+    the only connections whose ``web_proxy_header`` (and ``X-Forwarded-Proto``) the inbox believes."""
+    web_session_hours: PositiveFloat = 12.0
+    """How long a standalone sign-in lasts."""
+
+    def web_user_hashes(self) -> dict[str, str]:
+        return {name: stored.get_secret_value() for name, stored in self.web_users.items()}
+
+    @field_validator("web_base_path")
+    @classmethod
+    def _base_path(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and (not value.startswith("/") or "//" in value or any(c in value for c in "?#'\"\\")):
+            raise ValueError("a path such as /inbox")
+        return value
+
+    @field_validator("web_users")
+    @classmethod
+    def _password_hashes(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, stored in value.items():
+            if not name.strip() or name != name.strip():
+                raise ValueError(f"an approver's name without surrounding spaces, not {name!r}")
+            try:
+                check_hash(stored.get_secret_value())
+            except ValueError as error:
+                raise ValueError(f"{name}: {error}") from None
+        return value
+
+    @field_validator("web_public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value and (origin_of(value) is None or not value.lower().startswith(("http://", "https://"))):
+            raise ValueError("an address such as https://inbox.example.com")
+        return value or None
+
+    @model_validator(mode="after")
+    def _proxy_settings_come_together(self) -> Self:
+        """A header believed from nobody would lock everyone out, and one believed without knowing the inbox's own
+        address would let a page that re-points a host name at the proxy's machine (DNS rebinding) send it."""
+        if self.web_proxy_header and not (self.web_trusted_proxies and self.web_public_url):
+            raise ValueError(
+                "AGENT_WEB_PROXY_HEADER needs AGENT_WEB_TRUSTED_PROXIES (the proxy's addresses, the only ones whose "
+                "header is believed) and AGENT_WEB_PUBLIC_URL (the address people open through it)"
+            )
+        return self
+
     def codec(self) -> EncryptionCodec | None:
         if not self.codec_keys:
             return None
@@ -206,7 +272,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "s3_bucket", "s3_endpoint_url", "s3_region", "codec_server_jwks_url", "codec_server_audience",
-        "codec_server_issuer",
+        "codec_server_issuer", "web_proxy_header", "web_public_url",
     )  # fmt: skip
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:

@@ -30,6 +30,7 @@ from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, T
 from activities.contracts.world import Order
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
+from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process
 from agent_worker.transcript import INDENT, narrate, say
 from agent_worker.worker import build_worker
 
@@ -37,6 +38,7 @@ from agent_worker.worker import build_worker
 async def run_demo(settings: Settings, *, decision: bool | None, question: str | None) -> Outcome:
     if decision is None and not sys.stdin.isatty():
         raise SystemExit("stdin is not a terminal, so nobody can answer the approval: pass --approve or --decline")
+    settings, _ = with_key_for_this_process(settings)  # the inbox and the worker run here, and share it
     store = settings.business().create()
     order = next_demo_order(store.payments.refunds(), customer="ann@example.com")
     store.orders.add(order)
@@ -53,14 +55,18 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     env = await start_dev_server(
         settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter()
     )
+    inbox = None
     try:
+        try:
+            inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
+        except InboxRefusedError as error:
+            raise SystemExit(str(error)) from None
         async with build_worker(env.client, settings, store):
             say(
                 f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
+                f"The {inbox.describe()}.",
                 f"Order {order.order_id} was charged {money(order.amount_cents)}; refunds above "
                 f"{money(ticket.options.approval_limit_cents)} wait for a person.",
-                "",
-                f"Customer ({ticket.customer_email}): {ticket.question}",
             )
             handle = await env.client.start_workflow(
                 WORKFLOW_NAME,
@@ -69,9 +75,11 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 task_queue=settings.task_queue,
                 result_type=Outcome,
             )
-            customer = Customer(handle, ticket.customer_email)
+            customer = Customer(handle)
+            page = f"{inbox.url}tickets/{handle.id}"
             await narrate(
-                env.client, handle, follow=True, on_waiting=lambda: ask_for_approval(handle, decision=decision),
+                env.client, handle, follow=True,
+                on_waiting=lambda: ask_for_approval(handle, decision=decision, page=page),
                 on_answered=customer.reply,
             )  # fmt: skip
             outcome: Outcome = await handle.result()
@@ -82,8 +90,12 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
             describe_usage(outcome.usage),
         )
         say(*how_to_look(handle.id, port))
+        if decision is None:  # a person is at the terminal, and may be looking at the ticket's page
+            await read_line(f"\nThe approval inbox shows the closed ticket at {page} until you press Enter. ")
         return outcome
     finally:
+        if inbox is not None:
+            await inbox.stop()
         await env.shutdown()
 
 
@@ -95,15 +107,14 @@ DEMO_REPLY = "Thank you! Will the refund show on my card statement?"
 class Customer:
     """The demo's customer: replies once to the first answer, then lets the ticket close."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Outcome], email: str) -> None:
-        self.handle, self.email, self.replied = handle, email, False
+    def __init__(self, handle: WorkflowHandle[Any, Outcome]) -> None:
+        self.handle, self.replied = handle, False
 
     async def reply(self) -> None:
         if self.replied:
             say(f"{INDENT}(no more replies: the ticket closes when its {REPLY_WINDOW_SECONDS} s window passes)")
             return
-        self.replied = True
-        say("", f"Customer ({self.email}) replies: {DEMO_REPLY}")
+        self.replied = True  # the transcript tells the reply, from the history, once the ticket has taken it
         await self.handle.execute_update(CUSTOMER_MESSAGE, CustomerMessage(text=DEMO_REPLY))
 
 
@@ -124,19 +135,57 @@ def next_demo_order(refunds: Sequence[Any], customer: str) -> Order:
     return Order(order_id=f"A-{number}", amount_cents=4900, customer_email=customer)
 
 
-async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bool | None) -> None:
+async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bool | None, page: str) -> None:
+    """Answer the request as ``--approve`` or ``--decline`` says, or ask the person: at the terminal, or in the
+    approval inbox, whichever they answer first."""
     request = await handle.query(AWAITING_APPROVAL_QUERY, result_type=ApprovalRequest | None)  # type: ignore[arg-type]
     if request is None:
         return
     amount = request.amount_cents
     if decision is None:
+        say(f"{INDENT}answer it in the approval inbox, {page}, or here:")
         prompt = f"{INDENT}approve a refund of {money(amount)} (request {request.request_id})? [y/N] "
-        reply = await asyncio.to_thread(input, prompt)
-        decision = reply.strip().lower() in {"y", "yes"}
+        terminal = asyncio.create_task(read_line(prompt))
+        inbox = asyncio.create_task(answered_elsewhere(handle, request.request_id))
+        await asyncio.wait({terminal, inbox}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (terminal, inbox):
+            task.cancel()
+        if not terminal.done() or terminal.cancelled():
+            say("", f"{INDENT}answered in the approval inbox")
+            return
+        decision = terminal.result().strip().lower() in {"y", "yes"}
     else:
         say(f"{INDENT}{'approving' if decision else 'declining'} it, as --{'approve' if decision else 'decline'} says")
     answer = Approval(amount_cents=amount, approved=decision, approver="demo-operator", request_id=request.request_id)
     await handle.signal(APPROVE_SIGNAL, answer)
+
+
+async def answered_elsewhere(handle: WorkflowHandle[Any, Outcome], request_id: str) -> None:
+    """Return once the request no longer waits: someone answered it in the approval inbox (a bounded poll of the
+    query; the worker runs in this process)."""
+    while True:
+        await asyncio.sleep(0.5)
+        waiting = await handle.query(AWAITING_APPROVAL_QUERY, result_type=ApprovalRequest | None)  # type: ignore[arg-type]
+        if waiting is None or waiting.request_id != request_id:
+            return
+
+
+async def read_line(prompt: str) -> str:
+    """A line typed at the terminal, read without a thread, so that waiting for it can be called off (the person
+    answered in the browser instead)."""
+    print(prompt, end="", flush=True)
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def readable() -> None:
+        if not line.done():
+            line.set_result(sys.stdin.readline())
+
+    loop.add_reader(sys.stdin.fileno(), readable)
+    try:
+        return await line
+    finally:
+        loop.remove_reader(sys.stdin.fileno())
 
 
 EXAMPLE_TICKET = (
@@ -150,7 +199,8 @@ def how_to_look(workflow_id: str, port: int) -> list[str]:
     return [
         "",
         f"This demo's server (127.0.0.1:{port}) stops with it; the run is kept in its history file. To look at it",
-        "and run more tickets, keep a server, its Web UI and a worker up with `agent-worker dev`, then open",
+        "and run more tickets, keep a server, its Web UI, the approval inbox and a worker up with",
+        "`agent-worker dev`, then open",
         f"  http://localhost:{DEFAULT_UI_PORT}/namespaces/default/workflows/{workflow_id}",
         "and drive tickets with the temporal CLI:",
         (

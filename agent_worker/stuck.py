@@ -91,15 +91,17 @@ async def server_reports_problems(client: Client) -> bool:
     return response.namespace_info.capabilities.reported_problems_search_attribute
 
 
-async def find_stuck(client: Client, *, limit: int) -> StuckSearch:
-    """Up to ``limit`` stuck tickets, from the server's report where it makes one, else from every running ticket."""
+async def find_stuck(client: Client, *, limit: int, within: str | None = None) -> StuckSearch:
+    """Up to ``limit`` stuck tickets, from the server's report where it makes one, else from every running ticket;
+    ``within``, a visibility condition, narrows the search (the approval inbox's: its task queue)."""
     reported = await server_reports_problems(client)
+    query = STUCK_QUERY if reported else RUNNING_QUERY
     # The server has already counted the failures of a ticket it reports; a ticket that recovered since (the
     # attribute is cleared a moment after the success) shows a first attempt.
     at_least = 2 if reported else STUCK_AFTER_FAILURES + 1
     found: list[StuckTicket] = []
     examined = 0
-    async for execution in client.list_workflows(STUCK_QUERY if reported else RUNNING_QUERY):
+    async for execution in client.list_workflows(f"{query} AND {within}" if within else query):
         examined += 1
         stuck = await examine(client, execution.id, execution.run_id, at_least=at_least)
         if stuck is not None:

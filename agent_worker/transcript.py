@@ -1,15 +1,24 @@
-"""A ticket's transcript, read from its Temporal history: what the demo narrates and ``show`` prints.
+"""A ticket's transcript, read from its Temporal history: the one reading that the demo narrates, ``show`` prints
+and the approval inbox shows.
 
-It is read from the event history as the server recorded it, not from a worker's memory, so what it prints
-is what a new worker would replay after a crash, and it works with no worker running.
+It is read from the event history as the server recorded it, not from a worker's memory, so what it tells is what
+a new worker would replay after a crash, and it works with no worker running. Payloads are decoded by the client's
+data converter, so with encryption on they are decrypted with the keys the client was given.
+
+Events become ``Entry`` values: what happened, in words, with the event it came from and, where a page has more to
+show than a line, the thing itself (the order as looked up, the tool call and the model's words around it, the
+outcome). The terminal prints them as lines (``lines``); the approval inbox renders the same entries as HTML, so
+the two cannot tell a ticket differently.
 """
 
 from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
@@ -17,7 +26,12 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
 from activities.contracts.fields import money
-from activities.contracts.names import AWAITING_APPROVAL_ATTRIBUTE, TICKET_STATE_ATTRIBUTE
+from activities.contracts.names import (
+    APPROVE_SIGNAL,
+    AWAITING_APPROVAL_ATTRIBUTE,
+    CUSTOMER_MESSAGE,
+    TICKET_STATE_ATTRIBUTE,
+)
 from activities.contracts.ticket import TicketState
 
 INDENT = "      "
@@ -30,10 +44,72 @@ CLOSED = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW: "continued as new",
 }
 
+Kind = Literal[
+    "customer",  # the customer's question, or a reply
+    "step",  # the workflow asks the model
+    "reasoning",  # what the model said beside the tools it asked for: why it asks
+    "asks",  # a tool the model asked for
+    "answers",  # the model's answer to the customer
+    "result",  # what an activity returned
+    "failed",  # an activity attempt failed or timed out
+    "approval",  # a refund waits for a person
+    "open",  # the ticket waits for the customer's reply
+    "waiting",  # the ticket waits for news about an order
+    "signal",  # a signal the run took
+    "answer",  # an answer the approval inbox vouched for (the ``approve`` update)
+    "update",  # another update the run took
+    "timer",  # a wait ran out
+    "audit",  # a line of the audit trail
+    "approvers",  # who may approve
+    "closed",  # the run ended
+]
+TAGGED: set[Kind] = {"step", "approval", "open", "waiting", "closed"}
+"""Kinds the terminal prints as ``[kind]`` headings rather than indented details."""
+SAID = {"reasoning": "the model says: ", "answers": "the model answers: "}
+SHORT = 200
+"""The terminal shortens what the model says to this many characters; the inbox shows it whole."""
 
-def say(*lines: str) -> None:
-    for line in lines:
+
+@dataclass(frozen=True)
+class Entry:
+    """One thing that happened to a ticket, as a person reads it."""
+
+    kind: Kind
+    text: str
+    event_id: int
+    at: datetime
+    name: str = ""
+    """The activity, signal or update it is about, if any."""
+    detail: Any = None
+    """The thing itself, decoded: the activity's result, the tool call (``{"name", "input", "call", "why"}``), the
+    model's words, the ticket's input, the run's result."""
+
+
+def lines(entry: Entry) -> list[str]:
+    """How the terminal prints an entry (the demo, ``show``)."""
+    if entry.kind == "customer":
+        return ["", entry.text]
+    if entry.kind in TAGGED:
+        heading = f"  [{entry.kind}] {entry.text}"
+        return ["", heading] if entry.kind in {"step", "closed"} else [heading]
+    if entry.kind in SAID:
+        return [f"{INDENT}{SAID[entry.kind]}{textwrap.shorten(str(entry.detail), SHORT)}"]
+    return [f"{INDENT}{entry.text}"]
+
+
+def say(*printed: str) -> None:
+    for line in printed:
         print(line, flush=True)
+
+
+async def entries(client: Client, handle: WorkflowHandle[Any, Any], *, follow: bool) -> AsyncIterator[Entry]:
+    """The run's entries, in order; with ``follow``, as they happen, until the run closes."""
+    reader = Reader(client)
+    async for event in handle.fetch_history_events(wait_new_event=follow):
+        for entry in await reader.read(event):
+            yield entry
+            if entry.kind == "closed":
+                return
 
 
 async def narrate(
@@ -44,32 +120,28 @@ async def narrate(
     on_waiting: Callable[[], Awaitable[None]] | None = None,
     on_answered: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Print the run's steps; with ``follow``, as they happen until the run closes. ``on_waiting`` is called when
+    """Print the run's entries; with ``follow``, as they happen until the run closes. ``on_waiting`` is called when
     a refund starts waiting for a person, ``on_answered`` when the ticket starts waiting for the customer."""
-    narrator = Narrator(client, on_waiting, on_answered)
-    async for event in handle.fetch_history_events(wait_new_event=follow):
-        if event.event_type in CLOSED:
-            say("", f"  [closed] the run {CLOSED[event.event_type]}")
-            return
-        handler = narrator.handlers.get(event.event_type)
-        if handler is not None:
-            await handler(event)
+    async for entry in entries(client, handle, follow=follow):
+        say(*lines(entry))
+        if entry.kind == "approval" and on_waiting is not None:
+            await on_waiting()
+        elif entry.kind == "open" and on_answered is not None:
+            await on_answered()
 
 
-class Narrator:
-    def __init__(
-        self,
-        client: Client,
-        on_waiting: Callable[[], Awaitable[None]] | None,
-        on_answered: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
+class Reader:
+    """Turns one run's events, read in order, into entries; it keeps what later events refer back to (the
+    activity a result answers, what the ticket waits for, who the customer is)."""
+
+    def __init__(self, client: Client) -> None:
         self.client = client
-        self.on_waiting = on_waiting
-        self.on_answered = on_answered
+        self.customer = "the customer"
         self.waiting: dict[str, Any] = {}
         """The search attributes as last set: what the ticket waits for, if anything."""
         self.scheduled: dict[int, tuple[str, Any]] = {}
-        self.handlers: dict[EventType.ValueType, Callable[[HistoryEvent], Awaitable[None]]] = {
+        self.handlers: dict[EventType.ValueType, Callable[[HistoryEvent], Awaitable[list[Entry]]]] = {
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: self.started,
             EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: self.scheduled_activity,
             EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: self.completed_activity,
             EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: self.failed_activity,
@@ -78,24 +150,50 @@ class Narrator:
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: self.signalled,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: self.update_accepted,
             EventType.EVENT_TYPE_TIMER_FIRED: self.timer_fired,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: self.completed,
         }
 
-    async def scheduled_activity(self, event: HistoryEvent) -> None:
+    async def read(self, event: HistoryEvent) -> list[Entry]:
+        handler = self.handlers.get(event.event_type)
+        if handler is not None:
+            return await handler(event)
+        if event.event_type in CLOSED:
+            return [entry(event, "closed", f"the run {CLOSED[event.event_type]}")]
+        return []
+
+    async def started(self, event: HistoryEvent) -> list[Entry]:
+        attrs = event.workflow_execution_started_event_attributes
+        ticket = first(await decode(self.client, attrs.input))
+        if not isinstance(ticket, dict):
+            return []
+        self.customer = str(ticket.get("customer_email") or self.customer)
+        if attrs.continued_execution_run_id:  # the same ticket going on: its question was told in the first run
+            return []
+        return [entry(event, "customer", f"Customer ({self.customer}): {ticket.get('question', '')}", detail=ticket)]
+
+    async def scheduled_activity(self, event: HistoryEvent) -> list[Entry]:
         attrs = event.activity_task_scheduled_event_attributes
         name = attrs.activity_type.name
-        self.scheduled[event.event_id] = (name, (await decode(self.client, attrs.input) or [None])[0])
-        if name == "think":
-            say("", f"  [step] asking the model (event {event.event_id})")
+        self.scheduled[event.event_id] = (name, first(await decode(self.client, attrs.input)))
+        return [entry(event, "step", f"asking the model (event {event.event_id})", name)] if name == "think" else []
 
-    async def completed_activity(self, event: HistoryEvent) -> None:
+    async def completed_activity(self, event: HistoryEvent) -> list[Entry]:
         completed = event.activity_task_completed_event_attributes
-        result = (await decode(self.client, completed.result) or [None])[0]
-        say(*describe(*self.scheduled.get(completed.scheduled_event_id, ("?", None)), result))
+        result = first(await decode(self.client, completed.result))
+        name, request = self.scheduled.get(completed.scheduled_event_id, ("?", None))
+        return [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, request, result)]
 
-    async def failed_activity(self, event: HistoryEvent) -> None:
-        say(f"{INDENT}the activity failed: {failure_message(event)}")
+    async def failed_activity(self, event: HistoryEvent) -> list[Entry]:
+        failed = (
+            event.activity_task_failed_event_attributes
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+            else event.activity_task_timed_out_event_attributes
+        )
+        name, _ = self.scheduled.get(failed.scheduled_event_id, ("?", None))
+        return [entry(event, "failed", f"the activity failed: {failed.failure.message or 'timed out'}", name)]
 
-    async def search_attributes(self, event: HistoryEvent) -> None:
+    async def search_attributes(self, event: HistoryEvent) -> list[Entry]:
+        found = []
         fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
         for name, field in fields.items():
             value = json.loads(field.data) if field.data not in (b"", b"null") else None
@@ -103,60 +201,95 @@ class Narrator:
             if value is None:
                 continue
             if name == AWAITING_APPROVAL_ATTRIBUTE:
-                say(f"  [approval] a refund of {money(value)} waits for a person (a durable timer runs)")
-                if self.on_waiting is not None:
-                    await self.on_waiting()
+                text = f"a refund of {money(value)} waits for a person (a durable timer runs)"
+                found.append(entry(event, "approval", text, detail=value))
             elif value == TicketState.WAITING_FOR_CUSTOMER.value:
-                say("  [open] the ticket waits for the customer's reply (a durable timer runs)")
-                if self.on_answered is not None:
-                    await self.on_answered()
+                found.append(entry(event, "open", "the ticket waits for the customer's reply (a durable timer runs)"))
             elif name == TICKET_STATE_ATTRIBUTE:
-                say("  [waiting] the ticket waits for news about the order (a durable timer runs)")
+                text = "the ticket waits for news about the order (a durable timer runs)"
+                found.append(entry(event, "waiting", text))
+        return found
 
-    async def signalled(self, event: HistoryEvent) -> None:
+    async def signalled(self, event: HistoryEvent) -> list[Entry]:
         attrs = event.workflow_execution_signaled_event_attributes
-        payload = (await decode(self.client, attrs.input) or [None])[0]
-        say(f"{INDENT}signal {attrs.signal_name}: {json.dumps(payload)}")
+        payload = first(await decode(self.client, attrs.input))
+        if attrs.signal_name == CUSTOMER_MESSAGE and isinstance(payload, dict) and "text" in payload:
+            return [self.reply(event, payload)]
+        text = f"signal {attrs.signal_name}: {json.dumps(payload)}"
+        return [entry(event, "signal", text, attrs.signal_name, payload)]
 
-    async def update_accepted(self, event: HistoryEvent) -> None:
+    async def update_accepted(self, event: HistoryEvent) -> list[Entry]:
         request = event.workflow_execution_update_accepted_event_attributes.accepted_request
-        payload = (await decode(self.client, request.input.args) or [None])[0]
-        say(f"{INDENT}update {request.input.name}: {json.dumps(payload)}")
+        name, payload = request.input.name, first(await decode(self.client, request.input.args))
+        if name == CUSTOMER_MESSAGE and isinstance(payload, dict) and "text" in payload:
+            return [self.reply(event, payload)]
+        if name == APPROVE_SIGNAL and isinstance(payload, dict):
+            verb = "approves" if payload.get("approved") else "declines"
+            amount = payload.get("amount_cents")
+            text = (
+                f"approval inbox: {payload.get('approver')} (signed in) {verb} "
+                f"{money(amount) if isinstance(amount, int) else amount} (request {payload.get('request_id')})"
+            )
+            return [entry(event, "answer", text, name, payload)]
+        return [entry(event, "update", f"update {name}: {json.dumps(payload)}", name, payload)]
 
-    async def timer_fired(self, _event: HistoryEvent) -> None:
+    def reply(self, event: HistoryEvent, payload: dict[str, Any]) -> Entry:
+        return entry(event, "customer", f"Customer ({self.customer}) replies: {payload['text']}", CUSTOMER_MESSAGE)
+
+    async def timer_fired(self, event: HistoryEvent) -> list[Entry]:
         if self.waiting.get(AWAITING_APPROVAL_ATTRIBUTE):
-            say(f"{INDENT}nobody answered in time: the refund is not made")
+            text = "nobody answered in time: the refund is not made"
         elif self.waiting.get(TICKET_STATE_ATTRIBUTE) == TicketState.WAITING_FOR_CUSTOMER.value:
-            say(f"{INDENT}the customer did not reply in time: the ticket closes as answered")
+            text = "the customer did not reply in time: the ticket closes as answered"
         elif self.waiting.get(TICKET_STATE_ATTRIBUTE):
-            say(f"{INDENT}no news came in time")
+            text = "no news came in time"
+        else:
+            return []
+        return [entry(event, "timer", text)]
+
+    async def completed(self, event: HistoryEvent) -> list[Entry]:
+        outcome = first(await decode(self.client, event.workflow_execution_completed_event_attributes.result))
+        return [entry(event, "closed", "the run completed", detail=outcome)]
+
+
+def entry(event: HistoryEvent, kind: Kind, text: str, name: str = "", detail: Any = None) -> Entry:
+    return Entry(kind, text, event.event_id, event.event_time.ToDatetime(tzinfo=UTC), name, detail)
 
 
 async def decode(client: Client, payloads: Payloads) -> list[Any]:
     return await client.data_converter.decode(payloads.payloads)
 
 
-def describe(activity: str, request: Any, result: Any) -> list[str]:
+def first(values: list[Any]) -> Any:
+    return values[0] if values else None
+
+
+def describe(activity: str, request: Any, result: Any) -> list[tuple[Kind, str, Any]]:
+    """What an activity's completion tells, as (kind, text, detail)."""
     if activity == "think" and isinstance(result, dict):
-        lines = []
-        for block in result.get("content", []):
-            if block.get("type") == "tool_use":
-                args = ", ".join(f"{k}={v!r}" for k, v in block["input"].items())
-                lines.append(f"{INDENT}the model asks for {block['name']}({args})")
-            elif block.get("type") == "text":
-                lines.append(f"{INDENT}the model answers: " + textwrap.shorten(block["text"], 200))
-        return lines
+        return describe_decision(result.get("content", []))
     if activity == "audit" and isinstance(request, dict):
-        return [f"{INDENT}audit: {request.get('entry')}"]
+        return [("audit", f"audit: {request.get('entry')}", request.get("entry"))]
+    if activity == "vouched":
+        checks = "checks" if result is True else "does not check"
+        return [("result", f"the approval inbox's signature {checks}", result)]
     if activity == "default_approvers":
-        return [f"{INDENT}who may approve: {', '.join(result) if result else 'anyone (no approvers configured)'}"]
-    return [f"{INDENT}{activity} returned {json.dumps(result)}"]
+        who = ", ".join(result) if result else "anyone (no approvers configured)"
+        return [("approvers", f"who may approve: {who}", result)]
+    return [("result", f"{activity} returned {json.dumps(result)}", result)]
 
 
-def failure_message(event: HistoryEvent) -> str:
-    attrs = (
-        event.activity_task_failed_event_attributes
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
-        else event.activity_task_timed_out_event_attributes
-    )
-    return attrs.failure.message or "timed out"
+def describe_decision(content: list[dict[str, Any]]) -> list[tuple[Kind, str, Any]]:
+    """A model response: its words (an answer, or why it asks for tools) and each tool it asks for."""
+    calls = [block for block in content if block.get("type") == "tool_use"]
+    why = "\n".join(block["text"] for block in content if block.get("type") == "text")
+    said: Kind = "reasoning" if calls else "answers"
+    told: list[tuple[Kind, str, Any]] = []
+    for block in content:
+        if block.get("type") == "tool_use":
+            args = ", ".join(f"{k}={v!r}" for k, v in block["input"].items())
+            call = {"name": block["name"], "input": block["input"], "call": f"{block['name']}({args})", "why": why}
+            told.append(("asks", f"the model asks for {call['call']}", call))
+        elif block.get("type") == "text":
+            told.append((said, SAID[said] + block["text"], block["text"]))
+    return told

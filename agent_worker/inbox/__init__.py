@@ -1,0 +1,9 @@
+"""The approval inbox: a web page, served by ``agent-worker web`` (and beside ``agent-worker dev`` and the demo),
+where the people who approve refunds see the tickets waiting for them and answer with a button.
+
+``desk`` reads tickets from Temporal, ``auth`` says who is asking, ``guard`` keeps out requests for host names
+the inbox is not known by, ``app`` is the Starlette application (pages rendered on the server from
+``templates/``, one small script in ``static/`` for live updates), ``server`` runs it and refuses to run it
+unsafely. An answer goes to the ticket as the ``approve`` Workflow Update, signed for the person the inbox
+authenticated (``activities.vouching``): the approver is who signed in, never a form field.
+"""

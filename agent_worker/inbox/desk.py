@@ -1,0 +1,255 @@
+"""What the approval inbox reads from Temporal: the lists of tickets on its tabs, and one ticket whole.
+
+Lists come from the visibility store (what ``agent-worker tickets`` reads), so they work with no worker running:
+the search attributes say what a ticket waits for, the memos say which request, until when. What visibility does
+not hold (the customer, the question, the ticket's approval timeout) comes from the first event of the run's
+history, read once per run and kept, since a run's input never changes. A ticket's page is its history, read into
+the same transcript entries ``agent-worker show`` prints (``agent_worker.transcript``), plus the request waiting,
+from the run's memo.
+
+Only tickets on the inbox's task queue are listed or opened: a ticket of another deployment sharing the namespace
+is not this inbox's to answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.contracts.approvals import ApprovalRequest
+from activities.contracts.fields import DAY
+from activities.contracts.names import APPROVAL_REQUEST_MEMO, WAITING_FOR_MEMO, WORKFLOW_NAME
+from activities.contracts.ticket import Outcome, TicketState, Waiting
+from activities.contracts.world import OrderLookup
+from agent_worker.operator import AWAITING, WAITING_FOR, run_ids, tickets_query
+from agent_worker.stuck import StuckTicket, find_stuck
+from agent_worker.transcript import Entry, entries, first
+
+TABS = {
+    "approval": "For approval",
+    "customer": "For the customer",
+    "event": "For an event",
+    "stuck": "Stuck",
+    "closed": "Recently closed",
+}
+"""Each tab's name: what its tickets wait for (or are)."""
+CLOSED_STATUSES = ("Completed", "Failed", "Canceled", "Terminated", "TimedOut")
+"""A ticket that continued as new is not closed: its next run goes on."""
+RECENTLY = timedelta(days=7)
+LIMIT = 100
+INPUTS_KEPT = 1000
+READ_AT_ONCE = 8
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A ticket as a tab lists it."""
+
+    workflow_id: str
+    run_id: str
+    status: str
+    started: datetime
+    closed: datetime | None
+    ticket: dict[str, Any]
+    """The ticket's input as it was started (``TicketInput``'s fields), or empty if it could not be read."""
+    request: ApprovalRequest | None = None
+    waiting: Waiting | None = None
+    stuck: StuckTicket | None = None
+
+    @property
+    def customer(self) -> str:
+        return str(self.ticket.get("customer_email", ""))
+
+    @property
+    def question(self) -> str:
+        return str(self.ticket.get("question", ""))
+
+    @property
+    def since(self) -> datetime:
+        """When the ticket began to wait for what it waits for: the request's deadline less the ticket's approval
+        timeout, or the end of the reply window less its length; else when the run started (a wait for an event
+        lasts as long as the model asked, which visibility does not keep)."""
+        options = self.ticket.get("options") or {}
+        options = options if isinstance(options, dict) else {}
+        if self.request is not None:
+            return self.request.deadline - timedelta(seconds=int(options.get("approval_timeout_seconds", DAY)))
+        if self.waiting is not None and self.waiting.state is TicketState.WAITING_FOR_CUSTOMER:
+            return self.waiting.until - timedelta(seconds=int(options.get("reply_window_seconds", 0)))
+        return self.started
+
+
+@dataclass
+class Ticket:
+    """One ticket, whole: what its page shows."""
+
+    workflow_id: str
+    run_id: str
+    status: str
+    entries: list[Entry]
+    ticket: dict[str, Any]
+    request: ApprovalRequest | None
+    waiting: Waiting | None
+    history_length: int
+    outcome: Outcome | None = None
+    orders: list[OrderLookup] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def asked(self) -> Entry | None:
+        """The refund the request is about, as the model asked for it (with its words around the call)."""
+        refunds = [e for e in self.entries if e.kind == "asks" and isinstance(e.detail, dict)]
+        refunds = [e for e in refunds if e.detail.get("name") == "issue_refund"]
+        if self.request is not None:
+            same = [e for e in refunds if e.detail.get("input", {}).get("amount_cents") == self.request.amount_cents]
+            refunds = same or refunds
+        return refunds[-1] if refunds else None
+
+
+class NotATicketError(LookupError):
+    """No such workflow, or not a ticket of this inbox's task queue."""
+
+
+class Desk:
+    """Reads tickets for the inbox from one Temporal namespace and task queue."""
+
+    def __init__(self, client: Client, task_queue: str) -> None:
+        if "'" in task_queue or "\\" in task_queue:
+            raise ValueError(f"a task queue name the inbox can put in a visibility query, not {task_queue!r}")
+        self.client, self.task_queue = client, task_queue
+        self._inputs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._reading = asyncio.Semaphore(READ_AT_ONCE)
+
+    def query(self, tab: str) -> str:
+        queue = f" AND TaskQueue = '{self.task_queue}'"
+        if tab in WAITING_FOR:
+            return tickets_query(waiting_for=tab) + queue
+        since = (datetime.now(UTC) - RECENTLY).strftime("%Y-%m-%dT%H:%M:%SZ")
+        statuses = ", ".join(f"'{status}'" for status in CLOSED_STATUSES)
+        return f"{tickets_query()}{queue} AND ExecutionStatus IN ({statuses}) AND CloseTime > '{since}'"
+
+    async def listed(self, tab: str, limit: int = LIMIT) -> list[Listed]:
+        """The tickets on a tab, newest first: by when they began waiting, or closed."""
+        if tab == "stuck":
+            return await self._stuck(limit)
+        found = [execution async for execution in self.client.list_workflows(self.query(tab), limit=limit)]
+        tickets = await asyncio.gather(*(self._listed(execution) for execution in found))
+        newest = (lambda t: t.closed or t.started) if tab == "closed" else (lambda t: t.since)
+        return sorted(tickets, key=newest, reverse=True)
+
+    async def _stuck(self, limit: int) -> list[Listed]:
+        search = await find_stuck(self.client, limit=limit, within=f"TaskQueue = '{self.task_queue}'")
+        tickets = []
+        for stuck in search.tickets:
+            description = await self.client.get_workflow_handle(stuck.workflow_id, run_id=stuck.run_id).describe()
+            listed = await self._listed(description)
+            tickets.append(dataclasses.replace(listed, stuck=stuck))
+        return tickets
+
+    async def _listed(self, execution: WorkflowExecution) -> Listed:
+        request = None
+        if execution.typed_search_attributes.get(AWAITING):
+            request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
+        waiting = await execution.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
+        running = execution.status == WorkflowExecutionStatus.RUNNING
+        return Listed(
+            workflow_id=execution.id,
+            run_id=execution.run_id,
+            status=status_of(execution),
+            started=execution.start_time,
+            closed=execution.close_time,
+            ticket=await self.ticket_input(execution.id, execution.run_id),
+            request=request if running else None,
+            waiting=waiting if running else None,
+        )
+
+    async def ticket_input(self, workflow_id: str, run_id: str) -> dict[str, Any]:
+        """The run's input (its first event), kept by run: it never changes."""
+        if run_id in self._inputs:
+            self._inputs.move_to_end(run_id)
+            return self._inputs[run_id]
+        async with self._reading:
+            handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+            ticket: Any = None
+            async for event in handle.fetch_history_events(page_size=1):
+                started = event.workflow_execution_started_event_attributes
+                ticket = first(await self.client.data_converter.decode(started.input.payloads))
+                break
+        found = ticket if isinstance(ticket, dict) else {}
+        self._inputs[run_id] = found
+        if len(self._inputs) > INPUTS_KEPT:
+            self._inputs.popitem(last=False)
+        return found
+
+    async def check(self, workflow_id: str) -> WorkflowExecutionDescription:
+        """The ticket's description if it is a ticket of this inbox's task queue, else ``NotATicketError``."""
+        try:
+            description = await self.client.get_workflow_handle(workflow_id).describe()
+        except RPCError as error:
+            if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                raise NotATicketError(workflow_id) from None
+            raise
+        if description.workflow_type != WORKFLOW_NAME or description.task_queue != self.task_queue:
+            raise NotATicketError(workflow_id)
+        return description
+
+    async def ticket(self, workflow_id: str) -> Ticket:
+        """A ticket whole: every run's entries, the request waiting (from the memo: no worker needed), the orders
+        the model looked up, the outcome once it has one. ``NotATicketError`` if it is not this inbox's."""
+        description = await self.check(workflow_id)
+        told: list[Entry] = []
+        for run_id in await run_ids(self.client, workflow_id, description.run_id):
+            run = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+            told += [entry async for entry in entries(self.client, run, follow=False)]
+        running = description.status == WorkflowExecutionStatus.RUNNING
+        request = await description.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
+        waiting = await description.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
+        question = next((e.detail for e in told if e.kind == "customer" and isinstance(e.detail, dict)), None)
+        return Ticket(
+            workflow_id=workflow_id,
+            run_id=description.run_id,
+            status=status_of(description),
+            entries=told,
+            ticket=question or await self.ticket_input(workflow_id, description.run_id),
+            request=request if running else None,
+            waiting=waiting if running else None,
+            history_length=description.history_length,
+            outcome=outcome_of(told),
+            orders=orders_of(told),
+        )
+
+
+def status_of(execution: WorkflowExecution) -> str:
+    return execution.status.name.lower().replace("_", " ") if execution.status else "unknown"
+
+
+def outcome_of(told: Sequence[Entry]) -> Outcome | None:
+    closing = [e for e in told if e.kind == "closed" and isinstance(e.detail, dict)]
+    try:
+        return Outcome.model_validate(closing[-1].detail) if closing else None
+    except ValidationError:
+        return None  # an outcome of another shape than this version's: the transcript still tells it
+
+
+def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
+    """Every order the model looked up, as the tool reported it, the latest look-up of each."""
+    orders: dict[str, OrderLookup] = {}
+    for e in told:
+        if e.kind == "result" and e.name == "lookup_order" and isinstance(e.detail, dict):
+            try:
+                order = OrderLookup.model_validate(e.detail)
+            except ValidationError:
+                continue
+            orders[order.order_id] = order
+    return list(orders.values())

@@ -1,0 +1,207 @@
+"""Running the approval inbox: ``agent-worker web`` on its own, and beside ``agent-worker dev`` and the demo.
+
+It refuses to start where it would be useless or unsafe, and says why: without ``AGENT_WEB_APPROVAL_KEYS`` (it would
+sign answers no worker takes), and on an address others can reach without authentication configured (anyone who
+reached it could approve refunds). On the loopback with no authentication configured, it makes a one-time sign-in
+for the person who started it, printed where they started it: a password that lives as long as the process.
+
+uvicorn serves it inside the caller's event loop, beside a worker, without installing signal handlers of its own:
+the worker (or the CLI) handles the process's signals and stops the inbox when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import secrets
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import uvicorn
+from pydantic import SecretStr
+from temporalio.client import Client
+
+from agent_worker.codec_server import loopback_only
+from agent_worker.config import Settings
+from agent_worker.inbox.app import make_app
+from agent_worker.inbox.auth import Authenticator, Keys, hash_password
+from agent_worker.inbox.desk import Desk
+from agent_worker.inbox.guard import Site
+
+STARTUP_TIMEOUT = timedelta(seconds=10)
+MIN_PASSWORD = 12
+SHUTDOWN_GRACE_SECONDS = 2
+"""How long open pages (a live ticket's event stream never ends by itself) may hold the inbox up when it stops."""
+
+
+class InboxRefusedError(ValueError):
+    """The inbox will not start with these settings: the message says why, and what to set."""
+
+
+@dataclass(frozen=True)
+class OneTimeLogin:
+    """A sign-in made for the person who started the inbox on this machine, valid while it runs."""
+
+    name: str
+    password: str = field(repr=False)
+
+
+def check(settings: Settings, host: str) -> None:
+    """Refuse, before connecting anywhere, settings the inbox must not run with."""
+    if not settings.web_approval_keys:
+        raise InboxRefusedError(
+            "the approval inbox needs AGENT_WEB_APPROVAL_KEYS: it signs every answer it sends with the last of them, "
+            "and the workers take an answer only if it is signed with one of theirs. Give the inbox and the workers "
+            "the same list, e.g. AGENT_WEB_APPROVAL_KEYS='[\"'$(python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')'\"]'"
+        )
+    if not (settings.web_users or settings.web_proxy_header) and not loopback_only(host):
+        raise InboxRefusedError(
+            f"refusing to serve the approval inbox on {host or 'every interface'} without authentication: anyone who "
+            f"could reach it could approve refunds. Listen on 127.0.0.1 (a one-time sign-in is printed then), or set "
+            f"AGENT_WEB_USERS (names and password hashes from `agent-worker web-user NAME`) or, behind single "
+            f"sign-on, AGENT_WEB_PROXY_HEADER with AGENT_WEB_TRUSTED_PROXIES and AGENT_WEB_PUBLIC_URL"
+        )
+
+
+def with_key_for_this_process(settings: Settings) -> tuple[Settings, bool]:
+    """``settings`` with a signing key made for this process if none is set: for ``dev`` and the demo, whose worker
+    runs in the same process as the inbox and so shares it. True if one was made."""
+    if settings.web_approval_keys:
+        return settings, False
+    key = SecretStr(secrets.token_urlsafe(32))
+    return settings.model_copy(update={"web_approval_keys": [key]}), True
+
+
+@dataclass
+class RunningInbox:
+    url: str
+    login: OneTimeLogin | None
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await self.task
+
+    def describe(self) -> str:
+        """Where it is and how to sign in, for a person at the terminal."""
+        signing_in = (
+            f" (sign in as {self.login.name} with password {self.login.password}, made for this run)"
+            if self.login
+            else ""
+        )
+        return f"approval inbox on {self.url}{signing_in}"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its signal handlers: the process's signals belong to the worker or the CLI."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def start_inbox(
+    settings: Settings,
+    client: Client,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    login_name: str | None = None,
+) -> RunningInbox:
+    """Serve the inbox for ``client``'s namespace and ``settings.task_queue``; ``InboxRefusedError`` if it must not.
+    ``login_name`` names the one-time sign-in (default: this OS user), made only when no authentication is set."""
+    host = settings.web_host if host is None else host
+    port = settings.web_port if port is None else port
+    check(settings, host)
+    users = settings.web_user_hashes()
+    login = None
+    if not users and not settings.web_proxy_header:
+        login = OneTimeLogin(login_name or this_user(), secrets.token_urlsafe(9))
+        users = {login.name: await asyncio.to_thread(hash_password, login.password)}
+    keys = settings.web_approval_key_bytes()
+    auth = Authenticator(
+        Keys(keys), users, proxy_header=settings.web_proxy_header,
+        trusted_proxies=[*settings.web_trusted_proxies],
+        lifetime=timedelta(hours=settings.web_session_hours),
+    )  # fmt: skip
+    site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
+    app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
+    sock = bind(host, port)
+    config = uvicorn.Config(
+        app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
+        server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+    )  # fmt: skip
+    server = _Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
+    async with asyncio.timeout(STARTUP_TIMEOUT.total_seconds()):
+        while not server.started:
+            if task.done():
+                await task  # raises what stopped it
+                raise InboxRefusedError("the approval inbox stopped while starting")
+            await asyncio.sleep(0.01)
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task)
+
+
+def this_user() -> str:
+    """Who started the process, for the one-time sign-in's name (and so the approver the ticket records)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container's user with no name
+        return "operator"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (the first address ``host`` resolves to), made here so that a port in use
+    is an error the caller sees rather than uvicorn's exit."""
+    found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = found[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise InboxRefusedError(f"the approval inbox cannot listen on {host}:{port}: {error.strerror}") from None
+    return sock
+
+
+async def serve_until_stopped(settings: Settings, client: Client, *, host: str | None, port: int | None) -> None:
+    """``agent-worker web``: serve until SIGTERM or SIGINT, saying where (and how to sign in) on stderr."""
+    inbox = await start_inbox(settings, client, host=host, port=port)
+    print(f"{inbox.describe()}; Ctrl-C stops it.", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await inbox.stop()
+
+
+def read_password(name: str) -> str:
+    """A new password for ``name``: asked twice at a terminal, else the first line of standard input (scripts)."""
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\n")
+    password = getpass.getpass(f"password for {name}: ")
+    if getpass.getpass("the same again: ") != password:
+        raise SystemExit("the two passwords differ; nothing was made")
+    return password
+
+
+def web_user(name: str) -> str:
+    """``agent-worker web-user NAME``: the ``AGENT_WEB_USERS`` entry for a person, their password hashed."""
+    if not name.strip() or name != name.strip():
+        raise SystemExit("a name without surrounding spaces: it is the approver the tickets record")
+    password = read_password(name)
+    if len(password) < MIN_PASSWORD:
+        raise SystemExit(f"a password of at least {MIN_PASSWORD} characters; nothing was made")
+    return json.dumps({name: hash_password(password)})

@@ -1,0 +1,43 @@
+// The approval inbox's only script: it keeps a page current without a reload. Everything works without it.
+// A page's live part ([data-live]) is fetched again when the ticket's history grows (server-sent events,
+// [data-events]) or every few seconds ([data-poll], the lists: visibility is not pushed).
+"use strict";
+(function () {
+  const live = document.querySelector("[data-live]");
+  if (live) {
+    let busy = false;
+    let again = false;
+    const refresh = async function () {
+      if (busy) { again = true; return; }
+      busy = true;
+      try {
+        do {
+          again = false;
+          const response = await fetch(live.dataset.live, { credentials: "same-origin", cache: "no-store" });
+          if (response.ok) { live.innerHTML = await response.text(); }
+        } while (again);
+      } catch (error) {
+        // The inbox is unreachable for a moment: the next event or poll tries again.
+      } finally {
+        busy = false;
+      }
+    };
+    if (live.dataset.events) {
+      const events = new EventSource(live.dataset.events);
+      events.addEventListener("history", refresh);
+      events.addEventListener("closed", function () { events.close(); refresh(); });
+    }
+    if (live.dataset.poll) {
+      setInterval(refresh, Number(live.dataset.poll));
+    }
+  }
+  // One answer per click: the buttons are disabled once the form is on its way (after the browser has read
+  // which button was pressed).
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!form.classList.contains("answer")) { return; }
+    setTimeout(function () {
+      form.querySelectorAll("button").forEach(function (button) { button.disabled = true; });
+    }, 0);
+  });
+})();

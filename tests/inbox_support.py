@@ -1,0 +1,127 @@
+"""What the approval inbox's tests share: a worker and an inbox on a test's task queue, people with passwords, tickets
+started with the ``temporal`` CLI, and a person's HTTP client (cookies, the forms' CSRF tokens)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+from temporalio.client import Client
+
+from activities.contracts.approvals import ApprovalRequest
+from activities.contracts.names import APPROVAL_REQUEST_MEMO
+from agent_worker.devserver import binary
+from agent_worker.inbox.auth import hash_password
+from agent_worker.inbox.server import RunningInbox, start_inbox
+from tests.harness import Harness, ticket
+from tests.test_processes import address, run
+
+KEY = "inbox-test-key-0123456789abcdef0123456789"
+PASSWORDS = {"ann": "ann's long password", "ben": "ben's long password", "bob": "bob's long password"}
+
+
+@functools.cache
+def password_hashes() -> dict[str, str]:
+    """Made once per session: scrypt takes a tenth of a second a hash, on purpose."""
+    return {name: hash_password(password) for name, password in PASSWORDS.items()}
+
+
+@asynccontextmanager
+async def inbox_for(agent: Harness, **settings: Any) -> AsyncIterator[RunningInbox]:
+    """A worker holding the inbox's key, and the inbox for its task queue on 127.0.0.1, with ann, ben and bob able
+    to sign in; ``settings`` go to both (the inbox's sign-in, the codec's keys)."""
+    both = {"web_approval_keys": [KEY], "web_users": password_hashes(), **settings}
+    async with agent.worker(**both):
+        inbox_settings = agent.settings(**both)
+        inbox = await start_inbox(inbox_settings, agent.client, host="127.0.0.1", port=0)
+        try:
+            yield inbox
+        finally:
+            await inbox.stop()
+
+
+async def start_with_cli(agent: Harness, *codec_flags: str, **options: Any) -> str:
+    """Start a ticket as an integration would, with the ``temporal`` CLI; its workflow id."""
+    workflow_id = f"ticket-{uuid.uuid4()}"
+    await run(
+        binary("temporal"), "--address", address(agent.client), "workflow", "start", "--type", "SupportAgent",
+        "--task-queue", agent.task_queue, "--workflow-id", workflow_id, "--input", json.dumps(ticket(**options)),
+        *codec_flags,
+    )  # fmt: skip
+    return workflow_id
+
+
+async def waiting_request(client: Client, workflow_id: str, timeout: float = 20) -> ApprovalRequest:
+    """The request a ticket waits on, once its memo shows one (a bounded poll: memos are not pushed)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            description = await client.get_workflow_handle(workflow_id).describe()
+            request: ApprovalRequest | None = await description.memo_value(
+                APPROVAL_REQUEST_MEMO,
+                None,
+                type_hint=ApprovalRequest | None,  # type: ignore[arg-type]
+            )
+            if request is not None:
+                return request
+            await asyncio.sleep(0.05)
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html
+    return found.group(1)
+
+
+class Person:
+    """Someone using the inbox over HTTP, as their browser would: cookies kept, forms sent from the inbox's origin."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http = http
+        self.origin = url.rstrip("/")
+
+    async def get(self, path: str, **kwargs: Any) -> tuple[int, str]:
+        async with self.http.get(self.origin + path, allow_redirects=False, **kwargs) as response:
+            return response.status, await response.text()
+
+    async def post(self, path: str, form: dict[str, str], *, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        sent = {"Origin": self.origin, **(headers or {})}
+        async with self.http.post(self.origin + path, data=form, headers=sent, allow_redirects=False) as response:
+            return response.status, await response.text()
+
+    async def sign_in(self, name: str, password: str | None = None) -> int:
+        _, page = await self.get("/login")
+        form = {"name": name, "password": password or PASSWORDS[name], "csrf": csrf_of(page), "next": "/"}
+        status, _ = await self.post("/login", form)
+        return status
+
+    async def answer(
+        self, workflow_id: str, request: ApprovalRequest, decision: str = "approve", **form: str | None
+    ) -> tuple[int, str]:
+        """Press a button on the ticket's page: the form as the page made it, changed by ``form``."""
+        _, page = await self.get(f"/tickets/{workflow_id}")
+        sent = {
+            "csrf": csrf_of(page), "request_id": request.request_id, "amount_cents": str(request.amount_cents),
+            "decision": decision, **form,
+        }  # fmt: skip
+        return await self.post(f"/tickets/{workflow_id}/answer", {k: v for k, v in sent.items() if v is not None})
+
+
+@asynccontextmanager
+async def person(inbox: RunningInbox) -> AsyncIterator[Person]:
+    """A fresh HTTP client with its own cookies (``unsafe``: they are kept for 127.0.0.1, an address)."""
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        yield Person(http, inbox.url)
+
+
+def notice_of(html: str) -> str:
+    """What the ticket's page tells the person about their answer."""
+    found = re.search(r'data-testid="notice">([^<]*)<', html)
+    assert found, html
+    return found.group(1).replace("&#39;", "'").replace("&amp;", "&")

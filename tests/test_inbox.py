@@ -1,0 +1,433 @@
+"""The approval inbox's rules over HTTP, against a real dev server, worker and inbox: who answers is who signed in,
+never a form field; a form without its token, or from another origin, changes nothing; the ticket's own reasons
+reach the person at once; and the inbox will not start where it would be useless or open to anyone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
+from activities.contracts.ticket import Outcome, Status
+from agent_worker.devserver import binary, free_port
+from agent_worker.inbox.auth import password_matches
+from agent_worker.inbox.server import InboxRefusedError, start_inbox
+from agent_worker.stuck import find_stuck
+from tests.harness import Harness, awaiting, events, ticket
+from tests.inbox_support import (
+    KEY,
+    Person,
+    inbox_for,
+    notice_of,
+    password_hashes,
+    person,
+    start_with_cli,
+    waiting_request,
+)
+from tests.test_bad_input import NewerWorkerHandsOver
+from tests.test_processes import AGENT_WORKER, run
+from tests.test_stuck import RELAY, hand_over_unreadable_state
+
+pytestmark = pytest.mark.timeout(120)
+
+UPDATES_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+
+
+async def refused_to_start(*args: str, **env: str) -> str:
+    """``agent-worker web`` as a person starts it; what it says when it refuses (it must exit non-zero)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WEB")}
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "web", *args, env={**clean, **env}, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode != 0, err
+    return err.decode()
+
+
+async def test_without_signing_keys_the_inbox_does_not_start_and_says_what_to_set() -> None:
+    said = await refused_to_start()
+    assert "needs AGENT_WEB_APPROVAL_KEYS" in said
+    assert "the workers take an answer only if it is signed with one of theirs" in said
+
+
+async def test_on_an_address_others_can_reach_the_inbox_needs_authentication_configured() -> None:
+    said = await refused_to_start("--host", "0.0.0.0", AGENT_WEB_APPROVAL_KEYS=f'["{KEY}"]')  # refused before binding
+    assert "refusing to serve the approval inbox on 0.0.0.0 without authentication" in said
+    assert "AGENT_WEB_USERS" in said
+
+
+async def test_on_the_loopback_with_no_authentication_it_makes_a_one_time_sign_in_that_works(agent: Harness) -> None:
+    inbox = await start_inbox(agent.settings(web_approval_keys=[KEY]), agent.client, host="127.0.0.1", port=0)
+    try:
+        assert inbox.login is not None
+        assert inbox.login.password in inbox.describe()
+        async with person(inbox) as someone:
+            assert await someone.sign_in(inbox.login.name, "not the password") == 401
+            assert await someone.sign_in(inbox.login.name, inbox.login.password) == 303
+            status, page = await someone.get("/")
+    finally:
+        await inbox.stop()
+    assert status == 200
+    assert f'data-testid="person">{inbox.login.name}<' in page
+
+
+async def test_agent_worker_web_user_prints_a_hash_only_that_password_matches() -> None:
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "web-user", "ann", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(b"ann's long password\n"), 30)
+    short = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "web-user", "ann", stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    _, refused = await asyncio.wait_for(short.communicate(b"short\n"), 30)
+
+    assert process.returncode == 0, err
+    ((name, stored),) = json.loads(out).items()
+    assert name == "ann"
+    assert password_matches(stored, "ann's long password")
+    assert not password_matches(stored, "ann's long passwor")
+    assert "AGENT_WEB_USERS" in err.decode()
+    assert short.returncode != 0
+    assert "at least 12 characters" in refused.decode()
+
+
+async def test_start_inbox_refuses_without_keys_before_it_listens(agent: Harness) -> None:
+    with pytest.raises(InboxRefusedError, match="AGENT_WEB_APPROVAL_KEYS"):
+        await start_inbox(agent.settings(), agent.client, host="127.0.0.1", port=0)
+
+
+async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harness) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as stranger:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        listing = await stranger.get("/")
+        partial = await stranger.get(f"/tickets/{workflow_id}?partial=1")
+        stream = await stranger.get(f"/tickets/{workflow_id}/events")
+        answered = await stranger.post(
+            f"/tickets/{workflow_id}/answer",
+            {"request_id": "R1", "amount_cents": "4900", "decision": "approve", "approver": "ann"},
+        )
+        still = await waiting_request(agent.client, workflow_id)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        accepted = await events(handle, UPDATES_ACCEPTED)
+        await handle.cancel()
+        await handle.result()
+
+    assert listing[0] == 303
+    assert partial[0] == 401
+    assert stream[0] == 401
+    assert answered[0] == 401
+    assert still == request
+    assert accepted == []
+    assert agent.store.payments.refunds() == []
+
+
+async def test_an_answer_records_who_signed_in_not_the_approver_the_form_names(agent: Harness) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        assert await ann.sign_in("ann") == 303
+        status, page = await ann.answer(workflow_id, request, approver="mallory")
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert status == 200
+    assert notice_of(page) == "approved; Refunded 49.00 on order A-1001 (refund #1)."
+    (record,) = outcome.approvals
+    assert (record.approver, record.channel, record.decision) == ("ann", "web", ApprovalDecision.APPROVED)
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert "request R1: refund of 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit.entries(
+        outcome.ticket_id
+    )
+
+
+async def test_a_form_without_its_csrf_token_or_with_someone_elses_is_refused_and_the_request_still_waits(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        without = await ann.answer(workflow_id, request, csrf=None)
+        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        bens_token = re.search(r'name="csrf" value="([^"]+)"', bens_page)
+        assert bens_token
+        with_bens = await ann.answer(workflow_id, request, csrf=bens_token.group(1))
+        still = await waiting_request(agent.client, workflow_id)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        accepted = await events(handle, UPDATES_ACCEPTED)
+        await handle.cancel()
+        await handle.result()
+
+    assert without[0] == 403
+    assert "security token is missing or not yours" in without[1]
+    assert with_bens[0] == 403
+    assert still == request
+    assert accepted == []
+    assert agent.store.payments.refunds() == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://127.0.0.1:1"},  # the same machine, another port: the same site, another origin
+        {"Origin": "null"},  # a sandboxed frame, a data: page
+    ],
+)
+async def test_a_form_sent_from_another_origin_is_refused_even_with_a_valid_token(
+    agent: Harness, headers: dict[str, str]
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        _, page = await ann.get(f"/tickets/{workflow_id}")
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert token
+        form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": "4900", "decision": "approve"}
+        status, said = await ann.post(f"/tickets/{workflow_id}/answer", form, headers=headers)
+        still = await waiting_request(agent.client, workflow_id)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        await handle.cancel()
+        await handle.result()
+
+    assert status == 403
+    assert "sent from another site" in said
+    assert still == request
+    assert agent.store.payments.refunds() == []
+
+
+async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with_the_tickets_reason(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        wrong = await ann.answer(workflow_id, request, amount_cents="1000")
+        taken = await ann.answer(workflow_id, request)
+        again = await ben.answer(workflow_id, request, decision="decline")
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert wrong[0] == 409
+    assert notice_of(wrong[1]) == "rejected: the refund waiting (R1) is 49.00, not 10.00"
+    assert taken[0] == 200
+    assert again[0] == 409
+    assert notice_of(again[1]).startswith("rejected: request R1 was already answered: approved by ann at ")
+    assert outcome.status is Status.RESOLVED
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+async def test_someone_not_among_the_tickets_approvers_is_shown_no_buttons_and_releases_nothing(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as bob, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent, approvers=["ann"])
+        request = await waiting_request(agent.client, workflow_id)
+        await bob.sign_in("bob")
+        _, bobs_page = await bob.get(f"/tickets/{workflow_id}")
+        refused = await bob.answer(workflow_id, request)  # the form, crafted: his page has none
+        await ann.sign_in("ann")
+        taken = await ann.answer(workflow_id, request)
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert "are not among this ticket's approvers" in bobs_page
+    assert 'value="approve"' not in bobs_page
+    assert refused[0] == 409
+    assert notice_of(refused[1]) == "rejected: bob may not approve refunds on this ticket (approvers: ann)"
+    assert taken[0] == 200
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+
+
+async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_only_from_the_proxy(
+    agent: Harness,
+) -> None:
+    public = "http://inbox.example"
+    proxy: dict[str, Any] = {"web_proxy_header": "X-Forwarded-Email", "web_public_url": public, "web_users": {}}
+    async with inbox_for(agent, web_trusted_proxies=["127.0.0.1"], **proxy) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent, approvers=["ann@example.com"])
+        request = await waiting_request(agent.client, workflow_id)
+        through_proxy = {"Host": "inbox.example", "X-Forwarded-Email": "ann@example.com"}
+        wrong_host = await ann.get("/", headers={**through_proxy, "Host": "attacker.example"})
+        status, page = await ann.get(f"/tickets/{workflow_id}", headers=through_proxy)
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert token
+        form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": str(request.amount_cents)}
+        taken = await ann.post(
+            f"/tickets/{workflow_id}/answer",
+            {**form, "decision": "approve"},
+            headers={**through_proxy, "Origin": public},
+        )
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    async with inbox_for(agent, web_trusted_proxies=["192.0.2.1"], **proxy) as inbox, person(inbox) as mallory:
+        not_from_the_proxy = await mallory.get(
+            "/login", headers={"Host": "inbox.example", "X-Forwarded-Email": "ann@x"}
+        )
+
+    assert wrong_host[0] == 421
+    assert status == 200
+    assert 'data-testid="person">ann@example.com<' in page
+    assert taken[0] == 200, taken
+    assert [(a.approver, a.channel) for a in outcome.approvals] == [("ann@example.com", "web")]
+    assert not_from_the_proxy[0] == 401
+    assert "did not name you" in not_from_the_proxy[1]
+
+
+async def test_a_host_name_pointed_at_the_loopback_by_another_site_is_not_served(agent: Harness) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as someone:
+        port = urlsplit(inbox.url).port
+        rebound = await someone.get("/login", headers={"Host": f"evil.example:{port}"})
+        malformed = await someone.get("/login", headers={"Host": "evil.example/"})
+        local = await someone.get("/login", headers={"Host": f"localhost:{port}"})
+    assert rebound[0] == 421
+    assert malformed[0] == 421
+    assert local[0] == 200
+
+
+async def test_signing_in_sets_a_cookie_no_script_reads_and_no_other_site_sends_and_goes_back_only_to_the_inbox(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        _, page = await ann.get("/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert token
+        form = {"name": "ann", "password": "ann's long password", "csrf": token.group(1), "next": "//evil.example/"}
+        async with ann.http.post(
+            ann.origin + "/login", data=form, headers={"Origin": ann.origin}, allow_redirects=False
+        ) as response:
+            cookie = next(v for v in response.headers.getall("Set-Cookie") if v.startswith("inbox_session="))
+            location = response.headers["Location"]
+
+    attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
+    assert {"httponly", "samesite", "path"} <= attributes
+    assert "samesite=lax" in cookie.lower()
+    assert "secure" not in attributes  # plain http on the loopback: a browser keeps no Secure cookie from it elsewhere
+    assert location == "/"
+
+
+async def listed_on(someone: Person, tab: str, expected: set[str]) -> str:
+    """The tab's page once it lists every one of ``expected`` (a bounded poll: visibility lags a little)."""
+    async with asyncio.timeout(90):
+        while True:
+            status, page = await someone.get(f"/?tab={tab}")
+            assert status == 200
+            if all(f'data-workflow-id="{workflow_id}"' in page for workflow_id in expected):
+                return page
+            await asyncio.sleep(0.5)
+
+
+async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running(
+    agent: Harness, client: Client
+) -> None:
+    async with agent.worker(), Worker(client, task_queue=RELAY, workflows=[NewerWorkerHandsOver]):
+        waiting = await agent.start(ticket())
+        replied_to = await agent.start(ticket(approval_limit_cents=10_000, reply_window_seconds=3600))
+        on_its_way = await agent.start(ticket("My parcel for order A-1001 is on its way", approval_limit_cents=10_000))
+        done = await agent.start(ticket(approval_limit_cents=10_000))
+        stuck = await hand_over_unreadable_state(client, agent.task_queue)
+        await awaiting(waiting, 4900)
+        await done.result()
+        async with asyncio.timeout(90):  # the server marks it after two failed workflow tasks, 10 s apart
+            while not (await find_stuck(client, limit=10, within=f"TaskQueue = '{agent.task_queue}'")).tickets:
+                await asyncio.sleep(1)
+
+    inbox = await start_inbox(agent.settings(web_approval_keys=[KEY], web_users=password_hashes()), client, port=0)
+    tabs = {
+        "approval": waiting.id, "customer": replied_to.id, "event": on_its_way.id, "closed": done.id,
+        "stuck": stuck.id,
+    }  # fmt: skip
+    try:
+        async with person(inbox) as ann:
+            await ann.sign_in("ann")
+            pages = {tab: await listed_on(ann, tab, {workflow_id}) for tab, workflow_id in tabs.items()}
+            status, ticket_page = await ann.get(f"/tickets/{waiting.id}")
+    finally:
+        await inbox.stop()
+        for handle in (waiting, replied_to, on_its_way):
+            await handle.cancel()
+        await stuck.terminate("test over")
+
+    for tab, page in pages.items():
+        listed = set(re.findall(r'data-workflow-id="([^"]+)"', page))
+        assert listed == {tabs[tab]}, (tab, listed)
+    assert "49.00" in pages["approval"]
+    assert "order A-1001" in pages["event"]
+    assert "UnreadableStateError" in pages["stuck"]
+    assert status == 200
+    assert 'data-testid="amount">49.00<' in ticket_page
+    assert "the model asks for issue_refund(order_id=&#39;A-1001&#39;, amount_cents=4900)" in ticket_page
+
+
+async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_how_to_sign_in(tmp_path: Path) -> None:
+    """``agent-worker dev`` with nothing configured: the inbox on the loopback, a one-time sign-in printed, and a key
+    made for the run that its own worker holds, so an answer from the inbox releases the refund."""
+    port, ui_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")} | {"AGENT_MODEL_BACKEND": "scripted"}
+    dev = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "dev", "--port", str(port), "--ui-port", str(ui_port), cwd=tmp_path, env=env,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    said: list[str] = []
+    started = asyncio.Event()
+
+    async def read_stderr() -> None:  # all of it, so a full pipe never stalls the process
+        assert dev.stderr is not None
+        async for raw in dev.stderr:
+            said.append(raw.decode())
+            if said[-1].startswith("Temporal dev server on"):
+                started.set()
+
+    reader = asyncio.create_task(read_stderr())
+    try:
+        async with asyncio.timeout(90):  # a bound on a dev server that never comes up
+            await started.wait()
+        found = re.search(
+            r"approval inbox on (\S+) \(sign in as (\S+) with password (\S+), made for this run\)", "".join(said)
+        )
+        assert found, said
+        url, name, password = found.groups()
+        workflow_id = f"ticket-{uuid.uuid4()}"
+        temporal = [binary("temporal"), "--address", f"127.0.0.1:{port}"]
+        await run(
+            *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", "support-agent",
+            "--workflow-id", workflow_id, "--input", json.dumps(ticket()),
+        )  # fmt: skip
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            someone = Person(http, url)
+            assert await someone.sign_in(name, password) == 303
+            async with asyncio.timeout(30):
+                while 'data-testid="request-id"' not in (page := (await someone.get(f"/tickets/{workflow_id}"))[1]):
+                    await asyncio.sleep(0.2)
+            request = ApprovalRequest(request_id="R1", amount_cents=4900, deadline=datetime.now(UTC))
+            status, answered = await someone.answer(workflow_id, request)
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await asyncio.wait_for(dev.wait(), 60)
+        await reader
+
+    assert url.startswith("http://127.0.0.1:")
+    assert "AGENT_WEB_APPROVAL_KEYS is not set" in "".join(said)
+    assert 'data-testid="amount">49.00<' in page
+    assert status == 200
+    assert notice_of(answered) == "approved; Refunded 49.00 on order A-1001 (refund #1)."

@@ -1,0 +1,248 @@
+"""The approval inbox in a real browser, as a support lead uses it: headless Chromium against a dev server, a worker
+and the inbox, tickets started with the ``temporal`` CLI. Sign in, watch the ticket arrive, open it, read it,
+approve or decline, and see at once what came of it; and the same browser used against the person: an edited form,
+a form without its token, a page on another origin. The first test saves the screenshots the README shows."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from playwright.async_api import Browser, BrowserContext, Page, expect
+from temporalio.client import Client
+
+from activities.business import Business
+from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.ticket import Outcome, Status
+from agent_worker.codec import EncryptionCodec, with_codec
+from agent_worker.codec_server import serve
+from agent_worker.config import DATA_CONVERTER
+from agent_worker.devserver import free_port
+from agent_worker.inbox.server import RunningInbox
+from tests.harness import Harness
+from tests.inbox_support import PASSWORDS, inbox_for, start_with_cli, waiting_request
+from tests.test_processes import address
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+"""Where the test run leaves the pictures of the inbox the README shows (refreshed on every run)."""
+LIVE = 30_000
+"""Milliseconds a page may take to show what the ticket did: a bounded wait, not a measure."""
+
+
+@pytest.fixture
+async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
+    """One person's browser: their own cookies."""
+    made = await browser.new_context(viewport={"width": 960, "height": 720})
+    yield made
+    await made.close()
+
+
+async def sign_in(page: Page, inbox: RunningInbox, name: str) -> None:
+    await page.goto(inbox.url)
+    await page.get_by_label("Name").fill(name)
+    await page.get_by_label("Password").fill(PASSWORDS[name])
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_test_id("person")).to_have_text(name)
+
+
+async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_the_refund_once(
+    agent: Harness, context: BrowserContext
+) -> None:
+    async with inbox_for(agent) as inbox:
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        await expect(page.get_by_text("no refund waits for a person")).to_be_visible()
+
+        workflow_id = await start_with_cli(agent, reply_window_seconds=3600)  # open after it answers
+        listed = page.locator(f"[data-workflow-id='{workflow_id}']")
+        await expect(listed).to_be_visible(timeout=LIVE)  # no reload: the list refreshes itself
+        for shown in ("49.00", "ann@example.com", "order A-1001", "request R1"):
+            await expect(listed).to_contain_text(shown)
+        later = await start_with_cli(agent, question="Order A-1003 never came", email="cleo@example.com")
+        await expect(page.locator("[data-workflow-id]").first).to_have_attribute(  # newest first
+            "data-workflow-id", later, timeout=LIVE
+        )
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        await page.set_viewport_size({"width": 960, "height": 400})
+        await page.screenshot(path=SCREENSHOTS / "inbox.png")
+        await page.set_viewport_size({"width": 960, "height": 720})
+
+        # A second tab on the ticket whose live updates are cut (a laptop that slept): it keeps its buttons.
+        stale = await context.new_page()
+        await stale.route(lambda url: "/events" in url, lambda route: route.abort())
+        await stale.goto(f"{inbox.url}tickets/{workflow_id}")
+
+        await listed.click()
+        await expect(page.get_by_test_id("amount")).to_have_text("49.00")
+        transcript = page.get_by_test_id("transcript")
+        await expect(transcript).to_contain_text("Customer (ann@example.com): My parcel for order A-1001 never arrived")
+        await expect(transcript).to_contain_text(
+            "the model asks for issue_refund(order_id='A-1001', amount_cents=4900)"
+        )
+        await expect(page.locator(".orders")).to_contain_text("A-1001")
+        await page.screenshot(path=SCREENSHOTS / "ticket.png", full_page=True)
+
+        await page.get_by_role("button", name="Approve 49.00").click()
+        await expect(page.get_by_test_id("notice")).to_have_text(
+            "approved; Refunded 49.00 on order A-1001 (refund #1)."
+        )
+        await expect(transcript).to_contain_text(  # what the agent did next, shown live, without a reload
+            "the model answers: I have emailed you about order A-1001", timeout=LIVE
+        )
+
+        await stale.get_by_role("button", name="Approve 49.00").click()
+        await expect(stale.get_by_test_id("notice")).to_contain_text(
+            "rejected: request R1 was already answered: approved by ann at "
+        )
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        await handle.cancel()  # the customer will not reply: close it
+        outcome = await handle.result()
+        other = agent.client.get_workflow_handle(later, result_type=Outcome)
+        await other.cancel()
+        await other.result()
+
+    assert [(a.approver, a.decision, a.channel) for a in outcome.approvals] == [
+        ("ann", ApprovalDecision.APPROVED, "web")
+    ]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+async def test_a_person_declines_in_the_browser_and_sees_that_nothing_was_paid(
+    agent: Harness, context: BrowserContext
+) -> None:
+    async with inbox_for(agent) as inbox:
+        workflow_id = await start_with_cli(agent)
+        await waiting_request(agent.client, workflow_id)
+        page = await context.new_page()
+        await sign_in(page, inbox, "ben")
+        await page.goto(f"{inbox.url}tickets/{workflow_id}")
+        await page.get_by_role("button", name="Decline").click()
+        await expect(page.get_by_test_id("notice")).to_have_text(
+            "declined; A person (ben) declined this refund, so it was not made."
+        )
+        await expect(page.get_by_test_id("status")).to_have_text("completed", timeout=LIVE)  # live, no reload
+        await expect(page.get_by_test_id("outcome")).to_contain_text("Outcome: declined")
+        await expect(page.get_by_test_id("outcome")).to_contain_text("declined by ben (signed in, approval inbox)")
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert outcome.status is Status.DECLINED
+    assert agent.store.payments.refunds() == []
+
+
+async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_anyones_name(
+    agent: Harness, context: BrowserContext
+) -> None:
+    async with inbox_for(agent) as inbox:
+        workflow_id = await start_with_cli(agent)
+        await waiting_request(agent.client, workflow_id)
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        ticket_page = f"{inbox.url}tickets/{workflow_id}"
+
+        # The form with its CSRF token taken out.
+        await page.goto(ticket_page)
+        await page.evaluate("document.querySelector('form.answer input[name=csrf]').remove()")
+        await page.get_by_role("button", name="Approve 49.00").click()
+        await expect(page.locator("body")).to_contain_text("security token is missing or not yours")
+
+        # A page on another origin of the same machine (so the browser sends ann's cookie), holding ann's token as
+        # if it had leaked, submits the form by itself.
+        await page.goto(ticket_page)
+        token = await page.locator("form.answer input[name=csrf]").get_attribute("value")
+        assert token
+        attacker = await serve_page(attack(f"{ticket_page}/answer", token))
+        try:
+            await page.goto(attacker.url)
+            await expect(page.locator("body")).to_contain_text("sent from another site")
+        finally:
+            await attacker.runner.cleanup()
+        assert (await waiting_request(agent.client, workflow_id)).request_id == "R1"
+
+        # The form with an approver field added: it is ann who answers, whatever the form says.
+        await page.goto(ticket_page)
+        await page.evaluate(
+            "document.querySelector('form.answer').insertAdjacentHTML("
+            "'beforeend', '<input type=hidden name=approver value=mallory>')"
+        )
+        await page.get_by_role("button", name="Approve 49.00").click()
+        await expect(page.get_by_test_id("notice")).to_have_text(
+            "approved; Refunded 49.00 on order A-1001 (refund #1)."
+        )
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert [(a.approver, a.decision, a.channel) for a in outcome.approvals] == [
+        ("ann", ApprovalDecision.APPROVED, "web")
+    ]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+async def test_with_encryption_on_the_inbox_shows_the_ticket_decrypted_and_the_answer_goes_through(
+    client: Client, store: Business, context: BrowserContext
+) -> None:
+    keys = {"2026-11": os.urandom(32)}
+    codec = EncryptionCodec(keys, "2026-11", require_encrypted=True)
+    encrypted = await Client.connect(address(client), data_converter=with_codec(DATA_CONVERTER, codec))
+    agent = Harness(encrypted, store, task_queue=f"support-agent-{uuid.uuid4()}")
+    codec_keys = {key_id: base64.b64encode(key).decode() for key_id, key in keys.items()}
+    codec_port = free_port()
+    codec_server = await serve(codec, None, "http://127.0.0.1:1", "127.0.0.1", codec_port)
+    question = "My parcel for order A-1001 never arrived, my name is Ann Lovelace"
+    try:
+        async with inbox_for(agent, codec_keys=codec_keys, require_encrypted_input=True) as inbox:
+            workflow_id = await start_with_cli(
+                agent, "--codec-endpoint", f"http://127.0.0.1:{codec_port}", question=question
+            )
+            await waiting_request(agent.client, workflow_id)
+            page = await context.new_page()
+            await sign_in(page, inbox, "ann")
+            await page.goto(f"{inbox.url}tickets/{workflow_id}")
+            await expect(page.get_by_test_id("transcript")).to_contain_text(f"Customer (ann@example.com): {question}")
+            await page.get_by_role("button", name="Approve 49.00").click()
+            await expect(page.get_by_test_id("notice")).to_have_text(
+                "approved; Refunded 49.00 on order A-1001 (refund #1)."
+            )
+            outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+    finally:
+        await codec_server.cleanup()
+
+    stored = (await client.get_workflow_handle(workflow_id).fetch_history()).to_json()
+    assert "Lovelace" not in stored
+    assert "ann@example.com" not in stored
+    assert outcome.approvals[0].channel == "web"
+    assert [r.amount_cents for r in store.payments.refunds()] == [4900]
+
+
+class ServedPage:
+    def __init__(self, runner: web.AppRunner, url: str) -> None:
+        self.runner, self.url = runner, url
+
+
+async def serve_page(html: str) -> ServedPage:
+    """A page on another port of 127.0.0.1: another origin, the same site as the inbox."""
+
+    async def page(_request: web.Request) -> web.Response:
+        return web.Response(text=html, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return ServedPage(runner, f"http://127.0.0.1:{port}/")
+
+
+def attack(action: str, token: str) -> str:
+    return (
+        f'<form method="post" action="{action}">'
+        f'<input name="csrf" value="{token}"><input name="request_id" value="R1">'
+        '<input name="amount_cents" value="4900"><input name="decision" value="approve"></form>'
+        "<script>document.forms[0].submit()</script>"
+    )
