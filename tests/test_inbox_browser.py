@@ -30,8 +30,16 @@ from tests.test_processes import address
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
-"""Where the test run leaves the pictures of the inbox the README shows (refreshed on every run)."""
+README_SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+"""Where the pictures of the inbox the README shows are kept: a run with ``AGENT_UPDATE_SCREENSHOTS=1`` refreshes
+them; any other run takes them into its scratch directory, so running the tests leaves the checkout as it was."""
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    return README_SCREENSHOTS if os.environ.get("AGENT_UPDATE_SCREENSHOTS") == "1" else tmp_path
+
+
 LIVE = 30_000
 """Milliseconds a page may take to show what the ticket did: a bounded wait, not a measure."""
 
@@ -53,7 +61,7 @@ async def sign_in(page: Page, inbox: RunningInbox, name: str) -> None:
 
 
 async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_the_refund_once(
-    agent: Harness, context: BrowserContext
+    agent: Harness, context: BrowserContext, screenshots: Path
 ) -> None:
     async with inbox_for(agent) as inbox:
         page = await context.new_page()
@@ -69,9 +77,9 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
         await expect(page.locator("[data-workflow-id]").first).to_have_attribute(  # newest first
             "data-workflow-id", later, timeout=LIVE
         )
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        screenshots.mkdir(parents=True, exist_ok=True)
         await page.set_viewport_size({"width": 960, "height": 400})
-        await page.screenshot(path=SCREENSHOTS / "inbox.png")
+        await page.screenshot(path=screenshots / "inbox.png")
         await page.set_viewport_size({"width": 960, "height": 720})
 
         # A second tab on the ticket whose live updates are cut (a laptop that slept): it keeps its buttons.
@@ -87,7 +95,7 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
             "the model asks for issue_refund(order_id='A-1001', amount_cents=4900)"
         )
         await expect(page.locator(".orders")).to_contain_text("A-1001")
-        await page.screenshot(path=SCREENSHOTS / "ticket.png", full_page=True)
+        await page.screenshot(path=screenshots / "ticket.png", full_page=True)
 
         await page.get_by_role("button", name="Approve 49.00").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
