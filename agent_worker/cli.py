@@ -21,7 +21,7 @@ from activities.contracts.fields import describe_errors, money
 from activities.contracts.ticket import CustomerMessage, TicketInput
 from activities.contracts.world import Order
 from agent_worker import logging as agent_logging
-from agent_worker import metrics, operator, tracing
+from agent_worker import metrics, operator, tracing, wiring
 from agent_worker.client import connect
 from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
@@ -148,14 +148,15 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
     from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process  # noqa: PLC0415
 
     settings, made_key = with_key_for_this_process(settings)
-    codec, codec_server, ui_args, decrypts = settings.codec(), None, [], ""
+    codec, codec_server, ui_args, decrypts = wiring.codec(settings), None, [], ""
     if codec is not None:
         codec_port = free_port(DEFAULT_CODEC_PORT)
         codec_server = await serve(codec, None, f"http://localhost:{ui_port}", "127.0.0.1", codec_port)
         ui_args = ["--ui-codec-endpoint", f"http://127.0.0.1:{codec_port}"]
         decrypts = f", decrypting through the codec server on http://127.0.0.1:{codec_port}"
     env = await start_dev_server(
-        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter(),
+        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port,
+        data_converter=wiring.data_converter(settings),
         extra_args=ui_args,
     )  # fmt: skip
     inbox = None
@@ -188,9 +189,7 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
     runtime = metrics.runtime(settings.metrics_bind)
-    client = await connect(
-        address, namespace, settings.data_converter(), runtime, tracing.plugins(enabled=settings.tracing)
-    )
+    client = await connect(settings, address, namespace, runtime, tracing.plugins(enabled=settings.tracing))
     try:
         await run_worker(client, settings)
     finally:
@@ -198,7 +197,7 @@ async def worker(settings: Settings, address: str | None, namespace: str | None)
 
 
 async def replay(settings: Settings, paths: list[Path]) -> int:
-    results = await replay_histories(paths or [HISTORIES], data_converter=settings.data_converter())
+    results = await replay_histories(paths or [HISTORIES], data_converter=wiring.data_converter(settings))
     for result in results:
         print(result.line(), flush=True)
     failed = sum(not r.ok for r in results)
@@ -207,7 +206,7 @@ async def replay(settings: Settings, paths: list[Path]) -> int:
 
 
 async def export_history(settings: Settings, args: argparse.Namespace) -> None:
-    client = await connect(args.address, args.namespace, settings.data_converter())
+    client = await connect(settings, args.address, args.namespace)
     count = await export(client, args.workflow_id, args.out, args.run_id)
     print(f"wrote {count} events of {args.workflow_id} to {args.out}")
 
@@ -215,10 +214,10 @@ async def export_history(settings: Settings, args: argparse.Namespace) -> None:
 async def codec_server(settings: Settings, host: str, port: int) -> None:
     """Local mode with only ``AGENT_CODEC_KEYS`` set (loopback only), authenticated with a token or JWT
     settings (``agent_worker.codec_server``)."""
-    codec = settings.codec()
+    codec = wiring.codec(settings)
     if codec is None:
         raise SystemExit("the codec server needs AGENT_CODEC_KEYS: the keys the workers encrypt with")
-    auth = settings.codec_server_auth()
+    auth = wiring.codec_server_auth(settings)
     try:
         runner = await serve(codec, auth, settings.codec_server_origin, host, port)
     except UnsafeBindError as error:
@@ -246,7 +245,7 @@ async def web(settings: Settings, args: argparse.Namespace) -> None:
 
     try:
         check(settings, settings.web_host if args.host is None else args.host)
-        client = await connect(args.address, args.namespace, settings.data_converter())
+        client = await connect(settings, args.address, args.namespace)
         await serve_until_stopped(settings, client, host=args.host, port=args.port)
     except InboxRefusedError as error:
         raise SystemExit(str(error)) from None
@@ -254,7 +253,7 @@ async def web(settings: Settings, args: argparse.Namespace) -> None:
 
 async def operate(settings: Settings, args: argparse.Namespace) -> int:
     """Run an operator command; its exit code: 0 done, 1 refused (by the ticket or the server), 2 bad input."""
-    client = await connect(args.address, args.namespace, settings.data_converter())
+    client = await connect(settings, args.address, args.namespace)
     try:
         return await _operate(client, settings, args)
     except ValidationError as error:
@@ -319,7 +318,7 @@ async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
 
 def business(settings: Settings, args: argparse.Namespace) -> None:
     """The business store's commands: they need the database, not Temporal."""
-    store = settings.business()
+    store = wiring.business(settings)
     if args.command == "migrate":
         agent_logging.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
         print(f"{store} is at revision {store.database.migrate()}")

@@ -13,25 +13,28 @@ from collections.abc import Sequence
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, Plugin
-from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
-from agent_worker.config import DATA_CONVERTER
+from agent_worker.config import Settings
 
 DEFAULT_ADDRESS = "localhost:7233"
 
 
 async def connect(
+    settings: Settings,
     address: str | None = None,
     namespace: str | None = None,
-    data_converter: DataConverter = DATA_CONVERTER,
     runtime: Runtime | None = None,
     plugins: Sequence[Plugin] = (),
 ) -> Client:
-    """A client for the configured cluster; ``address`` and ``namespace`` override the configuration."""
+    """A client for the configured cluster, converting payloads as the settings say (``AgentPlugin``: there is no
+    other way to get one here, so no command can forget the codec); ``address`` and ``namespace`` override the
+    configuration, ``plugins`` add to it (tracing)."""
+    from agent_worker.wiring import AgentPlugin  # noqa: PLC0415 - the workflow and its activities, for workers only
+
     config = ClientConfig.load_client_connect_config()
     if address:
         config["target_host"] = address
@@ -39,7 +42,7 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", DEFAULT_ADDRESS)
     try:
-        return await Client.connect(**config, data_converter=data_converter, runtime=runtime, plugins=plugins)
+        return await Client.connect(**config, runtime=runtime, plugins=[AgentPlugin(settings), *plugins])
     except RuntimeError as error:  # the bridge reports an unreachable server as a RuntimeError
         raise SystemExit(
             f"Cannot reach Temporal at {config['target_host']} (namespace {config.get('namespace', 'default')}): "

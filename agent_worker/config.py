@@ -12,9 +12,6 @@ a cluster exactly as the ``temporal`` CLI on the same machine would.
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -32,14 +29,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
-from activities.business import Business
-from activities.content_store import BlobBackend
 from activities.contracts.names import TASK_QUEUE
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
-from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
-from agent_worker.codec_auth import ASYMMETRIC_ALGORITHMS, BearerAuth, JwtValidator
-from agent_worker.faults import Faults, parse
+from agent_worker.codec_auth import ASYMMETRIC_ALGORITHMS
+from agent_worker.faults import parse
 from agent_worker.inbox.auth import check_hash, origin_of
 from workflows import policies
 
@@ -245,31 +239,6 @@ class Settings(BaseSettings):
             )
         return self
 
-    def codec(self) -> EncryptionCodec | None:
-        if not self.codec_keys:
-            return None
-        keys = {
-            key_id: base64.b64decode(key.get_secret_value(), validate=True) for key_id, key in self.codec_keys.items()
-        }
-        return EncryptionCodec(
-            keys, self.codec_key_id or list(keys)[-1], require_encrypted=self.require_encrypted_input
-        )
-
-    def codec_server_auth(self) -> BearerAuth | None:
-        """How the codec server authenticates requests; None is its local mode (loopback only)."""
-        validator = None
-        if self.codec_server_jwks_url is not None:
-            assert self.codec_server_audience is not None  # the validator below sees to these
-            assert self.codec_server_issuer is not None
-            validator = JwtValidator(
-                self.codec_server_jwks_url,
-                self.codec_server_audience,
-                self.codec_server_issuer,
-                tuple(self.codec_server_algorithms),
-            )
-        token = self.codec_server_token.get_secret_value() if self.codec_server_token else None
-        return None if token is None and validator is None else BearerAuth(token, validator)
-
     @field_validator(
         "s3_bucket", "s3_endpoint_url", "s3_region", "codec_server_jwks_url", "codec_server_audience",
         "codec_server_issuer", "web_proxy_header", "web_public_url",
@@ -303,35 +272,6 @@ class Settings(BaseSettings):
         value = value.strip("/")
         return f"{value}/" if value else ""
 
-    def data_converter(self) -> DataConverter:
-        """The converter the worker, every client and the replayer must share: pydantic, then the codec's
-        encryption, then (with a bucket) large payloads to S3, in the order temporalio applies them."""
-        converter = with_codec(DATA_CONVERTER, self.codec())
-        if self.s3_bucket is None:
-            return converter
-        # Imported here: boto3 takes over a second to import, which a CLI command without S3 should not pay.
-        from agent_worker.s3 import external_storage, s3_client  # noqa: PLC0415
-
-        client = s3_client(self.s3_endpoint_url, self.s3_region, retries=True)
-        storage = external_storage(client, self.s3_bucket, self.s3_prefix, self.s3_payload_threshold_bytes)
-        return dataclasses.replace(converter, external_storage=storage)
-
-    def blob_backend(self, database_blobs: BlobBackend) -> BlobBackend:
-        """Where the content store keeps blobs: the bucket if one is set (still reading what the business
-        database held before, ``database_blobs``), else the business database; sealed with the codec's keys
-        when they are set, like every payload."""
-        backend: BlobBackend = database_blobs
-        if self.s3_bucket is not None:
-            from activities.s3_blobs import S3BlobBackend  # noqa: PLC0415 - boto3's import time, as above
-            from agent_worker.s3 import s3_client  # noqa: PLC0415
-
-            client = s3_client(self.s3_endpoint_url, self.s3_region, retries=False)
-            backend = S3BlobBackend(client, self.s3_bucket, self.s3_prefix, fallback=database_blobs)
-        codec = self.codec()
-        return (
-            backend if codec is None else EncryptedBlobs(backend, codec, accept_plaintext=self.blobs_accept_plaintext)
-        )
-
     faults: str = ""
     """Crash tests only: kill or hang this worker at activity boundaries (``agent_worker/faults.py``). Empty,
     the default, injects nothing; anything else is logged as a warning on every start."""
@@ -348,17 +288,3 @@ class Settings(BaseSettings):
     @property
     def business_db(self) -> Path:
         return self.db_path or self.data_dir / "business.sqlite3"
-
-    def fault_injector(self) -> Faults | None:
-        faults = parse(self.faults)
-        if not faults:
-            return None
-        return Faults(faults, self.faults_dir or self.business_db.with_name(self.business_db.name + ".faults"))
-
-    def business(self) -> Business:
-        """The outside systems the worker acts on: the one place their ports are built from settings. The
-        embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file."""
-        key_ttl = timedelta(hours=self.idempotency_key_ttl_hours)
-        if self.database_url:
-            return Business.at(self.database_url, key_ttl=key_ttl, refund_guard=self.refund_guard)
-        return Business.sqlite(self.business_db, key_ttl=key_ttl, refund_guard=self.refund_guard)

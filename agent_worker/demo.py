@@ -28,6 +28,7 @@ from activities.contracts.names import (
 )
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketOptions
 from activities.contracts.world import Order
+from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
 from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process
@@ -39,7 +40,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     if decision is None and not sys.stdin.isatty():
         raise SystemExit("stdin is not a terminal, so nobody can answer the approval: pass --approve or --decline")
     settings, _ = with_key_for_this_process(settings)  # the inbox and the worker run here, and share it
-    store = settings.business().create()
+    store = wiring.business(settings).create()
     order = next_demo_order(store.payments.refunds(), customer="ann@example.com")
     store.orders.add(order)
     ticket_id = f"T-{order.order_id}"
@@ -53,7 +54,10 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     port, ui_port = free_port(DEFAULT_PORT), free_port(DEFAULT_UI_PORT)
     say(f"Starting Temporal (dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}) ...")
     env = await start_dev_server(
-        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port, data_converter=settings.data_converter()
+        settings.data_dir / "temporal.sqlite3",
+        port=port,
+        ui_port=ui_port,
+        data_converter=wiring.data_converter(settings),
     )
     inbox = None
     try:

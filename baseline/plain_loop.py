@@ -42,6 +42,7 @@ from activities.model import LanguageModel
 from activities.scripted_model import ScriptedModel
 from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
 from agent_worker import logging as agent_logging
+from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.faults import Faults, FaultSpecError, kill_this_process
 
@@ -138,8 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse_args(argv)
     settings = Settings()
     agent_logging.configure(settings.log_level, settings.log_format)
-    store = settings.business().create()
-    faults = settings.fault_injector()
+    store = wiring.business(settings).create()
+    faults = wiring.fault_injector(settings)
     if faults is not None and any(f.action != "kill" for f in faults.faults):
         raise FaultSpecError("The plain loop has no timeouts to hang past: only kill faults apply to it")
     saves = store.database.path.with_name(store.database.path.name + ".plain-loop")

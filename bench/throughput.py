@@ -46,6 +46,7 @@ from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
 from agent_worker.client import connect, ensure_search_attributes
+from agent_worker.config import Settings
 from agent_worker.devserver import DEV_SERVER_ARGS, binary, free_port
 from agent_worker.replay import HISTORIES, history_files, replay
 from baseline.plain_loop import PlainLoop
@@ -88,7 +89,7 @@ async def dev_server(scratch: Path, extra: list[str]) -> AsyncIterator[tuple[Pro
         async with asyncio.timeout(30):
             while True:
                 try:
-                    await (await connect(address)).count_workflows()
+                    await (await connect(Settings(), address)).count_workflows()
                     break
                 except (SystemExit, RuntimeError):
                     await asyncio.sleep(0.2)
@@ -333,7 +334,7 @@ async def main(options: Options) -> str:
         scratch = Path(directory)
         store = Business.sqlite(scratch / "business.sqlite3").create()
         async with dev_server(scratch, [*DEV_SERVER_ARGS, *options.server_args]) as (server, address):
-            client = await connect(address)
+            client = await connect(Settings(), address)
             await ensure_search_attributes(client)
             task_queue = f"bench-{uuid.uuid4()}"
             empty_cpu = server.cpu_seconds()

@@ -31,6 +31,7 @@ from activities.contracts.conversation import Decision, TextBlock, ThinkRequest,
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel
+from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server
 from agent_worker.replay import HISTORIES, export
@@ -248,7 +249,7 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
         task_queue=r.task_queue + "-hang", db_path=r.store.database.path, refund_guard=False,
         faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1, model_backend="scripted",
     )  # fmt: skip
-    async with build_worker(r.client, settings, settings.business()):  # the guard off, as the settings say
+    async with build_worker(r.client, settings, wiring.business(settings)):  # the guard off, as the settings say
         return await Recorder(r.client, r.store, settings.task_queue).finished(
             ticket(approval_limit_cents=10_000, refund_key="per_tool_call")
         )
@@ -321,7 +322,7 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
         task_queue=r.task_queue + "-hang", db_path=r.store.database.path, faults="before:issue_refund=hang",
         graceful_shutdown_seconds=1, model_backend="scripted",
     )  # fmt: skip
-    async with build_worker(r.client, settings, settings.business()):
+    async with build_worker(r.client, settings, wiring.business(settings)):
         handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
         async with asyncio.timeout(30):
             while not any(a.activity_type.name == "issue_refund"

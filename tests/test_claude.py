@@ -35,7 +35,7 @@ from activities.prompt import SUPPORT_POLICY
 from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
 from agent_worker.config import DEFAULT_MODEL, Settings
-from agent_worker.worker import NoCredentialsError, choose_model
+from agent_worker.wiring import NoCredentialsError, choose_model
 from tests.fake_messages_api import (
     FakeMessagesAPI,
     Reply,

@@ -12,7 +12,7 @@ import pytest
 
 from activities.claude_model import ClaudeModel
 from activities.contracts.ticket import Status
-from agent_worker.worker import choose_model
+from agent_worker.wiring import choose_model
 from tests.harness import Harness, ticket
 
 pytestmark = pytest.mark.skipif(

@@ -29,6 +29,7 @@ from google.protobuf import json_format
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 
+from agent_worker import wiring
 from agent_worker.codec import EncryptionCodec
 from agent_worker.codec_auth import BearerAuth, JwtValidator
 from agent_worker.codec_server import UnsafeBindError, serve
@@ -276,15 +277,17 @@ def test_the_codec_servers_jwt_settings_go_together_and_allow_only_asymmetric_al
     for algorithms in (["none"], ["HS256"], ["RS256", "HS256"], []):
         with pytest.raises(ValidationError, match="only asymmetric algorithms"):
             Settings(codec_server_algorithms=algorithms)
-    configured = Settings(
-        codec_server_jwks_url="https://login.example.test/jwks.json",
-        codec_server_audience=AUDIENCE,
-        codec_server_issuer=ISSUER,
-    ).codec_server_auth()
+    configured = wiring.codec_server_auth(
+        Settings(
+            codec_server_jwks_url="https://login.example.test/jwks.json",
+            codec_server_audience=AUDIENCE,
+            codec_server_issuer=ISSUER,
+        )
+    )
     assert configured is not None
     assert configured.token is None
     assert configured.validator is not None
-    assert Settings().codec_server_auth() is None  # local mode
+    assert wiring.codec_server_auth(Settings()) is None  # local mode
 
 
 async def test_agent_worker_dev_with_codec_keys_points_its_web_ui_at_a_local_codec_server(tmp_path: Path) -> None:

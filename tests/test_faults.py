@@ -9,6 +9,7 @@ import pytest
 from temporalio.client import Client
 
 from activities.business import Business
+from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.faults import Fault, Faults, FaultSpecError, parse
 from tests.crashlab import Lab, WorkerProcess, poll
@@ -24,7 +25,7 @@ async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
 
 
 def test_no_setting_means_no_faults(tmp_path: Path) -> None:
-    assert Settings(db_path=tmp_path / "b.sqlite3").fault_injector() is None
+    assert wiring.fault_injector(Settings(db_path=tmp_path / "b.sqlite3")) is None
 
 
 def test_a_fault_names_its_point_its_first_reach_how_many_times_and_what_it_does() -> None:

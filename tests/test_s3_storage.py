@@ -26,6 +26,7 @@ from activities.business import Business
 from activities.business.schema import blobs
 from activities.content_store import ContentStore, content_key
 from activities.contracts.ticket import Status
+from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.replay import replay, write_history
 from bench.history_growth import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders
@@ -91,7 +92,7 @@ def bucket(s3_endpoint: str, aws_credentials: None) -> Bucket:
 
 async def harness_with(dev_server: WorkflowEnvironment, agent: Harness, **settings: Any) -> Harness:
     """A harness whose client (and so its worker) converts payloads as these settings say."""
-    converter = agent.settings(**settings).data_converter()
+    converter = wiring.data_converter(agent.settings(**settings))
     client = await Client.connect(address(dev_server.client), data_converter=converter)
     return Harness(client, agent.store, agent.task_queue)
 
@@ -127,7 +128,7 @@ async def test_a_long_tickets_tool_results_and_conversation_live_in_the_bucket_a
     assert all(key.startswith(f"{PREFIX}sha256:") for key in stored)
     assert rows_in_blobs_table(on_s3.store) == 0
 
-    fresh = ContentStore(on_s3.settings(**bucket.settings()).blob_backend(on_s3.store.blobs))
+    fresh = ContentStore(wiring.blob_backend(on_s3.settings(**bucket.settings()), on_s3.store.blobs))
     assert fresh.get(refs[0]) == stored[f"{PREFIX}{refs[0]}"], "another worker reads the same bytes back"
     assert fresh.backend.get_blob("sha256:" + "0" * 64) is None
     before = b"stored in the database before the bucket was configured"
@@ -196,4 +197,4 @@ def test_the_prefix_is_a_folder_and_an_empty_bucket_variable_means_no_bucket() -
     assert Settings(s3_prefix="/agent/").s3_prefix == "agent/"
     assert Settings(s3_prefix="").s3_prefix == ""
     assert Settings(s3_bucket="").s3_bucket is None
-    assert Settings(s3_bucket="").data_converter().external_storage is None
+    assert wiring.data_converter(Settings(s3_bucket="")).external_storage is None

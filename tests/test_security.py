@@ -28,6 +28,7 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.conversation import Decision, ThinkRequest, ToolUseBlock
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
+from agent_worker import wiring
 from agent_worker.codec import (
     ENCODING,
     KEY_ID,
@@ -247,10 +248,10 @@ def test_a_plain_blob_is_read_only_while_a_migration_says_so(store: Business) ->
     keys = {"2026-11": SecretStr(base64.b64encode(NEW_KEY).decode())}
 
     with pytest.raises(ApplicationError) as raised:
-        ContentStore(Settings(codec_keys=keys).blob_backend(store.blobs)).get(content_key(older))
+        ContentStore(wiring.blob_backend(Settings(codec_keys=keys), store.blobs)).get(content_key(older))
     assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
     assert "AGENT_BLOBS_ACCEPT_PLAINTEXT" in raised.value.message
-    migrating = Settings(codec_keys=keys, blobs_accept_plaintext=True).blob_backend(store.blobs)
+    migrating = wiring.blob_backend(Settings(codec_keys=keys, blobs_accept_plaintext=True), store.blobs)
     assert ContentStore(migrating).get(content_key(older)) == older
 
 

@@ -1,0 +1,236 @@
+"""How the service is put together from its settings: the one place that builds things from ``Settings``.
+
+``Settings`` holds values only. From them this module builds what every client, worker and replayer of the
+service must share, the data converter (pydantic, the codec's encryption, large payloads to S3), and what a
+worker runs: the outside systems' ports, the model, the activities and the interceptors. It hands them over as
+one Temporal plugin, ``AgentPlugin`` (``temporalio.plugin.SimplePlugin``, as the SDK's OpenAI Agents and
+Pydantic AI integrations are), which the CLI's commands, the inbox, the demo, the worker and the replayer all
+take: no entry point can forget the codec, because none builds a converter of its own, and ``connect`` has no
+default one to fall back on.
+
+Heavy dependencies (boto3, the ``anthropic`` SDK) are imported where they are used, so a command that needs
+neither does not pay for them.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import structlog
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Interceptor
+
+from activities.business import Business
+from activities.business.model_calls import ModelCalls
+from activities.content_store import BlobBackend, ContentActivities, ContentStore
+from activities.model import LanguageModel, ModelActivities
+from activities.policy import PolicyActivities
+from activities.scripted_model import ScriptedModel
+from activities.tools import ToolActivities
+from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
+from agent_worker.codec_auth import BearerAuth, JwtValidator
+from agent_worker.config import DATA_CONVERTER, Settings
+from agent_worker.faults import FaultInterceptor, Faults, parse
+from agent_worker.logging import LogContextInterceptor
+from workflows.support_agent import SupportAgent
+
+log = structlog.get_logger(__name__)
+
+
+class NoCredentialsError(RuntimeError):
+    pass
+
+
+# --- what every client, worker and replayer shares ----------------------------------------------------------
+
+
+def codec(settings: Settings) -> EncryptionCodec | None:
+    """The payload codec for the configured keys; None when no key is set (payloads stay plain JSON)."""
+    if not settings.codec_keys:
+        return None
+    keys = {
+        key_id: base64.b64decode(key.get_secret_value(), validate=True) for key_id, key in settings.codec_keys.items()
+    }
+    return EncryptionCodec(
+        keys, settings.codec_key_id or list(keys)[-1], require_encrypted=settings.require_encrypted_input
+    )
+
+
+def data_converter(settings: Settings) -> DataConverter:
+    """The converter the worker, every client and the replayer must share: pydantic, then the codec's
+    encryption, then (with a bucket) large payloads to S3, in the order temporalio applies them."""
+    converter = with_codec(DATA_CONVERTER, codec(settings))
+    if settings.s3_bucket is None:
+        return converter
+    from agent_worker.s3 import external_storage, s3_client  # noqa: PLC0415 - boto3 takes a second to import
+
+    client = s3_client(settings.s3_endpoint_url, settings.s3_region, retries=True)
+    storage = external_storage(client, settings.s3_bucket, settings.s3_prefix, settings.s3_payload_threshold_bytes)
+    return dataclasses.replace(converter, external_storage=storage)
+
+
+def codec_server_auth(settings: Settings) -> BearerAuth | None:
+    """How the codec server authenticates requests; None is its local mode (loopback only)."""
+    validator = None
+    if settings.codec_server_jwks_url is not None:
+        assert settings.codec_server_audience is not None  # the settings' validator sees to these
+        assert settings.codec_server_issuer is not None
+        validator = JwtValidator(
+            settings.codec_server_jwks_url,
+            settings.codec_server_audience,
+            settings.codec_server_issuer,
+            tuple(settings.codec_server_algorithms),
+        )
+    token = settings.codec_server_token.get_secret_value() if settings.codec_server_token else None
+    return None if token is None and validator is None else BearerAuth(token, validator)
+
+
+# --- what a worker runs ---------------------------------------------------------------------------------
+
+
+def business(settings: Settings) -> Business:
+    """The outside systems the worker acts on: the one place their ports are built from settings. The
+    embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file."""
+    key_ttl = timedelta(hours=settings.idempotency_key_ttl_hours)
+    if settings.database_url:
+        return Business.at(settings.database_url, key_ttl=key_ttl, refund_guard=settings.refund_guard)
+    return Business.sqlite(settings.business_db, key_ttl=key_ttl, refund_guard=settings.refund_guard)
+
+
+def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend:
+    """Where the content store keeps blobs: the bucket if one is set (still reading what the business
+    database held before, ``database_blobs``), else the business database; sealed with the codec's keys
+    when they are set, like every payload."""
+    backend: BlobBackend = database_blobs
+    if settings.s3_bucket is not None:
+        from activities.s3_blobs import S3BlobBackend  # noqa: PLC0415 - boto3's import time, as above
+        from agent_worker.s3 import s3_client  # noqa: PLC0415
+
+        client = s3_client(settings.s3_endpoint_url, settings.s3_region, retries=False)
+        backend = S3BlobBackend(client, settings.s3_bucket, settings.s3_prefix, fallback=database_blobs)
+    sealer = codec(settings)
+    if sealer is None:
+        return backend
+    return EncryptedBlobs(backend, sealer, accept_plaintext=settings.blobs_accept_plaintext)
+
+
+def fault_injector(settings: Settings) -> Faults | None:
+    faults = parse(settings.faults)
+    if not faults:
+        return None
+    business_db = settings.business_db
+    return Faults(faults, settings.faults_dir or business_db.with_name(business_db.name + ".faults"))
+
+
+def choose_model(settings: Settings, model_calls: ModelCalls) -> LanguageModel:
+    """Claude when the ``anthropic`` SDK finds credentials (or ``AGENT_MODEL_BACKEND=claude`` demands it),
+    the scripted stand-in otherwise; the log says which, and why."""
+    if settings.model_backend == "scripted":
+        log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
+        return ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds)
+    # Importing the SDK takes seconds on a small machine; a worker that runs the script never pays for it.
+    import anthropic  # noqa: PLC0415
+
+    from activities.claude_model import ClaudeModel  # noqa: PLC0415
+
+    # One client per worker process, with the SDK's retries off: Temporal's retry policy is the only one.
+    # Credentials and the base URL come from the SDK's own environment (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL).
+    try:
+        client = anthropic.AsyncAnthropic(max_retries=0, timeout=settings.anthropic_timeout_seconds)
+    except anthropic.CredentialsError as error:
+        # Credentials were configured (a profile, a config directory) but are broken: running the script
+        # instead would hide that, and the script refunds for real.
+        raise NoCredentialsError(f"Anthropic credentials are configured but cannot be used: {error}") from error
+    if not (client.api_key or client.auth_token or client.credentials):
+        if settings.model_backend == "claude":
+            raise NoCredentialsError("AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)")
+        log.warning(
+            "model: the scripted stand-in, because no Anthropic API key is configured; "
+            "set ANTHROPIC_API_KEY to run the agent on Claude"
+        )
+        return ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds)
+    if settings.anthropic_model not in settings.anthropic_prices:
+        log.warning("no price for this model: its cost is reported as 0", model=settings.anthropic_model)
+    log.info("model: Claude", model=settings.anthropic_model, base_url=str(client.base_url))
+    return ClaudeModel(
+        client,
+        model=settings.anthropic_model,
+        max_tokens=settings.anthropic_max_tokens,
+        temperature=settings.anthropic_temperature,
+        system_prompt=settings.anthropic_system_prompt,
+        prices=settings.anthropic_prices,
+    )
+
+
+class AgentPlugin(SimplePlugin):
+    """The service as a Temporal plugin. On a client (and a replayer): the shared data converter. On a worker:
+    the workflow, its activities over the business ports and the model, and the interceptors (logging context,
+    and fault injection for crash tests). The business and the model are built from the settings when a worker
+    is configured, unless handed in (tests hand in a scratch business and, where a script needs it, a model)."""
+
+    def __init__(
+        self, settings: Settings, business: Business | None = None, model: LanguageModel | None = None
+    ) -> None:
+        self.settings = settings
+        self._business = business
+        self._model = model
+        converter = data_converter(settings)
+        faults = fault_injector(settings)
+        interceptors: list[Interceptor] = [LogContextInterceptor()]
+        if faults is not None:
+            interceptors.append(FaultInterceptor(faults))
+        self._faults = faults
+        super().__init__(
+            "agent-worker",
+            data_converter=lambda _given: converter,
+            workflows=[SupportAgent],
+            activities=self._activities,
+            interceptors=interceptors,
+        )
+
+    def _activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
+        settings = self.settings
+        ports = self._business or business(settings).create()
+        model = self._model or choose_model(settings, ports.model_calls)
+        blobs = blob_backend(settings, ports.blobs)
+        content = ContentStore(blobs)
+        tools = ToolActivities(
+            orders=ports.orders,
+            payments=ports.payments,
+            mail=ports.mail,
+            audit=ports.audit,
+            content=content,
+            inline_max_bytes=settings.inline_result_max_bytes,
+        )
+        models = ModelActivities(model, ports.model_calls, content)
+        activities: list[Callable[..., Any]] = [
+            *(given or []),
+            models.think,
+            models.summarize,
+            ContentActivities(content).archive_records,
+            *tools.all(),
+            *PolicyActivities(settings.approvers, settings.web_approval_key_bytes()).all(),
+        ]
+        if self._faults is not None:
+            self._faults.check({fn.__name__ for fn in activities})  # each is registered under its method's name
+            log.warning(
+                "FAULT INJECTION IS ON: this worker will kill or hang itself on purpose. It is for crash tests; "
+                "unset AGENT_FAULTS anywhere else.",
+                faults=[str(f) for f in self._faults.faults],
+                markers=str(self._faults.markers),
+            )
+        bucket = f"s3://{settings.s3_bucket}/{settings.s3_prefix}" if settings.s3_bucket else None
+        log.info(
+            "worker configured",
+            task_queue=settings.task_queue,
+            model=model.name,
+            business_db=str(ports),
+            content_store=str(blobs),
+            large_payloads=bucket,
+        )
+        return activities
