@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
@@ -73,7 +74,7 @@ def main(runs: int) -> None:
                 if probe.returncode == 0:
                     break
                 time.sleep(0.2)
-            commands = {
+            commands: dict[str, Callable[[], float]] = {
                 "python3 -c pass (the interpreter alone)": lambda: timed([sys.executable, "-c", "pass"]),
                 "agent-worker --help": lambda: timed([AGENT_WORKER, "--help"]),
                 "agent-worker tickets": lambda: timed([AGENT_WORKER, "tickets"], env),
