@@ -1,39 +1,17 @@
-"""``agent-worker``: run a worker, the embedded dev stack or the demo, and manage the business data."""
+"""``agent-worker``: run a worker, the embedded dev stack or the demo, and manage the business data.
+
+This module is only the command line: it parses, then imports the command it runs (``agent_worker.commands``),
+so that ``--help`` and a typo cost no import of Temporal, the workflow or the database (``bench/cold_start.py``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
-import os
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
-import structlog
-from pydantic import ValidationError
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError
-
-from activities.contracts.approvals import Approval
-from activities.contracts.fields import describe_errors, money
-from activities.contracts.ticket import CustomerMessage, TicketInput
-from activities.contracts.world import Order
-from agent_worker import logging as agent_logging
-from agent_worker import metrics, operator, tracing, wiring
-from agent_worker.client import connect
-from agent_worker.codec_server import UnsafeBindError, serve
-from agent_worker.config import Settings
-from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
-from agent_worker.replay import HISTORIES, export
-from agent_worker.replay import replay as replay_histories
-from agent_worker.worker import run_worker
-
-log = structlog.get_logger(__name__)
-
-DEFAULT_CODEC_PORT = 8081
-
+from agent_worker.defaults import DEFAULT_CODEC_PORT, DEFAULT_PORT, DEFAULT_UI_PORT, WAITING_KINDS
 
 OPERATOR_COMMANDS: set[str] = set()
 """The commands that talk to Temporal as a client (``operate``), filled in as their parsers are made."""
@@ -46,9 +24,7 @@ def _operator_commands(commands: Any) -> None:
     which.add_argument(
         "--waiting", dest="waiting_for", action="store_const", const="approval", help="as --waiting-for approval"
     )
-    which.add_argument(
-        "--waiting-for", choices=sorted(operator.WAITING_FOR), help="only those waiting for this (no worker needed)"
-    )
+    which.add_argument("--waiting-for", choices=WAITING_KINDS, help="only those waiting for this (no worker needed)")
     which.add_argument(
         "--stuck", action="store_true", help="only those whose workflow task keeps failing, with the failure"
     )
@@ -88,7 +64,7 @@ def _where(command: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    cli = argparse.ArgumentParser(prog="agent-worker", description=__doc__)
+    cli = argparse.ArgumentParser(prog="agent-worker", description=(__doc__ or "").split("\n\n")[0])
     commands = cli.add_subparsers(dest="command", required=True)
 
     worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
@@ -142,230 +118,8 @@ def parser() -> argparse.ArgumentParser:
     return cli
 
 
-async def dev(settings: Settings, port: int, ui_port: int) -> None:
-    """The dev server, its Web UI, the approval inbox and a worker; with codec keys set, also the codec server in
-    local mode, with the Web UI pointed at it, so the UI shows tickets decrypted rather than as ciphertext."""
-    from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process  # noqa: PLC0415
-
-    settings, made_key = with_key_for_this_process(settings)
-    codec, codec_server, ui_args, decrypts = wiring.codec(settings), None, [], ""
-    if codec is not None:
-        codec_port = free_port(DEFAULT_CODEC_PORT)
-        codec_server = await serve(codec, None, f"http://localhost:{ui_port}", "127.0.0.1", codec_port)
-        ui_args = ["--ui-codec-endpoint", f"http://127.0.0.1:{codec_port}"]
-        decrypts = f", decrypting through the codec server on http://127.0.0.1:{codec_port}"
-    env = await start_dev_server(
-        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port,
-        data_converter=wiring.data_converter(settings),
-        extra_args=ui_args,
-    )  # fmt: skip
-    inbox = None
-    try:
-        try:
-            inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
-        except InboxRefusedError as error:
-            raise SystemExit(str(error)) from None
-        if made_key:
-            print(
-                "AGENT_WEB_APPROVAL_KEYS is not set: the inbox signs answers with a key made for this run, which only "
-                "the worker beside it holds (set the same keys on both to run workers elsewhere).",
-                file=sys.stderr,
-                flush=True,
-            )
-        print(  # the last line before the worker's own: what a person (or a test) waits for
-            f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}{decrypts}; "
-            f"{inbox.describe()}; history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops them all.",
-            file=sys.stderr,
-            flush=True,
-        )
-        await run_worker(env.client, settings)
-    finally:
-        if inbox is not None:
-            await inbox.stop()
-        await env.shutdown()
-        if codec_server is not None:
-            await codec_server.cleanup()
-
-
-async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    runtime = metrics.runtime(settings.metrics_bind)
-    client = await connect(settings, address, namespace, runtime, tracing.plugins(enabled=settings.tracing))
-    try:
-        await run_worker(client, settings)
-    finally:
-        tracing.flush()
-
-
-async def replay(settings: Settings, paths: list[Path]) -> int:
-    results = await replay_histories(paths or [HISTORIES], data_converter=wiring.data_converter(settings))
-    for result in results:
-        print(result.line(), flush=True)
-    failed = sum(not r.ok for r in results)
-    print(f"{len(results) - failed} replayed, {failed} failed", flush=True)
-    return 1 if failed or not results else 0
-
-
-async def export_history(settings: Settings, args: argparse.Namespace) -> None:
-    client = await connect(settings, args.address, args.namespace)
-    count = await export(client, args.workflow_id, args.out, args.run_id)
-    print(f"wrote {count} events of {args.workflow_id} to {args.out}")
-
-
-async def codec_server(settings: Settings, host: str, port: int) -> None:
-    """Local mode with only ``AGENT_CODEC_KEYS`` set (loopback only), authenticated with a token or JWT
-    settings (``agent_worker.codec_server``)."""
-    codec = wiring.codec(settings)
-    if codec is None:
-        raise SystemExit("the codec server needs AGENT_CODEC_KEYS: the keys the workers encrypt with")
-    auth = wiring.codec_server_auth(settings)
-    try:
-        runner = await serve(codec, auth, settings.codec_server_origin, host, port)
-    except UnsafeBindError as error:
-        raise SystemExit(str(error)) from None
-    log.info(
-        "codec server listening",
-        url=f"http://{host}:{port}",
-        cors_origin=settings.codec_server_origin,
-        mode="local (loopback, no authentication)" if auth is None else "authenticated",
-        jwt=settings.codec_server_jwks_url is not None,
-        static_token=settings.codec_server_token is not None,
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    await runner.cleanup()
-
-
-async def web(settings: Settings, args: argparse.Namespace) -> None:
-    """The approval inbox on its own, for the configured cluster: refused before connecting anywhere when it must
-    not run (no signing key; no authentication on an address others can reach)."""
-    from agent_worker.inbox.server import InboxRefusedError, check, serve_until_stopped  # noqa: PLC0415 - see main
-
-    try:
-        check(settings, settings.web_host if args.host is None else args.host)
-        client = await connect(settings, args.address, args.namespace)
-        await serve_until_stopped(settings, client, host=args.host, port=args.port)
-    except InboxRefusedError as error:
-        raise SystemExit(str(error)) from None
-
-
-async def operate(settings: Settings, args: argparse.Namespace) -> int:
-    """Run an operator command; its exit code: 0 done, 1 refused (by the ticket or the server), 2 bad input."""
-    client = await connect(settings, args.address, args.namespace)
-    try:
-        return await _operate(client, settings, args)
-    except ValidationError as error:
-        print(f"not sent: {describe_errors(error)}", file=sys.stderr)
-        return 2
-    except (operator.NotWaitingError, operator.NotRetryableError) as error:
-        print(error, file=sys.stderr)
-        return 1
-    except WorkflowUpdateFailedError as error:  # the ticket's validator refused it
-        print(f"refused: {cause_of(error)}", file=sys.stderr)
-        return 1
-    except RPCError as error:  # no such ticket, or it is closed
-        print(f"refused: {error.message}", file=sys.stderr)
-        return 1
-
-
-async def _operate(client: Client, settings: Settings, args: argparse.Namespace) -> int:
-    if args.command == "tickets" and args.stuck:
-        await operator.list_stuck(client, limit=args.limit)
-    elif args.command == "tickets":
-        await operator.list_tickets(client, waiting_for=args.waiting_for, limit=args.limit)
-    elif args.command == "start":
-        return await start_ticket(client, args.input, settings.task_queue)
-    elif args.command == "cancel":
-        await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)
-    elif args.command == "reply":
-        await operator.reply(client, args.ticket, CustomerMessage(text=args.text), wait=args.wait)
-    elif args.command == "retry":
-        await operator.retry(client, args.ticket, by=args.by)
-    elif args.command == "show":
-        await operator.show(client, args.ticket)
-    else:
-        answer = Approval(
-            amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver,
-            request_id=args.request_id,
-        )  # fmt: skip
-        await operator.approve(client, args.ticket, answer)
-    return 0
-
-
-def cause_of(error: BaseException) -> str:
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return str(error)
-
-
-async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
-    """``agent-worker start``: a ticket checked here first, so bad input is refused before anything starts."""
-    text = await asyncio.to_thread(sys.stdin.read if str(source) == "-" else source.read_text)
-    try:
-        ticket = TicketInput.model_validate_json(text)
-    except ValidationError as error:
-        print(f"not started: {describe_errors(error)}", file=sys.stderr)
-        return 2
-    try:
-        await operator.start(client, ticket, task_queue)
-    except operator.DuplicateTicketError as error:
-        print(error, file=sys.stderr)
-        return 1
-    return 0
-
-
-def business(settings: Settings, args: argparse.Namespace) -> None:
-    """The business store's commands: they need the database, not Temporal."""
-    store = wiring.business(settings)
-    if args.command == "migrate":
-        agent_logging.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
-        print(f"{store} is at revision {store.database.migrate()}")
-        return
-    store.create()
-    if args.orders_command == "add":
-        store.orders.add(
-            Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email)
-        )
-    for order in store.orders.all():
-        print(f"{order.order_id}\t{money(order.amount_cents)}\t{order.customer_email}")
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    settings = Settings()
-    code = 0
-    if args.command in OPERATOR_COMMANDS:
-        code = asyncio.run(operate(settings, args))
-    elif args.command == "replay":
-        code = asyncio.run(replay(settings, args.paths))
-    elif args.command == "history":
-        asyncio.run(export_history(settings, args))
-    elif args.command == "demo":
-        agent_logging.configure("WARNING", "console")
-        from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
+    from agent_worker import commands  # noqa: PLC0415 - only now: see the module's docstring
 
-        asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
-    elif args.command in {"orders", "migrate"}:
-        business(settings, args)
-    elif args.command == "web-user":
-        from agent_worker.inbox.server import web_user  # noqa: PLC0415 - only the inbox needs its web stack
-
-        print(web_user(args.name))
-        print("add it to AGENT_WEB_USERS, a JSON object of every approver's name and hash", file=sys.stderr)
-    else:
-        agent_logging.configure(settings.log_level, settings.log_format)
-        if args.command == "worker":
-            asyncio.run(worker(settings, args.address, args.namespace))
-        elif args.command == "codec-server":
-            asyncio.run(codec_server(settings, args.host, args.port))
-        elif args.command == "web":
-            asyncio.run(web(settings, args))
-        else:
-            asyncio.run(dev(settings, args.port, args.ui_port))
-    # temporalio can crash at interpreter exit after all its work is done (sdk-python issue 300):
-    # the exit code must be ours, not the teardown's.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    commands.run(args)

@@ -24,11 +24,7 @@ from typing import Any
 
 import jwt
 
-ASYMMETRIC_ALGORITHMS = frozenset(
-    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
-)
-"""The algorithms a JWT may be signed with: an identity provider signs with a private key and publishes the
-public one. ``none`` and ``HS*`` are left out on purpose (see the module's docstring)."""
+from agent_worker.defaults import ASYMMETRIC_ALGORITHMS
 
 SHARED_HOLDER = "holder of the static token"
 """Who a request authenticated with the shared token is, in the log: the token names nobody."""

@@ -32,10 +32,8 @@ from temporalio.converter import DataConverter
 from activities.contracts.names import TASK_QUEUE
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
-from agent_worker.codec_auth import ASYMMETRIC_ALGORITHMS
-from agent_worker.faults import parse
+from agent_worker.defaults import ASYMMETRIC_ALGORITHMS
 from agent_worker.inbox.auth import check_hash, origin_of
-from workflows import policies
 
 DATA_CONVERTER: DataConverter = pydantic_data_converter
 """Part of the contract with stored histories: worker, clients and replayer must all decode the same way."""
@@ -103,9 +101,11 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
 
-    graceful_shutdown_seconds: PositiveFloat = policies.LONGEST_ATTEMPT.total_seconds()
+    graceful_shutdown_seconds: PositiveFloat = 120.0
     """On SIGTERM, how long in-flight activities get to finish before the worker exits anyway: by default the
-    longest an attempt may run, so that a deploy is a pause, never a model call cut short and paid for twice.
+    longest an attempt may run (``workflows.policies.LONGEST_ATTEMPT``, which ``tests/test_compose.py`` holds this
+    to; not imported here, so that reading settings costs no import of the workflow), so that a deploy is a pause,
+    never a model call cut short and paid for twice.
     The orchestrator must wait longer before it kills (compose's ``stop_grace_period``, Kubernetes'
     ``terminationGracePeriodSeconds``)."""
     sticky_queue_timeout_seconds: PositiveFloat = 2.0
@@ -282,6 +282,8 @@ class Settings(BaseSettings):
     @field_validator("faults")
     @classmethod
     def _faults_must_parse(cls, value: str) -> str:
+        from agent_worker.faults import parse  # noqa: PLC0415 - only when faults are set: it loads Temporal's worker
+
         parse(value)  # a typo must stop the worker, not leave a crash test silently crash-free
         return value
 

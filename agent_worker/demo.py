@@ -30,7 +30,8 @@ from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, T
 from activities.contracts.world import Order
 from agent_worker import wiring
 from agent_worker.config import Settings
-from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
+from agent_worker.defaults import DEFAULT_PORT, DEFAULT_UI_PORT
+from agent_worker.devserver import free_port, start_dev_server
 from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process
 from agent_worker.transcript import INDENT, narrate, say
 from agent_worker.worker import build_worker

@@ -30,8 +30,6 @@ SEARCH_ATTRIBUTE_ARGS = [
 ]
 """``temporal server start-dev`` arguments that register them."""
 
-DEFAULT_PORT = 7233
-DEFAULT_UI_PORT = 8233
 
 DEV_SERVER_ARGS = [
     "--dynamic-config-value", "system.enableActivityEagerExecution=true",

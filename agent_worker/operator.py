@@ -45,17 +45,24 @@ from activities.contracts.ticket import (
     Turn,
     Waiting,
 )
+from agent_worker.defaults import WAITING_KINDS
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, StuckTicket, find_stuck
 from agent_worker.transcript import narrate, say
 
 AWAITING = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
-WAITING_FOR = {
-    "approval": f"{AWAITING_APPROVAL_ATTRIBUTE} > 0",
-    "customer": f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_CUSTOMER.value}'",
-    "event": f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_EVENT.value}'",
-}
-"""What ``tickets --waiting-for`` lists, as visibility queries."""
+WAITING_FOR = dict(
+    zip(
+        WAITING_KINDS,
+        (
+            f"{AWAITING_APPROVAL_ATTRIBUTE} > 0",
+            f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_CUSTOMER.value}'",
+            f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_EVENT.value}'",
+        ),
+        strict=True,
+    )
+)
+"""What ``tickets --waiting-for`` lists (the kinds the command line offers), as visibility queries."""
 QUERY_TIMEOUT = timedelta(seconds=3)
 
 
