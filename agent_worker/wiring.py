@@ -8,8 +8,8 @@ Pydantic AI integrations are), which the CLI's commands, the inbox, the demo, th
 take: no entry point can forget the codec, because none builds a converter of its own, and ``connect`` has no
 default one to fall back on.
 
-Heavy dependencies (boto3, the ``anthropic`` SDK) are imported where they are used, so a command that needs
-neither does not pay for them.
+What only a worker needs (the workflow, the activities, the database, boto3, the ``anthropic`` SDK) is imported
+where it is used, so a command that only reads visibility does not pay for it (``bench/cold_start.py``).
 """
 
 from __future__ import annotations
@@ -18,26 +18,24 @@ import base64
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Interceptor
 
-from activities.business import Business
-from activities.business.model_calls import ModelCalls
-from activities.content_store import BlobBackend, ContentActivities, ContentStore
-from activities.model import LanguageModel, ModelActivities
-from activities.policy import PolicyActivities
-from activities.scripted_model import ScriptedModel
-from activities.tools import ToolActivities
-from agent_worker.codec import EncryptedBlobs, EncryptionCodec, with_codec
-from agent_worker.codec_auth import BearerAuth, JwtValidator
+from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER, Settings
-from agent_worker.faults import FaultInterceptor, Faults, parse
-from agent_worker.logging import LogContextInterceptor
-from workflows.support_agent import SupportAgent
+
+if TYPE_CHECKING:
+    from temporalio.worker import WorkerConfig
+
+    from activities.business import Business
+    from activities.business.model_calls import ModelCalls
+    from activities.content_store import BlobBackend
+    from activities.model import LanguageModel
+    from agent_worker.codec_auth import BearerAuth
+    from agent_worker.faults import Faults
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +74,8 @@ def data_converter(settings: Settings) -> DataConverter:
 
 def codec_server_auth(settings: Settings) -> BearerAuth | None:
     """How the codec server authenticates requests; None is its local mode (loopback only)."""
+    from agent_worker.codec_auth import BearerAuth, JwtValidator  # noqa: PLC0415 - a JWT library, for this alone
+
     validator = None
     if settings.codec_server_jwks_url is not None:
         assert settings.codec_server_audience is not None  # the settings' validator sees to these
@@ -96,6 +96,8 @@ def codec_server_auth(settings: Settings) -> BearerAuth | None:
 def business(settings: Settings) -> Business:
     """The outside systems the worker acts on: the one place their ports are built from settings. The
     embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file."""
+    from activities.business import Business  # noqa: PLC0415 - SQLAlchemy, for workers and store commands
+
     key_ttl = timedelta(hours=settings.idempotency_key_ttl_hours)
     if settings.database_url:
         return Business.at(settings.database_url, key_ttl=key_ttl, refund_guard=settings.refund_guard)
@@ -106,6 +108,8 @@ def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend
     """Where the content store keeps blobs: the bucket if one is set (still reading what the business
     database held before, ``database_blobs``), else the business database; sealed with the codec's keys
     when they are set, like every payload."""
+    from agent_worker.codec import EncryptedBlobs  # noqa: PLC0415
+
     backend: BlobBackend = database_blobs
     if settings.s3_bucket is not None:
         from activities.s3_blobs import S3BlobBackend  # noqa: PLC0415 - boto3's import time, as above
@@ -120,6 +124,8 @@ def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend
 
 
 def fault_injector(settings: Settings) -> Faults | None:
+    from agent_worker.faults import Faults, parse  # noqa: PLC0415 - Temporal's worker, for workers alone
+
     faults = parse(settings.faults)
     if not faults:
         return None
@@ -130,6 +136,8 @@ def fault_injector(settings: Settings) -> Faults | None:
 def choose_model(settings: Settings, model_calls: ModelCalls) -> LanguageModel:
     """Claude when the ``anthropic`` SDK finds credentials (or ``AGENT_MODEL_BACKEND=claude`` demands it),
     the scripted stand-in otherwise; the log says which, and why."""
+    from activities.scripted_model import ScriptedModel  # noqa: PLC0415
+
     if settings.model_backend == "scripted":
         log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
         return ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds)
@@ -179,21 +187,37 @@ class AgentPlugin(SimplePlugin):
         self.settings = settings
         self._business = business
         self._model = model
+        self._faults: Faults | None = None
         converter = data_converter(settings)
-        faults = fault_injector(settings)
-        interceptors: list[Interceptor] = [LogContextInterceptor()]
-        if faults is not None:
-            interceptors.append(FaultInterceptor(faults))
-        self._faults = faults
         super().__init__(
             "agent-worker",
             data_converter=lambda _given: converter,
-            workflows=[SupportAgent],
+            workflows=self._workflows,
             activities=self._activities,
-            interceptors=interceptors,
         )
 
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """A worker also gets the interceptors: the log context of each task, and fault injection for crash tests."""
+        from agent_worker.faults import FaultInterceptor  # noqa: PLC0415 - for workers alone, like all below
+        from agent_worker.logging import LogContextInterceptor  # noqa: PLC0415
+
+        self._faults = fault_injector(self.settings)  # before the activities: they are checked against it
+        config = super().configure_worker(config)
+        added = [LogContextInterceptor(), *([FaultInterceptor(self._faults)] if self._faults else [])]
+        config["interceptors"] = [*config.get("interceptors", []), *added]
+        return config
+
+    def _workflows(self, given: Sequence[type] | None) -> Sequence[type]:
+        from workflows.support_agent import SupportAgent  # noqa: PLC0415
+
+        return [*(given or []), SupportAgent]
+
     def _activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
+        from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
+        from activities.model import ModelActivities  # noqa: PLC0415
+        from activities.policy import PolicyActivities  # noqa: PLC0415
+        from activities.tools import ToolActivities  # noqa: PLC0415
+
         settings = self.settings
         ports = self._business or business(settings).create()
         model = self._model or choose_model(settings, ports.model_calls)
