@@ -4,7 +4,10 @@ What a person or a script pays before a command does anything: ``agent-worker --
 against a running dev server (a command that reads visibility and exits), and a worker process from its start
 until it logs "worker started" (ready to poll). Each is a fresh process, timed from outside, ``--runs`` times
 after one warm-up; the figure is the median, with ``python3 -c pass`` timed in the same run as the yardstick for
-the interpreter's own start on this machine. ``farm-bench`` gives the same figures for a single command.
+the interpreter's own start on this machine. With ``--baseline PATH/TO/agent-worker`` (another checkout's, such
+as the commit before a change), each command is also run with that one, in turn with this one, and the ratio
+of the medians is printed: the two are measured under the same load. ``farm-bench`` gives the same figures for
+a single command.
 """
 
 from __future__ import annotations
@@ -47,11 +50,20 @@ def until_started(command: list[str], env: dict[str, str]) -> float:
         process.wait(timeout=60)
 
 
+def commands(env: dict[str, str]) -> dict[str, Callable[[str], float]]:
+    """Each measured command, given the ``agent-worker`` executable to run it with."""
+    return {
+        "agent-worker --help": lambda exe: timed([exe, "--help"]),
+        "agent-worker tickets": lambda exe: timed([exe, "tickets"], env),
+        "agent-worker worker, until it polls": lambda exe: until_started([exe, "worker"], env),
+    }
+
+
 def median(samples: list[float]) -> str:
     return f"{statistics.median(samples):.2f} s (min {min(samples):.2f}, max {max(samples):.2f})"
 
 
-def main(runs: int) -> None:
+def main(runs: int, baseline: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="cold-start-") as scratch:
         port = free_port()
         server = subprocess.Popen(
@@ -74,16 +86,23 @@ def main(runs: int) -> None:
                 if probe.returncode == 0:
                     break
                 time.sleep(0.2)
-            commands: dict[str, Callable[[], float]] = {
-                "python3 -c pass (the interpreter alone)": lambda: timed([sys.executable, "-c", "pass"]),
-                "agent-worker --help": lambda: timed([AGENT_WORKER, "--help"]),
-                "agent-worker tickets": lambda: timed([AGENT_WORKER, "tickets"], env),
-                "agent-worker worker, until it polls": lambda: until_started([AGENT_WORKER, "worker"], env),
-            }
             print(f"Cold start, median of {runs} runs after one warm-up (wall clock):")
-            for name, run in commands.items():
-                run()
-                print(f"  {name:<42} {median([run() for _ in range(runs)])}", flush=True)
+            interpreter = [timed([sys.executable, "-c", "pass"]) for _ in range(runs)]
+            print(f"  {'python3 -c pass (the interpreter alone)':<40} {median(interpreter)}")
+            for name, run in commands(env).items():
+                for warm_up in [AGENT_WORKER, *([baseline] if baseline else [])]:
+                    run(warm_up)
+                these: list[float] = []
+                befores: list[float] = []
+                for _ in range(runs):
+                    these.append(run(AGENT_WORKER))
+                    if baseline:
+                        befores.append(run(baseline))
+                line = f"  {name:<40} {median(these)}"
+                if baseline:
+                    ratio = statistics.median(these) / statistics.median(befores)
+                    line += f"; baseline {median(befores)}; ratio {ratio:.2f}"
+                print(line, flush=True)
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -92,6 +111,8 @@ def main(runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
-    main(parser.parse_args().runs)
+    parser.add_argument("--baseline", help="another checkout's agent-worker, run in turn with this one")
+    options = parser.parse_args()
+    main(options.runs, options.baseline)
     sys.stdout.flush()
     os._exit(0)  # temporalio may crash at interpreter exit (sdk-python issue 300); the work is done
