@@ -18,19 +18,24 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ApplicationError
 
 from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from activities.contracts.approvals import (
         Approval,
         ApprovalDecision,
+        ApprovalReceipt,
         ApprovalRecord,
         ApprovalRequest,
         VouchedApproval,
+        VouchRequest,
     )
     from activities.contracts.continued import ContinuedState
-    from activities.contracts.fields import money
+    from activities.contracts.fields import describe_errors, money
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
     from activities.policy import PolicyActivities
@@ -95,6 +100,38 @@ class ApprovalGate:
         inbox, self._inbox = self._inbox or [], None
         for args, at in inbox:
             self._judge(args, at)
+
+    def check_vouched(self, args: Sequence[Any]) -> None:
+        """The ``approve`` update's validator: ``ValueError`` saying why, for an answer that would release nothing."""
+        if len(args) != 1:
+            raise ValueError(f"An answer is one JSON object; got {len(args)} arguments.")
+        try:
+            answer = VouchedApproval.model_validate(args[0])
+        except ValidationError as error:
+            raise ValueError(f"Invalid answer: {describe_errors(error)}") from None
+        if reason := self.desk.why_not(answer, workflow.now()):
+            raise ValueError(f"rejected: {reason}")
+
+    async def answer_vouched(
+        self, payload: Any, *, closed: Callable[[], bool], handing_over: Callable[[], bool]
+    ) -> ApprovalReceipt:
+        """The ``approve`` update (its validator let it through): the answer counts only if the inbox's signature
+        checks, and the person is told what came of the refund once it has, or that the ticket closed, or went
+        on in a new run, first."""
+        at = workflow.now()
+        answer = VouchedApproval.model_validate(payload)
+        check = VouchRequest(workflow_id=workflow.info().workflow_id, answer=answer)
+        vouched = await workflow.execute_activity_method(PolicyActivities.vouched, check, **policies.VOUCHED)
+        record = self.receive_vouched(answer, at, vouched=vouched)
+        if record.decision is ApprovalDecision.REJECTED:
+            raise ApplicationError(f"rejected: {record.reason}", type="ApprovalRejected", non_retryable=True)
+        request_id = record.request_id or ""
+        await workflow.wait_condition(lambda: request_id in self.results or closed() or handing_over())
+        result = self.results.get(request_id) or (
+            "The ticket continues in a new run, which acts on the answer." if handing_over()
+            else "The ticket closed before the refund was made."
+        )  # fmt: skip
+        return ApprovalReceipt(request_id=request_id, decision=record.decision, result=result)
 
     def receive_vouched(self, answer: VouchedApproval, at: datetime, *, vouched: bool) -> ApprovalRecord:
         """An answer the approval inbox sent (the ``approve`` update), seen at ``at``, and whether the inbox's

@@ -51,11 +51,8 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from activities.contracts.approvals import (
-        ApprovalDecision,
         ApprovalReceipt,
         ApprovalRequest,
-        VouchedApproval,
-        VouchRequest,
     )
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import (
@@ -83,7 +80,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
     from activities.contracts.world import AuditEntry, RefundReceipt, RefundRequest
     from activities.model import ModelActivities
-    from activities.policy import PolicyActivities
     from activities.tools import ToolActivities
     from workflows import policies
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
@@ -226,35 +222,15 @@ class SupportAgent:
         """A person's answer as the approval inbox sends it (``VouchedApproval``): the same rules as the signal,
         but the answer counts only if the inbox's signature checks, is recorded as ``web``, and the person is told
         what came of it, once it has: "approved; Refunded 49.00 on order A-1001 (refund #12)."."""
-        at = workflow.now()
-        answer = VouchedApproval.model_validate(args[0])  # the validator let only this through
-        check = VouchRequest(workflow_id=workflow.info().workflow_id, answer=answer)
-        vouched = await workflow.execute_activity_method(PolicyActivities.vouched, check, **policies.VOUCHED)
-        record = self._gate.receive_vouched(answer, at, vouched=vouched)
-        if record.decision is ApprovalDecision.REJECTED:
-            raise ApplicationError(f"rejected: {record.reason}", type="ApprovalRejected", non_retryable=True)
-        request_id = record.request_id or ""
-        await workflow.wait_condition(
-            lambda: request_id in self._gate.results or self._replies.closed is not None or self._handing_over
+        return await self._gate.answer_vouched(
+            args[0], closed=lambda: self._replies.closed is not None, handing_over=lambda: self._handing_over
         )
-        result = self._gate.results.get(request_id) or (
-            "The ticket continues in a new run, which acts on the answer." if self._handing_over
-            else "The ticket closed before the refund was made."
-        )  # fmt: skip
-        return ApprovalReceipt(request_id=request_id, decision=record.decision, result=result)
 
     @approve_vouched.validator
     def _may_decide(self, *args: Any) -> None:
         """Refuse at once, before anything is recorded, an answer that would release nothing, saying why ("the
         refund waiting (R2) is 59.00, not 49.00", "request R1 was already answered: approved by ann at ...")."""
-        if len(args) != 1:
-            raise ValueError(f"An answer is one JSON object; got {len(args)} arguments.")
-        try:
-            answer = VouchedApproval.model_validate(args[0])
-        except ValidationError as error:
-            raise ValueError(f"Invalid answer: {describe_errors(error)}") from None
-        if reason := self._gate.desk.why_not(answer, workflow.now()):
-            raise ValueError(f"rejected: {reason}")
+        self._gate.check_vouched(args)
 
     @workflow.update(name=CUSTOMER_MESSAGE)
     def customer_message(self, *args: Any) -> MessageReceipt:
