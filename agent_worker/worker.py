@@ -122,6 +122,7 @@ def build_worker(
         task_queue=settings.task_queue,
         model=model.name,
         business_db=str(business),
+        mail=str(business.mail),
         content_store=str(blobs),
         large_payloads=bucket,
     )
