@@ -5,24 +5,30 @@ returns its acceptance; the outbox around it keeps the rule SMTP does not know, 
 
 **Sync outside, async inside.** The ports are synchronous: the tool activities run them in a thread, beside
 a heartbeat, and turn their refusals into non-retryable errors in one place (``activities.tools._call``).
-The relay keeps that shape and runs each delivery with ``asyncio.run`` in that thread: a fresh event loop,
-one connection, closed when the message is handed over. Nothing is shared with the worker's own loop, so a
-slow server never stalls a workflow task, and a delivery is bounded as a whole by ``timeout_seconds``, below
-the ``send_email`` activity's start-to-close timeout, so an attempt ends with an answer before Temporal gives
-up on it. One connection per email costs a handshake each; a support desk sends a few emails a minute.
+The relay keeps that shape: ``deliver`` hands the delivery to the relays' own event loop and waits for it in
+the calling thread. That loop runs in a thread of its own for the life of the process, shared by every
+relay, never the worker's loop, so a slow server never stalls a workflow task. It is not a loop per call
+(``asyncio.run``) because a TLS connection's goodbye outlives the delivery: the server's close is still
+on its way when the email is accepted, and a loop closed under it leaves the socket open (the tests saw it).
+Each delivery is one connection, bounded as a whole by ``timeout_seconds``, below the ``send_email``
+activity's start-to-close timeout, so an attempt ends with an answer before Temporal gives up on it; a
+handshake per email is nothing at a support desk's few emails a minute.
 
-**Every failure is classified here, once**, by what the server said (RFC 5321): a 5xx reply (no such
-mailbox, a sender it will not relay for, credentials it refuses, an extension it lacks) is a refusal for
-good, ``MailRefusedError``, which reaches the model non-retryable with the server's own words; anything
-else (a 4xx reply, a refused or dropped connection, no answer in time, a certificate it could not check)
-is ``MailDeferredError``, retried by Temporal. ``aiosmtplib`` has no retries of its own to switch off:
-each attempt is one try, and every retry is in the ticket's history.
+**Every failure is classified here, once**, by what it says about a retry (RFC 5321's reply classes): a 5xx
+reply (no such mailbox, a sender it will not relay for, credentials it refuses), a server without what the
+settings need of it (STARTTLS, a login), a certificate that does not check, or a header that cannot be
+written is a refusal for good, ``MailRefusedError``, which reaches the model non-retryable with the server's
+own words; anything else (a 4xx reply, a refused or dropped connection, no answer in time) is
+``MailDeferredError``, retried by Temporal. ``aiosmtplib`` has no retries of its own to switch off: each
+attempt is one try, and every retry is in the ticket's history.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import ssl
+import threading
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
@@ -76,8 +82,13 @@ class SmtpRelay:
         return self.server.address.rpartition("@")[2]
 
     def deliver(self, outgoing: OutgoingEmail) -> str:
-        """Synchronous, for a thread with no event loop running (the activities' thread, or a script's)."""
-        return asyncio.run(self._deliver(outgoing))
+        """Synchronous: runs on the relays' loop, and waits for it here (the activity's thread)."""
+        delivery = asyncio.run_coroutine_threadsafe(self._deliver(outgoing), _relay_loop())
+        try:
+            return delivery.result(self.server.timeout_seconds + LOOP_GRACE_SECONDS)
+        except TimeoutError as error:  # the loop itself is stuck: the delivery's own timeout did not end it
+            delivery.cancel()
+            raise MailDeferredError(f"The mail relay did not finish in time: {error}") from error
 
     async def _deliver(self, outgoing: OutgoingEmail) -> str:
         server = self.server
@@ -97,12 +108,27 @@ class SmtpRelay:
                     cert_bundle=str(server.ca_file) if server.ca_file else None,
                     timeout=server.timeout_seconds,
                 )
-        except Exception as error:
-            raise classify(error) from error
+        except (aiosmtplib.SMTPException, OSError, ValueError) as error:  # OSError: refused, timed out, TLS
+            raise classify(error) from None  # the words are in it; a cause would be what the model reads instead
         return reply
 
     def __str__(self) -> str:
         return str(self.server)
+
+
+LOOP_GRACE_SECONDS = 5.0
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _relay_loop() -> asyncio.AbstractEventLoop:
+    """The event loop every relay of this process delivers on, started with its thread at the first delivery."""
+    global _loop  # noqa: PLW0603 - one loop per process, made on first use so a worker without SMTP has none
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="smtp-relay", daemon=True).start()
+        return _loop
 
 
 def message(outgoing: OutgoingEmail, sender: str) -> EmailMessage:
@@ -121,12 +147,15 @@ def message(outgoing: OutgoingEmail, sender: str) -> EmailMessage:
 
 def classify(error: Exception) -> MailRefusedError | MailDeferredError:
     """What a failed delivery means: refused for good (``MailRefusedError``) or worth retrying."""
+    if _caused_by(error, ssl.SSLCertVerificationError):  # aiosmtplib wraps it when it comes while connecting
+        return MailRefusedError(f"The mail server is not the one configured: {error}")
     if isinstance(error, aiosmtplib.SMTPRecipientsRefused):
         permanent = all(_permanent(refused.code) for refused in error.recipients)
         what, words = "the recipient", "; ".join(f"{refused.code} {refused.message}" for refused in error.recipients)
     elif isinstance(error, aiosmtplib.SMTPResponseException):
         permanent, what, words = _permanent(error.code), "the email", f"{error.code} {error.message}"
-    elif isinstance(error, aiosmtplib.SMTPNotSupported):
+    elif isinstance(error, aiosmtplib.SMTPException) and not isinstance(error, _CONNECTION_ERRORS):
+        # What the server lacks that this worker is configured to need: STARTTLS, AUTH, SMTPUTF8.
         return MailRefusedError(f"The mail server cannot take the email as configured: {error}")
     elif isinstance(error, ValueError):
         return MailRefusedError(f"The email cannot be sent as written: {error}")
@@ -136,6 +165,15 @@ def classify(error: Exception) -> MailRefusedError | MailDeferredError:
     if permanent:
         return MailRefusedError(f"The mail server refused {what}: {words}")
     return MailDeferredError(f"The mail server deferred {what}: {words}")
+
+
+_CONNECTION_ERRORS = (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPConnectError, aiosmtplib.SMTPTimeoutError)
+
+
+def _caused_by(error: BaseException | None, kind: type[BaseException]) -> bool:
+    while error is not None and not isinstance(error, kind):
+        error = error.__cause__
+    return error is not None
 
 
 def _permanent(code: int) -> bool:
