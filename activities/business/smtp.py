@@ -160,7 +160,7 @@ def classify(error: Exception) -> MailRefusedError | MailDeferredError:
     elif isinstance(error, ValueError):
         return MailRefusedError(f"The email cannot be sent as written: {error}")
     else:
-        reason = "did not answer in time" if isinstance(error, TimeoutError) else "could not be reached"
+        reason = "did not answer in time" if isinstance(error, TimeoutError) else "could not be reached or hung up"
         return MailDeferredError(f"The mail server {reason}: {error or type(error).__name__}")
     if permanent:
         return MailRefusedError(f"The mail server refused {what}: {words}")
