@@ -35,7 +35,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
 from activities.business import Business
-from activities.business.smtp import SmtpRelay, SmtpServer
+from activities.business.mail import Relay
 from activities.content_store import BlobBackend
 from activities.contracts.names import TASK_QUEUE
 from activities.pricing import DEFAULT_PRICES, ModelPrice
@@ -421,10 +421,13 @@ class Settings(BaseSettings):
             return Business.at(self.database_url, key_ttl=key_ttl, refund_guard=self.refund_guard, mail_relay=relay)
         return Business.sqlite(self.business_db, key_ttl=key_ttl, refund_guard=self.refund_guard, mail_relay=relay)
 
-    def mail_relay(self) -> SmtpRelay | None:
+    def mail_relay(self) -> Relay | None:
         """The mail server the outbox delivers through; None for the embedded outbox."""
         if self.mail == "embedded":
             return None
+        # Imported here: the SMTP client costs every CLI command a worker without it has no use for.
+        from activities.business.smtp import SmtpRelay, SmtpServer  # noqa: PLC0415
+
         assert self.smtp_host is not None  # the validator sees to these
         assert self.mail_from is not None
         server = SmtpServer(

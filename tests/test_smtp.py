@@ -27,6 +27,7 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.business.mail import MailDeferredError, message_id
 from activities.business.refusals import MailRefusedError
+from activities.business.smtp import SmtpRelay
 from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
 from agent_worker.config import Settings
@@ -212,8 +213,9 @@ def test_a_password_is_never_sent_in_clear_to_another_machine_and_never_shown() 
     settings = Settings(mail="smtp", smtp_host="mail.example.com", **login)
 
     relay = settings.mail_relay()
+    assert isinstance(relay, SmtpRelay)
     assert str(relay) == "smtp://agent@mail.example.com:587 (starttls), from support@example.com"
-    for shown in (str(settings), repr(settings), str(relay), repr(relay.server) if relay else ""):
+    for shown in (str(settings), repr(settings), str(relay), repr(relay.server)):
         assert "s3cret" not in shown
 
 

@@ -15,8 +15,8 @@ operators read, and is both implementations:
 "Not delivered" covers two cases the outbox cannot tell apart: the server never took the message (it was
 down, it deferred it, the worker died first), and the server took it but the worker died before recording
 that. Handing it over again is the standard at-least-once answer: the second case delivers a second copy
-with the same Message-ID, which the receiving side can recognise as the same message (many mail stores drop
-the duplicate). The alternative, never handing over a row found undelivered, would lose the email in the
+with the same Message-ID, which the receiving side can recognise as the same message (some mail stores and
+clients drop such a duplicate). The alternative, never handing over a row found undelivered, would lose the email in the
 first case, which is the common one. Two attempts running at once (one the server gave up on, still in its
 thread, and its retry) can likewise both hand it over; both copies carry the one Message-ID.
 """
