@@ -9,9 +9,9 @@ runs it), the activity that does the work and its timeouts and retries. The mode
 registration (``ToolActivities.all``) and the longest attempt a deploy waits for (``workflows.policies``) are
 all read from here. Adding a read-only tool is a declaration below and its activity body above it.
 
-Errors that cannot succeed on a retry (no such order, a reused key, a refund above the charge) are raised
-as non-retryable ``ApplicationError``s with a message the model and a person can act on: retrying them
-would only spend the retry budget before telling the model the same thing.
+Errors that cannot succeed on a retry (no such order, a reused key, a refund above the charge, a mail server's
+5xx) are raised as non-retryable ``ApplicationError``s with a message the model and a person can act on:
+retrying them would only spend the retry budget before telling the model the same thing.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from activities.business.payments import Payments
 from activities.business.refusals import (
     IdempotencyConflictError,
     KeyClosedError,
+    MailRefusedError,
     OrderNotFoundError,
     RefundExceedsChargeError,
 )
@@ -62,6 +63,7 @@ NON_RETRYABLE: dict[type[Exception], str] = {
     IdempotencyConflictError: "IdempotencyConflict",
     RefundExceedsChargeError: "RefundExceedsCharge",
     KeyClosedError: "IdempotencyKeyClosed",
+    MailRefusedError: "MailRefused",
 }
 
 
@@ -297,13 +299,19 @@ PAY: ActivityConfig = {
 the key expired would be a new payment. Attempts are bounded, so a refund that keeps failing is settled and
 handed to the model instead of retried forever."""
 
+MAIL_ATTEMPT = timedelta(seconds=30)
+"""How long one attempt at an email may take: a mail server's delivery must fit in it."""
+
 MAIL: ActivityConfig = {
     "heartbeat_timeout": HEARTBEAT_TIMEOUT,
-    "start_to_close_timeout": timedelta(seconds=30),
+    "start_to_close_timeout": MAIL_ATTEMPT,
     "retry_policy": RetryPolicy(
         initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
     ),
 }
+"""Through a mail server, each attempt is one delivery bounded by ``AGENT_SMTP_TIMEOUT_SECONDS`` (below the
+start-to-close timeout, which the setting is checked against), so a slow server ends an attempt with a
+retryable answer; a 4xx reply, a refused connection or a timeout is retried here, a 5xx is not."""
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool

@@ -12,6 +12,8 @@ a cluster exactly as the ``temporal`` CLI on the same machine would.
 
 from __future__ import annotations
 
+import ipaddress
+from email.utils import parseaddr
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -58,6 +60,27 @@ class Settings(BaseSettings):
     refund_guard: bool = True
     """Refuse a refund that would take an order's refunded total above its charge, as Stripe does."""
     idempotency_key_ttl_hours: PositiveFloat = 24.0
+
+    mail: Literal["embedded", "smtp"] = "embedded"
+    """Where ``send_email`` sends. ``embedded``: into the outbox table, and nowhere else. ``smtp``: to the mail
+    server below, the outbox recording each email under its key first (``activities.business.mail``)."""
+    smtp_host: str | None = None
+    smtp_port: int | None = Field(default=None, ge=1, le=65535)
+    """Default by ``smtp_security``: 25 for ``none``, 587 for ``starttls``, 465 for ``tls``."""
+    smtp_security: Literal["none", "starttls", "tls"] = "starttls"
+    """``starttls``: plain connection upgraded to TLS, required; ``tls``: TLS from the first byte; ``none``: no
+    encryption (a relay on the same machine). The server's certificate is always checked."""
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    """A secret: never logged, never shown; with ``none`` only to a server on a loopback address."""
+    smtp_ca_file: Path | None = None
+    """A certificate authority to trust for the server's certificate besides the system's (a private CA)."""
+    smtp_timeout_seconds: float = Field(default=20.0, gt=0, lt=30.0)
+    """One delivery, connecting to quitting; below the ``send_email`` activity's start-to-close timeout, so a
+    slow server ends an attempt with a retryable answer rather than an attempt Temporal gave up on."""
+    mail_from: str | None = None
+    """The From of every email, ``Support <support@example.com>`` or an address; its address is also the
+    envelope sender, and its domain that of the Message-IDs."""
 
     scripted_think_seconds: float = Field(default=0.0, ge=0)
     """How long the scripted model pretends to think: zero for tests and benchmarks."""
@@ -241,11 +264,42 @@ class Settings(BaseSettings):
 
     @field_validator(
         "s3_bucket", "s3_endpoint_url", "s3_region", "codec_server_jwks_url", "codec_server_audience",
-        "codec_server_issuer", "web_proxy_header", "web_public_url",
+        "codec_server_issuer", "web_proxy_header", "web_public_url", "smtp_host", "smtp_username", "mail_from",
     )  # fmt: skip
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None  # compose passes an unset variable through as ""
+
+    @field_validator("smtp_port", "smtp_password", "smtp_ca_file", mode="before")
+    @classmethod
+    def _empty_is_unset_before_parsing(cls, value: object) -> object:
+        return None if value == "" else value  # "" is no port, no password, and not the current directory
+
+    @model_validator(mode="after")
+    def _smtp_settings_come_together(self) -> Self:
+        """A worker that would send mail to nowhere, or a password in clear over a network, does not start."""
+        if self.mail != "smtp":
+            return self
+        needed = {"AGENT_SMTP_HOST": self.smtp_host, "AGENT_MAIL_FROM": self.mail_from}
+        missing = [name for name, value in needed.items() if value is None]
+        if missing:
+            raise ValueError(
+                f"AGENT_MAIL=smtp needs {' and '.join(missing)}: the mail server to hand emails to, and the address "
+                "they come from"
+            )
+        assert self.mail_from is not None
+        if "@" not in parseaddr(self.mail_from)[1]:
+            raise ValueError(
+                f"AGENT_MAIL_FROM must name an address, e.g. Support <support@example.com>, not {self.mail_from!r}"
+            )
+        if (self.smtp_username is None) != (self.smtp_password is None):
+            raise ValueError("AGENT_SMTP_USERNAME and AGENT_SMTP_PASSWORD go together: set both, or neither")
+        if self.smtp_password is not None and self.smtp_security == "none" and not _loopback(self.smtp_host or ""):
+            raise ValueError(
+                "AGENT_SMTP_SECURITY=none would send AGENT_SMTP_PASSWORD in clear to a server on the network: "
+                "use starttls or tls"
+            )
+        return self
 
     @field_validator("codec_server_algorithms")
     @classmethod
@@ -290,3 +344,13 @@ class Settings(BaseSettings):
     @property
     def business_db(self) -> Path:
         return self.db_path or self.data_dir / "business.sqlite3"
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is this machine: an address in the loopback range, or ``localhost``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from temporalio.worker import WorkerConfig
 
     from activities.business import Business
+    from activities.business.mail import Relay
     from activities.business.model_calls import ModelCalls
     from activities.content_store import BlobBackend
     from activities.model import LanguageModel
@@ -95,13 +96,35 @@ def codec_server_auth(settings: Settings) -> BearerAuth | None:
 
 def business(settings: Settings) -> Business:
     """The outside systems the worker acts on: the one place their ports are built from settings. The
-    embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file."""
+    embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file; the outbox
+    delivers through the mail server when ``mail`` is ``smtp``."""
     from activities.business import Business  # noqa: PLC0415 - SQLAlchemy, for workers and store commands
 
     key_ttl = timedelta(hours=settings.idempotency_key_ttl_hours)
+    options: dict[str, Any] = {
+        "key_ttl": key_ttl,
+        "refund_guard": settings.refund_guard,
+        "mail_relay": mail_relay(settings),
+    }
     if settings.database_url:
-        return Business.at(settings.database_url, key_ttl=key_ttl, refund_guard=settings.refund_guard)
-    return Business.sqlite(settings.business_db, key_ttl=key_ttl, refund_guard=settings.refund_guard)
+        return Business.at(settings.database_url, **options)
+    return Business.sqlite(settings.business_db, **options)
+
+
+def mail_relay(settings: Settings) -> Relay | None:
+    """The mail server the outbox delivers through (``AGENT_MAIL=smtp``); None for the embedded outbox."""
+    if settings.mail == "embedded":
+        return None
+    from activities.business.smtp import SmtpRelay, SmtpServer  # noqa: PLC0415 - the SMTP client, for this alone
+
+    assert settings.smtp_host is not None  # the settings' validator sees to these
+    assert settings.mail_from is not None
+    server = SmtpServer(
+        host=settings.smtp_host, sender=settings.mail_from, port=settings.smtp_port, security=settings.smtp_security,
+        username=settings.smtp_username, password=settings.smtp_password, ca_file=settings.smtp_ca_file,
+        timeout_seconds=settings.smtp_timeout_seconds,
+    )  # fmt: skip
+    return SmtpRelay(server)
 
 
 def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend:
@@ -254,6 +277,7 @@ class AgentPlugin(SimplePlugin):
             task_queue=settings.task_queue,
             model=model.name,
             business_db=str(ports),
+            mail=str(ports.mail),
             content_store=str(blobs),
             large_payloads=bucket,
         )

@@ -23,6 +23,7 @@ from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
 from tests.browser import chromium
 from tests.harness import Harness
+from tests.smtp_server import MailServer
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -138,3 +139,11 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
     yield make
     for store in made:
         store.close()
+
+
+@pytest.fixture
+def mail_server() -> Iterator[MailServer]:
+    """A real SMTP server on 127.0.0.1 (``tests/smtp_server.py``): plain, no login, every message accepted
+    unless the test scripts otherwise; stopped after the test."""
+    with MailServer().running() as server:
+        yield server

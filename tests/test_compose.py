@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
+from agent_worker import wiring
 from agent_worker.config import Settings
 from workflows import policies
 
@@ -84,3 +86,18 @@ def test_the_cluster_registers_every_search_attribute_the_workflow_sets() -> Non
     command = " ".join(SERVICES["register-search-attributes"]["command"])
     for name, kind in SEARCH_ATTRIBUTES.items():
         assert f"--name {name} --type {kind}" in command, f"{name} ({kind}) is not registered by the compose cluster"
+
+
+def test_the_workers_mail_settings_come_from_the_environment_and_its_password_from_env_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Left unset, they are empty strings, which the settings read as unset: the embedded outbox, as before."""
+    environment = SERVICES["worker"]["environment"]
+    assert environment["AGENT_MAIL"] == "${AGENT_MAIL:-embedded}"
+    assert {"AGENT_SMTP_HOST", "AGENT_SMTP_PORT", "AGENT_SMTP_SECURITY", "AGENT_MAIL_FROM"} <= set(environment)
+    assert "AGENT_SMTP_PASSWORD" not in environment
+    for name, value in environment.items():
+        if "MAIL" in name or "SMTP" in name:
+            monkeypatch.setenv(name, re.sub(r"\$\{[^:}]+:-([^}]*)\}", r"\1", value))  # as compose fills it in, unset
+
+    assert wiring.mail_relay(Settings()) is None

@@ -20,7 +20,7 @@ from activities import migrations
 from activities.business import Business
 from activities.business.orders import DEMO_ORDERS
 from activities.business.schema import metadata
-from activities.contracts.world import Order, RefundRequest
+from activities.contracts.world import EmailRequest, Order, RefundRequest
 
 AGENT_WORKER = str(Path(sys.executable).with_name("agent-worker"))
 
@@ -111,12 +111,12 @@ def test_a_store_older_than_the_blob_and_event_tables_gets_them_at_start_up(blan
 
 
 ORDER_NOTES = '''
-"""A note on each order, written by the test as the next revision a deploy would bring."""
+"""A note on each order, written by the test as the next revision a deploy would bring (after ``newest``)."""
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0099"
-down_revision = "0002"
+down_revision = "{newest}"
 branch_labels = None
 depends_on = None
 # SQLite drops a column by copying the table, which would lose its unnamed CHECK unless it is passed again.
@@ -148,10 +148,10 @@ def test_a_revision_added_after_a_store_exists_is_applied_at_the_next_start_and_
 ) -> None:
     store = blank_store().create()
     paid = store.payments.refund(RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key="refund:1"))
+    before = migrations.head()
     versions = tmp_path / "versions"
     versions.mkdir()
-    (versions / "0099_order_notes.py").write_text(ORDER_NOTES)
-    before = migrations.head()
+    (versions / "0099_order_notes.py").write_text(ORDER_NOTES.format(newest=before))
     monkeypatch.setattr(migrations, "VERSIONS", (*migrations.VERSIONS, versions))
 
     assert [d[0] for d in differences(store, with_order_notes())] == ["add_column"]  # what CI would report
@@ -219,3 +219,21 @@ def test_agent_worker_migrate_upgrades_the_configured_store_and_prints_its_revis
         assert store.orders.all() == []  # migrating is not starting a worker: no demo orders
     finally:
         store.close()
+
+
+def test_emails_sent_before_the_outbox_could_deliver_still_count_as_sent_and_are_not_sent_again(
+    blank_store: BlankStore,
+) -> None:
+    """Revision 0003 adds delivery to the emails table; what the embedded outbox recorded before it was sent."""
+    store = blank_store().create()
+    email = EmailRequest(to="ann@example.com", subject="Refund", body="49.00", idempotency_key="email:old")
+    store.mail.send_email(email)
+    with store.database.writer.begin() as db:  # the row and key as the code of revision 0002 wrote them
+        assert migrations.downgrade(db, "0002") == "0002"
+
+    store.create()
+
+    assert differences(store) == []
+    assert store.mail.sent() == [email]
+    assert store.mail.send_email(email).replayed
+    assert len(store.mail.outbox()) == 1

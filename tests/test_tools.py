@@ -56,3 +56,14 @@ async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_cu
     assert results["shipping_status"].result == "Latest for order A-1001: scanned at the Leeds depot (2 events in all)."
     (other,) = (c for c in outcome.tool_calls if c.step == 2)
     assert (other.is_error, other.result) == (True, "The tool failed: There is no order A-1004")
+
+
+def test_a_mail_servers_delivery_must_fit_in_one_attempt_of_send_email() -> None:
+    """The settings bound the SMTP timeout without importing the tools (cold start); this holds the bound to them."""
+    from annotated_types import Lt  # noqa: PLC0415
+
+    from activities.tools import MAIL_ATTEMPT  # noqa: PLC0415
+    from agent_worker.config import Settings  # noqa: PLC0415
+
+    (bound,) = [m.lt for m in Settings.model_fields["smtp_timeout_seconds"].metadata if isinstance(m, Lt)]
+    assert bound == MAIL_ATTEMPT.total_seconds()

@@ -7,7 +7,8 @@ default, PostgreSQL when several workers share it:
 - ``orders``: the shop's orders and their event logs (``Orders``, ``SqlOrders``);
 - ``payments``: the payment provider's refunds under idempotency keys, with Stripe's rules, the
   refund-total guard and settling an unknown outcome (``Payments``, ``SqlPayments``);
-- ``mail``: the outbox, one email per key (``Mail``, ``SqlOutbox``);
+- ``mail``: the outbox, one email per key (``Mail``, ``SqlOutbox``), delivered through a mail server
+  (``smtp``) when given one;
 - ``audit``: the workflow's audit trail (``AuditTrail``, ``SqlAuditTrail``);
 - ``model_calls``: the model's call log (``ModelCalls``, ``SqlModelCalls``);
 - ``blobs``: the content store's blobs (``activities.content_store.BlobBackend``, ``SqlBlobs``).
@@ -16,7 +17,8 @@ Payments and mail share one idempotency key ledger (``keys``); every port raises
 (``refusals``). ``Business`` puts the embedded implementations together over one database: the worker hands
 each activity the ports it needs, and tests and operators read what was paid, mailed and written through it.
 A real provider (Stripe for payments, SMTP for mail) is another implementation of its port, chosen where the
-worker's settings build the business (``agent_worker.config``).
+worker's settings build the business (``agent_worker.config``). Mail through SMTP keeps the outbox as its ledger
+(SMTP has no idempotency keys), so it is the outbox with a relay (``mail_relay``), not a port of its own.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from activities.business.audit import SqlAuditTrail
 from activities.business.blobs import SqlBlobs
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.mail import SqlOutbox
+from activities.business.mail import Relay, SqlOutbox
 from activities.business.model_calls import SqlModelCalls
 from activities.business.orders import SqlOrders
 from activities.business.payments import SqlPayments
@@ -58,16 +60,18 @@ class Business:
         key_ttl: timedelta = timedelta(hours=24),
         refund_guard: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        mail_relay: Relay | None = None,
     ) -> Business:
-        """The business in the database at ``url``; idempotency keys live ``key_ttl``, and the payment provider
-        refuses refunds above an order's charge unless ``refund_guard`` is off."""
+        """The business in the database at ``url``; idempotency keys live ``key_ttl``, the payment provider
+        refuses refunds above an order's charge unless ``refund_guard`` is off, and the outbox delivers through
+        ``mail_relay`` if one is given (else recording an email is sending it)."""
         database = Database(url, clock=clock)
         keys = KeyLedger(database, key_ttl)
         return cls(
             database=database,
             orders=SqlOrders(database),
             payments=SqlPayments(database, keys, refund_guard=refund_guard),
-            mail=SqlOutbox(database, keys),
+            mail=SqlOutbox(database, keys, mail_relay),
             audit=SqlAuditTrail(database),
             model_calls=SqlModelCalls(database),
             blobs=SqlBlobs(database),
@@ -81,9 +85,12 @@ class Business:
         key_ttl: timedelta = timedelta(hours=24),
         refund_guard: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        mail_relay: Relay | None = None,
     ) -> Business:
         """The business in a SQLite file, created with its folder on ``create``."""
-        return cls.at(f"sqlite:///{path}", key_ttl=key_ttl, refund_guard=refund_guard, clock=clock)
+        return cls.at(
+            f"sqlite:///{path}", key_ttl=key_ttl, refund_guard=refund_guard, clock=clock, mail_relay=mail_relay
+        )
 
     def create(self, *, seed_demo_orders: bool = True) -> Business:
         """Migrate the schema to the newest revision and seed the demo orders on first use; safe to call on every

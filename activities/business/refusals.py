@@ -23,3 +23,8 @@ class RefundExceedsChargeError(ValueError):
 
 class KeyClosedError(ValueError):
     """Reconciliation settled this key as never paid: a late attempt under it must not pay."""
+
+
+class MailRefusedError(ValueError):
+    """The mail server refused the email for good (a 5xx reply: no such mailbox, a sender it will not relay
+    for, a message it will not take): sending it again as it is will be refused again."""

@@ -35,7 +35,10 @@ emails = sa.Table(
     sa.Column("subject", sa.Text, nullable=False),
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("idempotency_key", sa.Text, index=True),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),  # recorded: before it is handed over
+    sa.Column("message_id", sa.Text),  # derived from the key, kept as recorded: every delivery carries the same
+    sa.Column("delivered_at", sa.DateTime(timezone=True)),  # a server accepted it (embedded: when recorded)
+    sa.Column("smtp_reply", sa.Text),  # the mail server's last word on it: its acceptance, or why not yet
 )  # fmt: skip
 idempotency_keys = sa.Table(
     "idempotency_keys", metadata,
