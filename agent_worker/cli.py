@@ -20,8 +20,7 @@ from activities.contracts.approvals import Approval
 from activities.contracts.fields import describe_errors, money
 from activities.contracts.ticket import CustomerMessage, TicketInput
 from activities.contracts.world import Order
-from agent_worker import logging as agent_logging
-from agent_worker import metrics, operator, tracing
+from agent_worker import logs, metrics, operations, tracing
 from agent_worker.client import connect
 from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
@@ -47,7 +46,7 @@ def _operator_commands(commands: Any) -> None:
         "--waiting", dest="waiting_for", action="store_const", const="approval", help="as --waiting-for approval"
     )
     which.add_argument(
-        "--waiting-for", choices=sorted(operator.WAITING_FOR), help="only those waiting for this (no worker needed)"
+        "--waiting-for", choices=sorted(operations.WAITING_FOR), help="only those waiting for this (no worker needed)"
     )
     which.add_argument(
         "--stuck", action="store_true", help="only those whose workflow task keeps failing, with the failure"
@@ -260,7 +259,7 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"not sent: {describe_errors(error)}", file=sys.stderr)
         return 2
-    except (operator.NotWaitingError, operator.NotRetryableError) as error:
+    except (operations.NotWaitingError, operations.NotRetryableError) as error:
         print(error, file=sys.stderr)
         return 1
     except WorkflowUpdateFailedError as error:  # the ticket's validator refused it
@@ -273,25 +272,25 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _operate(client: Client, settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "tickets" and args.stuck:
-        await operator.list_stuck(client, limit=args.limit)
+        await operations.list_stuck(client, limit=args.limit)
     elif args.command == "tickets":
-        await operator.list_tickets(client, waiting_for=args.waiting_for, limit=args.limit)
+        await operations.list_tickets(client, waiting_for=args.waiting_for, limit=args.limit)
     elif args.command == "start":
         return await start_ticket(client, args.input, settings.task_queue)
     elif args.command == "cancel":
-        await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)
+        await operations.cancel(client, args.ticket, reason=args.reason, by=args.by)
     elif args.command == "reply":
-        await operator.reply(client, args.ticket, CustomerMessage(text=args.text), wait=args.wait)
+        await operations.reply(client, args.ticket, CustomerMessage(text=args.text), wait=args.wait)
     elif args.command == "retry":
-        await operator.retry(client, args.ticket, by=args.by)
+        await operations.retry(client, args.ticket, by=args.by)
     elif args.command == "show":
-        await operator.show(client, args.ticket)
+        await operations.show(client, args.ticket)
     else:
         answer = Approval(
             amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver,
             request_id=args.request_id,
         )  # fmt: skip
-        await operator.approve(client, args.ticket, answer)
+        await operations.approve(client, args.ticket, answer)
     return 0
 
 
@@ -310,8 +309,8 @@ async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
         print(f"not started: {describe_errors(error)}", file=sys.stderr)
         return 2
     try:
-        await operator.start(client, ticket, task_queue)
-    except operator.DuplicateTicketError as error:
+        await operations.start(client, ticket, task_queue)
+    except operations.DuplicateTicketError as error:
         print(error, file=sys.stderr)
         return 1
     return 0
@@ -321,7 +320,7 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
     """The business store's commands: they need the database, not Temporal."""
     store = settings.business()
     if args.command == "migrate":
-        agent_logging.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
+        logs.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
         print(f"{store} is at revision {store.database.migrate()}")
         return
     store.create()
@@ -344,7 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "history":
         asyncio.run(export_history(settings, args))
     elif args.command == "demo":
-        agent_logging.configure("WARNING", "console")
+        logs.configure("WARNING", "console")
         from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
 
         asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
@@ -356,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
         print(web_user(args.name))
         print("add it to AGENT_WEB_USERS, a JSON object of every approver's name and hash", file=sys.stderr)
     else:
-        agent_logging.configure(settings.log_level, settings.log_format)
+        logs.configure(settings.log_level, settings.log_format)
         if args.command == "worker":
             asyncio.run(worker(settings, args.address, args.namespace))
         elif args.command == "codec-server":

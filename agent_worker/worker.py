@@ -29,7 +29,7 @@ from activities.tools import ToolActivities
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.faults import FaultInterceptor
-from agent_worker.logging import LogContextInterceptor
+from agent_worker.logs import LogContextInterceptor
 from agent_worker.metrics import report_from_visibility
 from workflows.support_agent import SupportAgent
 

@@ -41,7 +41,7 @@ from activities.contracts.world import EmailRequest, RefundRequest
 from activities.model import LanguageModel
 from activities.scripted_model import ScriptedModel
 from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
-from agent_worker import logging as agent_logging
+from agent_worker import logs
 from agent_worker.config import Settings
 from agent_worker.faults import Faults, FaultSpecError, kill_this_process
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--question", required=True)
     args = cli.parse_args(argv)
     settings = Settings()
-    agent_logging.configure(settings.log_level, settings.log_format)
+    logs.configure(settings.log_level, settings.log_format)
     store = settings.business().create()
     faults = settings.fault_injector()
     if faults is not None and any(f.action != "kill" for f in faults.faults):

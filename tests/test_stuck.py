@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from agent_worker.devserver import start_dev_server
-from agent_worker.operator import when
+from agent_worker.operations import when
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, server_reports_problems
 from tests.harness import Handle, Harness, answer, awaiting, events, ticket
 from tests.test_bad_input import NewerWorkerHandsOver
