@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import os
 import signal
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from agent_worker.client import connect
 from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
 from agent_worker.devserver import DEFAULT_PORT, DEFAULT_UI_PORT, free_port, start_dev_server
+from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, export
 from agent_worker.replay import replay as replay_histories
 from agent_worker.worker import run_worker
@@ -364,8 +364,4 @@ def main(argv: list[str] | None = None) -> None:
             asyncio.run(web(settings, args))
         else:
             asyncio.run(dev(settings, args.port, args.ui_port))
-    # temporalio can crash at interpreter exit after all its work is done (sdk-python issue 300):
-    # the exit code must be ours, not the teardown's.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_hard(code)

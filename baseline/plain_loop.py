@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +41,7 @@ from activities.scripted_model import ScriptedModel
 from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
 from agent_worker import logs
 from agent_worker.config import Settings
+from agent_worker.exits import exit_hard
 from agent_worker.faults import Faults, FaultSpecError, kill_this_process
 
 MAX_STEPS = 10
@@ -146,8 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     loop = PlainLoop(store, ScriptedModel(store.model_calls), saves, faults)
     ticket = TicketContext(ticket_id=args.ticket_id, customer_email=args.email)
     print(asyncio.run(loop.handle(ticket, args.question)))
-    sys.stdout.flush()
-    os._exit(0)  # the exit code is the test's evidence: keep it ours, whatever teardown does (sdk-python #300)
+    exit_hard(0)  # the exit code is the test's evidence: keep it ours, whatever teardown does
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
 import tempfile
 import time
 import uuid
@@ -47,6 +45,7 @@ from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from agent_worker.config import Settings
+from agent_worker.exits import exit_hard
 from agent_worker.worker import build_worker
 
 EVENT_LOG_BYTES = 20_000
@@ -261,5 +260,4 @@ if __name__ == "__main__":
     parser.add_argument("--steps-per-run", type=int, default=100)
     args = parser.parse_args()
     code = asyncio.run(bench(args.steps, args.long_steps, args.steps_per_run))
-    sys.stdout.flush()
-    os._exit(code)  # temporalio may crash at interpreter exit (sdk-python issue 300); the work is done
+    exit_hard(code)

@@ -47,6 +47,7 @@ from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
 from agent_worker.client import connect, ensure_search_attributes
 from agent_worker.devserver import DEV_SERVER_ARGS, binary, free_port
+from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, history_files, replay
 from baseline.plain_loop import PlainLoop
 
@@ -470,5 +471,4 @@ if __name__ == "__main__":
     if options.only == SECTIONS and not options.worker_env and not options.server_args:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "throughput.md").write_text(report)
-    sys.stdout.flush()
-    os._exit(0)  # temporalio can crash at interpreter exit (sdk-python issue 300): the exit code is ours
+    exit_hard(0)

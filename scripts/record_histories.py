@@ -33,6 +33,7 @@ from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel
 from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server
+from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
 from bench.history_growth import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
@@ -452,5 +453,4 @@ async def record(names: list[str], out: Path) -> None:
 
 if __name__ == "__main__":
     asyncio.run(record(sys.argv[1:], HISTORIES))
-    sys.stdout.flush()
-    os._exit(0)  # temporalio may crash at interpreter exit (sdk-python issue 300); the work is done
+    exit_hard(0)

@@ -5,7 +5,6 @@ database for every test so tests never see each other's tickets."""
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from activities.business import Business
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
+from agent_worker.exits import exit_hard
 from tests.browser import chromium
 from tests.harness import Harness
 
@@ -85,9 +85,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Exit with the tests' own status: temporalio can crash during interpreter teardown after all the work
     is done (sdk-python issue 300), and CI must not read that as a failing or passing suite."""
     if _EXIT_STATUS in config.stash:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(int(config.stash[_EXIT_STATUS]))
+        exit_hard(int(config.stash[_EXIT_STATUS]))
 
 
 _EXIT_STATUS = pytest.StashKey[int]()
