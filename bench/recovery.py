@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agent_worker.devserver import start_dev_server
 from agent_worker.exits import exit_hard
-from tests.kill_matrix import KILL_POINTS, NO_CRASH, recovery_summary, run_matrix, table
+from tests.support.kill_matrix import KILL_POINTS, NO_CRASH, recovery_summary, run_matrix, table
 
 RESULTS = Path(__file__).parent / "results"
 

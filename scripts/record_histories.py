@@ -37,7 +37,7 @@ from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
 from bench.history_growth import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
-from tests.harness import Handle, awaiting, ticket
+from tests.support.harness import Handle, awaiting, ticket
 from tests.test_event_waits import waiting_for_event
 from tests.test_replies import waiting_for_customer
 

@@ -21,8 +21,8 @@ from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
 from agent_worker.exits import exit_hard
-from tests.browser import chromium
-from tests.harness import Harness
+from tests.support.browser import chromium
+from tests.support.harness import Harness
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,7 +50,7 @@ async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
-    """Headless Chromium, started once for the browser tests (``tests/browser.py``)."""
+    """Headless Chromium, started once for the browser tests (``tests/support/browser.py``)."""
     async with chromium() as started:
         yield started
 

@@ -20,7 +20,7 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from activities.contracts.world import Order
-from tests.harness import Handle, Harness, PlaybackModel, answer, awaiting, calls, events, says, ticket
+from tests.support.harness import Handle, Harness, PlaybackModel, answer, awaiting, calls, events, says, ticket
 
 BIG = "A-3001"
 """An order of ann's big enough for several parts."""

@@ -9,7 +9,7 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.conversation import Message, ToolResultBlock
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from tests.harness import Harness, PlaybackModel, activity_attempts, awaiting, calls, says, ticket
+from tests.support.harness import Harness, PlaybackModel, activity_attempts, awaiting, calls, says, ticket
 from workflows.support_agent import AWAITING_APPROVAL
 
 NO_APPROVAL_NEEDED = 10_000

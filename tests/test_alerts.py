@@ -22,8 +22,8 @@ from temporalio.worker import Worker
 
 from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
-from tests.fake_messages_api import FakeMessagesAPI, error, message, text
-from tests.harness import Harness, ticket
+from tests.support.fake_messages_api import FakeMessagesAPI, error, message, text
+from tests.support.harness import Harness, ticket
 from tests.test_bad_input import NewerWorkerHandsOver
 from tests.test_processes import AGENT_WORKER, worker_env
 from tests.test_stuck import RELAY, hand_over_unreadable_state

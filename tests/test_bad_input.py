@@ -18,7 +18,7 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
 from activities.tools import ToolActivities
-from tests.harness import Harness, activity_attempts, answer, awaiting, events, ticket
+from tests.support.harness import Harness, activity_attempts, answer, awaiting, events, ticket
 from workflows.support_agent import SupportAgent
 
 

@@ -18,7 +18,7 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, awaiting, events, ticket
+from tests.support.harness import Handle, Harness, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, address, run
 from workflows.approvals import AWAITING_APPROVAL
 

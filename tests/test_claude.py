@@ -1,7 +1,7 @@
 """Claude behind the ``think`` activity: the real ``anthropic`` client, over HTTP, against a local Messages API.
 
 Nothing of the SDK is patched: the worker builds its client from ``ANTHROPIC_API_KEY`` and
-``ANTHROPIC_BASE_URL`` as in production, and the fake API (``tests/fake_messages_api.py``) answers what a
+``ANTHROPIC_BASE_URL`` as in production, and the fake API (``tests/support/fake_messages_api.py``) answers what a
 test scripts and refuses what the real API would refuse.
 """
 
@@ -36,7 +36,7 @@ from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
 from agent_worker.config import DEFAULT_MODEL, Settings
 from agent_worker.worker import NoCredentialsError, choose_model
-from tests.fake_messages_api import (
+from tests.support.fake_messages_api import (
     FakeMessagesAPI,
     Reply,
     error,
@@ -45,7 +45,7 @@ from tests.fake_messages_api import (
     thinking,
     tool_use,
 )
-from tests.harness import Harness, activity_attempts, awaiting, events, ticket
+from tests.support.harness import Harness, activity_attempts, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, worker_env
 from workflows.support_agent import CUT_OFF, REFUSED
 

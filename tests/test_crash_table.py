@@ -18,8 +18,8 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from tests.crashlab import Lab, poll, waiting_for
-from tests.harness import Harness, activity_attempts, ticket
+from tests.support.crashlab import Lab, poll, waiting_for
+from tests.support.harness import Harness, activity_attempts, ticket
 
 NO_APPROVAL_NEEDED = 10_000
 pytestmark = pytest.mark.slow

@@ -21,8 +21,8 @@ from activities.business import Business
 from activities.contracts.ticket import Status
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
-from tests.crashlab import Lab, poll, waiting_for
-from tests.harness import Handle, activity_attempts, ticket
+from tests.support.crashlab import Lab, poll, waiting_for
+from tests.support.harness import Handle, activity_attempts, ticket
 
 pytestmark = pytest.mark.slow
 NO_APPROVAL_NEEDED = 10_000

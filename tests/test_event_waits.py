@@ -17,7 +17,7 @@ from temporalio.client import Client
 from activities.contracts.names import ORDER_EVENT_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, Status, TicketState, Waiting
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, PlaybackModel, calls, events, says, ticket
+from tests.support.harness import Handle, Harness, PlaybackModel, calls, events, says, ticket
 from tests.test_processes import AGENT_WORKER, address, run
 from workflows.waits import TICKET_STATE
 

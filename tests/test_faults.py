@@ -11,7 +11,7 @@ from temporalio.client import Client
 from activities.business import Business
 from agent_worker.config import Settings
 from agent_worker.faults import Fault, Faults, FaultSpecError, parse
-from tests.crashlab import Lab, WorkerProcess, poll
+from tests.support.crashlab import Lab, WorkerProcess, poll
 
 
 @pytest.fixture

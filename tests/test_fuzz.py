@@ -28,7 +28,7 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
-from tests.harness import Handle, Harness, awaiting, events, says, ticket
+from tests.support.harness import Handle, Harness, awaiting, events, says, ticket
 
 TRIED: Counter[str] = Counter()
 FUZZ = settings(

@@ -20,7 +20,7 @@ from bench.history_growth import (
     measure,
     seed_long_orders,
 )
-from tests.harness import Harness, activity_attempts, awaiting, ticket, waiting_request
+from tests.support.harness import Harness, activity_attempts, awaiting, ticket, waiting_request
 
 
 async def test_a_fifty_step_ticket_with_20_kb_tool_outputs_keeps_its_history_under_1_mb(agent: Harness) -> None:

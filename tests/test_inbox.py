@@ -27,8 +27,8 @@ from agent_worker.devserver import binary, free_port
 from agent_worker.inbox.auth import password_matches
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.stuck import find_stuck
-from tests.harness import Harness, awaiting, events, ticket
-from tests.inbox_support import (
+from tests.support.harness import Harness, awaiting, events, ticket
+from tests.support.inbox import (
     KEY,
     Person,
     inbox_for,

@@ -12,7 +12,7 @@ from temporalio.client import Client
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
-from tests.harness import Harness, awaiting, ticket
+from tests.support.harness import Harness, awaiting, ticket
 from tests.test_processes import AGENT_WORKER, worker_env
 
 

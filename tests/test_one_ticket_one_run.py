@@ -20,7 +20,7 @@ from activities.contracts.conversation import Decision, ThinkRequest, ToolUseBlo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
 from agent_worker.devserver import binary
-from tests.harness import Harness, answer, awaiting, says, ticket
+from tests.support.harness import Harness, answer, awaiting, says, ticket
 from tests.test_processes import AGENT_WORKER, address, run
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 from temporalio.client import Client
 
-from tests.harness import Harness, awaiting, ticket
+from tests.support.harness import Harness, awaiting, ticket
 from tests.test_processes import AGENT_WORKER, address, run
 
 

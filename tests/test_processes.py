@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary
-from tests.harness import Harness, ticket
+from tests.support.harness import Harness, ticket
 
 AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
 

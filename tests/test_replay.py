@@ -19,9 +19,8 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from agent_worker.replay import HISTORIES, history_files, replay
-from tests.harness import Harness, awaiting, events, ticket
-from tests.test_processes import AGENT_WORKER, run, worker_env
-from tests.variants import (
+from tests.support.harness import Harness, awaiting, events, ticket
+from tests.support.variants import (
     ApprovalRequestsWithoutPatch,
     ClosingAuditWithoutPatch,
     DecidesOnTheWallClock,
@@ -29,6 +28,7 @@ from tests.variants import (
     LooksUpBeforeThinking,
     ReadsTheClockInTheSandbox,
 )
+from tests.test_processes import AGENT_WORKER, run, worker_env
 
 STORED = history_files([HISTORIES])
 

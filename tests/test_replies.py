@@ -24,7 +24,7 @@ from activities.business import Business
 from activities.contracts.names import CUSTOMER_MESSAGE, TICKET_STATE_ATTRIBUTE, TURNS_QUERY, WAITING_FOR_MEMO
 from activities.contracts.ticket import MessageReceipt, Status, TicketState, Turn, Waiting
 from agent_worker.devserver import binary, start_dev_server
-from tests.harness import Handle, Harness, answer, awaiting, events, ticket
+from tests.support.harness import Handle, Harness, answer, awaiting, events, ticket
 from tests.test_processes import AGENT_WORKER, address, run
 
 STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)

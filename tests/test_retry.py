@@ -20,7 +20,7 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.ticket import Outcome, Status
 from activities.scripted_model import ScriptedModel
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, ticket
+from tests.support.harness import Handle, Harness, ticket
 from tests.test_processes import AGENT_WORKER, address, run
 
 ANSWER_STEP = 4

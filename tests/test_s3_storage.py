@@ -29,7 +29,7 @@ from activities.contracts.ticket import Status
 from agent_worker.config import Settings
 from agent_worker.replay import replay, write_history
 from bench.history_growth import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders
-from tests.harness import Harness, ticket
+from tests.support.harness import Harness, ticket
 from tests.test_processes import address
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.devserver import binary, free_port
 from agent_worker.replay import replay, write_history
-from tests.harness import Harness, awaiting, events, says, ticket
+from tests.support.harness import Harness, awaiting, events, says, ticket
 from tests.test_content_store import MemoryBlobs
 from tests.test_processes import AGENT_WORKER, address, run, worker_env
 

@@ -16,7 +16,7 @@ from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from activities.contracts.world import Order
-from tests.harness import Harness, events, ticket
+from tests.support.harness import Harness, events, ticket
 from tests.test_processes import AGENT_WORKER, address
 
 TICKETS = 50

@@ -22,10 +22,10 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from agent_worker.devserver import start_dev_server
 from agent_worker.operations import when
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, server_reports_problems
-from tests.harness import Handle, Harness, answer, awaiting, events, ticket
+from tests.support.harness import Handle, Harness, answer, awaiting, events, ticket
+from tests.support.variants import LooksUpBeforeThinking
 from tests.test_bad_input import NewerWorkerHandsOver
 from tests.test_processes import AGENT_WORKER, address
-from tests.variants import LooksUpBeforeThinking
 
 RELAY = f"relay-{uuid.uuid4()}"
 NEWER_STATE = {"steps_taken": 2, "conversation_ref": None, "written_by_a_newer_worker": True}

@@ -25,9 +25,9 @@ from temporalio.testing import WorkflowEnvironment
 from activities.business import Business
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.replay import HISTORIES, replay
-from tests.crashlab import Lab
-from tests.harness import Handle, activity_attempts, events, ticket
-from tests.variants import ReconcilesWithoutPatch
+from tests.support.crashlab import Lab
+from tests.support.harness import Handle, activity_attempts, events, ticket
+from tests.support.variants import ReconcilesWithoutPatch
 from workflows.patches import Patch
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import inspect
 
 from activities.claude_model import tool_definitions
 from activities.tools import TOOLS, Effect
-from tests.harness import Harness, PlaybackModel, calls, says, ticket
+from tests.support.harness import Harness, PlaybackModel, calls, says, ticket
 from workflows import policies
 from workflows.patches import Patch
 from workflows.tools import Toolbox

@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
-from tests.harness import Harness, ticket
+from tests.support.harness import Harness, ticket
 from tests.test_processes import AGENT_WORKER, worker_env
 
 

@@ -28,7 +28,7 @@ from agent_worker.codec import NOT_ENCRYPTED, EncryptionCodec, with_codec
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port
-from tests.harness import Harness, answer, awaiting, events, ticket
+from tests.support.harness import Harness, answer, awaiting, events, ticket
 from tests.test_processes import address, run
 
 KEYS = {"2026-11": os.urandom(32)}

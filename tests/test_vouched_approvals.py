@@ -21,7 +21,7 @@ from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, Vo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, awaiting, events, ticket
+from tests.support.harness import Handle, Harness, awaiting, events, ticket
 from tests.test_processes import address, run
 
 

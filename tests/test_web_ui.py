@@ -26,8 +26,8 @@ from activities.contracts.ticket import Outcome, Status
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port, start_dev_server
-from tests.browser import listening
-from tests.harness import Harness, ticket
+from tests.support.browser import listening
+from tests.support.harness import Harness, ticket
 from tests.test_processes import address, run
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]

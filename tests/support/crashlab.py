@@ -28,7 +28,7 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
-from tests.harness import Handle, events
+from tests.support.harness import Handle, events
 from workflows.support_agent import AWAITING_APPROVAL
 
 AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")

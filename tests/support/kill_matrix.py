@@ -22,8 +22,8 @@ from activities.business import Business
 from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.fields import money
 from activities.contracts.ticket import Status
-from tests.crashlab import Lab, poll, recovery_seconds, waiting_for
-from tests.harness import ticket
+from tests.support.crashlab import Lab, poll, recovery_seconds, waiting_for
+from tests.support.harness import ticket
 
 WAITING = "while waiting for approval"
 NO_CRASH = "no crash"

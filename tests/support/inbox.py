@@ -20,7 +20,7 @@ from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from agent_worker.devserver import binary
 from agent_worker.inbox.auth import hash_password
 from agent_worker.inbox.server import RunningInbox, start_inbox
-from tests.harness import Harness, ticket
+from tests.support.harness import Harness, ticket
 from tests.test_processes import address, run
 
 KEY = "inbox-test-key-0123456789abcdef0123456789"
