@@ -23,7 +23,7 @@ from activities.contracts.fields import money
 from agent_worker.devserver import start_dev_server
 from agent_worker.exits import exit_hard
 from tests.support.crashlab import Lab, run_plain_loop
-from tests.support.harness import ticket
+from tests.support.tickets import ticket
 
 RESULTS = Path(__file__).parent / "results"
 CRASH = "after:issue_refund=kill"

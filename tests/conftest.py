@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from agent_worker.devserver import binary, start_dev_server
 from agent_worker.exits import exit_hard
 from tests.support.browser import chromium
 from tests.support.harness import Harness
+from tests.support.stores import StoreFactory
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -118,9 +119,6 @@ def postgres_url() -> Iterator[str]:
     with engine.begin() as db:
         db.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
     engine.dispose()
-
-
-StoreFactory = Callable[..., Business]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

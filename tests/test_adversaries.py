@@ -20,7 +20,11 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from activities.contracts.world import Order
-from tests.support.harness import Handle, Harness, PlaybackModel, answer, awaiting, calls, events, says, ticket
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting
 
 BIG = "A-3001"
 """An order of ann's big enough for several parts."""

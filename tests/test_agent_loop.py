@@ -9,7 +9,11 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.conversation import Message, ToolResultBlock
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from tests.support.harness import Harness, PlaybackModel, activity_attempts, awaiting, calls, says, ticket
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting
 from workflows.support_agent import AWAITING_APPROVAL
 
 NO_APPROVAL_NEEDED = 10_000

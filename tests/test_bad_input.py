@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
-from temporalio import activity, workflow
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -18,7 +18,11 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
 from activities.tools import ToolActivities
-from tests.support.harness import Harness, activity_attempts, answer, awaiting, events, ticket
+from tests.support.handover import NEWER_STATE, NewerWorkerHandsOver
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts, events
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
 from workflows.support_agent import SupportAgent
 
 
@@ -84,26 +88,15 @@ async def test_a_run_started_with_no_input_fails_clearly(agent: Harness) -> None
     assert "Invalid ticket input" in failure.value.cause.message
 
 
-@workflow.defn(name="NewerWorkerHandsOver", sandboxed=False)
-class NewerWorkerHandsOver:
-    """Stands for a newer worker's run of a ticket: it continues as new into ``SupportAgent`` with state an
-    older worker cannot read, as a rolling deploy can make happen."""
-
-    @workflow.run
-    async def run(self, task_queue: str, raw_ticket: Any, state: Any) -> None:
-        workflow.continue_as_new(args=[raw_ticket, state], workflow=WORKFLOW_NAME, task_queue=task_queue)
-
-
 async def test_state_handed_over_by_a_newer_worker_waits_for_one_instead_of_failing_the_ticket(
     agent: Harness,
 ) -> None:
     """During a rolling deploy a new worker may continue a ticket and an old one pick the new run up: the state
     it cannot read fails the workflow task, which is retried, never the ticket."""
-    newer = {"steps_taken": 2, "conversation_ref": None, "written_by_a_newer_worker": True}
     relay = f"relay-{uuid.uuid4()}"
     async with agent.worker(), Worker(agent.client, task_queue=relay, workflows=[NewerWorkerHandsOver]):
         first = await agent.client.start_workflow(
-            "NewerWorkerHandsOver", args=[agent.task_queue, ticket(), newer], id=f"ticket-{uuid.uuid4()}",
+            "NewerWorkerHandsOver", args=[agent.task_queue, ticket(), NEWER_STATE], id=f"ticket-{uuid.uuid4()}",
             task_queue=relay,
         )  # fmt: skip
         handle = agent.client.get_workflow_handle(first.id)

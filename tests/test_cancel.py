@@ -18,8 +18,11 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
-from tests.support.harness import Handle, Harness, awaiting, events, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import Handle, ticket
+from tests.support.waits import awaiting
 from workflows.approvals import AWAITING_APPROVAL
 
 

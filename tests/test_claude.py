@@ -45,8 +45,11 @@ from tests.support.fake_messages_api import (
     thinking,
     tool_use,
 )
-from tests.support.harness import Harness, activity_attempts, awaiting, events, ticket
-from tests.test_processes import AGENT_WORKER, worker_env
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts, events
+from tests.support.processes import spawn_worker
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting
 from workflows.support_agent import CUT_OFF, REFUSED
 
 API_KEY = "sk-ant-test-key"
@@ -482,10 +485,9 @@ async def test_a_worker_process_given_only_the_sdks_variables_runs_tickets_on_cl
     replies, _ = support_script()
     fake_api.script(*replies)
     settings = {"AGENT_MODEL_BACKEND": "auto", "AGENT_LOG_LEVEL": "DEBUG"}  # DEBUG: the SDK logs requests
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, **worker_env(agent, client), **settings},
-    )  # fmt: skip
+    worker = await spawn_worker(
+        agent.worker_env(**settings), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     try:
         handle = await agent.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
         outcome = await asyncio.wait_for(handle.result(), 60)

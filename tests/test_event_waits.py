@@ -15,23 +15,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.contracts.names import ORDER_EVENT_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
-from activities.contracts.ticket import Outcome, Status, TicketState, Waiting
+from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary
-from tests.support.harness import Handle, Harness, PlaybackModel, calls, events, says, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import Handle, ticket
+from tests.support.waits import waiting_for_event
 from workflows.waits import TICKET_STATE
 
 ON_ITS_WAY = "My parcel for order A-1001 is late. Is it still on its way?"
-
-
-async def waiting_for_event(handle: Handle) -> Waiting:
-    async with asyncio.timeout(30):
-        while True:
-            description = await handle.describe()
-            if description.typed_search_attributes.get(TICKET_STATE) == TicketState.WAITING_FOR_EVENT.value:
-                waiting: Waiting = await description.memo_value(WAITING_FOR_MEMO, type_hint=Waiting)
-                return waiting
-            await asyncio.sleep(0.1)
 
 
 async def start_with_event(agent: Harness, event: dict[str, Any]) -> Handle:

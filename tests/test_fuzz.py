@@ -28,7 +28,11 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
-from tests.support.harness import Handle, Harness, awaiting, events, says, ticket
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import says
+from tests.support.tickets import Handle, ticket
+from tests.support.waits import awaiting
 
 TRIED: Counter[str] = Counter()
 FUZZ = settings(

@@ -11,16 +11,18 @@ from activities.content_store import ContentStore, complete
 from activities.contracts.conversation import Decision, ThinkRequest, Usage
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from bench.history_growth import (
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts, measure
+from tests.support.long_tickets import (
     BYTES_PER_TOKEN,
     EVENT_LOG_BYTES,
     ContextBoundModel,
     LongTicketModel,
     long_ticket,
-    measure,
     seed_long_orders,
 )
-from tests.support.harness import Harness, activity_attempts, awaiting, ticket, waiting_request
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting, waiting_request
 
 
 async def test_a_fifty_step_ticket_with_20_kb_tool_outputs_keeps_its_history_under_1_mb(agent: Harness) -> None:

@@ -27,7 +27,9 @@ from agent_worker.devserver import binary, free_port
 from agent_worker.inbox.auth import password_matches
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.stuck import find_stuck
-from tests.support.harness import Harness, awaiting, events, ticket
+from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
+from tests.support.harness import Harness
+from tests.support.history import events
 from tests.support.inbox import (
     KEY,
     Person,
@@ -38,9 +40,9 @@ from tests.support.inbox import (
     start_with_cli,
     waiting_request,
 )
-from tests.test_bad_input import NewerWorkerHandsOver
-from tests.test_processes import AGENT_WORKER, run
-from tests.test_stuck import RELAY, hand_over_unreadable_state
+from tests.support.processes import AGENT_WORKER, run
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting
 
 pytestmark = pytest.mark.timeout(120)
 

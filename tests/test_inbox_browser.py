@@ -26,7 +26,7 @@ from agent_worker.devserver import free_port
 from agent_worker.inbox.server import RunningInbox
 from tests.support.harness import Harness
 from tests.support.inbox import PASSWORDS, inbox_for, start_with_cli, waiting_request
-from tests.test_processes import address
+from tests.support.processes import address
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
 

@@ -6,8 +6,10 @@ import asyncio
 
 from temporalio.client import Client
 
-from tests.support.harness import Harness, awaiting, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting
 
 
 async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_shows_and_approves_it(

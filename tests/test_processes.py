@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,27 +15,9 @@ from temporalio.client import Client
 
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary
-from tests.support.harness import Harness, ticket
-
-AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
-
-
-async def run(*command: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
-    """Run a command without blocking the event loop (an in-process worker shares it); return stdout."""
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode == 0, f"{command} exited {process.returncode}: {err.decode()}"
-    return out.decode()
-
-
-def address(client: Client) -> str:
-    return client.service_client.config.target_host
+from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER, address, run, spawn_worker
+from tests.support.tickets import ticket
 
 
 async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_ticket(
@@ -79,21 +60,10 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
-def worker_env(agent: Harness, client: Client) -> dict[str, str]:
-    return {
-        "TEMPORAL_ADDRESS": address(client),
-        "AGENT_TASK_QUEUE": agent.task_queue,
-        "AGENT_DB_PATH": str(agent.store.database.path),
-    }
-
-
 async def test_the_worker_process_logs_json_with_the_run_and_stops_politely_on_sigterm(
     agent: Harness, client: Client
 ) -> None:
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **worker_env(agent, client)},
-    )  # fmt: skip
+    worker = await spawn_worker(agent.worker_env(), stderr=asyncio.subprocess.PIPE)
     try:
         handle = await agent.start(ticket(approval_limit_cents=10_000))
         outcome = await asyncio.wait_for(handle.result(), 60)

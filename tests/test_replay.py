@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +18,10 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from agent_worker.replay import HISTORIES, history_files, replay
-from tests.support.harness import Harness, awaiting, events, ticket
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import AGENT_WORKER, run, spawn_worker
+from tests.support.tickets import ticket
 from tests.support.variants import (
     ApprovalRequestsWithoutPatch,
     ClosingAuditWithoutPatch,
@@ -28,7 +30,7 @@ from tests.support.variants import (
     LooksUpBeforeThinking,
     ReadsTheClockInTheSandbox,
 )
-from tests.test_processes import AGENT_WORKER, run, worker_env
+from tests.support.waits import awaiting
 
 STORED = history_files([HISTORIES])
 
@@ -164,9 +166,7 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
 async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_worker_replays_the_ticket(
     agent: Harness, client: Client
 ) -> None:
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", env={**os.environ, **worker_env(agent, client)}, stderr=asyncio.subprocess.DEVNULL
-    )
+    worker = await spawn_worker(agent.worker_env())
     handle = await agent.start(ticket())
     try:
         await awaiting(handle, 4900)

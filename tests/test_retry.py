@@ -20,8 +20,9 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.ticket import Outcome, Status
 from activities.scripted_model import ScriptedModel
 from agent_worker.devserver import binary
-from tests.support.harness import Handle, Harness, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import Handle, ticket
 
 ANSWER_STEP = 4
 """The scripted ticket looks up (1), refunds (2), emails (3) and answers (4): the key breaks before 4."""

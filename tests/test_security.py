@@ -43,9 +43,13 @@ from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.devserver import binary, free_port
 from agent_worker.replay import replay, write_history
-from tests.support.harness import Harness, awaiting, events, says, ticket
-from tests.test_content_store import MemoryBlobs
-from tests.test_processes import AGENT_WORKER, address, run, worker_env
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import says
+from tests.support.processes import address, run, spawn_worker
+from tests.support.stores import MemoryBlobs
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting
 
 OLD_KEY, NEW_KEY = os.urandom(32), os.urandom(32)
 QUESTION = "My parcel for order A-1001 never arrived, my name is Ann Lovelace"
@@ -407,10 +411,9 @@ async def test_secrets_appear_in_no_log_line_history_or_outcome(agent: Harness, 
         "AGENT_CODEC_SERVER_TOKEN": "token-that-must-not-leak",
         "AGENT_LOG_LEVEL": "DEBUG",
     }
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, **worker_env(agent, client), **secrets},
-    )  # fmt: skip
+    worker = await spawn_worker(
+        agent.worker_env(**secrets), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     encrypted = await Client.connect(address(client), data_converter=with_codec(DATA_CONVERTER, codec()))
     try:
         handle = await Harness(encrypted, agent.store, agent.task_queue).start(ticket(approval_limit_cents=10_000))

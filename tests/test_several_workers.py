@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import uuid
 
@@ -16,8 +15,10 @@ from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from activities.contracts.world import Order
-from tests.support.harness import Harness, events, ticket
-from tests.test_processes import AGENT_WORKER, address
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import address, spawn_worker, worker_env
+from tests.support.tickets import ticket
 
 TICKETS = 50
 WAITING = SearchAttributeKey.for_int("AwaitingApprovalCents")
@@ -50,12 +51,8 @@ async def test_three_workers_one_killed_mid_run_complete_fifty_tickets_with_one_
     ]
     for order in orders:
         store.orders.add(order)
-    env = {**os.environ, "TEMPORAL_ADDRESS": address(client), "AGENT_TASK_QUEUE": task_queue,
-           "AGENT_DATABASE_URL": postgres_url}  # fmt: skip
-    workers = [
-        await asyncio.create_subprocess_exec(AGENT_WORKER, "worker", env=env, stderr=asyncio.subprocess.DEVNULL)
-        for _ in range(3)
-    ]
+    env = worker_env(address(client), task_queue, None, AGENT_DATABASE_URL=postgres_url)
+    workers = [await spawn_worker(env) for _ in range(3)]
     harness = Harness(client, store, task_queue)
     done = asyncio.Event()
     approver = asyncio.create_task(approve_as_they_come_up(client, task_queue, done))

@@ -26,7 +26,8 @@ from activities.business import Business
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.replay import HISTORIES, replay
 from tests.support.crashlab import Lab
-from tests.support.harness import Handle, activity_attempts, events, ticket
+from tests.support.history import activity_attempts, events
+from tests.support.tickets import Handle, ticket
 from tests.support.variants import ReconcilesWithoutPatch
 from workflows.patches import Patch
 

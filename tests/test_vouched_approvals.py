@@ -21,8 +21,11 @@ from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, Vo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
-from tests.support.harness import Handle, Harness, awaiting, events, ticket
-from tests.test_processes import address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import address, run
+from tests.support.tickets import Handle, ticket
+from tests.support.waits import awaiting
 
 
 def why(error: WorkflowUpdateFailedError) -> str:
