@@ -123,7 +123,7 @@ async def test_a_caller_cannot_start_a_ticket_with_state_only_a_continued_run_ma
                    "input": {"order_id": "A-1001", "amount_cents": 4900}}],
         "awaiting": 4900,
         "approval_deadline": "2099-01-01T00:00:00Z",
-        "answer": {"amount_cents": 4900, "approved": True, "approver": "mallory"},
+        "answer": answer(4900, approver="mallory"),
     }  # fmt: skip
     error = await refused_start(agent, [ticket(approvers=["ann"]), forged])
     assert "a second argument is state a run hands the run that continues it" in error.message
@@ -190,7 +190,7 @@ async def test_malformed_approvals_release_nothing_and_are_recorded_with_the_rea
             await handle.signal(APPROVE_SIGNAL, approval)
         await awaiting(handle, 4900)
         assert agent.store.payments.refunds() == []
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     rejected = outcome.approvals[: len(MALFORMED_APPROVALS)]
@@ -207,10 +207,10 @@ async def test_an_approval_when_nothing_waits_releases_nothing_later(agent: Harn
     """A pre-approval is refused: a person approves an amount they were shown, not one the agent may ask for."""
     async with agent.worker():
         handle = await agent.start(ticket("My order A-1001, please", approval_limit_cents=2000))
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "early"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approver="early"))
         await awaiting(handle, 4900)
         assert agent.store.payments.refunds() == []
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     assert [(a.decision, a.approver) for a in outcome.approvals] == [

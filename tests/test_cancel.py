@@ -9,6 +9,7 @@ Before, a cancel during a tool call read to the model as "the tool failed" and t
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
@@ -21,7 +22,7 @@ from agent_worker.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, run
-from tests.support.tickets import Handle, ticket
+from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import awaiting
 from workflows.approvals import AWAITING_APPROVAL
 
@@ -135,7 +136,7 @@ async def test_a_ticket_cancelled_while_a_refund_waits_for_a_person_is_no_longer
         outcome = await handle.result()
         late = await asyncio.create_subprocess_exec(
             binary("temporal"), "--address", address(client), "workflow", "signal", "--workflow-id", handle.id,
-            "--name", "approve", "--input", '{"amount_cents": 4900, "approved": true, "approver": "ann"}',
+            "--name", "approve", "--input", json.dumps(answer(4900)),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         assert await late.wait() != 0, "an approval after the cancel reaches no open ticket"

@@ -48,7 +48,7 @@ from tests.support.fake_messages_api import (
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts, events
 from tests.support.processes import spawn_worker
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
 from workflows.support_agent import CUT_OFF, REFUSED
 
@@ -146,7 +146,7 @@ async def test_a_ticket_on_claude_waits_for_approval_refunds_emails_and_reports_
         handle = await agent.start(ticket(approval_limit_cents=2000))
         await awaiting(handle, 4900)
         while_waiting = await handle.query(USAGE_QUERY, result_type=UsageReport)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     assert outcome.status is Status.RESOLVED

@@ -21,7 +21,7 @@ from activities.contracts.ticket import Status
 from tests.support.crashlab import Lab
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
 from tests.support.waits import poll, waiting_amount
 
 NO_APPROVAL_NEEDED = 10_000
@@ -86,7 +86,7 @@ async def test_a_worker_killed_while_waiting_for_approval_repeats_nothing_when_a
 
     first.signal(signal.SIGKILL)
     assert await first.exited() == -signal.SIGKILL
-    await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+    await handle.signal(APPROVE_SIGNAL, answer(4900))
     assert not any(w.alive for w in lab.workers)
     outcome = await lab.supervise(handle, approve=False)
 

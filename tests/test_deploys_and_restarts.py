@@ -23,7 +23,7 @@ from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
 from tests.support.crashlab import Lab
 from tests.support.history import activity_attempts
-from tests.support.tickets import Handle, ticket
+from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import poll, waiting_amount
 
 pytestmark = pytest.mark.slow
@@ -148,7 +148,7 @@ async def test_a_temporal_server_killed_twice_mid_ticket_loses_nothing_and_the_t
         await server.kill()  # while the ticket waits for a person
         await server.start()
         await poll(lambda: waiting_amount(handle), what="the waiting ticket after the restart")
-        await handle.signal("approve", {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal("approve", answer(4900))
         await poll(lambda: model_call_in_flight(handle), what="a model call after the refund")
 
         await server.kill()  # while a model call runs on the worker

@@ -21,7 +21,7 @@ from tests.support.long_tickets import (
     long_ticket,
     seed_long_orders,
 )
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting, waiting_request
 
 
@@ -60,7 +60,7 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
                 await asyncio.sleep(0.1)
         assert listed == [latest_run := (await handle.describe()).run_id]
         assert latest_run != handle.first_execution_run_id
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
     assert outcome.status == Status.RESOLVED
     assert [r.amount_cents for r in agent.store.payments.refunds("A-1001")] == [4900]

@@ -13,7 +13,7 @@ from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
 from tests.support.harness import Harness
 from tests.support.processes import spawn_worker
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
 
 
@@ -25,7 +25,7 @@ async def test_the_metrics_endpoint_counts_refunds_and_approvals_beside_temporal
     try:
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         assert (await asyncio.wait_for(handle.result(), 60)).status is Status.RESOLVED
         async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
             text = await response.text()

@@ -17,7 +17,7 @@ from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, run, spawn_worker
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
 
 
 async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_ticket(
@@ -49,7 +49,7 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
 
         await run(
             *temporal, "workflow", "signal", "--workflow-id", workflow_id, "--name", "approve",
-            "--input", '{"amount_cents": 4900, "approved": true, "approver": "ann"}',
+            "--input", json.dumps(answer(4900)),
         )  # fmt: skip
         result = await run(*temporal, "workflow", "result", "--workflow-id", workflow_id, "-o", "json")
 

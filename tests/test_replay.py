@@ -21,7 +21,7 @@ from agent_worker.replay import HISTORIES, history_files, replay
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, run, spawn_worker
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
 from tests.support.variants import (
     ApprovalRequestsWithoutPatch,
     ClosingAuditWithoutPatch,
@@ -179,7 +179,7 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
 
     async with agent.worker():
         await awaiting(handle, 4900)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     (waits, approved, closed) = agent.store.audit.entries(outcome.ticket_id)

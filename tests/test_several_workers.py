@@ -18,7 +18,7 @@ from activities.contracts.world import Order
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import address, spawn_worker, worker_env
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
 
 TICKETS = 50
 WAITING = SearchAttributeKey.for_int("AwaitingApprovalCents")
@@ -33,7 +33,7 @@ async def approve_as_they_come_up(client: Client, task_queue: str, done: asyncio
             amount = execution.typed_search_attributes.get(WAITING)
             if execution.id not in approved and amount:
                 handle = client.get_workflow_handle(execution.id)
-                await handle.signal(APPROVE_SIGNAL, {"amount_cents": amount, "approved": True, "approver": "ops"})
+                await handle.signal(APPROVE_SIGNAL, answer(amount, approver="ops"))
                 approved.add(execution.id)
         await asyncio.sleep(0.2)
     return len(approved)
