@@ -27,6 +27,7 @@ from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unread
 from tests.support.harness import Harness
 from tests.support.processes import spawn_worker
 from tests.support.tickets import ticket
+from tests.support.waits import poll
 
 ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "alerts.yml"
 STUCK = "agent_tickets_stuck"
@@ -154,9 +155,13 @@ async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_expor
                 answered = await agent.start(ticket())
                 assert (await asyncio.wait_for(answered.result(), 60)).status is Status.RESOLVED
                 stuck = await hand_over_unreadable_state(client, agent.task_queue)
-                async with asyncio.timeout(90):  # the server marks it, then the worker's gauge reads visibility
-                    while stuck_gauge(exported := await scrape(bind)) < 1:
-                        await asyncio.sleep(1)
+
+                async def counted_stuck() -> Series | None:
+                    exported = await scrape(bind)
+                    return exported if stuck_gauge(exported) >= 1 else None
+
+                # the server marks it, then the worker's gauge reads visibility
+                exported = await poll(counted_stuck, timeout=90, interval=1, what="the stuck gauge to count it")
                 await stuck.terminate("test over")
         finally:
             worker.send_signal(signal.SIGTERM)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -22,7 +21,7 @@ from tests.support.handover import NEWER_STATE, NewerWorkerHandsOver
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts, events
 from tests.support.tickets import answer, ticket
-from tests.support.waits import awaiting
+from tests.support.waits import awaiting, poll
 from workflows.support_agent import SupportAgent
 
 
@@ -100,9 +99,10 @@ async def test_state_handed_over_by_a_newer_worker_waits_for_one_instead_of_fail
             task_queue=relay,
         )  # fmt: skip
         handle = agent.client.get_workflow_handle(first.id)
-        async with asyncio.timeout(20):
-            while not (failed := await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)):
-                await asyncio.sleep(0.05)
+        failed = await poll(
+            lambda: events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED), timeout=20, interval=0.05,
+            what="the workflow task to fail",
+        )  # fmt: skip
         description = await handle.describe()
     message = failed[0].workflow_task_failed_event_attributes.failure.message
     assert "cannot read the state the ticket's previous run handed over" in message

@@ -7,7 +7,6 @@ found in visibility with ``agent-worker tickets --waiting-for event``; what was 
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -22,7 +21,7 @@ from tests.support.history import events
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.processes import AGENT_WORKER, address, run
 from tests.support.tickets import Handle, ticket
-from tests.support.waits import waiting_for_event
+from tests.support.waits import poll, waiting_for_event
 from workflows.waits import TICKET_STATE
 
 ON_ITS_WAY = "My parcel for order A-1001 is late. Is it still on its way?"
@@ -51,10 +50,12 @@ async def test_a_ticket_waits_for_the_carrier_is_listed_meanwhile_and_hears_the_
         handle = await agent.start(ticket(ON_ITS_WAY, approval_limit_cents=10_000))
         waiting = await waiting_for_event(handle)
         assert waiting.order_id == "A-1001"
-        listed = ""
-        async with asyncio.timeout(30):  # visibility is eventually consistent
-            while handle.id not in listed:
-                listed = await run(AGENT_WORKER, "tickets", "--waiting-for", "event", "--address", address(client))
+
+        async def listing_it() -> str | None:  # visibility is eventually consistent
+            listed = await run(AGENT_WORKER, "tickets", "--waiting-for", "event", "--address", address(client))
+            return listed if handle.id in listed else None
+
+        listed = await poll(listing_it, timeout=30, what="tickets --waiting-for event to list the ticket")
         assert "waiting for an event about A-1001" in listed, listed
 
         await relay(client, handle)  # no input: audited, nothing taken

@@ -18,6 +18,7 @@ from agent_worker.devserver import binary
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, run, spawn_worker
 from tests.support.tickets import answer, ticket
+from tests.support.waits import poll
 
 
 async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_ticket(
@@ -31,20 +32,24 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
             "--workflow-id", workflow_id, "--input", json.dumps(ticket(approval_limit_cents=2000)),
         )  # fmt: skip
         query = [*temporal, "workflow", "query", "--workflow-id", workflow_id, "--name", "awaiting_approval_of"]
-        async with asyncio.timeout(20):
+
+        async def request_shown() -> list[Any] | None:
             # None comes back as a ``binary/null`` payload the CLI shows as it is, until the request waits.
-            while "request_id" not in (answered := json.loads(await run(*query, "-o", "json"))["queryResult"])[0]:
-                await asyncio.sleep(0.2)
+            answered: list[Any] = json.loads(await run(*query, "-o", "json"))["queryResult"]
+            return answered if "request_id" in answered[0] else None
+
+        answered = await poll(request_shown, timeout=20, interval=0.2, what="the query to show the request")
         (request,) = answered
         assert (request["request_id"], request["amount_cents"], request["order_id"]) == ("R1", 4900, "A-1001"), answered
 
-        listed = "[]"
-        async with asyncio.timeout(20):  # visibility is eventually consistent
-            while workflow_id not in listed:
-                listed = await run(
-                    *temporal, "workflow", "list", "--query",
-                    f"AwaitingApprovalCents > 0 AND TaskQueue = '{agent.task_queue}'", "-o", "json",
-                )  # fmt: skip
+        async def listed_waiting() -> str | None:  # visibility is eventually consistent
+            listed = await run(
+                *temporal, "workflow", "list", "--query",
+                f"AwaitingApprovalCents > 0 AND TaskQueue = '{agent.task_queue}'", "-o", "json",
+            )  # fmt: skip
+            return listed if workflow_id in listed else None
+
+        listed = await poll(listed_waiting, timeout=20, what="the ticket to be listed as waiting")
         assert [w["execution"]["workflowId"] for w in json.loads(listed)] == [workflow_id]
 
         await run(

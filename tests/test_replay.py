@@ -30,7 +30,7 @@ from tests.support.variants import (
     LooksUpBeforeThinking,
     ReadsTheClockInTheSandbox,
 )
-from tests.support.waits import awaiting
+from tests.support.waits import awaiting, poll
 
 STORED = history_files([HISTORIES])
 
@@ -131,9 +131,11 @@ async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_ran
     the sandbox fails the workflow task, visibly, before anything is decided."""
     async with Worker(agent.client, task_queue=agent.task_queue, workflows=[variant], activities=agent.activities()):
         handle = await agent.start(ticket())
-        async with asyncio.timeout(20):
-            while not (failed := await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)):
-                await asyncio.sleep(0.1)
+        failed = await poll(
+            lambda: events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED),
+            timeout=20,
+            what="the workflow task to fail",
+        )
         await handle.terminate("negative control done")
 
     message = failed[0].workflow_task_failed_event_attributes.failure.message
@@ -170,9 +172,11 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
     handle = await agent.start(ticket())
     try:
         await awaiting(handle, 4900)
-        async with asyncio.timeout(20):
-            while not agent.store.audit.entries():
-                await asyncio.sleep(0.05)
+
+        async def audited() -> bool:
+            return bool(agent.store.audit.entries())
+
+        await poll(audited, timeout=20, interval=0.05, what="the audit entry")
     finally:
         worker.send_signal(signal.SIGKILL)
         await worker.wait()

@@ -19,6 +19,7 @@ from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import address, spawn_worker, worker_env
 from tests.support.tickets import answer, ticket
+from tests.support.waits import poll
 
 TICKETS = 50
 WAITING = SearchAttributeKey.for_int("AwaitingApprovalCents")
@@ -60,9 +61,11 @@ async def test_three_workers_one_killed_mid_run_complete_fifty_tickets_with_one_
         handles = [
             await harness.start(ticket(f"Order {o.order_id} never arrived", email=o.customer_email)) for o in orders
         ]
-        async with asyncio.timeout(120):
-            while sum(len(store.mail.sent(o.customer_email)) for o in orders) < TICKETS // 3:
-                await asyncio.sleep(0.1)
+
+        async def a_third_mailed() -> bool:
+            return sum(len(store.mail.sent(o.customer_email)) for o in orders) >= TICKETS // 3
+
+        await poll(a_third_mailed, timeout=120, what="a third of the tickets to be answered")
         workers[0].send_signal(signal.SIGKILL)  # mid-run: a third of the tickets are done
         outcomes = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 240)
     finally:

@@ -28,7 +28,7 @@ from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.variants import LooksUpBeforeThinking
-from tests.support.waits import awaiting
+from tests.support.waits import awaiting, poll
 
 UNREADABLE = (
     "UnreadableStateError: This worker cannot read the state the ticket's previous run handed over, probably "
@@ -56,13 +56,13 @@ async def tickets_stuck(client: Client) -> tuple[dict[str, re.Match[str]], str]:
 
 
 async def listed_until(client: Client, stuck: set[str]) -> tuple[dict[str, re.Match[str]], str]:
-    """Poll ``tickets --stuck`` until it lists every one of ``stuck`` (bounded: the failures have to happen)."""
-    async with asyncio.timeout(90):
-        while True:
-            listed, err = await tickets_stuck(client)
-            if stuck <= listed.keys():
-                return listed, err
-            await asyncio.sleep(1)
+    """Ask ``tickets --stuck`` until it lists every one of ``stuck`` (the failures have to happen first)."""
+
+    async def listing_them() -> tuple[dict[str, re.Match[str]], str] | None:
+        listed, err = await tickets_stuck(client)
+        return (listed, err) if stuck <= listed.keys() else None
+
+    return await poll(listing_them, timeout=90, interval=1, what=f"tickets --stuck to list {sorted(stuck)}")
 
 
 async def first_failure(handle: Handle) -> tuple[str, str]:
