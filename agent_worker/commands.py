@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -19,11 +18,12 @@ from activities.contracts.approvals import Approval
 from activities.contracts.fields import describe_errors, money
 from activities.contracts.ticket import CustomerMessage, TicketInput
 from activities.contracts.world import Order
-from agent_worker import operator
+from agent_worker import operations
 from agent_worker.cli import OPERATOR_COMMANDS
 from agent_worker.client import connect
 from agent_worker.config import Settings
 from agent_worker.defaults import DEFAULT_CODEC_PORT
+from agent_worker.exits import exit_hard
 
 log = structlog.get_logger(__name__)
 
@@ -161,7 +161,7 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"not sent: {describe_errors(error)}", file=sys.stderr)
         return 2
-    except (operator.NotWaitingError, operator.NotRetryableError) as error:
+    except (operations.NotWaitingError, operations.NotRetryableError) as error:
         print(error, file=sys.stderr)
         return 1
     except WorkflowUpdateFailedError as error:  # the ticket's validator refused it
@@ -174,25 +174,25 @@ async def operate(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _operate(client: Client, settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "tickets" and args.stuck:
-        await operator.list_stuck(client, limit=args.limit)
+        await operations.list_stuck(client, limit=args.limit)
     elif args.command == "tickets":
-        await operator.list_tickets(client, waiting_for=args.waiting_for, limit=args.limit)
+        await operations.list_tickets(client, waiting_for=args.waiting_for, limit=args.limit)
     elif args.command == "start":
         return await start_ticket(client, args.input, settings.task_queue)
     elif args.command == "cancel":
-        await operator.cancel(client, args.ticket, reason=args.reason, by=args.by)
+        await operations.cancel(client, args.ticket, reason=args.reason, by=args.by)
     elif args.command == "reply":
-        await operator.reply(client, args.ticket, CustomerMessage(text=args.text), wait=args.wait)
+        await operations.reply(client, args.ticket, CustomerMessage(text=args.text), wait=args.wait)
     elif args.command == "retry":
-        await operator.retry(client, args.ticket, by=args.by)
+        await operations.retry(client, args.ticket, by=args.by)
     elif args.command == "show":
-        await operator.show(client, args.ticket)
+        await operations.show(client, args.ticket)
     else:
         answer = Approval(
             amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver,
             request_id=args.request_id,
         )  # fmt: skip
-        await operator.approve(client, args.ticket, answer)
+        await operations.approve(client, args.ticket, answer)
     return 0
 
 
@@ -211,8 +211,8 @@ async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
         print(f"not started: {describe_errors(error)}", file=sys.stderr)
         return 2
     try:
-        await operator.start(client, ticket, task_queue)
-    except operator.DuplicateTicketError as error:
+        await operations.start(client, ticket, task_queue)
+    except operations.DuplicateTicketError as error:
         print(error, file=sys.stderr)
         return 1
     return 0
@@ -220,12 +220,11 @@ async def start_ticket(client: Client, source: Path, task_queue: str) -> int:
 
 def business(settings: Settings, args: argparse.Namespace) -> None:
     """The business store's commands: they need the database, not Temporal."""
-    from agent_worker import logging as agent_logging  # noqa: PLC0415
-    from agent_worker import wiring  # noqa: PLC0415
+    from agent_worker import logs, wiring  # noqa: PLC0415
 
     store = wiring.business(settings)
     if args.command == "migrate":
-        agent_logging.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
+        logs.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
         print(f"{store} is at revision {store.database.migrate()}")
         return
     store.create()
@@ -239,7 +238,7 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Run the parsed command, and exit with its code."""
-    from agent_worker import logging as agent_logging  # noqa: PLC0415 - its interceptor imports Temporal's worker
+    from agent_worker import logs  # noqa: PLC0415 - its interceptor imports Temporal's worker
 
     settings = Settings()
     code = 0
@@ -250,7 +249,7 @@ def run(args: argparse.Namespace) -> None:
     elif args.command == "history":
         asyncio.run(export_history(settings, args))
     elif args.command == "demo":
-        agent_logging.configure("WARNING", "console")
+        logs.configure("WARNING", "console")
         from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
 
         asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
@@ -262,7 +261,7 @@ def run(args: argparse.Namespace) -> None:
         print(web_user(args.name))
         print("add it to AGENT_WEB_USERS, a JSON object of every approver's name and hash", file=sys.stderr)
     else:
-        agent_logging.configure(settings.log_level, settings.log_format)
+        logs.configure(settings.log_level, settings.log_format)
         if args.command == "worker":
             asyncio.run(worker(settings, args.address, args.namespace))
         elif args.command == "codec-server":
@@ -271,8 +270,4 @@ def run(args: argparse.Namespace) -> None:
             asyncio.run(web(settings, args))
         else:
             asyncio.run(dev(settings, args.port, args.ui_port))
-    # temporalio can crash at interpreter exit after all its work is done (sdk-python issue 300):
-    # the exit code must be ours, not the teardown's.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_hard(code)

@@ -222,7 +222,7 @@ class AgentPlugin(SimplePlugin):
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """A worker also gets the interceptors: the log context of each task, and fault injection for crash tests."""
         from agent_worker.faults import FaultInterceptor  # noqa: PLC0415 - for workers alone, like all below
-        from agent_worker.logging import LogContextInterceptor  # noqa: PLC0415
+        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415
 
         self._faults = fault_injector(self.settings)  # before the activities: they are checked against it
         config = super().configure_worker(config)

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,9 +39,9 @@ from activities.contracts.world import EmailRequest, RefundRequest
 from activities.model import LanguageModel
 from activities.scripted_model import ScriptedModel
 from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
-from agent_worker import logging as agent_logging
-from agent_worker import wiring
+from agent_worker import logs, wiring
 from agent_worker.config import Settings
+from agent_worker.exits import exit_hard
 from agent_worker.faults import Faults, FaultSpecError, kill_this_process
 
 MAX_STEPS = 10
@@ -138,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--question", required=True)
     args = cli.parse_args(argv)
     settings = Settings()
-    agent_logging.configure(settings.log_level, settings.log_format)
+    logs.configure(settings.log_level, settings.log_format)
     store = wiring.business(settings).create()
     faults = wiring.fault_injector(settings)
     if faults is not None and any(f.action != "kill" for f in faults.faults):
@@ -147,8 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     loop = PlainLoop(store, ScriptedModel(store.model_calls), saves, faults)
     ticket = TicketContext(ticket_id=args.ticket_id, customer_email=args.email)
     print(asyncio.run(loop.handle(ticket, args.question)))
-    sys.stdout.flush()
-    os._exit(0)  # the exit code is the test's evidence: keep it ours, whatever teardown does (sdk-python #300)
+    exit_hard(0)  # the exit code is the test's evidence: keep it ours, whatever teardown does
 
 
 if __name__ == "__main__":

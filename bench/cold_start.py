@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
+from agent_worker.exits import exit_hard
 
 AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
 
@@ -114,5 +115,4 @@ if __name__ == "__main__":
     parser.add_argument("--baseline", help="another checkout's agent-worker, run in turn with this one")
     options = parser.parse_args()
     main(options.runs, options.baseline)
-    sys.stdout.flush()
-    os._exit(0)  # temporalio may crash at interpreter exit (sdk-python issue 300); the work is done
+    exit_hard(0)

@@ -10,8 +10,6 @@ off show what orchestration alone does; the last two show what the guard adds.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -23,8 +21,9 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.contracts.fields import money
 from agent_worker.devserver import start_dev_server
-from tests.crashlab import Lab, run_plain_loop
-from tests.harness import ticket
+from agent_worker.exits import exit_hard
+from tests.support.crashlab import Lab, run_plain_loop
+from tests.support.tickets import ticket
 
 RESULTS = Path(__file__).parent / "results"
 CRASH = "after:issue_refund=kill"
@@ -92,5 +91,4 @@ if __name__ == "__main__":
     print(report)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "crash_vs_plain_loop.md").write_text(report)
-    sys.stdout.flush()
-    os._exit(0)  # temporalio can crash at interpreter exit (sdk-python issue 300): the exit code is ours
+    exit_hard(0)

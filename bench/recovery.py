@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from agent_worker.devserver import start_dev_server
-from tests.kill_matrix import KILL_POINTS, NO_CRASH, recovery_summary, run_matrix, table
+from agent_worker.exits import exit_hard
+from tests.support.kill_matrix import KILL_POINTS, NO_CRASH, recovery_summary, run_matrix, table
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -49,5 +49,4 @@ if __name__ == "__main__":
     print(report)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "recovery.md").write_text(report)
-    sys.stdout.flush()
-    os._exit(0)  # temporalio can crash at interpreter exit (sdk-python issue 300): the exit code is ours
+    exit_hard(0)

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -48,8 +47,13 @@ from activities.scripted_model import ScriptedModel
 from agent_worker.client import connect, ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.devserver import DEV_SERVER_ARGS, binary, free_port
+from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, history_files, replay
 from baseline.plain_loop import PlainLoop
+from tests.support import tickets
+from tests.support.processes import spawn_worker, worker_env
+from tests.support.tickets import answer
+from tests.support.waits import poll
 
 RESULTS = Path(__file__).parent / "results"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -85,14 +89,16 @@ async def dev_server(scratch: Path, extra: list[str]) -> AsyncIterator[tuple[Pro
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     address = f"127.0.0.1:{port}"
+
+    async def serving() -> bool:
+        try:
+            await (await connect(Settings(), address)).count_workflows()
+        except (SystemExit, RuntimeError):
+            return False
+        return True
+
     try:
-        async with asyncio.timeout(30):
-            while True:
-                try:
-                    await (await connect(Settings(), address)).count_workflows()
-                    break
-                except (SystemExit, RuntimeError):
-                    await asyncio.sleep(0.2)
+        await poll(serving, timeout=30, interval=0.2, what=f"the dev server on {address}")
         yield Process(server), address
     finally:
         server.terminate()
@@ -103,19 +109,8 @@ async def dev_server(scratch: Path, extra: list[str]) -> AsyncIterator[tuple[Pro
 async def worker_process(
     address: str, store: Business, task_queue: str, extra_env: dict[str, str]
 ) -> AsyncIterator[Process]:
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": address,
-        "AGENT_TASK_QUEUE": task_queue,
-        "AGENT_DB_PATH": str(store.database.path),
-        "AGENT_LOG_LEVEL": "WARNING",
-        "AGENT_MODEL_BACKEND": "scripted",
-        **extra_env,
-    }
-    process = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "agent-worker"), "worker", env=env, stderr=asyncio.subprocess.DEVNULL
-    )
-    worker = Process(process)
+    settings = {"AGENT_LOG_LEVEL": "WARNING", **extra_env}
+    worker = Process(await spawn_worker(worker_env(address, task_queue, store.database.path, **settings)))
     try:
         yield worker
     finally:
@@ -123,8 +118,7 @@ async def worker_process(
 
 
 def ticket(order_id: str, **options: Any) -> dict[str, Any]:
-    return {"ticket_id": f"T-{uuid.uuid4().hex[:8]}", "question": f"My parcel for order {order_id} never arrived",
-            "customer_email": "ann@example.com", "options": options}  # fmt: skip
+    return tickets.ticket(f"My parcel for order {order_id} never arrived", **options)
 
 
 def fresh_orders(store: Business, count: int, amount: int = 4900) -> list[str]:
@@ -277,15 +271,17 @@ async def parked(client: Client, store: Business, task_queue: str, count: int) -
             for o in orders
         ))  # fmt: skip
     query = f"AwaitingApprovalCents > 0 AND TaskQueue = '{task_queue}'"
-    async with asyncio.timeout(600):
-        while (await client.count_workflows(query)).count < count:
-            await asyncio.sleep(1)
+
+    async def all_waiting() -> bool:
+        return (await client.count_workflows(query)).count >= count
+
+    await poll(all_waiting, timeout=600, interval=1, what=f"{count} tickets to wait for approval")
     return handles
 
 
 async def drain(handles: list[WorkflowHandle[Any, Any]]) -> float:
     started = time.perf_counter()
-    approval = {"amount_cents": 4900, "approved": True, "approver": "bench"}
+    approval = answer(4900, approver="bench")
     for batch in range(0, len(handles), 100):
         await asyncio.gather(*(h.signal(APPROVE_SIGNAL, approval) for h in handles[batch : batch + 100]))
     await asyncio.gather(*(h.result() for h in handles))
@@ -471,5 +467,4 @@ if __name__ == "__main__":
     if options.only == SECTIONS and not options.worker_env and not options.server_args:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "throughput.md").write_text(report)
-    sys.stdout.flush()
-    os._exit(0)  # temporalio can crash at interpreter exit (sdk-python issue 300): the exit code is ours
+    exit_hard(0)

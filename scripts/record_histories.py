@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import tempfile
@@ -21,58 +20,36 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
 from activities import vouching
 from activities.business import Business
 from activities.contracts.approvals import VouchedApproval
-from activities.contracts.conversation import Decision, TextBlock, ThinkRequest, ToolUseBlock
-from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL, WORKFLOW_NAME
-from activities.contracts.ticket import Outcome
+from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL
 from activities.model import LanguageModel
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server
+from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
-from bench.history_growth import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
-from tests.harness import Handle, awaiting, ticket
-from tests.test_event_waits import waiting_for_event
-from tests.test_replies import waiting_for_customer
+from tests.support import tickets
+from tests.support.history import events
+from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.processes import address, spawn_worker, worker_env
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting, poll, waiting_for_customer, waiting_for_event
 
 
-async def approve(handle: Handle, amount: int, *, approved: bool = True, approver: str = "ann") -> None:
-    await handle.signal(APPROVE_SIGNAL, {"amount_cents": amount, "approved": approved, "approver": approver})
+async def approve(handle: Handle, amount: int, **how: Any) -> None:
+    await handle.signal(APPROVE_SIGNAL, answer(amount, **how))
 
 
-class TwoLookupsModel:
-    """Asks for two lookups in one response, as Claude does when a customer names two orders, then answers."""
-
-    name = "two-lookups"
-
-    async def decide(self, request: ThinkRequest) -> Decision:
-        if request.step == 1:
-            lookups = [ToolUseBlock(id=f"toolu_{n}", name="lookup_order", input={"order_id": order})
-                       for n, order in enumerate(("A-1001", "A-1005"))]  # fmt: skip
-            return Decision(content=list(lookups), stop_reason="tool_use")
-        return Decision(content=[TextBlock(text="Both orders are on their way.")], stop_reason="end_turn")
-
-
-class PlaysBack:
-    """Plays one decision per step, then answers: for the paths the scripted support never takes."""
-
-    name = "playback"
-
-    def __init__(self, *steps: list[tuple[str, dict[str, Any]]]) -> None:
-        self.steps = steps
-
-    async def decide(self, request: ThinkRequest) -> Decision:
-        if request.step > len(self.steps):
-            return Decision(content=[TextBlock(text="Done.")], stop_reason="end_turn")
-        calls = [ToolUseBlock(id=f"toolu_{request.step}_{n}", name=name, input=args)
-                 for n, (name, args) in enumerate(self.steps[request.step - 1])]  # fmt: skip
-        return Decision(content=list(calls), stop_reason="tool_use")
+def plays_back(*steps: list[tuple[str, dict[str, Any]]]) -> PlaybackModel:
+    """One response of tool calls per step, then "Done.": for the paths the scripted support never takes."""
+    return PlaybackModel([*(calls(*step, step=n) for n, step in enumerate(steps, 1)), says("Done.")])
 
 
 class Recorder:
@@ -80,9 +57,7 @@ class Recorder:
         self.client, self.store, self.task_queue = client, store, task_queue
 
     async def start(self, raw: Any) -> Handle:
-        return await self.client.start_workflow(
-            WORKFLOW_NAME, raw, id=f"record-{uuid.uuid4()}", task_queue=self.task_queue, result_type=Outcome
-        )
+        return await tickets.start(self.client, self.task_queue, raw, prefix="record")
 
     async def finished(self, raw: Any) -> Handle:
         handle = await self.start(raw)
@@ -173,23 +148,16 @@ async def approval_from_someone_not_named_then_an_approver(r: Recorder) -> Handl
 
 async def crash_with_retried_activity(r: Recorder) -> Handle:
     """A real worker process is killed with SIGKILL while the model thinks; this process's worker carries on."""
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": r.client.service_client.config.target_host,
-        "AGENT_TASK_QUEUE": r.task_queue + "-crash",
-        "AGENT_DB_PATH": str(r.store.database.path),
-        "AGENT_SCRIPTED_THINK_SECONDS": "30",
-        "AGENT_MODEL_BACKEND": "scripted",
-    }
-    worker = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "agent-worker"), "worker", env=env, stderr=asyncio.subprocess.DEVNULL
-    )
     crash = Recorder(r.client, r.store, r.task_queue + "-crash")
+    settings = {"AGENT_SCRIPTED_THINK_SECONDS": "30"}
+    worker = await spawn_worker(worker_env(address(r.client), crash.task_queue, r.store.database.path, **settings))
     handle = await crash.start(ticket(approval_limit_cents=10_000))
-    async with asyncio.timeout(30):
-        while not any(a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-                      for a in (await handle.describe()).raw_description.pending_activities):  # fmt: skip
-            await asyncio.sleep(0.1)
+
+    async def thinking() -> bool:
+        pending = (await handle.describe()).raw_description.pending_activities
+        return any(a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED for a in pending)
+
+    await poll(thinking, timeout=30, what="the model call to start on the worker to kill")
     worker.send_signal(signal.SIGKILL)
     await worker.wait()
     async with build_worker(r.client, scripted(crash.task_queue, r.store), r.store):
@@ -228,9 +196,11 @@ async def continued_with_records_archived(r: Recorder) -> Handle:
 async def _continued_mid_approval(r: Recorder, name: str) -> Handle:
     handle = await r.start(ticket(continue_as_new_after_steps=2))
     first = r.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
-    async with asyncio.timeout(30):
-        while (await first.describe()).status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
-            await asyncio.sleep(0.05)
+
+    async def continued() -> bool:
+        return (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+
+    await poll(continued, timeout=30, interval=0.05, what="the first run to continue as new")
     await awaiting(handle, 4900)
     await approve(handle, 4900)
     await handle.result()
@@ -262,8 +232,7 @@ async def approval_answered_twice_the_first_decides(r: Recorder) -> Handle:
     request = await awaiting(handle, 4900)
     assert request is not None
     await approve(handle, 4900, approved=False, approver="ann")
-    await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "mallory",
-                                         "request_id": request.request_id})  # fmt: skip
+    await approve(handle, 4900, approver="mallory", request_id=request.request_id)
     await handle.result()
     return handle
 
@@ -274,8 +243,7 @@ async def approval_signals_without_input_then_approved(r: Recorder) -> Handle:
     await awaiting(handle, 4900)
     await handle.signal(APPROVE_SIGNAL)
     await handle.signal(APPROVE_SIGNAL, args=[{"amount_cents": 4900}, {"approved": True}])
-    await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann",
-                                         "request_id": "R1"})  # fmt: skip
+    await approve(handle, 4900, request_id="R1")
     await handle.result()
     return handle
 
@@ -307,9 +275,8 @@ async def cancelled_while_a_refund_waits(r: Recorder) -> Handle:
     what visibility shows, writes who cancelled and why, and completes as ``cancelled``."""
     handle = await r.start(ticket())
     await awaiting(handle, 4900)
-    async with asyncio.timeout(30):
-        while not [e async for e in handle.fetch_history_events() if e.HasField("timer_started_event_attributes")]:
-            await asyncio.sleep(0.05)
+    await poll(lambda: events(handle, EventType.EVENT_TYPE_TIMER_STARTED), timeout=30, interval=0.05,
+               what="the approval's timer")  # fmt: skip
     await handle.cancel(reason="by ann: the customer withdrew")
     await handle.result()
     return handle
@@ -324,10 +291,12 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
     )  # fmt: skip
     async with build_worker(r.client, settings, wiring.business(settings)):
         handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
-        async with asyncio.timeout(30):
-            while not any(a.activity_type.name == "issue_refund"
-                          for a in (await handle.describe()).raw_description.pending_activities):  # fmt: skip
-                await asyncio.sleep(0.05)
+
+        async def refunding() -> bool:
+            pending = (await handle.describe()).raw_description.pending_activities
+            return any(a.activity_type.name == "issue_refund" for a in pending)
+
+        await poll(refunding, timeout=30, interval=0.05, what="the refund to be in flight")
         await handle.cancel()
         await handle.result()
         return handle
@@ -389,9 +358,10 @@ async def shipping_status_read(r: Recorder) -> Handle:
 
 
 async def _wait_closed(handle: Handle) -> None:
-    async with asyncio.timeout(30):
-        while (await handle.describe()).close_time is None:
-            await asyncio.sleep(0.05)
+    async def closed() -> bool:
+        return (await handle.describe()).close_time is not None
+
+    await poll(closed, timeout=30, interval=0.05, what="the run to close")
 
 
 SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
@@ -411,14 +381,20 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
 }  # fmt: skip
 
 MODELS: dict[str, Callable[[], LanguageModel]] = {
-    "two_lookups_at_once": TwoLookupsModel,
+    "two_lookups_at_once": lambda: PlaybackModel(
+        [
+            calls(("lookup_order", {"order_id": "A-1001"}), ("lookup_order", {"order_id": "A-1005"}), step=1),
+            says("Both orders are on their way."),
+        ],
+        name="two-lookups",
+    ),
     "linear_history_with_large_results": lambda: LongTicketModel(4),
     "summarized_old_turns": lambda: ContextBoundModel(6),
-    "another_customers_order_refused": lambda: PlaysBack(
+    "another_customers_order_refused": lambda: plays_back(
         [("issue_refund", {"order_id": "A-1004", "amount_cents": 899})]
     ),
-    "shipping_status_read": lambda: PlaysBack([("shipping_status", {"order_id": "A-1001"})]),
-    "refund_in_two_parts": lambda: PlaysBack(
+    "shipping_status_read": lambda: plays_back([("shipping_status", {"order_id": "A-1001"})]),
+    "refund_in_two_parts": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1001"})],
         [("issue_refund", {"order_id": "A-1001", "amount_cents": 1000})],
         [("issue_refund", {"order_id": "A-1001", "amount_cents": 500})],
@@ -453,5 +429,4 @@ async def record(names: list[str], out: Path) -> None:
 
 if __name__ == "__main__":
     asyncio.run(record(sys.argv[1:], HISTORIES))
-    sys.stdout.flush()
-    os._exit(0)  # temporalio may crash at interpreter exit (sdk-python issue 300); the work is done
+    exit_hard(0)

@@ -5,9 +5,8 @@ database for every test so tests never see each other's tickets."""
 from __future__ import annotations
 
 import os
-import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,11 @@ from activities.business import Business
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
-from tests.browser import chromium
-from tests.harness import Harness
-from tests.smtp_server import MailServer
+from agent_worker.exits import exit_hard
+from tests.support.browser import chromium
+from tests.support.harness import Harness
+from tests.support.smtp_server import MailServer
+from tests.support.stores import StoreFactory
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,7 +52,7 @@ async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
-    """Headless Chromium, started once for the browser tests (``tests/browser.py``)."""
+    """Headless Chromium, started once for the browser tests (``tests/support/browser.py``)."""
     async with chromium() as started:
         yield started
 
@@ -86,9 +87,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Exit with the tests' own status: temporalio can crash during interpreter teardown after all the work
     is done (sdk-python issue 300), and CI must not read that as a failing or passing suite."""
     if _EXIT_STATUS in config.stash:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(int(config.stash[_EXIT_STATUS]))
+        exit_hard(int(config.stash[_EXIT_STATUS]))
 
 
 _EXIT_STATUS = pytest.StashKey[int]()
@@ -121,9 +120,6 @@ def postgres_url() -> Iterator[str]:
     with engine.begin() as db:
         db.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
     engine.dispose()
-
-
-StoreFactory = Callable[..., Business]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

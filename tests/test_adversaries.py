@@ -16,11 +16,15 @@ from datetime import timedelta
 from temporalio.api.enums.v1 import EventType
 
 from activities.business import Business
-from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from activities.contracts.world import Order
-from tests.harness import Handle, Harness, PlaybackModel, answer, awaiting, calls, events, says, ticket
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting, poll
 
 BIG = "A-3001"
 """An order of ann's big enough for several parts."""
@@ -35,10 +39,8 @@ def refund(order_id: str, amount: int) -> tuple[str, dict[str, object]]:
 
 
 async def until(handle: Handle, kind: EventType.ValueType) -> None:
-    """Wait until the run's history has an event of this kind (a bounded poll)."""
-    async with asyncio.timeout(30):
-        while not await events(handle, kind):
-            await asyncio.sleep(0.1)
+    """Wait until the run's history has an event of this kind."""
+    await poll(lambda: events(handle, kind), timeout=30, what=f"a {EventType.Name(kind)} event")
 
 
 async def no_wedge(handle: Handle) -> None:
@@ -106,9 +108,12 @@ async def test_a_late_duplicate_click_does_not_release_the_next_refund_of_the_sa
         assert first is not None
         assert first.request_id == "R1"
         await handle.signal(APPROVE_SIGNAL, answer(4900, request_id="R1"))
-        async with asyncio.timeout(20):
-            while (second := await awaiting(handle, 4900)) is None or second.request_id != "R2":
-                await asyncio.sleep(0.05)
+
+        async def second_request() -> ApprovalRequest | None:
+            request = await awaiting(handle, 4900)
+            return request if request is not None and request.request_id == "R2" else None
+
+        second = await poll(second_request, timeout=20, interval=0.05, what="request R2 to wait")
         await handle.signal(APPROVE_SIGNAL, answer(4900, request_id="R1", approver="ann"))  # the late duplicate
         await asyncio.sleep(0.5)
         assert await awaiting(handle, 4900) == second, "the duplicate released nothing: R2 still waits"

@@ -9,7 +9,11 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.conversation import Message, ToolResultBlock
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from tests.harness import Harness, PlaybackModel, activity_attempts, awaiting, calls, says, ticket
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
 from workflows.support_agent import AWAITING_APPROVAL
 
 NO_APPROVAL_NEEDED = 10_000
@@ -41,11 +45,11 @@ async def test_the_approval_query_reports_4900_and_an_approval_of_1000_releases_
         handle = await agent.start(ticket(approval_limit_cents=2000))
         await awaiting(handle, 4900)
 
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 1000, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(1000))
         await awaiting(handle, 4900)
         assert agent.store.payments.refunds() == []
 
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ben"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approver="ben"))
         outcome = await handle.result()
         assert await handle.query("awaiting_approval_of") is None
 
@@ -62,7 +66,7 @@ async def test_a_declined_refund_is_not_made_and_the_customer_is_told(agent: Har
     async with agent.worker():
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": False, "approver": "ben"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approved=False, approver="ben"))
         outcome = await handle.result()
 
     assert outcome.status is Status.DECLINED
@@ -80,11 +84,11 @@ async def test_an_approval_is_consumed_so_a_second_refund_waits_for_a_second_one
     async with agent.worker(model):
         handle = await agent.start(ticket(approval_limit_cents=1000, refund_key="per_tool_call"))
         await awaiting(handle, 1500)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 1500, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(1500))
         await awaiting(handle, None)
         await awaiting(handle, 1500)
         assert len(agent.store.payments.refunds()) == 1
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 1500, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(1500))
         outcome = await handle.result()
 
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [1500, 1500]
@@ -97,7 +101,7 @@ async def test_waiting_tickets_carry_the_amount_as_a_search_attribute_until_answ
         await awaiting(handle, 4900)
         description = await handle.describe()
         assert description.typed_search_attributes.get(AWAITING_APPROVAL) == 4900
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         await handle.result()
         description = await handle.describe()
         assert description.typed_search_attributes.get(AWAITING_APPROVAL) is None

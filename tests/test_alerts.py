@@ -22,11 +22,12 @@ from temporalio.worker import Worker
 
 from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
-from tests.fake_messages_api import FakeMessagesAPI, error, message, text
-from tests.harness import Harness, ticket
-from tests.test_bad_input import NewerWorkerHandsOver
-from tests.test_processes import AGENT_WORKER, worker_env
-from tests.test_stuck import RELAY, hand_over_unreadable_state
+from tests.support.fake_messages_api import FakeMessagesAPI, error, message, text
+from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
+from tests.support.harness import Harness
+from tests.support.processes import spawn_worker
+from tests.support.tickets import ticket
+from tests.support.waits import poll
 
 ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "alerts.yml"
 STUCK = "agent_tickets_stuck"
@@ -145,21 +146,22 @@ async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_expor
     env = {name: value for name, value in os.environ.items() if not name.startswith("ANTHROPIC_")}
     with FakeMessagesAPI().running() as api:
         api.script(error(500, "api_error", "Try again later."), message(text("Here is your answer.")))
-        worker = await asyncio.create_subprocess_exec(
-            AGENT_WORKER, "worker", stderr=asyncio.subprocess.DEVNULL,
-            env={
-                **env, **worker_env(agent, client), "AGENT_METRICS_BIND": bind, "AGENT_MODEL_BACKEND": "claude",
-                "ANTHROPIC_API_KEY": "sk-ant-test-key", "ANTHROPIC_BASE_URL": api.url, "HOME": str(tmp_path),
-            },
-        )  # fmt: skip
+        claude = {"ANTHROPIC_API_KEY": "sk-ant-test-key", "ANTHROPIC_BASE_URL": api.url, "HOME": str(tmp_path)}
+        worker = await spawn_worker(
+            agent.worker_env(AGENT_METRICS_BIND=bind, AGENT_MODEL_BACKEND="claude", **claude), environ=env
+        )
         try:
             async with Worker(client, task_queue=RELAY, workflows=[NewerWorkerHandsOver]):
                 answered = await agent.start(ticket())
                 assert (await asyncio.wait_for(answered.result(), 60)).status is Status.RESOLVED
                 stuck = await hand_over_unreadable_state(client, agent.task_queue)
-                async with asyncio.timeout(90):  # the server marks it, then the worker's gauge reads visibility
-                    while stuck_gauge(exported := await scrape(bind)) < 1:
-                        await asyncio.sleep(1)
+
+                async def counted_stuck() -> Series | None:
+                    exported = await scrape(bind)
+                    return exported if stuck_gauge(exported) >= 1 else None
+
+                # the server marks it, then the worker's gauge reads visibility
+                exported = await poll(counted_stuck, timeout=90, interval=1, what="the stuck gauge to count it")
                 await stuck.terminate("test over")
         finally:
             worker.send_signal(signal.SIGTERM)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
+from tests.support.tickets import answer
 from workflows.approval_rules import ApprovalDesk
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -30,7 +31,7 @@ AMOUNTS = [4900, 1000]
 
 malformed = st.one_of(
     st.just(()),
-    st.tuples(st.just({"amount_cents": 4900, "approved": True, "approver": "ann"}), st.just({})),
+    st.tuples(st.just(answer(4900)), st.just({})),
     st.tuples(
         st.one_of(
             st.none(),
@@ -85,7 +86,7 @@ class ApprovalInterleavings(RuleBasedStateMachine):
             "earlier": f"R{max(self.desk.requests_made - (1 if waiting else 0), 1)}",
             "bogus": "R999",
         }[naming]
-        payload: dict[str, Any] = {"amount_cents": amount, "approved": approved, "approver": approver}
+        payload = answer(amount, approved=approved, approver=approver)
         if request_id is not None:
             payload["request_id"] = request_id
         valid = (

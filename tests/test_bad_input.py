@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
 import pytest
-from temporalio import activity, workflow
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -18,7 +17,11 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
 from activities.tools import ToolActivities
-from tests.harness import Harness, activity_attempts, answer, awaiting, events, ticket
+from tests.support.handover import NEWER_STATE, NewerWorkerHandsOver
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts, events
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting, poll
 from workflows.support_agent import SupportAgent
 
 
@@ -84,32 +87,22 @@ async def test_a_run_started_with_no_input_fails_clearly(agent: Harness) -> None
     assert "Invalid ticket input" in failure.value.cause.message
 
 
-@workflow.defn(name="NewerWorkerHandsOver", sandboxed=False)
-class NewerWorkerHandsOver:
-    """Stands for a newer worker's run of a ticket: it continues as new into ``SupportAgent`` with state an
-    older worker cannot read, as a rolling deploy can make happen."""
-
-    @workflow.run
-    async def run(self, task_queue: str, raw_ticket: Any, state: Any) -> None:
-        workflow.continue_as_new(args=[raw_ticket, state], workflow=WORKFLOW_NAME, task_queue=task_queue)
-
-
 async def test_state_handed_over_by_a_newer_worker_waits_for_one_instead_of_failing_the_ticket(
     agent: Harness,
 ) -> None:
     """During a rolling deploy a new worker may continue a ticket and an old one pick the new run up: the state
     it cannot read fails the workflow task, which is retried, never the ticket."""
-    newer = {"steps_taken": 2, "conversation_ref": None, "written_by_a_newer_worker": True}
     relay = f"relay-{uuid.uuid4()}"
     async with agent.worker(), Worker(agent.client, task_queue=relay, workflows=[NewerWorkerHandsOver]):
         first = await agent.client.start_workflow(
-            "NewerWorkerHandsOver", args=[agent.task_queue, ticket(), newer], id=f"ticket-{uuid.uuid4()}",
+            "NewerWorkerHandsOver", args=[agent.task_queue, ticket(), NEWER_STATE], id=f"ticket-{uuid.uuid4()}",
             task_queue=relay,
         )  # fmt: skip
         handle = agent.client.get_workflow_handle(first.id)
-        async with asyncio.timeout(20):
-            while not (failed := await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)):
-                await asyncio.sleep(0.05)
+        failed = await poll(
+            lambda: events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED), timeout=20, interval=0.05,
+            what="the workflow task to fail",
+        )  # fmt: skip
         description = await handle.describe()
     message = failed[0].workflow_task_failed_event_attributes.failure.message
     assert "cannot read the state the ticket's previous run handed over" in message
@@ -130,7 +123,7 @@ async def test_a_caller_cannot_start_a_ticket_with_state_only_a_continued_run_ma
                    "input": {"order_id": "A-1001", "amount_cents": 4900}}],
         "awaiting": 4900,
         "approval_deadline": "2099-01-01T00:00:00Z",
-        "answer": {"amount_cents": 4900, "approved": True, "approver": "mallory"},
+        "answer": answer(4900, approver="mallory"),
     }  # fmt: skip
     error = await refused_start(agent, [ticket(approvers=["ann"]), forged])
     assert "a second argument is state a run hands the run that continues it" in error.message
@@ -197,7 +190,7 @@ async def test_malformed_approvals_release_nothing_and_are_recorded_with_the_rea
             await handle.signal(APPROVE_SIGNAL, approval)
         await awaiting(handle, 4900)
         assert agent.store.payments.refunds() == []
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     rejected = outcome.approvals[: len(MALFORMED_APPROVALS)]
@@ -214,10 +207,10 @@ async def test_an_approval_when_nothing_waits_releases_nothing_later(agent: Harn
     """A pre-approval is refused: a person approves an amount they were shown, not one the agent may ask for."""
     async with agent.worker():
         handle = await agent.start(ticket("My order A-1001, please", approval_limit_cents=2000))
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "early"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approver="early"))
         await awaiting(handle, 4900)
         assert agent.store.payments.refunds() == []
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     assert [(a.decision, a.approver) for a in outcome.approvals] == [

@@ -9,6 +9,7 @@ Before, a cancel during a tool call read to the model as "the tool failed" and t
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
@@ -18,19 +19,25 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, awaiting, events, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting, poll
 from workflows.approvals import AWAITING_APPROVAL
 
 
 async def activity_running(handle: Handle, name: str) -> None:
-    """Wait until an attempt of ``name`` has started on a worker (a bounded poll)."""
-    async with asyncio.timeout(30):
-        while not any(
+    """Wait until an attempt of ``name`` has started on a worker."""
+
+    async def started() -> bool:
+        pending = (await handle.describe()).raw_description.pending_activities
+        return any(
             a.activity_type.name == name and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-            for a in (await handle.describe()).raw_description.pending_activities
-        ):
-            await asyncio.sleep(0.1)
+            for a in pending
+        )
+
+    await poll(started, timeout=30, what=f"an attempt of {name} to start")
 
 
 async def temporal_cancel(client: Client, handle: Handle) -> None:
@@ -125,14 +132,12 @@ async def test_a_ticket_cancelled_while_a_refund_waits_for_a_person_is_no_longer
     async with agent.worker():
         handle = await agent.start(ticket(f"Order A-1001, ticket {uuid.uuid4()}"))
         await awaiting(handle, 4900)
-        async with asyncio.timeout(30):
-            while not await events(handle, EventType.EVENT_TYPE_TIMER_STARTED):
-                await asyncio.sleep(0.1)
+        await poll(lambda: events(handle, EventType.EVENT_TYPE_TIMER_STARTED), timeout=30, what="the approval's timer")
         await temporal_cancel(client, handle)
         outcome = await handle.result()
         late = await asyncio.create_subprocess_exec(
             binary("temporal"), "--address", address(client), "workflow", "signal", "--workflow-id", handle.id,
-            "--name", "approve", "--input", '{"amount_cents": 4900, "approved": true, "approver": "ann"}',
+            "--name", "approve", "--input", json.dumps(answer(4900)),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         assert await late.wait() != 0, "an approval after the cancel reaches no open ticket"

@@ -1,7 +1,7 @@
 """Claude behind the ``think`` activity: the real ``anthropic`` client, over HTTP, against a local Messages API.
 
 Nothing of the SDK is patched: the worker builds its client from ``ANTHROPIC_API_KEY`` and
-``ANTHROPIC_BASE_URL`` as in production, and the fake API (``tests/fake_messages_api.py``) answers what a
+``ANTHROPIC_BASE_URL`` as in production, and the fake API (``tests/support/fake_messages_api.py``) answers what a
 test scripts and refuses what the real API would refuse.
 """
 
@@ -36,7 +36,7 @@ from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
 from agent_worker.config import DEFAULT_MODEL, Settings
 from agent_worker.wiring import NoCredentialsError, choose_model
-from tests.fake_messages_api import (
+from tests.support.fake_messages_api import (
     FakeMessagesAPI,
     Reply,
     error,
@@ -45,8 +45,11 @@ from tests.fake_messages_api import (
     thinking,
     tool_use,
 )
-from tests.harness import Harness, activity_attempts, awaiting, events, ticket
-from tests.test_processes import AGENT_WORKER, worker_env
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts, events
+from tests.support.processes import spawn_worker
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
 from workflows.support_agent import CUT_OFF, REFUSED
 
 API_KEY = "sk-ant-test-key"
@@ -143,7 +146,7 @@ async def test_a_ticket_on_claude_waits_for_approval_refunds_emails_and_reports_
         handle = await agent.start(ticket(approval_limit_cents=2000))
         await awaiting(handle, 4900)
         while_waiting = await handle.query(USAGE_QUERY, result_type=UsageReport)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     assert outcome.status is Status.RESOLVED
@@ -482,10 +485,9 @@ async def test_a_worker_process_given_only_the_sdks_variables_runs_tickets_on_cl
     replies, _ = support_script()
     fake_api.script(*replies)
     settings = {"AGENT_MODEL_BACKEND": "auto", "AGENT_LOG_LEVEL": "DEBUG"}  # DEBUG: the SDK logs requests
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, **worker_env(agent, client), **settings},
-    )  # fmt: skip
+    worker = await spawn_worker(
+        agent.worker_env(**settings), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     try:
         handle = await agent.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
         outcome = await asyncio.wait_for(handle.result(), 60)

@@ -13,7 +13,8 @@ import pytest
 from activities.claude_model import ClaudeModel
 from activities.contracts.ticket import Status
 from agent_worker.wiring import choose_model
-from tests.harness import Harness, ticket
+from tests.support.harness import Harness
+from tests.support.tickets import ticket
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("ANTHROPIC_API_KEY"), reason="talks to Anthropic's API: set ANTHROPIC_API_KEY to run it"

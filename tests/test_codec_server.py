@@ -35,7 +35,7 @@ from agent_worker.codec_auth import BearerAuth, JwtValidator
 from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
 from agent_worker.devserver import binary, free_port
-from tests.browser import listening
+from tests.support.processes import listening
 
 UI = "http://localhost:8233"
 AUDIENCE = "temporal-ui"

@@ -26,6 +26,7 @@ from activities.contracts.conversation import (
     UsageReport,
 )
 from activities.contracts.ticket import Outcome, Status, ToolCallRecord
+from tests.support.stores import MemoryBlobs
 
 
 class CountingBackend:
@@ -41,19 +42,6 @@ class CountingBackend:
     def get_blob(self, key: str) -> bytes | None:
         self.reads += 1
         return self.blobs.get_blob(key)
-
-
-class MemoryBlobs:
-    """Blobs in a dict, which a test may overwrite as someone with write access to the bucket could."""
-
-    def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
-
-    def put_blob(self, key: str, data: bytes) -> None:
-        self.blobs.setdefault(key, data)
-
-    def get_blob(self, key: str) -> bytes | None:
-        return self.blobs.get(key)
 
 
 def step(store: ContentStore, n: int, size: int) -> list[Message]:

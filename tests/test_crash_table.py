@@ -18,8 +18,11 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from tests.crashlab import Lab, poll, waiting_for
-from tests.harness import Harness, activity_attempts, ticket
+from tests.support.crashlab import Lab
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts
+from tests.support.tickets import answer, ticket
+from tests.support.waits import poll, waiting_amount
 
 NO_APPROVAL_NEEDED = 10_000
 pytestmark = pytest.mark.slow
@@ -79,11 +82,11 @@ async def test_a_worker_killed_while_waiting_for_approval_repeats_nothing_when_a
 ) -> None:
     first = await lab.spawn()
     handle = await lab.start(ticket(approval_limit_cents=2000))
-    assert await poll(lambda: waiting_for(handle), what="the refund to wait for approval") == 4900
+    assert await poll(lambda: waiting_amount(handle), what="the refund to wait for approval") == 4900
 
     first.signal(signal.SIGKILL)
     assert await first.exited() == -signal.SIGKILL
-    await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+    await handle.signal(APPROVE_SIGNAL, answer(4900))
     assert not any(w.alive for w in lab.workers)
     outcome = await lab.supervise(handle, approve=False)
 

@@ -21,8 +21,10 @@ from activities.business import Business
 from activities.contracts.ticket import Status
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
-from tests.crashlab import Lab, poll, waiting_for
-from tests.harness import Handle, activity_attempts, ticket
+from tests.support.crashlab import Lab
+from tests.support.history import activity_attempts
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import poll, waiting_amount
 
 pytestmark = pytest.mark.slow
 NO_APPROVAL_NEEDED = 10_000
@@ -141,12 +143,12 @@ async def test_a_temporal_server_killed_twice_mid_ticket_loses_nothing_and_the_t
     try:
         await lab.spawn()
         handle = await lab.start(ticket(approval_limit_cents=2000))
-        assert await poll(lambda: waiting_for(handle), what="the refund to wait for approval") == 4900
+        assert await poll(lambda: waiting_amount(handle), what="the refund to wait for approval") == 4900
 
         await server.kill()  # while the ticket waits for a person
         await server.start()
-        await poll(lambda: waiting_for(handle), what="the waiting ticket after the restart")
-        await handle.signal("approve", {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await poll(lambda: waiting_amount(handle), what="the waiting ticket after the restart")
+        await handle.signal("approve", answer(4900))
         await poll(lambda: model_call_in_flight(handle), what="a model call after the refund")
 
         await server.kill()  # while a model call runs on the worker

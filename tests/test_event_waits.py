@@ -7,7 +7,6 @@ found in visibility with ``agent-worker tickets --waiting-for event``; what was 
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -15,23 +14,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.contracts.names import ORDER_EVENT_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
-from activities.contracts.ticket import Outcome, Status, TicketState, Waiting
+from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, PlaybackModel, calls, events, says, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import Handle, ticket
+from tests.support.waits import poll, waiting_for_event
 from workflows.waits import TICKET_STATE
 
 ON_ITS_WAY = "My parcel for order A-1001 is late. Is it still on its way?"
-
-
-async def waiting_for_event(handle: Handle) -> Waiting:
-    async with asyncio.timeout(30):
-        while True:
-            description = await handle.describe()
-            if description.typed_search_attributes.get(TICKET_STATE) == TicketState.WAITING_FOR_EVENT.value:
-                waiting: Waiting = await description.memo_value(WAITING_FOR_MEMO, type_hint=Waiting)
-                return waiting
-            await asyncio.sleep(0.1)
 
 
 async def start_with_event(agent: Harness, event: dict[str, Any]) -> Handle:
@@ -57,10 +50,12 @@ async def test_a_ticket_waits_for_the_carrier_is_listed_meanwhile_and_hears_the_
         handle = await agent.start(ticket(ON_ITS_WAY, approval_limit_cents=10_000))
         waiting = await waiting_for_event(handle)
         assert waiting.order_id == "A-1001"
-        listed = ""
-        async with asyncio.timeout(30):  # visibility is eventually consistent
-            while handle.id not in listed:
-                listed = await run(AGENT_WORKER, "tickets", "--waiting-for", "event", "--address", address(client))
+
+        async def listing_it() -> str | None:  # visibility is eventually consistent
+            listed = await run(AGENT_WORKER, "tickets", "--waiting-for", "event", "--address", address(client))
+            return listed if handle.id in listed else None
+
+        listed = await poll(listing_it, timeout=30, what="tickets --waiting-for event to list the ticket")
         assert "waiting for an event about A-1001" in listed, listed
 
         await relay(client, handle)  # no input: audited, nothing taken

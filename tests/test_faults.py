@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from activities.business import Business
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.faults import Fault, Faults, FaultSpecError, parse
-from tests.crashlab import Lab, WorkerProcess, poll
+from tests.support.crashlab import Lab, WorkerProcess
+from tests.support.waits import poll
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ async def test_fault_injection_is_off_unless_named_and_says_so_loudly_at_every_s
     typo = await lab.spawn(AGENT_FAULTS="after:isue_refund=kill")
 
     for worker in [plain, *faulty]:
-        await poll(lambda w=worker: started(w), what=f"worker {worker.pid} to start")
+        await poll(functools.partial(started, worker), what=f"worker {worker.pid} to start")
     assert not [line for line in plain.logs() if "FAULT" in line["event"]]
     for worker in faulty:
         warning = next(line for line in worker.logs() if line["event"].startswith("FAULT INJECTION IS ON"))

@@ -28,7 +28,11 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
-from tests.harness import Handle, Harness, awaiting, events, says, ticket
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import says
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting
 
 TRIED: Counter[str] = Counter()
 FUZZ = settings(
@@ -174,7 +178,7 @@ async def test_fuzzed_approvals_release_nothing_unless_they_are_a_valid_answer_a
     answers: list[dict[str, Any]] = [p for p in payloads if is_valid_answer_about(p, 4900)]
     if not answers:
         await awaiting(handle, 4900)  # still waiting: nothing above released it
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": False, "approver": "fuzz"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approved=False, approver="fuzz"))
     outcome = await handle.result()
 
     await no_failed_workflow_tasks(handle)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from temporalio.client import WorkflowExecutionStatus
@@ -11,16 +10,18 @@ from activities.content_store import ContentStore, complete
 from activities.contracts.conversation import Decision, ThinkRequest, Usage
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from bench.history_growth import (
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts, measure
+from tests.support.long_tickets import (
     BYTES_PER_TOKEN,
     EVENT_LOG_BYTES,
     ContextBoundModel,
     LongTicketModel,
     long_ticket,
-    measure,
     seed_long_orders,
 )
-from tests.harness import Harness, activity_attempts, awaiting, ticket, waiting_request
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting, poll, waiting_request
 
 
 async def test_a_fifty_step_ticket_with_20_kb_tool_outputs_keeps_its_history_under_1_mb(agent: Harness) -> None:
@@ -45,20 +46,25 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
         handle = await agent.start(ticket(continue_as_new_after_steps=2))
         await awaiting(handle, 4900)
         first = agent.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
-        async with asyncio.timeout(20):
-            while (await first.describe()).status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
-                await asyncio.sleep(0.05)
+
+        async def continued() -> bool:
+            return (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+
+        await poll(continued, timeout=20, interval=0.05, what="the first run to continue as new")
         request = await waiting_request(handle)
         assert request is not None
         assert (request.request_id, request.amount_cents) == ("R1", 4900)
         # Only the run that waits is listed: the closed one cleared the attribute as it continued.
         listing = f"WorkflowId = '{handle.id}' AND AwaitingApprovalCents > 0"
-        async with asyncio.timeout(20):  # visibility is eventually consistent
-            while len(listed := [w.run_id async for w in agent.client.list_workflows(listing)]) != 1:
-                await asyncio.sleep(0.1)
+
+        async def one_listed() -> list[str] | None:  # visibility is eventually consistent
+            listed = [w.run_id async for w in agent.client.list_workflows(listing)]
+            return listed if len(listed) == 1 else None
+
+        listed = await poll(one_listed, timeout=20, what="one run listed as waiting")
         assert listed == [latest_run := (await handle.describe()).run_id]
         assert latest_run != handle.first_execution_run_id
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
     assert outcome.status == Status.RESOLVED
     assert [r.amount_cents for r in agent.store.payments.refunds("A-1001")] == [4900]

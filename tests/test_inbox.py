@@ -27,8 +27,10 @@ from agent_worker.devserver import binary, free_port
 from agent_worker.inbox.auth import password_matches
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.stuck import find_stuck
-from tests.harness import Harness, awaiting, events, ticket
-from tests.inbox_support import (
+from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.inbox import (
     KEY,
     Person,
     inbox_for,
@@ -38,9 +40,9 @@ from tests.inbox_support import (
     start_with_cli,
     waiting_request,
 )
-from tests.test_bad_input import NewerWorkerHandsOver
-from tests.test_processes import AGENT_WORKER, run
-from tests.test_stuck import RELAY, hand_over_unreadable_state
+from tests.support.processes import AGENT_WORKER, run
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting, poll
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -327,14 +329,14 @@ async def test_signing_in_sets_a_cookie_no_script_reads_and_no_other_site_sends_
 
 
 async def listed_on(someone: Person, tab: str, expected: set[str]) -> str:
-    """The tab's page once it lists every one of ``expected`` (a bounded poll: visibility lags a little)."""
-    async with asyncio.timeout(90):
-        while True:
-            status, page = await someone.get(f"/?tab={tab}")
-            assert status == 200
-            if all(f'data-workflow-id="{workflow_id}"' in page for workflow_id in expected):
-                return page
-            await asyncio.sleep(0.5)
+    """The tab's page once it lists every one of ``expected`` (visibility lags a little)."""
+
+    async def listing_them() -> str | None:
+        status, page = await someone.get(f"/?tab={tab}")
+        assert status == 200
+        return page if all(f'data-workflow-id="{workflow_id}"' in page for workflow_id in expected) else None
+
+    return await poll(listing_them, timeout=90, interval=0.5, what=f"the {tab} tab to list {sorted(expected)}")
 
 
 async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running(
@@ -348,9 +350,12 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
         stuck = await hand_over_unreadable_state(client, agent.task_queue)
         await awaiting(waiting, 4900)
         await done.result()
-        async with asyncio.timeout(90):  # the server marks it after two failed workflow tasks, 10 s apart
-            while not (await find_stuck(client, limit=10, within=f"TaskQueue = '{agent.task_queue}'")).tickets:
-                await asyncio.sleep(1)
+
+        async def marked_stuck() -> bool:
+            return bool((await find_stuck(client, limit=10, within=f"TaskQueue = '{agent.task_queue}'")).tickets)
+
+        # the server marks it after two failed workflow tasks, 10 s apart
+        await poll(marked_stuck, timeout=90, interval=1, what="the server to mark the ticket stuck")
 
     inbox = await start_inbox(agent.settings(web_approval_keys=[KEY], web_users=password_hashes()), client, port=0)
     tabs = {
@@ -416,9 +421,12 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
             someone = Person(http, url)
             assert await someone.sign_in(name, password) == 303
-            async with asyncio.timeout(30):
-                while 'data-testid="request-id"' not in (page := (await someone.get(f"/tickets/{workflow_id}"))[1]):
-                    await asyncio.sleep(0.2)
+
+            async def request_shown() -> str | None:
+                _, page = await someone.get(f"/tickets/{workflow_id}")
+                return page if 'data-testid="request-id"' in page else None
+
+            page = await poll(request_shown, timeout=30, interval=0.2, what="the ticket's page to show the request")
             request = ApprovalRequest(request_id="R1", amount_cents=4900, deadline=datetime.now(UTC))
             status, answered = await someone.answer(workflow_id, request)
     finally:

@@ -24,9 +24,9 @@ from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import free_port
 from agent_worker.inbox.server import RunningInbox
-from tests.harness import Harness
-from tests.inbox_support import PASSWORDS, inbox_for, start_with_cli, waiting_request
-from tests.test_processes import address
+from tests.support.harness import Harness
+from tests.support.inbox import PASSWORDS, inbox_for, start_with_cli, waiting_request
+from tests.support.processes import address
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
 

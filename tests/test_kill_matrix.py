@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from tests.kill_matrix import KILL_POINTS, NO_CRASH, WAITING, run_matrix, table
+from tests.support.kill_matrix import KILL_POINTS, NO_CRASH, WAITING, run_matrix, table
 
 pytestmark = pytest.mark.slow
 LANES = 6

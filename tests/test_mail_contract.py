@@ -24,7 +24,7 @@ from activities.business.refusals import IdempotencyConflictError
 from activities.contracts.world import EmailReceipt, EmailRequest
 from agent_worker import wiring
 from agent_worker.config import Settings
-from tests.smtp_server import MailServer, smtp_settings
+from tests.support.smtp_server import MailServer, smtp_settings
 
 Delivered = tuple[str, str, str]
 """To, subject and body of a message as it reached the mailbox."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 
 import aiohttp
@@ -12,22 +11,21 @@ from temporalio.client import Client
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
-from tests.harness import Harness, awaiting, ticket
-from tests.test_processes import AGENT_WORKER, worker_env
+from tests.support.harness import Harness
+from tests.support.processes import spawn_worker
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
 
 
 async def test_the_metrics_endpoint_counts_refunds_and_approvals_beside_temporals_own(
     agent: Harness, client: Client
 ) -> None:
     bind = f"127.0.0.1:{free_port()}"
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **worker_env(agent, client), "AGENT_METRICS_BIND": bind},
-    )  # fmt: skip
+    worker = await spawn_worker(agent.worker_env(AGENT_METRICS_BIND=bind))
     try:
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         assert (await asyncio.wait_for(handle.result(), 60)).status is Status.RESOLVED
         async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
             text = await response.text()

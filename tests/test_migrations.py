@@ -21,8 +21,7 @@ from activities.business import Business
 from activities.business.orders import DEMO_ORDERS
 from activities.business.schema import metadata
 from activities.contracts.world import EmailRequest, Order, RefundRequest
-
-AGENT_WORKER = str(Path(sys.executable).with_name("agent-worker"))
+from tests.support.processes import AGENT_WORKER
 
 BlankStore = Callable[..., Business]
 

@@ -20,8 +20,11 @@ from activities.contracts.conversation import Decision, ThinkRequest, ToolUseBlo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
 from agent_worker.devserver import binary
-from tests.harness import Harness, answer, awaiting, says, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.models import says
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
 
 
 class NamesCallsAnew:

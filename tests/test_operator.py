@@ -6,8 +6,10 @@ import asyncio
 
 from temporalio.client import Client
 
-from tests.harness import Harness, awaiting, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import ticket
+from tests.support.waits import awaiting, poll
 
 
 async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_shows_and_approves_it(
@@ -18,10 +20,11 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
 
-    listed = ""
-    async with asyncio.timeout(20):  # visibility is eventually consistent; no worker runs now
-        while handle.id not in listed:
-            listed = await run(AGENT_WORKER, "tickets", "--waiting", *cli)
+    async def listing_it() -> str | None:  # visibility is eventually consistent; no worker runs now
+        listed = await run(AGENT_WORKER, "tickets", "--waiting", *cli)
+        return listed if handle.id in listed else None
+
+    listed = await poll(listing_it, timeout=20, what="tickets --waiting to list the ticket")
     line = next(line for line in listed.splitlines() if handle.id in line)
     assert "running" in line
     assert "waiting for approval of 49.00 (request R1 on A-1001, answer by " in line
@@ -52,9 +55,11 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
     assert "status resolved, 4 steps, 4 model calls" in shown
     assert "refund #1: 49.00 on A-1001" in shown
     assert "approval approved 4900 by ann" in shown
-    async with asyncio.timeout(20):
-        while handle.id in await run(AGENT_WORKER, "tickets", "--waiting", *cli):
-            await asyncio.sleep(0.2)
+
+    async def not_listed() -> bool:
+        return handle.id not in await run(AGENT_WORKER, "tickets", "--waiting", *cli)
+
+    await poll(not_listed, timeout=20, interval=0.2, what="tickets --waiting to stop listing the ticket")
 
 
 async def test_show_tells_every_run_of_a_ticket_that_continued_as_new(agent: Harness, client: Client) -> None:

@@ -18,7 +18,7 @@ from activities.business.refusals import (
     RefundExceedsChargeError,
 )
 from activities.contracts.world import EmailRequest, Order, RefundReceipt, RefundRequest
-from tests.conftest import StoreFactory
+from tests.support.stores import StoreFactory
 
 
 class Clock:

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from activities.business import Business
-from tests.crashlab import run_plain_loop
+from tests.support.crashlab import run_plain_loop
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,27 +15,10 @@ from temporalio.client import Client
 
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary
-from tests.harness import Harness, ticket
-
-AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
-
-
-async def run(*command: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
-    """Run a command without blocking the event loop (an in-process worker shares it); return stdout."""
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode == 0, f"{command} exited {process.returncode}: {err.decode()}"
-    return out.decode()
-
-
-def address(client: Client) -> str:
-    return client.service_client.config.target_host
+from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER, address, run, spawn_worker
+from tests.support.tickets import answer, ticket
+from tests.support.waits import poll
 
 
 async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_ticket(
@@ -50,25 +32,29 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
             "--workflow-id", workflow_id, "--input", json.dumps(ticket(approval_limit_cents=2000)),
         )  # fmt: skip
         query = [*temporal, "workflow", "query", "--workflow-id", workflow_id, "--name", "awaiting_approval_of"]
-        async with asyncio.timeout(20):
+
+        async def request_shown() -> list[Any] | None:
             # None comes back as a ``binary/null`` payload the CLI shows as it is, until the request waits.
-            while "request_id" not in (answered := json.loads(await run(*query, "-o", "json"))["queryResult"])[0]:
-                await asyncio.sleep(0.2)
+            answered: list[Any] = json.loads(await run(*query, "-o", "json"))["queryResult"]
+            return answered if "request_id" in answered[0] else None
+
+        answered = await poll(request_shown, timeout=20, interval=0.2, what="the query to show the request")
         (request,) = answered
         assert (request["request_id"], request["amount_cents"], request["order_id"]) == ("R1", 4900, "A-1001"), answered
 
-        listed = "[]"
-        async with asyncio.timeout(20):  # visibility is eventually consistent
-            while workflow_id not in listed:
-                listed = await run(
-                    *temporal, "workflow", "list", "--query",
-                    f"AwaitingApprovalCents > 0 AND TaskQueue = '{agent.task_queue}'", "-o", "json",
-                )  # fmt: skip
+        async def listed_waiting() -> str | None:  # visibility is eventually consistent
+            listed = await run(
+                *temporal, "workflow", "list", "--query",
+                f"AwaitingApprovalCents > 0 AND TaskQueue = '{agent.task_queue}'", "-o", "json",
+            )  # fmt: skip
+            return listed if workflow_id in listed else None
+
+        listed = await poll(listed_waiting, timeout=20, what="the ticket to be listed as waiting")
         assert [w["execution"]["workflowId"] for w in json.loads(listed)] == [workflow_id]
 
         await run(
             *temporal, "workflow", "signal", "--workflow-id", workflow_id, "--name", "approve",
-            "--input", '{"amount_cents": 4900, "approved": true, "approver": "ann"}',
+            "--input", json.dumps(answer(4900)),
         )  # fmt: skip
         result = await run(*temporal, "workflow", "result", "--workflow-id", workflow_id, "-o", "json")
 
@@ -79,21 +65,10 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
-def worker_env(agent: Harness, client: Client) -> dict[str, str]:
-    return {
-        "TEMPORAL_ADDRESS": address(client),
-        "AGENT_TASK_QUEUE": agent.task_queue,
-        "AGENT_DB_PATH": str(agent.store.database.path),
-    }
-
-
 async def test_the_worker_process_logs_json_with_the_run_and_stops_politely_on_sigterm(
     agent: Harness, client: Client
 ) -> None:
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **worker_env(agent, client)},
-    )  # fmt: skip
+    worker = await spawn_worker(agent.worker_env(), stderr=asyncio.subprocess.PIPE)
     try:
         handle = await agent.start(ticket(approval_limit_cents=10_000))
         outcome = await asyncio.wait_for(handle.result(), 60)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,9 +18,11 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from agent_worker.replay import HISTORIES, history_files, replay
-from tests.harness import Harness, awaiting, events, ticket
-from tests.test_processes import AGENT_WORKER, run, worker_env
-from tests.variants import (
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import AGENT_WORKER, run, spawn_worker
+from tests.support.tickets import answer, ticket
+from tests.support.variants import (
     ApprovalRequestsWithoutPatch,
     ClosingAuditWithoutPatch,
     DecidesOnTheWallClock,
@@ -29,6 +30,7 @@ from tests.variants import (
     LooksUpBeforeThinking,
     ReadsTheClockInTheSandbox,
 )
+from tests.support.waits import awaiting, poll
 
 STORED = history_files([HISTORIES])
 
@@ -129,9 +131,11 @@ async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_ran
     the sandbox fails the workflow task, visibly, before anything is decided."""
     async with Worker(agent.client, task_queue=agent.task_queue, workflows=[variant], activities=agent.activities()):
         handle = await agent.start(ticket())
-        async with asyncio.timeout(20):
-            while not (failed := await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)):
-                await asyncio.sleep(0.1)
+        failed = await poll(
+            lambda: events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED),
+            timeout=20,
+            what="the workflow task to fail",
+        )
         await handle.terminate("negative control done")
 
     message = failed[0].workflow_task_failed_event_attributes.failure.message
@@ -164,22 +168,22 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
 async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_worker_replays_the_ticket(
     agent: Harness, client: Client
 ) -> None:
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", env={**os.environ, **worker_env(agent, client)}, stderr=asyncio.subprocess.DEVNULL
-    )
+    worker = await spawn_worker(agent.worker_env())
     handle = await agent.start(ticket())
     try:
         await awaiting(handle, 4900)
-        async with asyncio.timeout(20):
-            while not agent.store.audit.entries():
-                await asyncio.sleep(0.05)
+
+        async def audited() -> bool:
+            return bool(agent.store.audit.entries())
+
+        await poll(audited, timeout=20, interval=0.05, what="the audit entry")
     finally:
         worker.send_signal(signal.SIGKILL)
         await worker.wait()
 
     async with agent.worker():
         await awaiting(handle, 4900)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
     (waits, approved, closed) = agent.store.audit.entries(outcome.ticket_id)

@@ -21,25 +21,17 @@ from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
-from activities.contracts.names import CUSTOMER_MESSAGE, TICKET_STATE_ATTRIBUTE, TURNS_QUERY, WAITING_FOR_MEMO
-from activities.contracts.ticket import MessageReceipt, Status, TicketState, Turn, Waiting
+from activities.contracts.names import CUSTOMER_MESSAGE, TICKET_STATE_ATTRIBUTE, WAITING_FOR_MEMO
+from activities.contracts.ticket import MessageReceipt, Status, TicketState, Waiting
 from agent_worker.devserver import binary, start_dev_server
-from tests.harness import Handle, Harness, answer, awaiting, events, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting, poll, waiting_for_customer
 
 STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 DAYS_3 = 3 * 86_400
-
-
-async def waiting_for_customer(handle: Handle, turns: int) -> None:
-    """Wait until the ticket has answered ``turns`` turns and waits for the customer (a bounded poll)."""
-    async with asyncio.timeout(30):
-        while True:
-            description = await handle.describe()
-            done: list[Turn] = await handle.query(TURNS_QUERY, result_type=list[Turn])
-            if len(done) == turns and description.typed_search_attributes.get(STATE) == "waiting_for_customer":
-                return
-            await asyncio.sleep(0.1)
 
 
 async def update_with_cli(client: Client, handle: Handle, payload: Any) -> dict[str, Any]:
@@ -286,9 +278,11 @@ async def test_a_parked_ticket_flooded_with_signals_continues_as_new_and_waits_o
         first_run = (await handle.describe()).run_id
         for n in range(40):
             await handle.signal(CUSTOMER_MESSAGE, {"spam": n})
-        async with asyncio.timeout(30):
-            while (await handle.describe()).run_id == first_run:
-                await asyncio.sleep(0.1)
+
+        async def continued() -> bool:
+            return (await handle.describe()).run_id != first_run
+
+        await poll(continued, timeout=30, what="the ticket to continue as a new run")
         await waiting_for_customer(handle, turns=1)
         assert (await (await handle.describe()).memo_value(WAITING_FOR_MEMO, type_hint=Waiting)).until == deadline
         await handle.execute_update(CUSTOMER_MESSAGE, {"text": "It is order A-1001"})

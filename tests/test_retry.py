@@ -20,8 +20,10 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.ticket import Outcome, Status
 from activities.scripted_model import ScriptedModel
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, ticket
-from tests.test_processes import AGENT_WORKER, address, run
+from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.tickets import Handle, ticket
+from tests.support.waits import poll
 
 ANSWER_STEP = 4
 """The scripted ticket looks up (1), refunds (2), emails (3) and answers (4): the key breaks before 4."""
@@ -55,13 +57,14 @@ async def failed_ticket(agent: Harness, **options: Any) -> Handle:
 
 async def result_of_the_new_run(client: Client, handle: Handle) -> Outcome:
     """The result of the run the reset started, once it has closed."""
-    async with asyncio.timeout(60):
-        while True:
-            description = await handle.describe()
-            if description.close_time is not None and description.run_id != handle.first_execution_run_id:
-                break
-            await asyncio.sleep(0.1)
-    fresh: Handle = client.get_workflow_handle(handle.id, run_id=description.run_id, result_type=Outcome)
+
+    async def closed_new_run() -> str | None:
+        description = await handle.describe()
+        closed = description.close_time is not None and description.run_id != handle.first_execution_run_id
+        return description.run_id if closed else None
+
+    run_id = await poll(closed_new_run, timeout=60, what="the reset's new run to close")
+    fresh: Handle = client.get_workflow_handle(handle.id, run_id=run_id, result_type=Outcome)
     outcome: Outcome = await fresh.result()
     return outcome
 
@@ -126,9 +129,11 @@ async def test_a_running_ticket_or_one_that_never_asked_the_model_is_not_retried
     async with agent.worker():
         waiting = await agent.start(ticket())  # waits for approval
         invalid = await agent.start({"ticket_id": "T-bad", "question": ""})  # fails before any model call
-        async with asyncio.timeout(30):
-            while (await invalid.describe()).close_time is None:
-                await asyncio.sleep(0.1)
+
+        async def closed() -> bool:
+            return (await invalid.describe()).close_time is not None
+
+        await poll(closed, timeout=30, what="the invalid ticket to close")
         for handle, why in ((waiting, "still running"), (invalid, "never asked the model")):
             process = await asyncio.create_subprocess_exec(
                 AGENT_WORKER, "retry", handle.id, "--address", address(client),

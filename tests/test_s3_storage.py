@@ -29,9 +29,10 @@ from activities.contracts.ticket import Status
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.replay import replay, write_history
-from bench.history_growth import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders
-from tests.harness import Harness, ticket
-from tests.test_processes import address
+from tests.support.harness import Harness
+from tests.support.long_tickets import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders
+from tests.support.processes import address
+from tests.support.tickets import ticket
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client

@@ -44,9 +44,13 @@ from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.devserver import binary, free_port
 from agent_worker.replay import replay, write_history
-from tests.harness import Harness, awaiting, events, says, ticket
-from tests.test_content_store import MemoryBlobs
-from tests.test_processes import AGENT_WORKER, address, run, worker_env
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.models import says
+from tests.support.processes import address, run, spawn_worker
+from tests.support.stores import MemoryBlobs
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
 
 OLD_KEY, NEW_KEY = os.urandom(32), os.urandom(32)
 QUESTION = "My parcel for order A-1001 never arrived, my name is Ann Lovelace"
@@ -139,7 +143,7 @@ async def test_an_approval_the_worker_cannot_decrypt_is_recorded_as_rejected_and
     encrypted: Harness,
 ) -> None:
     """Sent under a key the worker does not hold, or as tampered bytes: a malformed approval, not a wedged run."""
-    approval = {"amount_cents": 4900, "approved": True, "approver": "ann"}
+    approval = answer(4900)
     with structlog.testing.capture_logs() as logs:
         async with encrypted.worker():
             handle = await encrypted.start(ticket())
@@ -322,10 +326,10 @@ async def test_an_approval_from_someone_not_named_on_the_ticket_releases_nothing
     async with agent.worker():
         handle = await agent.start(ticket(approvers=["ann", "ben"]))
         await awaiting(handle, 4900)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "mallory"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approver="mallory"))
         await awaiting(handle, 4900)
         assert agent.store.payments.refunds() == []
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ben"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approver="ben"))
         outcome = await handle.result()
 
     rejected, approved = outcome.approvals
@@ -339,8 +343,8 @@ async def test_a_ticket_that_names_no_approvers_takes_the_workers_default(agent:
     async with agent.worker(approvers=["team-lead"]):
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "ann"})
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 4900, "approved": True, "approver": "team-lead"})
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approver="team-lead"))
         outcome = await handle.result()
 
     assert [(a.decision, a.approver) for a in outcome.approvals] == [
@@ -385,7 +389,7 @@ async def test_an_injected_prompt_cannot_pay_more_than_the_order_skip_approval_o
     async with agent.worker(ObedientModel()):
         handle = await agent.start(ticket(INJECTION, approval_limit_cents=2000, approval_timeout_seconds=8))
         await awaiting(handle, 50_000)  # 500.00 waits for a person, whatever the prompt claims
-        await handle.signal(APPROVE_SIGNAL, {"amount_cents": 50_000, "approved": True, "approver": "tricked"})
+        await handle.signal(APPROVE_SIGNAL, answer(50_000, approver="tricked"))
         await awaiting(handle, 4900)  # and 49.00 too: approval is per amount, never "already granted"
         assert agent.store.payments.refunds() == []
         outcome = await handle.result()  # nobody approves 49.00: it times out
@@ -408,10 +412,9 @@ async def test_secrets_appear_in_no_log_line_history_or_outcome(agent: Harness, 
         "AGENT_CODEC_SERVER_TOKEN": "token-that-must-not-leak",
         "AGENT_LOG_LEVEL": "DEBUG",
     }
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, **worker_env(agent, client), **secrets},
-    )  # fmt: skip
+    worker = await spawn_worker(
+        agent.worker_env(**secrets), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     encrypted = await Client.connect(address(client), data_converter=with_codec(DATA_CONVERTER, codec()))
     try:
         handle = await Harness(encrypted, agent.store, agent.task_queue).start(ticket(approval_limit_cents=10_000))

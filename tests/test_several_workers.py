@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import uuid
 
@@ -16,8 +15,11 @@ from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from activities.contracts.world import Order
-from tests.harness import Harness, events, ticket
-from tests.test_processes import AGENT_WORKER, address
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import address, spawn_worker, worker_env
+from tests.support.tickets import answer, ticket
+from tests.support.waits import poll
 
 TICKETS = 50
 WAITING = SearchAttributeKey.for_int("AwaitingApprovalCents")
@@ -32,7 +34,7 @@ async def approve_as_they_come_up(client: Client, task_queue: str, done: asyncio
             amount = execution.typed_search_attributes.get(WAITING)
             if execution.id not in approved and amount:
                 handle = client.get_workflow_handle(execution.id)
-                await handle.signal(APPROVE_SIGNAL, {"amount_cents": amount, "approved": True, "approver": "ops"})
+                await handle.signal(APPROVE_SIGNAL, answer(amount, approver="ops"))
                 approved.add(execution.id)
         await asyncio.sleep(0.2)
     return len(approved)
@@ -50,12 +52,8 @@ async def test_three_workers_one_killed_mid_run_complete_fifty_tickets_with_one_
     ]
     for order in orders:
         store.orders.add(order)
-    env = {**os.environ, "TEMPORAL_ADDRESS": address(client), "AGENT_TASK_QUEUE": task_queue,
-           "AGENT_DATABASE_URL": postgres_url}  # fmt: skip
-    workers = [
-        await asyncio.create_subprocess_exec(AGENT_WORKER, "worker", env=env, stderr=asyncio.subprocess.DEVNULL)
-        for _ in range(3)
-    ]
+    env = worker_env(address(client), task_queue, None, AGENT_DATABASE_URL=postgres_url)
+    workers = [await spawn_worker(env) for _ in range(3)]
     harness = Harness(client, store, task_queue)
     done = asyncio.Event()
     approver = asyncio.create_task(approve_as_they_come_up(client, task_queue, done))
@@ -63,9 +61,11 @@ async def test_three_workers_one_killed_mid_run_complete_fifty_tickets_with_one_
         handles = [
             await harness.start(ticket(f"Order {o.order_id} never arrived", email=o.customer_email)) for o in orders
         ]
-        async with asyncio.timeout(120):
-            while sum(len(store.mail.sent(o.customer_email)) for o in orders) < TICKETS // 3:
-                await asyncio.sleep(0.1)
+
+        async def a_third_mailed() -> bool:
+            return sum(len(store.mail.sent(o.customer_email)) for o in orders) >= TICKETS // 3
+
+        await poll(a_third_mailed, timeout=120, what="a third of the tickets to be answered")
         workers[0].send_signal(signal.SIGKILL)  # mid-run: a third of the tickets are done
         outcomes = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 240)
     finally:

@@ -32,9 +32,11 @@ from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
 from agent_worker import wiring
 from agent_worker.config import Settings
-from tests.crashlab import Lab
-from tests.harness import Harness, activity_attempts, ticket
-from tests.smtp_server import HOST, SENDER, MailServer, Received, self_signed, smtp_env, smtp_settings
+from tests.support.crashlab import Lab
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts
+from tests.support.smtp_server import HOST, SENDER, MailServer, Received, self_signed, smtp_env, smtp_settings
+from tests.support.tickets import ticket
 
 NO_APPROVAL_NEEDED = 10_000
 REFUND_EMAIL = ("Your refund for A-1001", "We have refunded 49.00 for order A-1001 (refund #1).")

@@ -20,15 +20,16 @@ from temporalio.worker import Worker
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from agent_worker.devserver import start_dev_server
-from agent_worker.operator import when
+from agent_worker.operations import when
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, server_reports_problems
-from tests.harness import Handle, Harness, answer, awaiting, events, ticket
-from tests.test_bad_input import NewerWorkerHandsOver
-from tests.test_processes import AGENT_WORKER, address
-from tests.variants import LooksUpBeforeThinking
+from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import AGENT_WORKER, address
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.variants import LooksUpBeforeThinking
+from tests.support.waits import awaiting, poll
 
-RELAY = f"relay-{uuid.uuid4()}"
-NEWER_STATE = {"steps_taken": 2, "conversation_ref": None, "written_by_a_newer_worker": True}
 UNREADABLE = (
     "UnreadableStateError: This worker cannot read the state the ticket's previous run handed over, probably "
     "written by a newer version of the worker; a worker running that version will take it "
@@ -55,23 +56,13 @@ async def tickets_stuck(client: Client) -> tuple[dict[str, re.Match[str]], str]:
 
 
 async def listed_until(client: Client, stuck: set[str]) -> tuple[dict[str, re.Match[str]], str]:
-    """Poll ``tickets --stuck`` until it lists every one of ``stuck`` (bounded: the failures have to happen)."""
-    async with asyncio.timeout(90):
-        while True:
-            listed, err = await tickets_stuck(client)
-            if stuck <= listed.keys():
-                return listed, err
-            await asyncio.sleep(1)
+    """Ask ``tickets --stuck`` until it lists every one of ``stuck`` (the failures have to happen first)."""
 
+    async def listing_them() -> tuple[dict[str, re.Match[str]], str] | None:
+        listed, err = await tickets_stuck(client)
+        return (listed, err) if stuck <= listed.keys() else None
 
-async def hand_over_unreadable_state(client: Client, task_queue: str) -> Handle:
-    """A ticket whose previous run was a newer worker's: it continues into ``SupportAgent`` on ``task_queue``
-    with state this worker cannot read, so its workflow task fails every time (a relay worker must run)."""
-    first = await client.start_workflow(
-        "NewerWorkerHandsOver", args=[task_queue, ticket(), NEWER_STATE], id=f"ticket-{uuid.uuid4()}",
-        task_queue=RELAY,
-    )  # fmt: skip
-    return client.get_workflow_handle(first.id)
+    return await poll(listing_them, timeout=90, interval=1, what=f"tickets --stuck to list {sorted(stuck)}")
 
 
 async def first_failure(handle: Handle) -> tuple[str, str]:

@@ -25,9 +25,11 @@ from temporalio.testing import WorkflowEnvironment
 from activities.business import Business
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.replay import HISTORIES, replay
-from tests.crashlab import Lab
-from tests.harness import Handle, activity_attempts, events, ticket
-from tests.variants import ReconcilesWithoutPatch
+from tests.support.crashlab import Lab
+from tests.support.history import activity_attempts, events
+from tests.support.tickets import Handle, ticket
+from tests.support.variants import ReconcilesWithoutPatch
+from tests.support.waits import poll
 from workflows.patches import Patch
 
 pytestmark = pytest.mark.slow
@@ -175,9 +177,12 @@ async def test_an_attempt_that_pays_after_reconciliation_said_not_made_is_refuse
     assert first_failed
     assert "was not made" in not_made
     assert second == (False, "Refunded 49.00 on order A-1001 (refund #1).")
-    async with asyncio.timeout(60):  # the stalled attempt wakes some 30 s after its timeout
-        while not (refused := [e for w in run.lab.workers for e in w.logs() if e.get("event") == "refused"]):
-            await asyncio.sleep(0.5)
+
+    async def refusals() -> list[dict[str, Any]]:
+        return [e for w in run.lab.workers for e in w.logs() if e.get("event") == "refused"]
+
+    # the stalled attempt wakes some 30 s after its timeout
+    refused = await poll(refusals, timeout=60, interval=0.5, what="the late attempt to be refused")
     (late,) = refused
     assert late["refusal"] == "IdempotencyKeyClosed"
     assert run.refunds() == [4900]

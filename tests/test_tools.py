@@ -8,7 +8,9 @@ import inspect
 
 from activities.claude_model import tool_definitions
 from activities.tools import TOOLS, Effect
-from tests.harness import Harness, PlaybackModel, calls, says, ticket
+from tests.support.harness import Harness
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.tickets import ticket
 from workflows import policies
 from workflows.patches import Patch
 from workflows.tools import Toolbox

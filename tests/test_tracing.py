@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from collections.abc import AsyncIterator
 
@@ -14,8 +13,9 @@ from temporalio.client import Client
 
 from activities.contracts.ticket import Status
 from agent_worker.devserver import free_port
-from tests.harness import Harness, ticket
-from tests.test_processes import AGENT_WORKER, worker_env
+from tests.support.harness import Harness
+from tests.support.processes import spawn_worker
+from tests.support.tickets import ticket
 
 
 @pytest.fixture
@@ -41,10 +41,8 @@ async def test_a_traced_ticket_sends_spans_for_the_workflow_and_every_activity(
     agent: Harness, client: Client, collector: tuple[str, list[ExportTraceServiceRequest]]
 ) -> None:
     endpoint, received = collector
-    env = {**worker_env(agent, client), "AGENT_TRACING": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
-           "OTEL_BSP_SCHEDULE_DELAY": "100"}  # fmt: skip
-    worker = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stderr=asyncio.subprocess.DEVNULL, env={**os.environ, **env}
+    worker = await spawn_worker(
+        agent.worker_env(AGENT_TRACING="true", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
     )
     try:
         handle = await agent.start(ticket(approval_limit_cents=10_000))

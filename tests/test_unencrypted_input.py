@@ -28,8 +28,11 @@ from agent_worker.codec import NOT_ENCRYPTED, EncryptionCodec, with_codec
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port
-from tests.harness import Harness, answer, awaiting, events, ticket
-from tests.test_processes import address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import address, run
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
 
 KEYS = {"2026-11": os.urandom(32)}
 QUESTION = "My parcel for order A-1001 never arrived, my name is Ann Lovelace"

@@ -21,8 +21,11 @@ from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, Vo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
-from tests.harness import Handle, Harness, awaiting, events, ticket
-from tests.test_processes import address, run
+from tests.support.harness import Harness
+from tests.support.history import events
+from tests.support.processes import address, run
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting
 
 
 def why(error: WorkflowUpdateFailedError) -> str:
@@ -36,10 +39,10 @@ OTHER_KEY = "someone-else-0123456789abcdef01234567"
 
 
 def vouched(
-    handle: Handle, key: str = KEY, *, signed_for: dict[str, Any] | None = None, **answer: Any
+    handle: Handle, key: str = KEY, *, signed_for: dict[str, Any] | None = None, **changes: Any
 ) -> dict[str, Any]:
     """An answer as the inbox sends it, signed with ``key`` (for ``signed_for``'s fields, if given: a forgery)."""
-    fields = {"amount_cents": 4900, "approved": True, "approver": "ann", "request_id": "R1", **answer}
+    fields = answer(4900, **{"request_id": "R1", **changes})
     signed = VouchedApproval(**{**fields, **(signed_for or {}), "signature": "0" * 64})
     return {**fields, "signature": vouching.sign(key.encode(), handle.id, signed)}
 
@@ -154,7 +157,7 @@ async def test_the_update_from_the_cli_without_a_signature_is_refused_saying_wha
     async with agent.worker(web_approval_keys=[KEY]):
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
-        claim = {"amount_cents": 4900, "approved": True, "approver": "ann", "request_id": "R1"}
+        claim = answer(4900, request_id="R1")
         process = await _cli_update(client, handle, claim)
         assert process[0] != 0
         assert "signature" in process[1], process

@@ -26,9 +26,9 @@ from activities.contracts.ticket import Outcome, Status
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, free_port, start_dev_server
-from tests.browser import listening
-from tests.harness import Harness, ticket
-from tests.test_processes import address, run
+from tests.support.harness import Harness
+from tests.support.processes import address, listening, run
+from tests.support.tickets import ticket
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
 

@@ -30,7 +30,7 @@ from activities.contracts.fields import DAY
 from activities.contracts.names import APPROVAL_REQUEST_MEMO, WAITING_FOR_MEMO, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, TicketState, Waiting
 from activities.contracts.world import OrderLookup
-from agent_worker.operator import AWAITING, WAITING_FOR, run_ids, tickets_query
+from agent_worker.operations import AWAITING, WAITING_FOR, run_ids, tickets_query
 from agent_worker.stuck import StuckTicket, find_stuck
 from agent_worker.transcript import Entry, entries, first
 

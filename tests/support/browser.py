@@ -7,7 +7,6 @@ it). Tests that use it are marked ``browser``; they run in CI like the rest.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,18 +30,3 @@ async def chromium() -> AsyncIterator[Browser]:
             yield browser
         finally:
             await browser.close()
-
-
-async def listening(host: str, port: int, timeout: float = 30) -> None:
-    """Wait until something accepts connections on ``host:port`` (a bounded poll: a process that has just been
-    started says nothing when it is ready)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            try:
-                _, writer = await asyncio.open_connection(host, port)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            await writer.wait_closed()
-            return

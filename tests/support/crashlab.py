@@ -26,18 +26,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.business import Business
-from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
+from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
-from tests.harness import Handle, events
-from workflows.support_agent import AWAITING_APPROVAL
+from tests.support import tickets
+from tests.support.history import events
+from tests.support.processes import address, spawn_worker, worker_env
+from tests.support.tickets import Handle, answer
+from tests.support.waits import waiting_amount
 
-AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
 POLL = 0.1
 MAX_KILLS = 5
-
-
-def address(client: Client) -> str:
-    return client.service_client.config.target_host
 
 
 @dataclass
@@ -55,10 +53,7 @@ class WorkerProcess:
     @classmethod
     async def start(cls, env: Mapping[str, str], log_path: Path) -> WorkerProcess:
         with log_path.open("wb") as log_file:
-            process = await asyncio.create_subprocess_exec(
-                AGENT_WORKER, "worker", stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                env={**os.environ, **env},
-            )  # fmt: skip
+            process = await spawn_worker(env, stdout=log_file, stderr=log_file)
         worker = cls(process, log_path, time.time())
         worker._reaper = asyncio.create_task(worker._reap())
         return worker
@@ -128,16 +123,9 @@ class Lab:
     workers: list[WorkerProcess] = field(default_factory=list)
 
     def env(self, **overrides: str) -> dict[str, str]:
-        return {
-            "TEMPORAL_ADDRESS": address(self.client),
-            "AGENT_TASK_QUEUE": self.task_queue,
-            "AGENT_DB_PATH": str(self.store.database.path),
-            "AGENT_LOG_FORMAT": "json",
-            "AGENT_LOG_LEVEL": "INFO",
-            "AGENT_MODEL_BACKEND": "scripted",  # counted calls and changes of mind are the script's; never bill Claude
-            **self.settings,
-            **overrides,
-        }
+        logs = {"AGENT_LOG_FORMAT": "json", "AGENT_LOG_LEVEL": "INFO"}  # what WorkerProcess.logs() reads
+        server = address(self.client)
+        return worker_env(server, self.task_queue, self.store.database.path, **{**logs, **self.settings, **overrides})
 
     async def spawn(self, **overrides: str) -> WorkerProcess:
         log_path = self.store.database.path.with_name(f"worker-{len(self.workers) + 1}.log")
@@ -146,9 +134,7 @@ class Lab:
         return worker
 
     async def start(self, raw_ticket: Any) -> Handle:
-        return await self.client.start_workflow(
-            WORKFLOW_NAME, raw_ticket, id=f"ticket-{uuid.uuid4()}", task_queue=self.task_queue, result_type=Outcome
-        )
+        return await tickets.start(self.client, self.task_queue, raw_ticket)
 
     async def supervise(self, handle: Handle, *, approve: bool = True, timeout: float = 180) -> Outcome:
         """Keep one worker running, as a process supervisor would (a dead one is replaced at once), and
@@ -161,11 +147,9 @@ class Lab:
                     if not self.workers or not self.workers[-1].alive:
                         self._check_deaths()
                         await self.spawn()
-                    amount = await waiting_for(handle)
+                    amount = await waiting_amount(handle)
                     if approve and amount is not None and amount not in approved:
-                        await handle.signal(
-                            APPROVE_SIGNAL, {"amount_cents": amount, "approved": True, "approver": "ann"}
-                        )
+                        await handle.signal(APPROVE_SIGNAL, answer(amount))
                         approved.add(amount)
                     await asyncio.wait({result}, timeout=POLL)
         finally:
@@ -188,23 +172,6 @@ class Lab:
 
     def killed(self) -> list[WorkerProcess]:
         return [w for w in self.workers if w.returncode == -signal.SIGKILL]
-
-
-async def waiting_for(handle: Handle) -> int | None:
-    """The amount the run waits for a person to approve, from its search attribute: no worker needed."""
-    description = await handle.describe()
-    return description.typed_search_attributes.get(AWAITING_APPROVAL)
-
-
-async def poll(check: Any, timeout: float = 60, what: str = "condition") -> Any:
-    """Wait until the awaitable factory ``check`` returns something truthy, and return it."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not (value := await check()):
-                await asyncio.sleep(POLL)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}") from None
-    return value
 
 
 async def recovery_seconds(handle: Handle, killed: WorkerProcess, successor: WorkerProcess) -> float | None:

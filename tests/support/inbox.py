@@ -3,7 +3,6 @@ started with the ``temporal`` CLI, and a person's HTTP client (cookies, the form
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import re
@@ -20,8 +19,10 @@ from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from agent_worker.devserver import binary
 from agent_worker.inbox.auth import hash_password
 from agent_worker.inbox.server import RunningInbox, start_inbox
-from tests.harness import Harness, ticket
-from tests.test_processes import address, run
+from tests.support.harness import Harness
+from tests.support.processes import address, run
+from tests.support.tickets import ticket
+from tests.support.waits import poll
 
 KEY = "inbox-test-key-0123456789abcdef0123456789"
 PASSWORDS = {"ann": "ann's long password", "ben": "ben's long password", "bob": "bob's long password"}
@@ -59,18 +60,18 @@ async def start_with_cli(agent: Harness, *codec_flags: str, **options: Any) -> s
 
 
 async def waiting_request(client: Client, workflow_id: str, timeout: float = 20) -> ApprovalRequest:
-    """The request a ticket waits on, once its memo shows one (a bounded poll: memos are not pushed)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            description = await client.get_workflow_handle(workflow_id).describe()
-            request: ApprovalRequest | None = await description.memo_value(
-                APPROVAL_REQUEST_MEMO,
-                None,
-                type_hint=ApprovalRequest | None,  # type: ignore[arg-type]
-            )
-            if request is not None:
-                return request
-            await asyncio.sleep(0.05)
+    """The request a ticket waits on, once its memo shows one (memos are not pushed)."""
+
+    async def memo() -> ApprovalRequest | None:
+        description = await client.get_workflow_handle(workflow_id).describe()
+        request: ApprovalRequest | None = await description.memo_value(
+            APPROVAL_REQUEST_MEMO,
+            None,
+            type_hint=ApprovalRequest | None,  # type: ignore[arg-type]
+        )
+        return request
+
+    return await poll(memo, timeout=timeout, interval=0.05, what=f"{workflow_id}'s memo to show a request")
 
 
 def csrf_of(html: str) -> str:

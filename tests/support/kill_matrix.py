@@ -22,8 +22,9 @@ from activities.business import Business
 from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.fields import money
 from activities.contracts.ticket import Status
-from tests.crashlab import Lab, poll, recovery_seconds, waiting_for
-from tests.harness import ticket
+from tests.support.crashlab import Lab, recovery_seconds
+from tests.support.tickets import ticket
+from tests.support.waits import poll, waiting_amount
 
 WAITING = "while waiting for approval"
 NO_CRASH = "no crash"
@@ -97,7 +98,7 @@ async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Ro
         handle = await lab.start(ticket(approval_limit_cents=APPROVAL_LIMIT))
         if kill_point == WAITING:
             first = await lab.spawn()
-            await poll(lambda: waiting_for(handle), what="the refund to wait for approval")
+            await poll(lambda: waiting_amount(handle), what="the refund to wait for approval")
             first.signal(signal.SIGKILL)
             await first.exited()
         outcome = await lab.supervise(handle)

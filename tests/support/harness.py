@@ -1,0 +1,61 @@
+"""A worker in the test's own process, on a scratch business database and a task queue of its own, and the
+tickets started on it: what most tests drive the product through."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import Client
+
+from activities.business import Business
+from activities.content_store import ContentStore
+from activities.contracts.ticket import Outcome
+from activities.model import LanguageModel, ModelActivities
+from activities.scripted_model import ScriptedModel
+from activities.tools import ToolActivities
+from agent_worker.config import Settings
+from agent_worker.worker import build_worker
+from tests.support import processes, tickets
+from tests.support.tickets import Handle
+
+
+@dataclass
+class Harness:
+    client: Client
+    store: Business
+    task_queue: str
+
+    def settings(self, **overrides: Any) -> Settings:
+        return Settings(task_queue=self.task_queue, db_path=self.store.database.path, **overrides)
+
+    def worker_env(self, **settings: str) -> dict[str, str]:
+        """The settings of an ``agent-worker worker`` process serving this harness's queue and database."""
+        server = processes.address(self.client)
+        return processes.worker_env(server, self.task_queue, self.store.database.path, **settings)
+
+    @asynccontextmanager
+    async def worker(self, model: LanguageModel | None = None, **settings: Any) -> AsyncIterator[None]:
+        async with build_worker(self.client, self.settings(**settings), self.store, model):
+            yield
+
+    def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:
+        """``think`` on the scripted model and the tools, on the harness's business, for a worker a test puts
+        together itself: a workflow variant, or a variant of the tools (``tools``)."""
+        store = self.store
+        content = ContentStore(store.blobs)
+        toolbox = tools(
+            orders=store.orders, payments=store.payments, mail=store.mail, audit=store.audit, content=content
+        )
+        return [ModelActivities(ScriptedModel(store.model_calls), store.model_calls, content).think, *toolbox.all()]
+
+    async def start(self, raw_ticket: Any) -> Handle:
+        return await tickets.start(self.client, self.task_queue, raw_ticket)
+
+    async def run(self, raw_ticket: Any, model: LanguageModel | None = None) -> Outcome:
+        async with self.worker(model):
+            handle = await self.start(raw_ticket)
+            result: Outcome = await handle.result()
+            return result

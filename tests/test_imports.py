@@ -1,0 +1,72 @@
+"""Imports point one way: product code knows nothing of tests, benchmarks or scripts; tests, benchmarks and
+scripts share helpers through ``tests/support/`` only, never by reaching into a test module.
+
+Read from the source with ``ast``, so a helper moved back into a test module, or a benchmark importing one, fails
+here by file and line instead of surfacing as an import-order surprise in pytest."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("activities", "workflows", "agent_worker")
+
+
+def imports(source: str) -> Iterator[tuple[int, str]]:
+    """Every name a source imports, anywhere in it (a function's body too), with its line. ``from m import n``
+    gives ``m.n``: a submodule or an attribute of ``m``, either way something that loads ``m``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+
+
+def under(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def is_test_module(name: str) -> bool:
+    """``tests.test_*`` or ``tests.conftest``, or anything in one."""
+    parts = name.split(".")
+    return parts[0] == "tests" and len(parts) > 1 and (parts[1].startswith("test_") or parts[1] == "conftest")
+
+
+def offending(folders: tuple[str, ...], forbidden: Callable[[str], bool]) -> list[str]:
+    """``file:line name`` for every import, in the Python files under ``folders``, of a name ``forbidden``."""
+    return [
+        f"{path.relative_to(ROOT)}:{line} {name}"
+        for folder in folders
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line, name in imports(path.read_text())
+        if forbidden(name)
+    ]
+
+
+def test_no_test_module_or_conftest_is_imported_by_a_test_a_helper_a_benchmark_or_a_script() -> None:
+    assert offending(("tests", "bench", "scripts"), is_test_module) == []
+
+
+def test_tests_import_nothing_from_bench_or_scripts_and_those_take_only_tests_support() -> None:
+    assert offending(("tests",), lambda name: under(name, "bench") or under(name, "scripts")) == []
+    assert offending(("bench", "scripts"), lambda name: under(name, "tests") and not under(name, "tests.support")) == []
+
+
+def test_product_code_imports_nothing_from_tests_bench_scripts_or_the_baseline() -> None:
+    outside = ("tests", "bench", "scripts", "baseline")
+    assert offending(PRODUCT, lambda name: any(under(name, folder) for folder in outside)) == []
+
+
+def test_the_check_sees_every_way_of_importing_a_test_module() -> None:
+    """A negative control: each spelling is found, so an empty list above means there were none."""
+    spellings = [
+        "from tests.test_processes import run",
+        "import tests.test_processes",
+        "from tests import test_processes",
+        "def f():\n    from tests.conftest import StoreFactory",
+    ]
+    for source in spellings:
+        assert any(is_test_module(name) for _, name in imports(source)), source
+    assert not any(is_test_module(name) for _, name in imports("from tests.support.waits import poll"))
