@@ -237,7 +237,19 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Run the parsed command, and exit with its code."""
+    """Run the parsed command, and exit with its code, through ``exit_hard`` whatever way the command ended: a
+    refusal raised as ``SystemExit("why")`` (no server at that address, a setting missing) included, which would
+    otherwise leave through the interpreter's teardown, where temporalio can crash (sdk-python #300)."""
+    try:
+        code = _run(args)
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    exit_hard(code)
+
+
+def _run(args: argparse.Namespace) -> int:
     from agent_worker import logs  # noqa: PLC0415 - its interceptor imports Temporal's worker
 
     settings = Settings()
@@ -270,4 +282,4 @@ def run(args: argparse.Namespace) -> None:
             asyncio.run(web(settings, args))
         else:
             asyncio.run(dev(settings, args.port, args.ui_port))
-    exit_hard(code)
+    return code

@@ -116,3 +116,16 @@ async def test_the_demo_refuses_to_wait_for_an_answer_nobody_can_type(tmp_path: 
     _, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode != 0
     assert "pass --approve or --decline" in err.decode()
+
+
+async def test_a_command_that_cannot_reach_temporal_says_so_and_exits_1_not_with_a_teardown_crash() -> None:
+    """A refusal in words (no server at the address) leaves through ``exit_hard`` like any other ending: before,
+    the interpreter's teardown crashed about 4 runs in 6 (sdk-python #300) and the exit code was 134."""
+    for _ in range(3):
+        process = await asyncio.create_subprocess_exec(
+            AGENT_WORKER, "tickets", "--address", "127.0.0.1:1",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 1, err
+        assert err.decode().startswith("Cannot reach Temporal at 127.0.0.1:1"), err

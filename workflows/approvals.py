@@ -241,7 +241,7 @@ class ApprovalGate:
         await self._continuation.continue_waiting()
 
     def _requests_patched(self) -> bool:
-        """Whether this run follows the APPROVAL_REQUESTS rules (a method, so that ``tests/variants.py`` can
+        """Whether this run follows the APPROVAL_REQUESTS rules (a method, so that ``tests/support/variants.py`` can
         ship the rules without their patch and show that the replay gate catches it)."""
         return workflow.patched(Patch.APPROVAL_REQUESTS)
 

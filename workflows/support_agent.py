@@ -391,7 +391,7 @@ class SupportAgent:
 
     async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
         """What the refund tool makes of a refund whose outcome is unknown (``tools.reconcile``). A method of
-        the workflow so that a release can change it: ``tests/variants.py`` ships one without its patch, to
+        the workflow so that a release can change it: ``tests/support/variants.py`` ships one without its patch, to
         show that the replay gate catches it."""
         return await reconcile(self._ticket.options, request, error)
 
