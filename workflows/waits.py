@@ -111,12 +111,14 @@ class Replies:
         if not self.pending and (window_seconds or self.until):
             self.until = self.until or workflow.now() + timedelta(seconds=window_seconds)
             suggested = workflow.info().is_continue_as_new_suggested
-            async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=self.until)):
-                with contextlib.suppress(TimeoutError):
-                    await workflow.wait_condition(
-                        lambda: bool(self.pending) or (continuation.linear and suggested()),
-                        timeout=self.until - workflow.now(),
-                    )
+            remaining = self.until - workflow.now()  # a run that took over late may find the window gone
+            if remaining > timedelta(0):
+                async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=self.until)):
+                    with contextlib.suppress(TimeoutError):
+                        await workflow.wait_condition(
+                            lambda: bool(self.pending) or (continuation.linear and suggested()),
+                            timeout=remaining,
+                        )
             if not self.pending and continuation.linear and suggested() and workflow.now() < self.until:
                 await continuation.continue_waiting()
         self.until = None
