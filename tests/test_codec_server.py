@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import json
 import os
-import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,7 +34,7 @@ from agent_worker.codec_auth import BearerAuth, JwtValidator
 from agent_worker.codec_server import UnsafeBindError, serve
 from agent_worker.config import Settings
 from agent_worker.devserver import binary, free_port
-from tests.support.processes import listening
+from tests.support.processes import agent_worker_dev, listening
 
 UI = "http://localhost:8233"
 AUDIENCE = "temporal-ui"
@@ -295,39 +294,15 @@ async def test_agent_worker_dev_with_codec_keys_points_its_web_ui_at_a_local_cod
     port, ui_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CODEC")}
     env["AGENT_CODEC_KEYS"] = json.dumps({"2026-11": base64.b64encode(KEY).decode()})
-    dev = await asyncio.create_subprocess_exec(
-        binary("agent-worker"), "dev", "--port", str(port), "--ui-port", str(ui_port),
-        cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    said: list[str] = []
-    started = asyncio.Event()
-
-    async def read_stderr() -> None:  # all of it, so a full pipe never stalls the process
-        assert dev.stderr is not None
-        async for raw in dev.stderr:
-            said.append(raw.decode())
-            if said[-1].startswith("Temporal dev server on"):
-                started.set()
-
-    reader = asyncio.create_task(read_stderr())
-    try:
-        async with asyncio.timeout(90):  # a bound on a dev server that never comes up
-            await started.wait()
-            codec_url = said[-1].split("decrypting through the codec server on ")[1].split(";")[0]
-            await listening("127.0.0.1", ui_port)
-            async with aiohttp.ClientSession() as http:
-                async with http.get(f"http://127.0.0.1:{ui_port}/api/v1/settings") as response:
-                    ui_settings = await response.json()
-                ui = f"http://localhost:{ui_port}"
-                async with http.post(f"{codec_url}/decode", data=await sealed_body(), headers={"Origin": ui}) as r:
-                    status, body = r.status, await r.json()
-    except TimeoutError:
-        pytest.fail(f"agent-worker dev did not come up; it said: {''.join(said)[-3000:]}")
-    finally:
-        dev.send_signal(signal.SIGINT)
-        await asyncio.wait_for(dev.wait(), 60)
-        await reader
+    async with agent_worker_dev(tmp_path, port, ui_port, env) as said:
+        codec_url = said[-1].split("decrypting through the codec server on ")[1].split(";")[0]
+        await listening("127.0.0.1", ui_port)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{ui_port}/api/v1/settings") as response:
+                ui_settings = await response.json()
+            ui = f"http://localhost:{ui_port}"
+            async with http.post(f"{codec_url}/decode", data=await sealed_body(), headers={"Origin": ui}) as r:
+                status, body = r.status, await r.json()
 
     assert ui_settings["Codec"]["Endpoint"] == codec_url
     assert codec_url.startswith("http://127.0.0.1:")

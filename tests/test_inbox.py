@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +39,7 @@ from tests.support.inbox import (
     start_with_cli,
     waiting_request,
 )
-from tests.support.processes import AGENT_WORKER, run
+from tests.support.processes import AGENT_WORKER, agent_worker_dev, run
 from tests.support.tickets import ticket
 from tests.support.waits import awaiting, poll
 
@@ -389,24 +388,7 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
     made for the run that its own worker holds, so an answer from the inbox releases the refund."""
     port, ui_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")} | {"AGENT_MODEL_BACKEND": "scripted"}
-    dev = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "dev", "--port", str(port), "--ui-port", str(ui_port), cwd=tmp_path, env=env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    said: list[str] = []
-    started = asyncio.Event()
-
-    async def read_stderr() -> None:  # all of it, so a full pipe never stalls the process
-        assert dev.stderr is not None
-        async for raw in dev.stderr:
-            said.append(raw.decode())
-            if said[-1].startswith("Temporal dev server on"):
-                started.set()
-
-    reader = asyncio.create_task(read_stderr())
-    try:
-        async with asyncio.timeout(90):  # a bound on a dev server that never comes up
-            await started.wait()
+    async with agent_worker_dev(tmp_path, port, ui_port, env) as said:
         found = re.search(
             r"approval inbox on (\S+) \(sign in as (\S+) with password (\S+), made for this run\)", "".join(said)
         )
@@ -429,10 +411,6 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
             page = await poll(request_shown, timeout=30, interval=0.2, what="the ticket's page to show the request")
             request = ApprovalRequest(request_id="R1", amount_cents=4900, deadline=datetime.now(UTC))
             status, answered = await someone.answer(workflow_id, request)
-    finally:
-        dev.send_signal(signal.SIGINT)
-        await asyncio.wait_for(dev.wait(), 60)
-        await reader
 
     assert url.startswith("http://127.0.0.1:")
     assert "AGENT_WEB_APPROVAL_KEYS is not set" in "".join(said)

@@ -8,12 +8,15 @@ model), so every test, benchmark and script starts its workers the same way, and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import IO
 
+import pytest
 from temporalio.client import Client
 
 from tests.support.waits import poll
@@ -85,3 +88,36 @@ async def listening(host: str, port: int, timeout: float = 30) -> None:
         return True
 
     await poll(accepts, timeout=timeout, interval=0.05, what=f"something to listen on {host}:{port}")
+
+
+@contextlib.asynccontextmanager
+async def agent_worker_dev(cwd: Path, port: int, ui_port: int, env: Mapping[str, str]) -> AsyncIterator[list[str]]:
+    """``agent-worker dev`` as a person runs it, up until its banner ("Temporal dev server on ..."): yields what it
+    has said on stderr so far (and goes on collecting), and stops it with Ctrl-C afterwards. Fails the test with
+    its last words if it does not come up within 90 s."""
+    dev = await asyncio.create_subprocess_exec(
+        AGENT_WORKER, "dev", "--port", str(port), "--ui-port", str(ui_port), cwd=cwd, env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    said: list[str] = []
+    started = asyncio.Event()
+
+    async def read_stderr() -> None:  # all of it, so a full pipe never stalls the process
+        assert dev.stderr is not None
+        async for raw in dev.stderr:
+            said.append(raw.decode())
+            if said[-1].startswith("Temporal dev server on"):
+                started.set()
+
+    reader = asyncio.create_task(read_stderr())
+    try:
+        try:
+            async with asyncio.timeout(90):  # a bound on a dev server that never comes up
+                await started.wait()
+        except TimeoutError:
+            pytest.fail(f"agent-worker dev did not come up; it said: {''.join(said)[-3000:]}")
+        yield said
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await asyncio.wait_for(dev.wait(), 60)
+        await reader
