@@ -40,10 +40,13 @@ from activities.business.refusals import (
     KeyClosedError,
     MailRefusedError,
     OrderNotFoundError,
+    PaymentRefusedError,
+    PaymentsUnusableError,
     RefundExceedsChargeError,
 )
 from activities.content_store import ContentStore, offload
 from activities.contracts.fields import Cents, Contract, EmailAddress, NonEmpty, OrderId
+from activities.contracts.names import PAYMENTS_UNUSABLE
 from activities.contracts.world import (
     AuditEntry,
     EmailReceipt,
@@ -64,6 +67,8 @@ NON_RETRYABLE: dict[type[Exception], str] = {
     RefundExceedsChargeError: "RefundExceedsCharge",
     KeyClosedError: "IdempotencyKeyClosed",
     MailRefusedError: "MailRefused",
+    PaymentRefusedError: "PaymentRefused",
+    PaymentsUnusableError: PAYMENTS_UNUSABLE,
 }
 
 
@@ -171,10 +176,15 @@ class ToolActivities:
         return await _call(lambda: self._look_up(args.order_id))
 
     def _look_up(self, order_id: str) -> OrderLookup:
-        """The order as the shop has it, with what the payment provider has refunded of it so far, by any ticket.
-        The shop is asked first, so an order that does not exist is refused before the provider is asked."""
+        """The order as the shop has it, with what the payment provider charged for it and has refunded of it so
+        far, by any ticket (the provider's word on money, not the shop's). The shop is asked first, so an order
+        that does not exist is refused before the provider is asked."""
         order = self.orders.order(order_id)
-        return OrderLookup(**order.model_dump(), refunded_cents=self.payments.refunded_total(order_id))
+        charge = self.payments.charge(order_id)
+        return OrderLookup(
+            order_id=order.order_id, amount_cents=charge.amount_cents, customer_email=order.customer_email,
+            refunded_cents=charge.refunded_cents,
+        )  # fmt: skip
 
     @activity.defn(name="order_events")
     async def order_events(self, args: OrderEventsArgs) -> ToolOutput:

@@ -16,8 +16,10 @@ import ipaddress
 from email.utils import parseaddr
 from pathlib import Path
 from typing import Annotated, Literal, Self
+from urllib.parse import urlsplit
 
 from pydantic import (
+    AliasChoices,
     Field,
     IPvAnyNetwork,
     NonNegativeInt,
@@ -60,6 +62,21 @@ class Settings(BaseSettings):
     refund_guard: bool = True
     """Refuse a refund that would take an order's refunded total above its charge, as Stripe does."""
     idempotency_key_ttl_hours: PositiveFloat = 24.0
+
+    payments: Literal["embedded", "stripe"] = "embedded"
+    """Who refunds. ``embedded``: the business database's provider, with Stripe's rules. ``stripe``: Stripe's API,
+    on each order's Stripe payment (``agent-worker orders add ... --stripe-payment``)."""
+    stripe_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("STRIPE_API_KEY", "stripe_api_key")
+    )
+    """``STRIPE_API_KEY`` (unprefixed, as Stripe's own tools read it): a secret key (``sk_``) or a restricted key
+    (``rk_``) with write access to refunds and read access to charges and payment intents. Never logged."""
+    stripe_api_base: str | None = None
+    """Where Stripe's API is: Stripe's own (``https://api.stripe.com``) unless set, for a proxy or tests. Plain
+    ``http://`` only to this machine: the API key travels in every request."""
+    stripe_timeout_seconds: float = Field(default=20.0, gt=0, lt=30.0)
+    """One request to Stripe; below the ``issue_refund`` activity's start-to-close timeout, so a slow answer ends
+    an attempt with a retryable error rather than an attempt Temporal gave up on."""
 
     mail: Literal["embedded", "smtp"] = "embedded"
     """Where ``send_email`` sends. ``embedded``: into the outbox table, and nowhere else. ``smtp``: to the mail
@@ -265,12 +282,13 @@ class Settings(BaseSettings):
     @field_validator(
         "s3_bucket", "s3_endpoint_url", "s3_region", "codec_server_jwks_url", "codec_server_audience",
         "codec_server_issuer", "web_proxy_header", "web_public_url", "smtp_host", "smtp_username", "mail_from",
+        "stripe_api_base",
     )  # fmt: skip
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None  # compose passes an unset variable through as ""
 
-    @field_validator("smtp_port", "smtp_password", "smtp_ca_file", mode="before")
+    @field_validator("smtp_port", "smtp_password", "smtp_ca_file", "stripe_api_key", mode="before")
     @classmethod
     def _empty_is_unset_before_parsing(cls, value: object) -> object:
         return None if value == "" else value  # "" is no port, no password, and not the current directory
@@ -298,6 +316,27 @@ class Settings(BaseSettings):
             raise ValueError(
                 "AGENT_SMTP_SECURITY=none would send AGENT_SMTP_PASSWORD in clear to a server on the network: "
                 "use starttls or tls"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stripe_settings_come_together(self) -> Self:
+        """A worker that would refund through Stripe without a key, with a key that cannot refund, or with the key
+        in clear over a network, does not start."""
+        if self.payments != "stripe":
+            return self
+        if self.stripe_api_key is None:
+            raise ValueError("AGENT_PAYMENTS=stripe needs STRIPE_API_KEY: a secret (sk_) or restricted (rk_) key")
+        if not self.stripe_api_key.get_secret_value().startswith(("sk_", "rk_")):
+            raise ValueError(
+                "STRIPE_API_KEY must be a secret (sk_) or restricted (rk_) key; a publishable key (pk_) cannot refund"
+            )
+        base = urlsplit(self.stripe_api_base or "https://api.stripe.com")
+        if base.scheme not in {"https", "http"} or not base.hostname:
+            raise ValueError(f"AGENT_STRIPE_API_BASE must be an http(s) address, not {self.stripe_api_base!r}")
+        if base.scheme == "http" and not _loopback(base.hostname):
+            raise ValueError(
+                "AGENT_STRIPE_API_BASE over plain http would send STRIPE_API_KEY in clear to another machine: use https"
             )
         return self
 

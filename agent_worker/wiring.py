@@ -28,6 +28,7 @@ from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER, Settings
 
 if TYPE_CHECKING:
+    from stripe import StripeClient
     from temporalio.worker import WorkerConfig
 
     from activities.business import Business
@@ -96,8 +97,9 @@ def codec_server_auth(settings: Settings) -> BearerAuth | None:
 
 def business(settings: Settings) -> Business:
     """The outside systems the worker acts on: the one place their ports are built from settings. The
-    embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file; the outbox
-    delivers through the mail server when ``mail`` is ``smtp``."""
+    embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file; refunds go
+    to Stripe when ``payments`` is ``stripe``, and the outbox delivers through the mail server when ``mail`` is
+    ``smtp``."""
     from activities.business import Business  # noqa: PLC0415 - SQLAlchemy, for workers and store commands
 
     key_ttl = timedelta(hours=settings.idempotency_key_ttl_hours)
@@ -105,6 +107,7 @@ def business(settings: Settings) -> Business:
         "key_ttl": key_ttl,
         "refund_guard": settings.refund_guard,
         "mail_relay": mail_relay(settings),
+        "stripe": stripe_client(settings),
     }
     if settings.database_url:
         return Business.at(settings.database_url, **options)
@@ -125,6 +128,22 @@ def mail_relay(settings: Settings) -> Relay | None:
         timeout_seconds=settings.smtp_timeout_seconds,
     )  # fmt: skip
     return SmtpRelay(server)
+
+
+def stripe_client(settings: Settings) -> StripeClient | None:
+    """Stripe's client (``AGENT_PAYMENTS=stripe``), one per worker; None for the embedded provider. The SDK's own
+    retries are off: Temporal's retry policy is the only one, so every attempt is in the ticket's history."""
+    if settings.payments == "embedded":
+        return None
+    import stripe  # noqa: PLC0415 - the SDK, for a worker that refunds through Stripe alone
+
+    assert settings.stripe_api_key is not None  # the settings' validator sees to it
+    return stripe.StripeClient(
+        settings.stripe_api_key.get_secret_value(),
+        base_addresses={"api": settings.stripe_api_base} if settings.stripe_api_base else None,
+        max_network_retries=0,
+        http_client=stripe.RequestsClient(timeout=settings.stripe_timeout_seconds),
+    )
 
 
 def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend:

@@ -1,8 +1,8 @@
 """What every payment provider behind the ``Payments`` port must do, tried through the port alone.
 
 A provider comes with one thing besides the port: a way to charge an order, so there is something to refund
-(the embedded provider's charges are the shop's orders; a Stripe adapter's would be payment intents on its
-fake). The tests use nothing else, so another implementation passes or fails the same module by adding
+(the embedded provider's charges are the shop's orders; Stripe's are payment intents on the local fake of its
+API, ``tests/support/fake_stripe.py``, which the real SDK talks HTTP to). The tests use nothing else, so another implementation passes or fails the same module by adding
 itself to ``provider``'s parameters. What only the embedded provider does, or says in its own words (keys
 expiring on a turned clock, the guard switched off, connections racing, its messages), is in
 ``test_payment_provider.py``.
@@ -27,6 +27,7 @@ from activities.business.refusals import (
     RefundExceedsChargeError,
 )
 from activities.contracts.world import Order, RefundRequest
+from tests.support.fake_stripe import FakeStripe, stripe_business
 
 
 class Provider(Protocol):
@@ -54,8 +55,34 @@ class Embedded:
         return order_id
 
 
-@pytest.fixture(params=["embedded-sqlite", "embedded-postgresql"])
+@dataclass
+class Stripe:
+    """Stripe's API (a local fake of it, through the real SDK), whose charges are payment intents made on it."""
+
+    store: Business
+    account: FakeStripe
+
+    @property
+    def payments(self) -> Payments:
+        return self.store.payments
+
+    def charge(self, amount_cents: int) -> str:
+        order_id = f"C-{uuid.uuid4().hex[:8]}"
+        payment = self.account.charge(amount_cents)
+        self.store.orders.add(
+            Order(order_id=order_id, amount_cents=amount_cents, customer_email="c@example.com"), stripe_payment=payment
+        )
+        return order_id
+
+
+@pytest.fixture(params=["embedded-sqlite", "embedded-postgresql", "stripe"])
 def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Provider]:
+    if request.param == "stripe":
+        with FakeStripe().running() as account:
+            store = stripe_business(account, tmp_path).create(seed_demo_orders=False)
+            yield Stripe(store, account)
+            store.close()
+        return
     if request.param == "embedded-postgresql":
         store = Business.at(request.getfixturevalue("postgres_url"))
     else:
@@ -75,7 +102,7 @@ def test_a_repeated_request_under_its_key_pays_nothing_and_returns_the_first_rec
 
     assert not first.replayed
     assert again == first.model_copy(update={"replayed": True})
-    assert payments.refunded_total(order) == 4900
+    assert payments.charge(order).refunded_cents == 4900
 
 
 def test_a_key_used_once_refuses_another_amount_or_another_order(provider: Provider) -> None:
@@ -86,7 +113,7 @@ def test_a_key_used_once_refuses_another_amount_or_another_order(provider: Provi
         payments.refund(refund(order, 2000, "refund:T-1/1"))
     with pytest.raises(IdempotencyConflictError):
         payments.refund(refund(other, 1000, "refund:T-1/1"))
-    assert (payments.refunded_total(order), payments.refunded_total(other)) == (1000, 0)
+    assert (payments.charge(order).refunded_cents, payments.charge(other).refunded_cents) == (1000, 0)
 
 
 def test_requests_without_a_key_each_pay(provider: Provider) -> None:
@@ -96,7 +123,7 @@ def test_requests_without_a_key_each_pay(provider: Provider) -> None:
 
     assert first.refund_id != second.refund_id
     assert not second.replayed
-    assert payments.refunded_total(order) == 2000
+    assert payments.charge(order).refunded_cents == 2000
 
 
 def test_a_refund_above_what_is_left_of_the_charge_is_refused_and_what_is_left_still_pays(provider: Provider) -> None:
@@ -106,7 +133,7 @@ def test_a_refund_above_what_is_left_of_the_charge_is_refused_and_what_is_left_s
     with pytest.raises(RefundExceedsChargeError):
         payments.refund(refund(order, 1000, "b"))
     assert payments.refund(refund(order, 900, "c")).amount_cents == 900
-    assert payments.refunded_total(order) == 4900
+    assert payments.charge(order).refunded_cents == 4900
 
 
 def test_a_refund_of_an_order_never_charged_is_refused(provider: Provider) -> None:
@@ -114,15 +141,16 @@ def test_a_refund_of_an_order_never_charged_is_refused(provider: Provider) -> No
         provider.payments.refund(refund("Z-404", 100, "refund:Z-404/1"))
 
 
-def test_the_refunded_total_is_per_order_and_counts_every_key(provider: Provider) -> None:
+def test_the_charge_and_its_refunded_total_are_per_order_and_count_every_key(provider: Provider) -> None:
     payments, order, other = provider.payments, provider.charge(4900), provider.charge(1500)
-    assert payments.refunded_total(order) == 0
+    assert payments.charge(order).refunded_cents == 0
 
     payments.refund(refund(order, 1000, "refund:T-1/1"))
     payments.refund(refund(order, 500, "refund:T-2/1"))
     payments.refund(refund(other, 1500, None))
 
-    assert (payments.refunded_total(order), payments.refunded_total(other)) == (1500, 1500)
+    assert (payments.charge(order).refunded_cents, payments.charge(other).refunded_cents) == (1500, 1500)
+    assert (payments.charge(order).amount_cents, payments.charge(other).amount_cents) == (4900, 1500)
 
 
 def test_what_was_paid_under_a_key_can_be_found_and_a_key_never_used_finds_nothing(provider: Provider) -> None:
@@ -141,7 +169,7 @@ def test_a_key_settled_as_unpaid_refuses_the_late_attempt_and_the_next_key_pays(
         payments.refund(refund(order, 4900, "refund:T-1/1"))
     assert payments.settle_refund("refund:T-1/1") is None  # asked again, the answer stands
     assert payments.refund_by_key("refund:T-1/1") is None
-    assert payments.refunded_total(order) == 0
+    assert payments.charge(order).refunded_cents == 0
     assert payments.refund(refund(order, 4900, "refund:T-1/2")).amount_cents == 4900
 
 
@@ -151,4 +179,4 @@ def test_settling_a_key_that_paid_returns_the_refund_and_a_retry_still_gets_it(p
 
     assert payments.settle_refund("refund:T-1/1") == paid.model_copy(update={"replayed": True})
     assert payments.refund(refund(order, 4900, "refund:T-1/1")) == paid.model_copy(update={"replayed": True})
-    assert payments.refunded_total(order) == 4900
+    assert payments.charge(order).refunded_cents == 4900

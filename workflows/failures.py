@@ -15,9 +15,22 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from workflows.patches import Patch
 
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts.names import PAYMENTS_UNUSABLE
+
 
 class ToolError(Exception):
     """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
+
+
+class ProviderUnusableError(Exception):
+    """An outside system refuses the worker itself (its credentials): no tool call can succeed until a person
+    fixes the worker's settings, so the ticket ends as failed, for a person, instead of the model telling the
+    customer about an error that is not theirs. The message is the ticket's answer."""
+
+    def __init__(self, message: str, step: int) -> None:
+        super().__init__(message)
+        self.step = step
 
 
 def is_refusal(error: ActivityError) -> bool:
@@ -34,6 +47,20 @@ def cause(error: ActivityError) -> str:
     if isinstance(inner, ApplicationError):
         return inner.message
     return str(inner) or type(inner).__name__
+
+
+def raise_if_unusable(error: ActivityError, step: int) -> None:
+    """A tool that failed at ``step`` because its provider refuses the worker (``PAYMENTS_UNUSABLE``) ends the
+    ticket."""
+    if (
+        isinstance(error.cause, ApplicationError)
+        and error.cause.type == PAYMENTS_UNUSABLE
+        and workflow.patched(Patch.UNUSABLE_PROVIDER)
+    ):
+        raise ProviderUnusableError(
+            f"The agent could not use the payment provider ({cause(error)}). A person will take this ticket over.",
+            step,
+        )
 
 
 def raise_if_cancelled(error: ActivityError) -> None:

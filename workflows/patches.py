@@ -75,3 +75,7 @@ class Patch(StrEnum):
     AUDIT_KEYS_PER_RUN = "audit-keys-per-run"
     """Audit entries are keyed by the run that writes them, not the ticket's first run, which a reset keeps: keyed
     so, a reset run's entries were taken for the failed run's and dropped."""
+
+    UNUSABLE_PROVIDER = "unusable-provider"
+    """A payment provider that refuses the worker's credentials ends the ticket as failed, for a person, instead
+    of the model reading the error and telling the customer. Only tickets that meet such a provider meet it."""

@@ -84,7 +84,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
     from workflows.continuation import Continuation
-    from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+    from workflows.failures import ProviderUnusableError, ToolError, cause, is_refusal, raise_if_cancelled
     from workflows.tools import Toolbox, reconcile, ticket_key
     from workflows.waits import Events, Replies
 
@@ -300,8 +300,16 @@ class SupportAgent:
             outcome, messages = await self._turn(first, messages)
 
     async def _turn(self, first: int, messages: list[Message]) -> tuple[Outcome, list[Message]]:
-        """One turn of the agent loop: think, use the tools asked for, repeat until the model answers or the
-        turn's steps (``max_steps`` from its first) run out. Returns how it ended, and what is still unsent."""
+        """One turn of the agent loop (``_steps``), ended as failed, for a person, by a provider that refuses the
+        worker itself."""
+        try:
+            return await self._steps(first, messages)
+        except ProviderUnusableError as error:
+            return self._outcome(Status.FAILED, error.step, str(error)), messages
+
+    async def _steps(self, first: int, messages: list[Message]) -> tuple[Outcome, list[Message]]:
+        """Think, use the tools asked for, repeat until the model answers or the turn's steps (``max_steps`` from
+        its first) run out. Returns how it ended, and what is still unsent."""
         ticket = self._ticket
         last = self._replies.first_step + ticket.options.max_steps - 1
         for step in range(first, last + 1):

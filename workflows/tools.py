@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.approvals import ApprovalGate
-from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled, raise_if_unusable
 from workflows.waits import Events
 
 Reconcile = Callable[[RefundRequest, ActivityError], Awaitable[RefundReceipt]]
@@ -130,6 +130,7 @@ class Toolbox:
             return str(error), True
         except ActivityError as error:
             raise_if_cancelled(error)
+            raise_if_unusable(error, step)
             # Out of retries, or not worth retrying: the model hears about it instead of the run failing.
             return f"The tool failed: {cause(error)}", True
 

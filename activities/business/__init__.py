@@ -16,8 +16,9 @@ default, PostgreSQL when several workers share it:
 Payments and mail share one idempotency key ledger (``keys``); every port raises the same refusals
 (``refusals``). ``Business`` puts the embedded implementations together over one database: the worker hands
 each activity the ports it needs, and tests and operators read what was paid, mailed and written through it.
-A real provider (Stripe for payments, SMTP for mail) is another implementation of its port, chosen where the
-worker's settings build the business (``agent_worker.config``). Mail through SMTP keeps the outbox as its ledger
+A real provider is another implementation of its port (``stripe_payments``, refunds through Stripe, keeping its
+book and its closed keys in the same database), chosen where the worker's settings build the business
+(``agent_worker.wiring``). Mail through SMTP keeps the outbox as its ledger
 (SMTP has no idempotency keys), so it is the outbox with a relay (``mail_relay``), not a port of its own.
 """
 
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from activities.business.audit import SqlAuditTrail
 from activities.business.blobs import SqlBlobs
@@ -37,6 +39,11 @@ from activities.business.model_calls import SqlModelCalls
 from activities.business.orders import SqlOrders
 from activities.business.payments import SqlPayments
 
+if TYPE_CHECKING:
+    from stripe import StripeClient
+
+    from activities.business.stripe_payments import StripePayments
+
 __all__ = ["Business"]
 
 
@@ -46,14 +53,14 @@ class Business:
 
     database: Database
     orders: SqlOrders
-    payments: SqlPayments
+    payments: SqlPayments | StripePayments
     mail: SqlOutbox
     audit: SqlAuditTrail
     model_calls: SqlModelCalls
     blobs: SqlBlobs
 
     @classmethod
-    def at(
+    def at(  # noqa: PLR0913 - keyword-only, one per rule or provider: grouped, they would be Settings again
         cls,
         url: str,
         *,
@@ -61,16 +68,23 @@ class Business:
         refund_guard: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         mail_relay: Relay | None = None,
+        stripe: StripeClient | None = None,
     ) -> Business:
         """The business in the database at ``url``; idempotency keys live ``key_ttl``, the payment provider
-        refuses refunds above an order's charge unless ``refund_guard`` is off, and the outbox delivers through
-        ``mail_relay`` if one is given (else recording an email is sending it)."""
+        refuses refunds above an order's charge unless ``refund_guard`` is off, refunds go to Stripe through
+        ``stripe`` if it is given, and the outbox delivers through ``mail_relay`` if one is given (else recording
+        an email is sending it)."""
         database = Database(url, clock=clock)
         keys = KeyLedger(database, key_ttl)
+        payments: SqlPayments | StripePayments = SqlPayments(database, keys, refund_guard=refund_guard)
+        if stripe is not None:
+            from activities.business.stripe_payments import StripePayments  # noqa: PLC0415 - the SDK, when asked
+
+            payments = StripePayments(stripe, database, keys)
         return cls(
             database=database,
             orders=SqlOrders(database),
-            payments=SqlPayments(database, keys, refund_guard=refund_guard),
+            payments=payments,
             mail=SqlOutbox(database, keys, mail_relay),
             audit=SqlAuditTrail(database),
             model_calls=SqlModelCalls(database),
@@ -78,7 +92,7 @@ class Business:
         )
 
     @classmethod
-    def sqlite(
+    def sqlite(  # noqa: PLR0913 - as ``at``
         cls,
         path: Path,
         *,
@@ -86,11 +100,13 @@ class Business:
         refund_guard: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         mail_relay: Relay | None = None,
+        stripe: StripeClient | None = None,
     ) -> Business:
         """The business in a SQLite file, created with its folder on ``create``."""
         return cls.at(
-            f"sqlite:///{path}", key_ttl=key_ttl, refund_guard=refund_guard, clock=clock, mail_relay=mail_relay
-        )
+            f"sqlite:///{path}", key_ttl=key_ttl, refund_guard=refund_guard, clock=clock, mail_relay=mail_relay,
+            stripe=stripe,
+        )  # fmt: skip
 
     def create(self, *, seed_demo_orders: bool = True) -> Business:
         """Migrate the schema to the newest revision and seed the demo orders on first use; safe to call on every

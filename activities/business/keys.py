@@ -54,11 +54,16 @@ class KeyLedger:
         if expired is not None:
             return None
         row = db.execute(idempotency_keys.select().where(idempotency_keys.c.key == key)).one()
-        if row.closed_at is not None:
-            raise KeyClosedError(
-                f"Idempotency key {key} was settled as not paid at {row.closed_at:%Y-%m-%d %H:%M:%S}: "
-                "nothing is paid under it any more"
-            )
+        _refuse_closed(row)
+        return row
+
+    def lock(self, db: Connection, key: str, *, open_only: bool = False) -> sa.Row[Any] | None:
+        """The key's row, held until the transaction ends: a second holder waits (on SQLite the writer's lock
+        already keeps everyone else out). ``open_only`` refuses a closed key (``KeyClosedError``). For a
+        provider whose answer comes over the network, outside this transaction (``StripePayments``)."""
+        row = db.execute(idempotency_keys.select().where(idempotency_keys.c.key == key).with_for_update()).first()
+        if open_only and row is not None:
+            _refuse_closed(row)
         return row
 
     def record(self, db: Connection, key: str | None, result_id: int) -> None:
@@ -88,3 +93,11 @@ class KeyLedger:
             .returning(idempotency_keys.c.key)  # rowcount is not reliable across drivers; a returned row is
         ).first()
         return claimed is not None
+
+
+def _refuse_closed(row: sa.Row[Any]) -> None:
+    if row.closed_at is not None:
+        raise KeyClosedError(
+            f"Idempotency key {row.key} was settled as not paid at {row.closed_at:%Y-%m-%d %H:%M:%S}: "
+            "nothing is paid under it any more"
+        )

@@ -3,7 +3,7 @@
 ``Orders`` is the port, what the tools read: an order, and its events. ``SqlOrders`` is the embedded shop in
 the business database, which operators and tests also write to (``agent-worker orders add``, the demo
 orders seeded on first use). What has been refunded of an order is not the shop's to say but the payment
-provider's (``Payments.refunded_total``): ``lookup_order`` asks both.
+provider's, and so is what was charged (``Payments.charge``): ``lookup_order`` asks both.
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ class SqlOrders:
             query = sa.select(order_events.c.event).where(order_events.c.order_id == order_id)
             return list(db.execute(query.order_by(order_events.c.id)).scalars())
 
-    def add(self, order: Order) -> None:
-        """Add the order, or change its amount and customer if it exists."""
-        statement = self.database.insert(orders).values(**order.model_dump())
+    def add(self, order: Order, *, stripe_payment: str | None = None) -> None:
+        """Add the order, or change its amount and customer if it exists; ``stripe_payment`` names its payment at
+        Stripe (a PaymentIntent ``pi_...`` or a Charge ``ch_...``), kept as it was if not given."""
+        statement = self.database.insert(orders).values(**order.model_dump(), stripe_payment=stripe_payment)
         with self.database.writer.begin() as db:
             db.execute(
                 statement.on_conflict_do_update(
@@ -65,6 +66,7 @@ class SqlOrders:
                     set_={
                         "amount_cents": statement.excluded.amount_cents,
                         "customer_email": statement.excluded.customer_email,
+                        "stripe_payment": sa.func.coalesce(statement.excluded.stripe_payment, orders.c.stripe_payment),
                     },
                 )
             )

@@ -33,7 +33,7 @@ from activities.business.keys import KeyLedger
 from activities.business.refusals import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
 from activities.business.schema import idempotency_keys, orders, refunds
 from activities.contracts.fields import money
-from activities.contracts.world import RefundReceipt, RefundRequest
+from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
 
 class Payments(Protocol):
@@ -58,8 +58,10 @@ class Payments(Protocol):
         refund came first and is returned, or the key closed first and the refund never pays."""
         ...
 
-    def refunded_total(self, order_id: str) -> int:
-        """What has been refunded of the order so far, in cents, by anyone; 0 for none."""
+    def charge(self, order_id: str) -> Charge:
+        """What was charged for the order and how much of it has been refunded so far, by anyone: the
+        provider's word, which is the truth about money whatever the shop's records say. Refused: no such order
+        or no payment of it (``OrderNotFoundError``)."""
         ...
 
 
@@ -161,9 +163,13 @@ class SqlPayments:
                 self.keys.close(db, key)
         return found
 
-    def refunded_total(self, order_id: str) -> int:
+    def charge(self, order_id: str) -> Charge:
+        """The embedded provider's charge of an order is the order's amount: it shares the shop's database."""
         with self.database.reader.connect() as db:
-            return _refunded(db, order_id)
+            amount = db.execute(sa.select(orders.c.amount_cents).where(orders.c.order_id == order_id)).scalar()
+            if amount is None:
+                raise OrderNotFoundError(f"There is no order {order_id}")
+            return Charge(amount_cents=amount, refunded_cents=_refunded(db, order_id))
 
     def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
         """Every refund paid (of one order, if given), oldest first: for tests and operators."""
@@ -192,4 +198,8 @@ def _refund_under(db: Connection, key: str) -> RefundReceipt | None:
 
 
 def _receipt(row: sa.Row[Any], *, replayed: bool = False) -> RefundReceipt:
-    return RefundReceipt(refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=replayed)
+    """The receipt of a row of ``refunds``, whichever provider paid it."""
+    return RefundReceipt(
+        refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=replayed,
+        provider_refund_id=row.provider_refund_id, status=row.status,
+    )  # fmt: skip

@@ -28,3 +28,13 @@ class KeyClosedError(ValueError):
 class MailRefusedError(ValueError):
     """The mail server refused the email for good (a 5xx reply: no such mailbox, a sender it will not relay
     for, a message it will not take): sending it again as it is will be refused again."""
+
+
+class PaymentRefusedError(ValueError):
+    """The payment provider refused the refund for good, for a reason of its own (Stripe's other 4xx answers,
+    in its words): asking again as it is will be refused again."""
+
+
+class PaymentsUnusableError(PermissionError):
+    """The payment provider refuses this worker's credentials (a revoked or wrong API key, a restricted key
+    without the permission): no ticket can refund until a person fixes the worker's settings."""

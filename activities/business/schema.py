@@ -19,6 +19,7 @@ orders = sa.Table(
     sa.Column("order_id", sa.Text, primary_key=True),
     sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents >= 0"), nullable=False),
     sa.Column("customer_email", sa.Text, nullable=False),
+    sa.Column("stripe_payment", sa.Text),  # the order's PaymentIntent (pi_...) or Charge (ch_...) at Stripe
 )  # fmt: skip
 refunds = sa.Table(
     "refunds", metadata,
@@ -27,6 +28,8 @@ refunds = sa.Table(
     sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents > 0"), nullable=False),
     sa.Column("idempotency_key", sa.Text, index=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("provider_refund_id", sa.Text, index=True, unique=True),  # at Stripe (re_...); none if embedded
+    sa.Column("status", sa.Text),  # what Stripe said of it: succeeded, pending, ...
 )  # fmt: skip
 emails = sa.Table(
     "emails", metadata,

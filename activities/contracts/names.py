@@ -25,6 +25,9 @@ TICKET_STATE_ATTRIBUTE = "TicketState"
 """What an open ticket waits for, while it waits (``TicketState``): listed with no worker running."""
 WAITING_FOR_MEMO = "waiting_for"
 """The memo field that says what a waiting ticket waits for, and until when (``Waiting``)."""
+PAYMENTS_UNUSABLE = "PaymentsUnusable"
+"""The error type of a tool whose payment provider refuses the worker's credentials: the ticket ends as failed,
+for a person, since no tool call can succeed until the worker's settings are fixed."""
 SEARCH_ATTRIBUTES: dict[str, Literal["Int", "Keyword"]] = {
     AWAITING_APPROVAL_ATTRIBUTE: "Int",
     TICKET_STATE_ATTRIBUTE: "Keyword",

@@ -41,6 +41,17 @@ class RefundReceipt(Contract):
     amount_cents: int
     replayed: bool = False
     """True when the provider recognised the key and paid nothing this time."""
+    provider_refund_id: str | None = None
+    """The refund's id at the payment provider (Stripe's ``re_...``); None for the embedded provider."""
+    status: str | None = None
+    """What the provider said of the refund (Stripe: ``succeeded``, ``pending``); None for the embedded one."""
+
+
+class Charge(Contract):
+    """What the payment provider charged for an order, and how much of it it has refunded so far, by anyone."""
+
+    amount_cents: NonNegativeInt
+    refunded_cents: NonNegativeInt
 
 
 class ToolOutput(Contract):

@@ -1,0 +1,213 @@
+"""Refunds through Stripe (``AGENT_PAYMENTS=stripe``), with the official ``stripe`` SDK, behind the ``Payments`` port.
+
+**Who is the authority for what.** Stripe holds the money and keeps the idempotency rules: a refund is created
+on the order's payment (``orders.stripe_payment``, a PaymentIntent or a Charge) with the ticket's key as
+Stripe's ``Idempotency-Key``, so a retried attempt gets the first refund back (``Idempotent-Replayed``), a key
+reused for another refund is Stripe's ``idempotency_error``, and a refund above what is left of the charge is
+Stripe's ``amount_too_large``. What was charged and refunded of an order is read from Stripe too (``charge``),
+not from the shop's records. The key also travels in the refund's ``metadata``, so the refund can be found by
+its key after Stripe has forgotten the key (24 hours), by listing the payment's refunds.
+
+The worker's own database keeps two things Stripe has no word for. The **key ledger** holds each key's first
+request and, once reconciliation settled it as never paid, its closing (``KeyLedger``): a closed key refuses
+every later attempt before Stripe is asked. The **refunds table** is the book of what Stripe refunded, one row
+per Stripe refund (its ``re_`` id, amount and status), which gives a refund the short number the model and the
+customer read ("refund #3") and tests and operators their list.
+
+**Settling an unknown outcome.** An attempt holds its key's row in the ledger (a row lock on PostgreSQL, the
+writer's lock on SQLite) from before it asks Stripe until its answer is booked; ``settle_refund`` takes the
+same row first, so it waits for an attempt in flight in any worker, then asks Stripe for a refund under the key
+(the payment's refunds, by metadata) and closes the key if there is none, in one transaction. Either the refund
+came first and is returned, or the key closed first and no later attempt sends it. What no lock can cover is a
+request a killed worker had already sent and that Stripe carries out after the settlement; the settlement
+comes after every attempt's timeout, minutes after the last request, and Stripe answers in seconds.
+
+**Every failure is classified here, once**, by what a retry would do (``classify``): a rate limit, a
+connection that failed or dropped, and Stripe's 5xx are ``PaymentDeferredError``, retried by Temporal (the
+SDK's own retries are off, so every retry is in the history); a reused key, a charge already refunded, an
+amount too large, an unknown payment and any other 4xx are refusals the model reads in Stripe's words; bad
+credentials are ``PaymentsUnusableError``, which ends the ticket as failed for a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import sqlalchemy as sa
+import stripe
+from sqlalchemy.engine import Connection
+from stripe.params import RefundCreateParams, RefundListParams
+
+from activities.business.database import Database
+from activities.business.keys import KeyLedger
+from activities.business.payments import RefundFingerprint, _receipt
+from activities.business.refusals import (
+    IdempotencyConflictError,
+    OrderNotFoundError,
+    PaymentRefusedError,
+    PaymentsUnusableError,
+    RefundExceedsChargeError,
+)
+from activities.business.schema import idempotency_keys, orders, refunds
+from activities.contracts.world import Charge, RefundReceipt, RefundRequest
+
+T = TypeVar("T")
+KEY_IN_METADATA = "idempotency_key"
+"""The metadata field of a Stripe refund that names the key it was made under."""
+REPLAYED = "idempotent-replayed"
+
+
+class PaymentDeferredError(RuntimeError):
+    """Stripe could not answer now (rate limited, unreachable, its own error): worth retrying under the key."""
+
+
+class StripePayments:
+    """The ``Payments`` port on Stripe's API, through ``client`` (one ``stripe.StripeClient`` per worker)."""
+
+    def __init__(self, client: stripe.StripeClient, database: Database, keys: KeyLedger) -> None:
+        self.client = client
+        self.database = database
+        self.keys = keys
+
+    def refund(self, request: RefundRequest) -> RefundReceipt:
+        payment = self._payment_of(request.order_id)
+        key = request.idempotency_key
+        if key is not None:
+            # The request is committed under its key before Stripe hears of it, so a settlement after a crash
+            # knows which payment to look at. A key taken before is not refused here: Stripe judges a repeat.
+            with self.database.writer.begin() as db:
+                self.keys.claim(db, key, RefundFingerprint.of(request).to_text())
+        with self.database.writer.begin() as db:
+            if key is not None:
+                self.keys.lock(db, key, open_only=True)  # held until the refund is booked; closed: refused
+            params = _on(payment, RefundCreateParams(amount=request.amount_cents))
+            if key is not None:
+                params["metadata"] = {KEY_IN_METADATA: key, "order_id": request.order_id}
+            made = _asking(lambda: self.client.v1.refunds.create(params, {"idempotency_key": key} if key else {}))
+            response = made.last_response
+            replayed = response is not None and response.headers.get(REPLAYED) == "true"
+            receipt = self._book(db, request.order_id, made, key, replayed=replayed)
+            self.keys.record(db, key, receipt.refund_id)
+        return receipt
+
+    def refund_by_key(self, key: str) -> RefundReceipt | None:
+        with self.database.writer.begin() as db:
+            return self._find(db, key)
+
+    def settle_refund(self, key: str) -> RefundReceipt | None:
+        with self.database.writer.begin() as db:
+            self.keys.hold(db, key)
+            self.keys.lock(db, key)  # an attempt in flight under the key, in any worker, finishes first
+            found = self._find(db, key)
+            if found is None:
+                self.keys.close(db, key)
+        return found
+
+    def charge(self, order_id: str) -> Charge:
+        payment = self._payment_of(order_id)
+        if payment.startswith("pi_"):
+            intent = _asking(lambda: self.client.v1.payment_intents.retrieve(payment, {"expand": ["latest_charge"]}))
+            charge = intent.latest_charge
+            if not isinstance(charge, stripe.Charge):  # a PaymentIntent never paid has no charge to refund
+                return Charge(amount_cents=0, refunded_cents=0)
+        else:
+            charge = _asking(lambda: self.client.v1.charges.retrieve(payment))
+        return Charge(amount_cents=charge.amount, refunded_cents=charge.amount_refunded)
+
+    def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
+        """Every refund booked (of one order, if given), oldest first: for tests and operators."""
+        query = refunds.select().order_by(refunds.c.id)
+        if order_id is not None:
+            query = query.where(refunds.c.order_id == order_id)
+        with self.database.reader.connect() as db:
+            return [_receipt(row) for row in db.execute(query)]
+
+    def _payment_of(self, order_id: str) -> str:
+        with self.database.reader.connect() as db:
+            row = db.execute(sa.select(orders.c.stripe_payment).where(orders.c.order_id == order_id)).first()
+        if row is None:
+            raise OrderNotFoundError(f"There is no order {order_id}")
+        if row.stripe_payment is None:
+            raise OrderNotFoundError(
+                f"Order {order_id} names no Stripe payment, so nothing can be refunded or looked up at Stripe "
+                f"(a person can add it: agent-worker orders add {order_id} ... --stripe-payment pi_...)"
+            )
+        return str(row.stripe_payment)
+
+    def _find(self, db: Connection, key: str) -> RefundReceipt | None:
+        """The refund Stripe made under ``key``, booked if it was not yet: found among the refunds of the
+        payment the key's first request named (the ledger has it), by the key in their metadata."""
+        request = db.execute(sa.select(idempotency_keys.c.request).where(idempotency_keys.c.key == key)).scalar()
+        asked = None if request is None else RefundFingerprint.from_text(request)
+        if asked is None:  # nothing asked under the key: nothing can have been paid under it
+            return None
+        payment = self._payment_of(asked.order_id)
+        for made in self._refunds_of(payment):
+            if made.metadata is not None and made.metadata.to_dict().get(KEY_IN_METADATA) == key:
+                return self._book(db, asked.order_id, made, key, replayed=True)
+        return None
+
+    def _refunds_of(self, payment: str) -> Iterator[stripe.Refund]:
+        listed = _asking(lambda: self.client.v1.refunds.list(_on(payment, RefundListParams(limit=100))))
+        try:
+            yield from listed.auto_paging_iter()
+        except stripe.StripeError as error:
+            raise classify(error) from None
+
+    def _book(
+        self, db: Connection, order_id: str, made: stripe.Refund, key: str | None, *, replayed: bool
+    ) -> RefundReceipt:
+        """The refunds table's row for Stripe's refund ``made``, written the first time it is seen."""
+        booked = db.execute(refunds.select().where(refunds.c.provider_refund_id == made.id)).first()
+        if booked is None:
+            booked = db.execute(
+                refunds.insert().returning(*refunds.c),
+                {"order_id": order_id, "amount_cents": made.amount, "idempotency_key": key,
+                 "created_at": self.database.clock(), "provider_refund_id": made.id, "status": made.status},
+            ).one()  # fmt: skip
+            return _receipt(booked, replayed=replayed)
+        return _receipt(booked, replayed=True)
+
+
+Params = TypeVar("Params", RefundCreateParams, RefundListParams)
+
+
+def _on(payment: str, params: Params) -> Params:
+    """``params`` of a request about one payment, named by its id: a PaymentIntent (``pi_``) or a Charge."""
+    if payment.startswith("pi_"):
+        params["payment_intent"] = payment
+    else:
+        params["charge"] = payment
+    return params
+
+
+def _asking(call: Callable[[], T]) -> T:
+    """Call Stripe, with its errors classified."""
+    try:
+        return call()
+    except stripe.StripeError as error:
+        raise classify(error) from None  # Stripe's words are in it; its cause would be what the model reads
+
+
+REFUSED_FOR_GOOD = {
+    "charge_already_refunded": RefundExceedsChargeError,
+    "amount_too_large": RefundExceedsChargeError,
+    "resource_missing": OrderNotFoundError,
+}
+
+
+def classify(error: stripe.StripeError) -> Exception:
+    """What a failed request to Stripe means: a refusal that asking again will not change, or worth a retry."""
+    words = error.user_message or type(error).__name__  # Stripe's message, without the request id
+    if isinstance(error, stripe.RateLimitError | stripe.APIConnectionError):
+        return PaymentDeferredError(f"Stripe could not take the request now: {words}")
+    if isinstance(error, stripe.AuthenticationError | stripe.PermissionError):
+        return PaymentsUnusableError(f"Stripe refused this worker's API key: {words}")
+    if isinstance(error, stripe.IdempotencyError):
+        return IdempotencyConflictError(f"Stripe refused the idempotency key: {words}")
+    status = error.http_status or 0
+    if status >= 500 or status in (409, 0):  # 409: another request under the key is still running at Stripe
+        return PaymentDeferredError(f"Stripe answered {status or 'nothing'}: {words}")
+    refusal = REFUSED_FOR_GOOD.get(error.code or "", PaymentRefusedError)
+    return refusal(f"Stripe refused the refund: {words}")
