@@ -29,7 +29,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,6 +60,8 @@ class FakeStripe:
     api_key: str = API_KEY
     slow_seconds: float = 0.0
     """How long a ``slow`` failure waits before answering."""
+    on_refund: Callable[[dict[str, Any]], None] | None = None
+    """Called with each refund as it is made, before the answer leaves: a test's hook (a kill, say)."""
     requests: list[tuple[str, str, dict[str, Any], dict[str, str]]] = field(default_factory=list)
     """Every request: method, path, parameters, headers (lowercased names)."""
     _charges: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -189,6 +191,8 @@ class FakeStripe:
             "metadata": dict(params.get("metadata", {})), "created": int(time.time()),
         }  # fmt: skip
         self._refunds.append(refund)
+        if self.on_refund is not None:
+            self.on_refund(dict(refund))
         return 200, dict(refund)
 
     def _list_refunds(self, params: dict[str, Any]) -> tuple[int, Any]:
@@ -222,6 +226,17 @@ class FakeStripe:
 def stripe_settings(account: FakeStripe, **overrides: Any) -> dict[str, Any]:
     """The settings of a worker that refunds through ``account``."""
     return {"payments": "stripe", "stripe_api_key": account.api_key, "stripe_api_base": account.url, **overrides}
+
+
+def pay_at_stripe(account: FakeStripe, store: Business, *order_ids: str) -> dict[str, str]:
+    """Charge each of the shop's orders on ``account`` (each a PaymentIntent of the order's amount) and name the
+    payment on the order, as a checkout would have; returns the payments by order."""
+    payments = {}
+    for order_id in order_ids:
+        order = store.orders.order(order_id)
+        payments[order_id] = account.charge(order.amount_cents)
+        store.orders.add(order, stripe_payment=payments[order_id])
+    return payments
 
 
 def stripe_env(account: FakeStripe) -> dict[str, str]:
