@@ -115,7 +115,20 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("order_id")
     add.add_argument("amount_cents", type=int)
     add.add_argument("customer_email")
+    add.add_argument(
+        "--stripe-payment", type=stripe_payment, metavar="pi_...|ch_...",
+        help="the order's payment at Stripe, a PaymentIntent or a Charge (for AGENT_PAYMENTS=stripe)",
+    )  # fmt: skip
     return cli
+
+
+def stripe_payment(text: str) -> str:
+    """A Stripe payment's id, as the dashboard shows it: a PaymentIntent (``pi_``) or a Charge (``ch_``)."""
+    if not text.startswith(("pi_", "ch_")) or not text[3:].isalnum():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Stripe payment: a PaymentIntent (pi_...) or a Charge (ch_...) id"
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:

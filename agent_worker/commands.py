@@ -230,10 +230,11 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
     store.create()
     if args.orders_command == "add":
         store.orders.add(
-            Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email)
+            Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email),
+            stripe_payment=args.stripe_payment,
         )
-    for order in store.orders.all():
-        print(f"{order.order_id}\t{money(order.amount_cents)}\t{order.customer_email}")
+    for order, payment in store.orders.all_with_payments():
+        print("\t".join([order.order_id, money(order.amount_cents), order.customer_email, *filter(None, [payment])]))
 
 
 def run(args: argparse.Namespace) -> None:

@@ -2,10 +2,10 @@
 
 A provider comes with one thing besides the port: a way to charge an order, so there is something to refund
 (the embedded provider's charges are the shop's orders; Stripe's are payment intents on the local fake of its
-API, ``tests/support/fake_stripe.py``, which the real SDK talks HTTP to). The tests use nothing else, so another implementation passes or fails the same module by adding
-itself to ``provider``'s parameters. What only the embedded provider does, or says in its own words (keys
-expiring on a turned clock, the guard switched off, connections racing, its messages), is in
-``test_payment_provider.py``.
+API, ``tests/support/fake_stripe.py``, which the real SDK talks HTTP to). The tests use nothing else, so
+another implementation passes or fails the same module by adding itself to ``provider``'s parameters. What
+only one provider does, or says in its own words, is in ``test_payment_provider.py`` (the embedded one: keys
+expiring on a turned clock, the guard switched off, connections racing) and ``test_stripe.py``.
 """
 
 from __future__ import annotations

@@ -429,3 +429,34 @@ async def test_a_worker_killed_after_it_booked_the_refund_pays_once(lab: Lab, ac
     assert len(account.refunds()) == 1
     assert len(stripe(lab.store).refunds()) == 1
     assert outcome.status is Status.RESOLVED
+
+
+# --- naming an order's payment --------------------------------------------------------------------------------
+
+
+def orders_command(*args: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    agent_worker = str(Path(sys.executable).with_name("agent-worker"))
+    env = {**os.environ, "AGENT_DB_PATH": str(folder / "business.sqlite3")}
+    return subprocess.run(
+        [agent_worker, "orders", *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_an_operator_names_an_orders_stripe_payment_and_the_list_shows_it(tmp_path: Path) -> None:
+    added = orders_command("add", "B-2001", "4500", "dee@example.com", "--stripe-payment", "pi_3Nk2", folder=tmp_path)
+    assert added.returncode == 0, added.stderr
+    assert "B-2001\t45.00\tdee@example.com\tpi_3Nk2" in added.stdout.splitlines()
+
+    changed = orders_command("add", "B-2001", "4600", "dee@example.com", folder=tmp_path)  # the payment stays
+    assert "B-2001\t46.00\tdee@example.com\tpi_3Nk2" in changed.stdout.splitlines()
+    assert "A-1001\t49.00\tann@example.com" in changed.stdout.splitlines()  # a demo order names none
+
+
+@pytest.mark.parametrize("payment", ["pk_live_123", "pi_", "re_123", "pi_1 OR 1=1", ""])
+def test_something_that_is_not_a_stripe_payment_is_refused_and_nothing_is_written(payment: str, tmp_path: Path) -> None:
+    refused = orders_command("add", "B-2002", "4500", "dee@example.com", "--stripe-payment", payment, folder=tmp_path)
+
+    assert refused.returncode == 2
+    assert "is not a Stripe payment: a PaymentIntent (pi_...) or a Charge (ch_...) id" in refused.stderr
+    listed = orders_command("list", folder=tmp_path)
+    assert "B-2002" not in listed.stdout

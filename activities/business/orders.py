@@ -77,8 +77,13 @@ class SqlOrders:
             db.execute(self.database.insert(orders).on_conflict_do_nothing(), [o.model_dump() for o in seeded])
 
     def all(self) -> list[Order]:
+        return [order for order, _payment in self.all_with_payments()]
+
+    def all_with_payments(self) -> list[tuple[Order, str | None]]:
+        """Every order, with its payment at Stripe if it names one: for operators."""
         with self.database.reader.connect() as db:
-            return [_order(row) for row in db.execute(orders.select().order_by(orders.c.order_id))]
+            rows = db.execute(orders.select().order_by(orders.c.order_id))
+            return [(_order(row), row.stripe_payment) for row in rows]
 
     def add_event(self, order_id: str, event: str) -> None:
         with self.database.writer.begin() as db:

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
 from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from activities.business import Business
