@@ -15,7 +15,7 @@ import signal
 import sys
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
 from tests.support import tickets
+from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.history import events
 from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
 from tests.support.models import PlaybackModel, calls, says
@@ -357,6 +358,30 @@ async def shipping_status_read(r: Recorder) -> Handle:
     return await r.finished(ticket("Where is my parcel for order A-1001?"))
 
 
+async def stripe_refused_the_workers_key(r: Recorder) -> Handle:
+    """The path added behind the ``unusable-provider`` patch: Stripe refuses the worker's API key at the first
+    lookup, and the ticket ends as failed, for a person (the business is ``stripe_with_a_revoked_key``'s)."""
+    handle = await r.start(ticket(approval_limit_cents=10_000))
+    await handle.result()
+    return handle
+
+
+@contextlib.contextmanager
+def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
+    with FakeStripe().running() as account:
+        store = stripe_business(account, folder, stripe_api_key="sk_test_revoked").create()
+        pay_at_stripe(account, store, "A-1001")
+        yield store
+        store.close()
+
+
+@contextlib.contextmanager
+def embedded(folder: Path) -> Iterator[Business]:
+    store = Business.sqlite(folder / "business.sqlite3").create()
+    yield store
+    store.close()
+
+
 async def _wait_closed(handle: Handle) -> None:
     async def closed() -> bool:
         return (await handle.describe()).close_time is not None
@@ -376,7 +401,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
         approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
-        shipping_status_read,
+        shipping_status_read, stripe_refused_the_workers_key,
     )
 }  # fmt: skip
 
@@ -402,6 +427,11 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
 }
 """Scenarios that need another model than the script."""
 
+STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[Business]]] = {
+    "stripe_refused_the_workers_key": stripe_with_a_revoked_key,
+}
+"""Scenarios that need another business than the embedded one in a SQLite file of their own."""
+
 
 def scripted(task_queue: str, store: Business) -> Settings:
     """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
@@ -415,8 +445,10 @@ async def record(names: list[str], out: Path) -> None:
     env = await start_dev_server(None)
     try:
         for name in names or list(SCENARIOS):
-            with tempfile.TemporaryDirectory() as scratch:  # a business database of its own per scenario
-                store = Business.sqlite(Path(scratch) / "business.sqlite3").create()
+            with (
+                tempfile.TemporaryDirectory() as scratch,  # a business database of its own per scenario
+                STORES.get(name, embedded)(Path(scratch)) as store,
+            ):
                 task_queue = f"record-{uuid.uuid4()}"
                 model = MODELS[name]() if name in MODELS else None
                 async with build_worker(env.client, scripted(task_queue, store), store, model):

@@ -256,6 +256,7 @@ def test_the_newest_paths_record_their_patches() -> None:
     assert "event-waits" in patches(HISTORIES / "waited_for_a_delivery_scan.json")
     assert "audit-keys-per-run" in patches(HISTORIES / "waited_for_a_delivery_scan.json")
     assert "shipping-status" in patches(HISTORIES / "shipping_status_read.json")
+    assert "unusable-provider" in patches(HISTORIES / "stripe_refused_the_workers_key.json")
     # The inbox's update: the refused one never reached the history; the forged and the signed ones did.
     inbox = json.loads((HISTORIES / "approved_in_the_inbox.json").read_text())["events"]
     assert [e["eventType"] for e in inbox].count("EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED") == 2
