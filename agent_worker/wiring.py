@@ -296,6 +296,7 @@ class AgentPlugin(SimplePlugin):
             task_queue=settings.task_queue,
             model=model.name,
             business_db=str(ports),
+            payments=str(ports.payments),
             mail=str(ports.mail),
             content_store=str(blobs),
             large_payloads=bucket,

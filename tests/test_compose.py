@@ -101,3 +101,18 @@ def test_the_workers_mail_settings_come_from_the_environment_and_its_password_fr
             monkeypatch.setenv(name, re.sub(r"\$\{[^:}]+:-([^}]*)\}", r"\1", value))  # as compose fills it in, unset
 
     assert wiring.mail_relay(Settings()) is None
+
+
+def test_the_workers_stripe_settings_come_from_the_environment_and_its_key_from_env_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Left unset, they are empty strings, which the settings read as unset: the embedded provider, as before."""
+    environment = SERVICES["worker"]["environment"]
+    assert environment["AGENT_PAYMENTS"] == "${AGENT_PAYMENTS:-embedded}"
+    assert "AGENT_STRIPE_API_BASE" in environment
+    assert not {"STRIPE_API_KEY", "AGENT_STRIPE_API_KEY"} & set(environment)
+    for name, value in environment.items():
+        if "STRIPE" in name or "PAYMENTS" in name:
+            monkeypatch.setenv(name, re.sub(r"\$\{[^:}]+:-([^}]*)\}", r"\1", value))  # as compose fills it in, unset
+
+    assert wiring.stripe_client(Settings()) is None

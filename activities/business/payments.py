@@ -109,6 +109,9 @@ class SqlPayments:
         self.keys = keys
         self.refund_guard = refund_guard
 
+    def __str__(self) -> str:
+        return f"embedded, refund guard {'on' if self.refund_guard else 'off'}"
+
     def refund(self, request: RefundRequest) -> RefundReceipt:
         asked = RefundFingerprint.of(request)
         with self.database.writer.begin() as db:

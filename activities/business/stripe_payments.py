@@ -70,6 +70,10 @@ class StripePayments:
         self.database = database
         self.keys = keys
 
+    def __str__(self) -> str:
+        """Where refunds go, with no secret in it: safe to log."""
+        return "stripe"
+
     def refund(self, request: RefundRequest) -> RefundReceipt:
         payment = self._payment_of(request.order_id)
         key = request.idempotency_key
