@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.fields import money
 from activities.contracts.ticket import Status
 from tests.support.crashlab import Lab, recovery_seconds
+from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_env
+from tests.support.smtp_server import MailServer, smtp_env
 from tests.support.tickets import ticket
 from tests.support.waits import poll, waiting_amount
 
@@ -85,13 +88,48 @@ class Row:
         )
 
 
-async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Row:
-    """One approval ticket with the worker killed at ``kill_point`` (or not at all, for ``NO_CRASH``)."""
+PROVIDER_KILL_POINTS: tuple[str, ...] = (
+    "before:issue_refund",
+    "after:issue_refund",
+    "before:send_email",
+    "after:send_email",
+)
+"""The boundaries around the two side effects, where a real provider's own rules meet the worker's."""
+
+
+@dataclass(frozen=True)
+class RealProviders:
+    """Stripe's API (the local fake) and a mail server (aiosmtpd) for one row: what was paid and mailed is
+    counted where a real provider would count it, not in the worker's database."""
+
+    stripe: FakeStripe
+    mail: MailServer
+
+    def env(self) -> dict[str, str]:
+        return {**stripe_env(self.stripe), **smtp_env(self.mail)}
+
+
+@contextmanager
+def real_providers(store: Business) -> Iterator[RealProviders]:
+    """Both servers, running for one row, with the row's order A-1001 paid at Stripe."""
+    with FakeStripe().running() as account, MailServer().running() as mail:
+        pay_at_stripe(account, store, "A-1001")
+        yield RealProviders(account, mail)
+
+
+async def run_kill_point(client: Client, directory: Path, kill_point: str, *, real: bool = False) -> Row:
+    """One approval ticket with the worker killed at ``kill_point`` (or not at all, for ``NO_CRASH``); with
+    ``real``, its workers refund through Stripe's API and mail through an SMTP server."""
     directory.mkdir(parents=True, exist_ok=True)
     store = Business.sqlite(directory / "business.sqlite3").create()
+    with real_providers(store) if real else nullcontext() as providers:
+        return await _run(client, store, kill_point, providers)
+
+
+async def _run(client: Client, store: Business, kill_point: str, providers: RealProviders | None) -> Row:
     # The guard is off so that the model's change of mind after a lost answer (59.00 on a 49.00 order)
     # is paid if approved: the rows show what orchestration does, not what the provider's guard catches.
-    lab = Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"})
+    lab = Lab(client, store, settings={"AGENT_REFUND_GUARD": "false", **(providers.env() if providers else {})})
     if kill_point not in (WAITING, NO_CRASH):
         lab.settings["AGENT_FAULTS"] = f"{kill_point}=kill"
     try:
@@ -106,9 +144,11 @@ async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Ro
         recovery = await recovery_seconds(handle, killed[0], lab.workers[1]) if killed else None
         return Row(
             kill_point=kill_point,
-            refunds=[r.amount_cents for r in store.payments.refunds()],
+            refunds=[r["amount"] for r in providers.stripe.refunds()]
+            if providers
+            else [r.amount_cents for r in store.payments.refunds()],
             approved=[a.amount_cents or 0 for a in outcome.approvals if a.decision is ApprovalDecision.APPROVED],
-            emails=len(store.mail.sent()),
+            emails=len(providers.mail.messages()) if providers else len(store.mail.sent()),
             audit_entries=len(store.audit.entries()),
             model_calls=len(store.model_calls.of(outcome.ticket_id)),
             status=outcome.status,
@@ -120,15 +160,20 @@ async def run_kill_point(client: Client, directory: Path, kill_point: str) -> Ro
 
 
 async def run_matrix(
-    client: Client, directory: Path, kill_points: Sequence[str] = (NO_CRASH, *KILL_POINTS), concurrency: int = 1
+    client: Client,
+    directory: Path,
+    kill_points: Sequence[str] = (NO_CRASH, *KILL_POINTS),
+    concurrency: int = 1,
+    *,
+    real: bool = False,
 ) -> list[Row]:
-    """Every kill point, ``concurrency`` at a time, in the order given."""
+    """Every kill point, ``concurrency`` at a time, in the order given (against real providers: ``real``)."""
     lanes = asyncio.Semaphore(concurrency)
 
     async def one(n: int, kill_point: str) -> Row:
         async with lanes:
             try:
-                return await run_kill_point(client, directory / f"{n:02d}", kill_point)
+                return await run_kill_point(client, directory / f"{n:02d}", kill_point, real=real)
             except Exception as error:  # noqa: BLE001 - one broken row, whatever broke it, must not hide the others
                 error_text = f"{type(error).__name__}: {error}".replace("\n", " ")[:500]
                 return Row(kill_point, [], [], 0, 0, 0, Status.FAILED, 0, None, error_text)
