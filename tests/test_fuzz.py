@@ -22,15 +22,18 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
+from activities.business.orders import DEMO_ORDERS
 from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.conversation import ContentBlock, Decision, TextBlock, ThinkRequest, ToolUseBlock
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
+from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.models import says
+from tests.support.smtp_server import MailServer, smtp_settings
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import awaiting
 
@@ -256,8 +259,51 @@ async def test_fuzzed_model_outputs_end_in_tool_results_and_never_in_a_refund_th
     assert all("dev@example.com" not in c.result for c in outcome.tool_calls)
 
 
+@pytest.fixture(scope="module")
+async def fuzzing_real(
+    dev_server: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Harness, FakeStripe, MailServer]]:
+    """A worker that refunds through Stripe's API (the local fake) and mails through an SMTP server, every demo
+    order paid at Stripe."""
+    with FakeStripe().running() as account, MailServer().running() as mail:
+        folder = Path(tmp_path_factory.mktemp("fuzz-real"))
+        store = stripe_business(account, folder, **smtp_settings(mail)).create()
+        payments = pay_at_stripe(account, store, *(order.order_id for order in DEMO_ORDERS))
+        harness = Harness(dev_server.client, store, f"fuzz-real-{uuid.uuid4()}")
+        harness.model = FuzzModel(store)  # type: ignore[attr-defined]
+        harness.payments = payments  # type: ignore[attr-defined]
+        async with harness.worker(harness.model):  # type: ignore[attr-defined]
+            yield harness, account, mail
+
+
+@settings(FUZZ, max_examples=20)
+@given(plan=st.lists(decisions, min_size=1, max_size=4))
+async def test_fuzzed_model_outputs_against_stripe_and_an_smtp_server_pay_and_mail_only_what_they_may(
+    fuzzing_real: tuple[Harness, FakeStripe, MailServer], plan: list[Decision]
+) -> None:
+    """The same outputs, with the side effects counted where a real provider counts them: at Stripe's API and
+    at the mail server."""
+    harness, account, mail = fuzzing_real
+    TRIED["model outputs against Stripe and SMTP"] += len(plan)
+    raw = ticket(approval_limit_cents=2000, approval_timeout_seconds=1, max_steps=5)
+    harness.model.plans[raw["ticket_id"]] = plan  # type: ignore[attr-defined]
+    handle = await harness.start(raw)
+    outcome = await handle.result()
+
+    await no_failed_workflow_tasks(handle)
+    for refund in outcome.refunds:
+        assert 0 < refund.amount_cents <= 2000
+    payments: dict[str, str] = harness.payments  # type: ignore[attr-defined]
+    at_stripe = account.refunds()
+    for order in ("A-1002", "A-1003", "A-1004"):  # other customers' orders: never refunded on ann's tickets
+        assert [r for r in at_stripe if r["payment_intent"] == payments[order]] == []
+    assert all(r["amount"] <= 2000 for r in at_stripe)
+    assert {rcpt for received in mail.messages() for rcpt in received.rcpt_tos} <= {"ann@example.com"}
+
+
 def test_the_fuzzers_tried_what_the_readme_says() -> None:
     """Runs last in this module: the counts behind the README's figures."""
     assert TRIED["tickets"] >= 40
     assert TRIED["approval signals"] >= 40
     assert TRIED["model outputs"] >= 40
+    assert TRIED["model outputs against Stripe and SMTP"] >= 20
