@@ -12,9 +12,10 @@ but not past an ``if``: which amounts need a person's approval, which idempotenc
 and who may be emailed.
 
 This module is the loop; the rest of the workflow is in pieces that each keep their own state and are handed
-what they need: ``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools,
-their idempotency keys, and refund reconciliation), ``continuation`` (handing the ticket to a new run), and
-``failures`` (how an error reads to the model and to a person).
+what they need: ``model`` (the calls to the model, what they cost, and summarising a long conversation),
+``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools, their idempotency
+keys, and refund reconciliation), ``waits`` (the customer's replies, events about orders), ``continuation``
+(handing the ticket to a new run), and ``failures`` (how an error reads to the model and to a person).
 
 How the loop reads each model response (its ``stop_reason``, as the Messages API reports it):
 
@@ -55,18 +56,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalRequest,
     )
     from activities.contracts.continued import ContinuedState
-    from activities.contracts.conversation import (
-        Decision,
-        Message,
-        StepUsage,
-        Summary,
-        SummaryRequest,
-        TextBlock,
-        ThinkRequest,
-        TicketContext,
-        UsageReport,
-        append_turn,
-    )
+    from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
     from activities.contracts.fields import describe_errors, money
     from activities.contracts.names import (
         APPROVE_SIGNAL,
@@ -79,12 +69,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
     from activities.contracts.world import AuditEntry, RefundReceipt, RefundRequest
-    from activities.model import ModelActivities
     from activities.tools import ToolActivities
     from workflows import policies
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
     from workflows.continuation import Continuation
     from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+    from workflows.model import Model
     from workflows.tools import Toolbox, reconcile, ticket_key
     from workflows.waits import Events, Replies
 
@@ -131,20 +121,16 @@ class SupportAgent:
         self._replies = Replies()
         self._events = Events()
         """Made here too: a reply or an event may come before the run has read its ticket."""
-        self._model_calls = 0
-        self._usage = UsageReport()
+        self._model = Model(self._continuation, audit=self._audit)
+        """And here: the ``usage`` query may be asked of a run whose input could not be read."""
         self._audits = 0
-        self._conversation_ref: str | None = None
-        """With linear history (the LINEAR_HISTORY patch), the conversation so far, in the content store."""
-        self._context_tokens = 0
-        """Tokens the model read at its last call: how close the conversation is to its context window."""
-        self._can_summarize = True
         self._handing_over = False
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
         carried = self._read(args)
         ticket = self._ticket
+        self._model.open(ticket)
         self._tools = Toolbox(ticket, self._gate, self._events, reconcile=self._reconcile)
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
@@ -269,7 +255,7 @@ class SupportAgent:
     def usage(self) -> UsageReport:
         """Tokens and estimated cost so far: in total, and per model call of this run (a ticket that continued
         as new keeps its earlier runs' in the content store, under ``Outcome.archive_ref``)."""
-        return self._usage
+        return self._model.usage
 
     async def _converse(self, carried: ContinuedState | None) -> Outcome:
         """The ticket's turns: the question, answered, then each reply of the customer's while the ticket stays
@@ -277,7 +263,7 @@ class SupportAgent:
         and approvals. Steps are numbered across turns, so no two calls of the ticket share a key.
 
         With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
-        so far is ``self._conversation_ref``. Without it, ``messages`` is the whole conversation."""
+        so far is ``self._model.conversation_ref``. Without it, ``messages`` is the whole conversation."""
         ticket = self._ticket
         self._continuation.linear = carried is not None or (
             ticket.options.linear_history and workflow.patched(Patch.LINEAR_HISTORY)
@@ -305,12 +291,12 @@ class SupportAgent:
         ticket = self._ticket
         last = self._replies.first_step + ticket.options.max_steps - 1
         for step in range(first, last + 1):
-            if self._should_summarize():
-                messages = await self._summarize(step, messages)
+            if self._model.should_summarize():
+                messages = await self._model.summarize(step, messages)
             if self._continuation.should_continue(ticket.options.continue_as_new_after_steps):
                 await self._continue_as_new(step - 1, messages)
             try:
-                decision = await self._think(step, messages)
+                decision = await self._model.think(step, messages)
             except ActivityError as error:
                 raise_if_cancelled(error)
                 return self._outcome(
@@ -322,7 +308,7 @@ class SupportAgent:
             if decision.stop_reason in STOPPED:
                 return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason]), messages
             if self._continuation.linear:  # the activity stored the conversation with this answer in it
-                self._conversation_ref, messages = decision.conversation_ref, []
+                self._model.conversation_ref, messages = decision.conversation_ref, []
             else:
                 append_turn(messages, "assistant", decision.content)
             if decision.stop_reason == "max_tokens":
@@ -412,69 +398,6 @@ class SupportAgent:
         refunds, answers = (self._replies.refunds_before, self._replies.approvals_before) if this_turn else (0, 0)
         return not self._tools.refunds[refunds:] and self._gate.refused(answers)
 
-    # --- the model's side of a step ---
-
-    async def _think(self, step: int, messages: list[Message]) -> Decision:
-        context = self._context()
-        request = ThinkRequest(ticket=context, step=step, messages=messages)
-        if self._continuation.linear:
-            request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
-                                   conversation_ref=self._conversation_ref)  # fmt: skip
-        decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
-        self._continuation.run_steps += 1
-        self._continuation.step = step
-        self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
-        usage = decision.usage
-        self._context_tokens = (
-            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens + usage.output_tokens
-        )
-        return decision
-
-    def _context(self) -> TicketContext:
-        """What the model is told about the ticket besides the conversation."""
-        return TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
-
-    def _count(self, call: StepUsage) -> None:
-        self._model_calls += 1
-        self._usage = UsageReport(total=self._usage.total + call.usage, steps=[*self._usage.steps, call])
-
-    def _should_summarize(self) -> bool:
-        limit = self._ticket.options.summarize_above_tokens
-        return (
-            self._continuation.linear
-            and self._can_summarize
-            and self._conversation_ref is not None
-            and limit is not None
-            and self._context_tokens > limit
-            and workflow.patched(Patch.SUMMARIZE_OLD_TURNS)
-        )
-
-    async def _summarize(self, step: int, messages: list[Message]) -> list[Message]:
-        """Have the model summarise the older turns; return what is still to be sent (nothing once they are
-        folded into the summarised conversation). If it cannot, the ticket goes on without: the next step may
-        then find the conversation too long for the model, and hand the ticket over."""
-        assert self._conversation_ref is not None
-        self._context_tokens = 0
-        request = SummaryRequest(
-            ticket=self._context(),
-            step=step, question=self._ticket.question, conversation_ref=self._conversation_ref, messages=messages,
-        )  # fmt: skip
-        try:
-            summary: Summary = await workflow.execute_activity_method(
-                ModelActivities.summarize, request, **policies.THINK
-            )
-        except ActivityError as error:
-            raise_if_cancelled(error)
-            workflow.logger.warning("the conversation could not be summarised", extra={"cause": cause(error)})
-            self._can_summarize = not is_refusal(error)  # a model that cannot will not learn to at the next step
-            return messages
-        if not summary.summarized_messages:
-            return messages
-        self._count(StepUsage(step=step, model=summary.model, usage=summary.usage, purpose="summary"))
-        self._conversation_ref = summary.conversation_ref
-        await self._audit(f"summarised {summary.summarized_messages} older messages to fit the model's context")
-        return []
-
     # --- continuing as a new run ---
 
     async def _continue_as_new(self, steps_taken: int, pending: list[Message]) -> NoReturn:
@@ -482,19 +405,17 @@ class SupportAgent:
         self._handing_over = True  # an ``approve`` update waiting for its refund returns: the next run pays
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
-        if await self._continuation.archive(self._tools.tool_calls, self._usage):
-            self._tools.tool_calls, self._usage = [], UsageReport(total=self._usage.total)
+        if await self._continuation.archive(self._tools.tool_calls, self._model.usage):
+            self._tools.tool_calls, self._model.usage = [], UsageReport(total=self._model.usage.total)
         await self._write_notes()  # last: nothing that arrives meanwhile is left unwritten
         state = ContinuedState(
             steps_taken=steps_taken,
-            conversation_ref=self._conversation_ref,
             pending=pending,
             calls=self._tools.step_calls,
             results=self._tools.step_results,
-            model_calls=self._model_calls,
-            usage=self._usage,
             audits=self._audits,
             archive_ref=self._continuation.archive_ref,
+            **self._model.hand_over(),
             **self._gate.hand_over(),
             **self._tools.hand_over(),
             **self._replies.hand_over(),
@@ -504,10 +425,8 @@ class SupportAgent:
         workflow.continue_as_new(args=[self._ticket, state])
 
     def _restore(self, state: ContinuedState) -> None:
-        self._conversation_ref = state.conversation_ref
-        self._model_calls = state.model_calls
-        self._usage = state.usage
         self._audits = state.audits
+        self._model.restore(state)
         self._continuation.archive_ref = state.archive_ref
         self._tools.restore(state)
         self._gate.restore(state)
@@ -532,11 +451,11 @@ class SupportAgent:
             status=status,
             answer=answer,
             steps=steps,
-            model_calls=self._model_calls,
+            model_calls=self._model.calls,
             tool_calls=self._tools.tool_calls,
             refunds=self._tools.refunds,
             approvals=self._gate.records,
-            usage=self._usage,
+            usage=self._model.usage,
             turns=replies.turns,
             archive_ref=self._continuation.archive_ref,
         )
