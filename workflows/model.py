@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.model import ModelActivities
     from workflows import policies
 
-from workflows.approvals import Audit
+from workflows.audit import Audit
 from workflows.continuation import Continuation
 from workflows.failures import cause, is_refusal, raise_if_cancelled
 

@@ -14,8 +14,9 @@ and who may be emailed.
 This module is the loop; the rest of the workflow is in pieces that each keep their own state and are handed
 what they need: ``model`` (the calls to the model, what they cost, and summarising a long conversation),
 ``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools, their idempotency
-keys, and refund reconciliation), ``waits`` (the customer's replies, events about orders), ``continuation``
-(handing the ticket to a new run), and ``failures`` (how an error reads to the model and to a person).
+keys, and refund reconciliation), ``waits`` (the customer's replies, events about orders), ``audit`` (the audit
+trail, each entry once), ``continuation`` (handing the ticket to a new run), and ``failures`` (how an error
+reads to the model and to a person).
 
 How the loop reads each model response (its ``stop_reason``, as the Messages API reports it):
 
@@ -68,14 +69,13 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
     )
     from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
-    from activities.contracts.world import AuditEntry, RefundReceipt, RefundRequest
-    from activities.tools import ToolActivities
-    from workflows import policies
+    from activities.contracts.world import RefundReceipt, RefundRequest
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
+    from workflows.audit import AuditTrail
     from workflows.continuation import Continuation
     from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
     from workflows.model import Model
-    from workflows.tools import Toolbox, reconcile, ticket_key
+    from workflows.tools import Toolbox, reconcile
     from workflows.waits import Events, Replies
 
 __all__ = [
@@ -115,21 +115,22 @@ def _invalid(problem: str) -> ApplicationError:
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     def __init__(self) -> None:
-        self._continuation = Continuation(hand_over=self._continue_as_new)
-        self._gate = ApprovalGate(audit=self._audit, continuation=self._continuation)
-        """Made here, not in ``run``: an approval may be signalled before the run has read its ticket."""
         self._replies = Replies()
         self._events = Events()
-        """Made here too: a reply or an event may come before the run has read its ticket."""
-        self._model = Model(self._continuation, audit=self._audit)
+        """Made here, not in ``run``: a reply or an event may come before the run has read its ticket."""
+        self._trail = AuditTrail(notes_from=(self._replies, self._events))
+        self._continuation = Continuation(hand_over=self._continue_as_new)
+        self._gate = ApprovalGate(audit=self._trail.write, continuation=self._continuation)
+        """Made here too: an approval may be signalled before the run has read its ticket."""
+        self._model = Model(self._continuation, audit=self._trail.write)
         """And here: the ``usage`` query may be asked of a run whose input could not be read."""
-        self._audits = 0
         self._handing_over = False
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
         carried = self._read(args)
         ticket = self._ticket
+        self._trail.open(ticket.ticket_id)
         self._model.open(ticket)
         self._tools = Toolbox(ticket, self._gate, self._events, reconcile=self._reconcile)
         if carried is not None:
@@ -142,7 +143,7 @@ class SupportAgent:
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
             if escalation := self._past_sla():
                 await self._gate.flush()
-                await self._audit(f"escalated to a person: {escalation}")
+                await self._trail.write(f"escalated to a person: {escalation}")
                 return self._outcome(
                     Status.ESCALATED, 0,
                     "Your ticket has waited longer than we promised, so a colleague is taking it over.",
@@ -159,10 +160,10 @@ class SupportAgent:
                 f"{unread} repl{'y' if unread == 1 else 'ies'} taken and not answered: {self._replies.closed}"
             )
         await self._gate.flush()
-        await self._write_notes()
+        await self._trail.write_notes()
         if workflow.patched(Patch.CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
-            await self._audit(
+            await self._trail.write(
                 f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
             )
         workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
@@ -281,7 +282,7 @@ class SupportAgent:
                 return outcome
             first = outcome.steps + 1
             self._replies.open(reply, first, refunds=len(self._tools.refunds), approvals=len(self._gate.records))
-            await self._audit(f"the customer replied: turn {len(self._replies.turns) + 1} begins")
+            await self._trail.write(f"the customer replied: turn {len(self._replies.turns) + 1} begins")
             append_turn(messages, "user", [TextBlock(text=reply)])
             outcome, messages = await self._turn(first, messages)
 
@@ -336,14 +337,8 @@ class SupportAgent:
         if not (window or replies.pending) or not workflow.patched(Patch.CUSTOMER_REPLIES):
             replies.closed = "it is closed"
             return None
-        await self._write_notes()
+        await self._trail.write_notes()
         return await replies.wait(window, self._continuation)
-
-    async def _write_notes(self) -> None:
-        """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""
-        for source in (self._replies, self._events):
-            while source.notes:  # more may come while one is written: all are, before the run goes on
-                await self._audit(source.notes.pop(0))
 
     async def _resume(self, carried: ContinuedState) -> list[Message]:
         """What the model has not been sent yet, after running the calls of the step the last run was in the
@@ -362,19 +357,6 @@ class SupportAgent:
         sla = timedelta(seconds=self._ticket.options.sla_seconds)
         return f"opened {age} ago, SLA {sla}" if age > sla else None
 
-    async def _audit(self, entry: str) -> None:
-        """Write an entry once, however often its activity is retried. Entries are numbered across the ticket's
-        runs, and (the AUDIT_KEYS_PER_RUN patch) keyed by the run that writes them: a run that a reset started
-        numbers its entries from the reset point again, and they are new entries, not the failed run's."""
-        self._audits += 1
-        info = workflow.info()
-        run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(Patch.AUDIT_KEYS_PER_RUN) else ticket_key()
-        await workflow.execute_activity_method(
-            ToolActivities.audit,
-            AuditEntry(ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{run}/{self._audits}"),
-            **policies.AUDIT,
-        )
-
     async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
         """What the refund tool makes of a refund whose outcome is unknown (``tools.reconcile``). A method of
         the workflow so that a release can change it: ``tests/support/variants.py`` ships one without its patch, to
@@ -388,7 +370,7 @@ class SupportAgent:
         reason = workflow.cancellation_reason() or "no reason given"
         self._replies.closed = f"it was cancelled ({reason})"
         workflow.logger.info("ticket cancelled", extra={"reason": reason})
-        await self._audit(f"cancelled: {reason}")
+        await self._trail.write(f"cancelled: {reason}")
         return self._outcome(
             Status.CANCELLED, self._continuation.step, f"This ticket was cancelled ({reason}). A person will follow up."
         )
@@ -407,14 +389,14 @@ class SupportAgent:
         await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
         if await self._continuation.archive(self._tools.tool_calls, self._model.usage):
             self._tools.tool_calls, self._model.usage = [], UsageReport(total=self._model.usage.total)
-        await self._write_notes()  # last: nothing that arrives meanwhile is left unwritten
+        await self._trail.write_notes()  # last: nothing that arrives meanwhile is left unwritten
         state = ContinuedState(
             steps_taken=steps_taken,
             pending=pending,
             calls=self._tools.step_calls,
             results=self._tools.step_results,
-            audits=self._audits,
             archive_ref=self._continuation.archive_ref,
+            **self._trail.hand_over(),
             **self._model.hand_over(),
             **self._gate.hand_over(),
             **self._tools.hand_over(),
@@ -425,7 +407,7 @@ class SupportAgent:
         workflow.continue_as_new(args=[self._ticket, state])
 
     def _restore(self, state: ContinuedState) -> None:
-        self._audits = state.audits
+        self._trail.restore(state)
         self._model.restore(state)
         self._continuation.archive_ref = state.archive_ref
         self._tools.restore(state)
