@@ -12,11 +12,11 @@ but not past an ``if``: which amounts need a person's approval, which idempotenc
 and who may be emailed.
 
 This module is the loop; the rest of the workflow is in pieces that each keep their own state and are handed
-what they need: ``model`` (the calls to the model, what they cost, and summarising a long conversation),
-``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools, their idempotency
-keys, and refund reconciliation), ``waits`` (the customer's replies, events about orders), ``audit`` (the audit
-trail, each entry once), ``continuation`` (handing the ticket to a new run), and ``failures`` (how an error
-reads to the model and to a person).
+what they need: ``intake`` (the run's arguments, read and validated, and the SLA), ``model`` (the calls to the
+model, what they cost, and summarising a long conversation), ``approvals`` (the gate a large refund waits at,
+and the answers to it), ``tools`` (the tools, their idempotency keys, and refund reconciliation), ``waits`` (the
+customer's replies, events about orders), ``audit`` (the audit trail, each entry once), ``continuation``
+(handing the ticket to a new run), and ``failures`` (how an error reads to the model and to a person).
 
 How the loop reads each model response (its ``stop_reason``, as the Messages API reports it):
 
@@ -36,11 +36,10 @@ How the loop reads each model response (its ``stop_reason``, as the Messages API
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 from workflows.patches import Patch
 
@@ -50,15 +49,13 @@ from workflows.patches import Patch
 # their own, as Temporal recommends) a copy per run costs memory and time and buys nothing: a ticket cached
 # on the worker costs 192 KB this way, 262 KB with the helpers re-imported (``bench/throughput.py``).
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from activities.contracts.approvals import (
         ApprovalReceipt,
         ApprovalRequest,
     )
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
-    from activities.contracts.fields import describe_errors, money
+    from activities.contracts.fields import money
     from activities.contracts.names import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_QUERY,
@@ -68,12 +65,13 @@ with workflow.unsafe.imports_passed_through():
         USAGE_QUERY,
         WORKFLOW_NAME,
     )
-    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
+    from activities.contracts.ticket import MessageReceipt, Outcome, Status, Turn
     from activities.contracts.world import RefundReceipt, RefundRequest
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
     from workflows.audit import AuditTrail
     from workflows.continuation import Continuation
     from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled
+    from workflows.intake import UnreadableStateError, past_sla, read_input
     from workflows.model import Model
     from workflows.tools import Toolbox, reconcile
     from workflows.waits import Events, Replies
@@ -103,15 +101,6 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 """Stop reasons after which the model will not, or cannot, go on: the answer the customer gets instead."""
 
 
-class UnreadableStateError(RuntimeError):
-    """Not an ``ApplicationError``, so it fails the workflow task, which is retried, and not the run."""
-
-
-def _invalid(problem: str) -> ApplicationError:
-    """What a caller's bad input fails the run with, at once, naming the field."""
-    return ApplicationError(f"Invalid ticket input: {problem}", type="InvalidTicketInput", non_retryable=True)
-
-
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     def __init__(self) -> None:
@@ -128,7 +117,7 @@ class SupportAgent:
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
-        carried = self._read(args)
+        self._ticket, carried = read_input(args)
         ticket = self._ticket
         self._trail.open(ticket.ticket_id)
         self._model.open(ticket)
@@ -141,7 +130,7 @@ class SupportAgent:
         if carried is None:
             self._replies.open(ticket.question, 1)
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
-            if escalation := self._past_sla():
+            if escalation := past_sla(ticket):
                 await self._gate.flush()
                 await self._trail.write(f"escalated to a person: {escalation}")
                 return self._outcome(
@@ -168,34 +157,6 @@ class SupportAgent:
             )
         workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
         return outcome
-
-    def _read(self, args: tuple[Any, ...]) -> ContinuedState | None:
-        """The ticket, and the state a continued run carries. Taken loosely and validated here: a typed argument
-        that fails to decode would leave the run RUNNING with its first workflow task failing forever, instead
-        of failing it clearly. So would a wrong number of arguments, hence ``*args``.
-
-        The first argument is the ticket; a second, ``ContinuedState``, is accepted only on a run that
-        continues another one (the server says so), never from a caller starting a ticket."""
-        if not 1 <= len(args) <= 2:
-            raise _invalid(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
-        try:
-            self._ticket = TicketInput.model_validate(args[0])
-        except ValidationError as error:
-            raise _invalid(describe_errors(error)) from None
-        if len(args) == 1:
-            return None
-        if workflow.info().continued_run_id is None:
-            raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
-        try:
-            return ContinuedState.model_validate(args[1])
-        except ValidationError as error:
-            # Only a run of this workflow writes this state, so what this worker cannot read was written by a
-            # newer one: during a rolling deploy, a new worker continued the ticket and an old one picked the
-            # new run up. Failing the workflow task (not the ticket) leaves it for a worker that can read it.
-            raise UnreadableStateError(
-                f"This worker cannot read the state the ticket's previous run handed over, probably written by a "
-                f"newer version of the worker; a worker running that version will take it ({describe_errors(error)})"
-            ) from None
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, *args: Any) -> None:
@@ -348,14 +309,6 @@ class SupportAgent:
             step = self._continuation.step = carried.steps_taken
             append_turn(messages, "user", list(await self._tools.use_all(step, carried.calls, carried.results)))
         return messages
-
-    def _past_sla(self) -> str | None:
-        """Why the ticket is past its SLA, or None. Workflow time, never the wall clock: a replay hours
-        later must see the moment the decision was first made, or it takes the other branch."""
-        opened_at = self._ticket.opened_at or workflow.info().start_time
-        age = workflow.now() - opened_at
-        sla = timedelta(seconds=self._ticket.options.sla_seconds)
-        return f"opened {age} ago, SLA {sla}" if age > sla else None
 
     async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
         """What the refund tool makes of a refund whose outcome is unknown (``tools.reconcile``). A method of
