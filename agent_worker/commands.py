@@ -33,8 +33,8 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
     local mode, with the Web UI pointed at it, so the UI shows tickets decrypted rather than as ciphertext."""
     from agent_worker import wiring  # noqa: PLC0415 - imports in commands: see the module's docstring
     from agent_worker.codec_server import serve  # noqa: PLC0415
-    from agent_worker.devserver import free_port, start_dev_server  # noqa: PLC0415
-    from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process  # noqa: PLC0415
+    from agent_worker.devserver import dev_stack, free_port  # noqa: PLC0415
+    from agent_worker.inbox.server import with_key_for_this_process  # noqa: PLC0415
     from agent_worker.worker import run_worker  # noqa: PLC0415
 
     settings, made_key = with_key_for_this_process(settings)
@@ -44,35 +44,23 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
         codec_server = await serve(codec, None, f"http://localhost:{ui_port}", "127.0.0.1", codec_port)
         ui_args = ["--ui-codec-endpoint", f"http://127.0.0.1:{codec_port}"]
         decrypts = f", decrypting through the codec server on http://127.0.0.1:{codec_port}"
-    env = await start_dev_server(
-        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port,
-        data_converter=wiring.data_converter(settings),
-        extra_args=ui_args,
-    )  # fmt: skip
-    inbox = None
     try:
-        try:
-            inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
-        except InboxRefusedError as error:
-            raise SystemExit(str(error)) from None
-        if made_key:
-            print(
-                "AGENT_WEB_APPROVAL_KEYS is not set: the inbox signs answers with a key made for this run, which only "
-                "the worker beside it holds (set the same keys on both to run workers elsewhere).",
+        async with dev_stack(settings, port=port, ui_port=ui_port, extra_args=ui_args) as (env, inbox):
+            if made_key:
+                print(
+                    "AGENT_WEB_APPROVAL_KEYS is not set: the inbox signs answers with a key made for this run, which "
+                    "only the worker beside it holds (set the same keys on both to run workers elsewhere).",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            print(  # the last line before the worker's own: what a person (or a test) waits for
+                f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}{decrypts}; "
+                f"{inbox.describe()}; history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops them all.",
                 file=sys.stderr,
                 flush=True,
             )
-        print(  # the last line before the worker's own: what a person (or a test) waits for
-            f"Temporal dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}{decrypts}; "
-            f"{inbox.describe()}; history in {settings.data_dir / 'temporal.sqlite3'}. Ctrl-C stops them all.",
-            file=sys.stderr,
-            flush=True,
-        )
-        await run_worker(env.client, settings)
+            await run_worker(env.client, settings)
     finally:
-        if inbox is not None:
-            await inbox.stop()
-        await env.shutdown()
         if codec_server is not None:
             await codec_server.cleanup()
 

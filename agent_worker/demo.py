@@ -31,8 +31,8 @@ from activities.contracts.world import Order
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.defaults import DEFAULT_PORT, DEFAULT_UI_PORT
-from agent_worker.devserver import free_port, start_dev_server
-from agent_worker.inbox.server import InboxRefusedError, start_inbox, with_key_for_this_process
+from agent_worker.devserver import dev_stack, free_port
+from agent_worker.inbox.server import with_key_for_this_process
 from agent_worker.transcript import INDENT, narrate, say
 from agent_worker.worker import build_worker
 
@@ -54,18 +54,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
 
     port, ui_port = free_port(DEFAULT_PORT), free_port(DEFAULT_UI_PORT)
     say(f"Starting Temporal (dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}) ...")
-    env = await start_dev_server(
-        settings.data_dir / "temporal.sqlite3",
-        port=port,
-        ui_port=ui_port,
-        data_converter=wiring.data_converter(settings),
-    )
-    inbox = None
-    try:
-        try:
-            inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
-        except InboxRefusedError as error:
-            raise SystemExit(str(error)) from None
+    async with dev_stack(settings, port=port, ui_port=ui_port) as (env, inbox):
         async with build_worker(env.client, settings, store):
             say(
                 f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
@@ -98,10 +87,6 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
         if decision is None:  # a person is at the terminal, and may be looking at the ticket's page
             await read_line(f"\nThe approval inbox shows the closed ticket at {page} until you press Enter. ")
         return outcome
-    finally:
-        if inbox is not None:
-            await inbox.stop()
-        await env.shutdown()
 
 
 REPLY_WINDOW_SECONDS = 5

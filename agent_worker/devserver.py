@@ -2,24 +2,30 @@
 
 It keeps its history in a SQLite file under the data directory, so runs survive a restart and stay
 visible in the Web UI, it registers the workflow's search attributes at start-up, and it marks
-stuck tickets with ``TemporalReportedProblems``.
+stuck tickets with ``TemporalReportedProblems``. ``agent-worker dev`` and the demo run it as one stack with
+the approval inbox beside it (``dev_stack``), so a person at the terminal has somewhere to answer approvals.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.common import SearchAttributeKey
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
-from agent_worker.config import DATA_CONVERTER
+from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES
+
+if TYPE_CHECKING:
+    from agent_worker.inbox.server import RunningInbox
 
 SEARCH_ATTRIBUTE_KEYS = [
     SearchAttributeKey.for_int(name) if kind == "Int" else SearchAttributeKey.for_keyword(name)
@@ -103,3 +109,33 @@ async def start_dev_server(
         data_converter=data_converter,
         dev_server_extra_args=[*DEV_SERVER_ARGS, *extra_args, *ports],
     )
+
+
+@contextlib.asynccontextmanager
+async def dev_stack(
+    settings: Settings, *, port: int, ui_port: int, extra_args: Sequence[str] = ()
+) -> AsyncIterator[tuple[WorkflowEnvironment, RunningInbox]]:
+    """The dev server with its Web UI and its history under ``settings.data_dir``, and the approval inbox beside it,
+    as ``agent-worker dev`` and the demo run them; both stop on the way out, the inbox first. An inbox that must not
+    start (``InboxRefusedError``) stops the process with its reason, after the server."""
+    # Imported here: tests and benchmarks take ``binary`` and ``free_port`` from this module, and need not load the
+    # inbox's web stack, or the wiring, with them.
+    from agent_worker import wiring  # noqa: PLC0415
+    from agent_worker.inbox.server import InboxRefusedError, start_inbox  # noqa: PLC0415
+
+    env = await start_dev_server(
+        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port,
+        data_converter=wiring.data_converter(settings),
+        extra_args=extra_args,
+    )  # fmt: skip
+    inbox = None
+    try:
+        try:
+            inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
+        except InboxRefusedError as error:
+            raise SystemExit(str(error)) from None
+        yield env, inbox
+    finally:
+        if inbox is not None:
+            await inbox.stop()
+        await env.shutdown()

@@ -12,7 +12,7 @@ continues the ticket with the same request, the same deadline, and an answer alr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,14 +42,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.approval_rules import ApprovalDesk
 
+from workflows.audit import Audit
 from workflows.continuation import Continuation
 from workflows.failures import ToolError
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
-
-
-Audit = Callable[[str], Awaitable[None]]
-"""Write an entry to the ticket's audit trail."""
 
 
 class ApprovalGate:

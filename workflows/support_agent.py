@@ -12,9 +12,11 @@ but not past an ``if``: which amounts need a person's approval, which idempotenc
 and who may be emailed.
 
 This module is the loop; the rest of the workflow is in pieces that each keep their own state and are handed
-what they need: ``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools,
-their idempotency keys, and refund reconciliation), ``continuation`` (handing the ticket to a new run), and
-``failures`` (how an error reads to the model and to a person).
+what they need: ``intake`` (the run's arguments, read and validated, and the SLA), ``model`` (the calls to the
+model, what they cost, and summarising a long conversation), ``approvals`` (the gate a large refund waits at,
+and the answers to it), ``tools`` (the tools, their idempotency keys, and refund reconciliation), ``waits`` (the
+customer's replies, events about orders), ``audit`` (the audit trail, each entry once), ``continuation``
+(handing the ticket to a new run), and ``failures`` (how an error reads to the model and to a person).
 
 How the loop reads each model response (its ``stop_reason``, as the Messages API reports it):
 
@@ -34,11 +36,10 @@ How the loop reads each model response (its ``stop_reason``, as the Messages API
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 from workflows.patches import Patch
 
@@ -48,26 +49,13 @@ from workflows.patches import Patch
 # their own, as Temporal recommends) a copy per run costs memory and time and buys nothing: a ticket cached
 # on the worker costs 192 KB this way, 262 KB with the helpers re-imported (``bench/throughput.py``).
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from activities.contracts.approvals import (
         ApprovalReceipt,
         ApprovalRequest,
     )
     from activities.contracts.continued import ContinuedState
-    from activities.contracts.conversation import (
-        Decision,
-        Message,
-        StepUsage,
-        Summary,
-        SummaryRequest,
-        TextBlock,
-        ThinkRequest,
-        TicketContext,
-        UsageReport,
-        append_turn,
-    )
-    from activities.contracts.fields import describe_errors, money
+    from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
+    from activities.contracts.fields import money
     from activities.contracts.names import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_QUERY,
@@ -77,15 +65,15 @@ with workflow.unsafe.imports_passed_through():
         USAGE_QUERY,
         WORKFLOW_NAME,
     )
-    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
-    from activities.contracts.world import AuditEntry, RefundReceipt, RefundRequest
-    from activities.model import ModelActivities
-    from activities.tools import ToolActivities
-    from workflows import policies
+    from activities.contracts.ticket import MessageReceipt, Outcome, Status, Turn
+    from activities.contracts.world import RefundReceipt, RefundRequest
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
+    from workflows.audit import AuditTrail
     from workflows.continuation import Continuation
     from workflows.failures import ProviderUnusableError, ToolError, cause, is_refusal, raise_if_cancelled
-    from workflows.tools import Toolbox, reconcile, ticket_key
+    from workflows.intake import UnreadableStateError, past_sla, read_input
+    from workflows.model import Model
+    from workflows.tools import Toolbox, reconcile
     from workflows.waits import Events, Replies
 
 __all__ = [
@@ -113,38 +101,26 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 """Stop reasons after which the model will not, or cannot, go on: the answer the customer gets instead."""
 
 
-class UnreadableStateError(RuntimeError):
-    """Not an ``ApplicationError``, so it fails the workflow task, which is retried, and not the run."""
-
-
-def _invalid(problem: str) -> ApplicationError:
-    """What a caller's bad input fails the run with, at once, naming the field."""
-    return ApplicationError(f"Invalid ticket input: {problem}", type="InvalidTicketInput", non_retryable=True)
-
-
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     def __init__(self) -> None:
-        self._continuation = Continuation(hand_over=self._continue_as_new)
-        self._gate = ApprovalGate(audit=self._audit, continuation=self._continuation)
-        """Made here, not in ``run``: an approval may be signalled before the run has read its ticket."""
         self._replies = Replies()
         self._events = Events()
-        """Made here too: a reply or an event may come before the run has read its ticket."""
-        self._model_calls = 0
-        self._usage = UsageReport()
-        self._audits = 0
-        self._conversation_ref: str | None = None
-        """With linear history (the LINEAR_HISTORY patch), the conversation so far, in the content store."""
-        self._context_tokens = 0
-        """Tokens the model read at its last call: how close the conversation is to its context window."""
-        self._can_summarize = True
+        """Made here, not in ``run``: a reply or an event may come before the run has read its ticket."""
+        self._trail = AuditTrail(notes_from=(self._replies, self._events))
+        self._continuation = Continuation(hand_over=self._continue_as_new)
+        self._gate = ApprovalGate(audit=self._trail.write, continuation=self._continuation)
+        """Made here too: an approval may be signalled before the run has read its ticket."""
+        self._model = Model(self._continuation, audit=self._trail.write)
+        """And here: the ``usage`` query may be asked of a run whose input could not be read."""
         self._handing_over = False
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
-        carried = self._read(args)
+        self._ticket, carried = read_input(args)
         ticket = self._ticket
+        self._trail.open(ticket.ticket_id)
+        self._model.open(ticket)
         self._tools = Toolbox(ticket, self._gate, self._events, reconcile=self._reconcile)
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
@@ -154,9 +130,9 @@ class SupportAgent:
         if carried is None:
             self._replies.open(ticket.question, 1)
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
-            if escalation := self._past_sla():
+            if escalation := past_sla(ticket):
                 await self._gate.flush()
-                await self._audit(f"escalated to a person: {escalation}")
+                await self._trail.write(f"escalated to a person: {escalation}")
                 return self._outcome(
                     Status.ESCALATED, 0,
                     "Your ticket has waited longer than we promised, so a colleague is taking it over.",
@@ -173,42 +149,14 @@ class SupportAgent:
                 f"{unread} repl{'y' if unread == 1 else 'ies'} taken and not answered: {self._replies.closed}"
             )
         await self._gate.flush()
-        await self._write_notes()
+        await self._trail.write_notes()
         if workflow.patched(Patch.CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
-            await self._audit(
+            await self._trail.write(
                 f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
             )
         workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
         return outcome
-
-    def _read(self, args: tuple[Any, ...]) -> ContinuedState | None:
-        """The ticket, and the state a continued run carries. Taken loosely and validated here: a typed argument
-        that fails to decode would leave the run RUNNING with its first workflow task failing forever, instead
-        of failing it clearly. So would a wrong number of arguments, hence ``*args``.
-
-        The first argument is the ticket; a second, ``ContinuedState``, is accepted only on a run that
-        continues another one (the server says so), never from a caller starting a ticket."""
-        if not 1 <= len(args) <= 2:
-            raise _invalid(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
-        try:
-            self._ticket = TicketInput.model_validate(args[0])
-        except ValidationError as error:
-            raise _invalid(describe_errors(error)) from None
-        if len(args) == 1:
-            return None
-        if workflow.info().continued_run_id is None:
-            raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
-        try:
-            return ContinuedState.model_validate(args[1])
-        except ValidationError as error:
-            # Only a run of this workflow writes this state, so what this worker cannot read was written by a
-            # newer one: during a rolling deploy, a new worker continued the ticket and an old one picked the
-            # new run up. Failing the workflow task (not the ticket) leaves it for a worker that can read it.
-            raise UnreadableStateError(
-                f"This worker cannot read the state the ticket's previous run handed over, probably written by a "
-                f"newer version of the worker; a worker running that version will take it ({describe_errors(error)})"
-            ) from None
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, *args: Any) -> None:
@@ -269,7 +217,7 @@ class SupportAgent:
     def usage(self) -> UsageReport:
         """Tokens and estimated cost so far: in total, and per model call of this run (a ticket that continued
         as new keeps its earlier runs' in the content store, under ``Outcome.archive_ref``)."""
-        return self._usage
+        return self._model.usage
 
     async def _converse(self, carried: ContinuedState | None) -> Outcome:
         """The ticket's turns: the question, answered, then each reply of the customer's while the ticket stays
@@ -277,7 +225,7 @@ class SupportAgent:
         and approvals. Steps are numbered across turns, so no two calls of the ticket share a key.
 
         With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
-        so far is ``self._conversation_ref``. Without it, ``messages`` is the whole conversation."""
+        so far is ``self._model.conversation_ref``. Without it, ``messages`` is the whole conversation."""
         ticket = self._ticket
         self._continuation.linear = carried is not None or (
             ticket.options.linear_history and workflow.patched(Patch.LINEAR_HISTORY)
@@ -295,7 +243,7 @@ class SupportAgent:
                 return outcome
             first = outcome.steps + 1
             self._replies.open(reply, first, refunds=len(self._tools.refunds), approvals=len(self._gate.records))
-            await self._audit(f"the customer replied: turn {len(self._replies.turns) + 1} begins")
+            await self._trail.write(f"the customer replied: turn {len(self._replies.turns) + 1} begins")
             append_turn(messages, "user", [TextBlock(text=reply)])
             outcome, messages = await self._turn(first, messages)
 
@@ -313,12 +261,12 @@ class SupportAgent:
         ticket = self._ticket
         last = self._replies.first_step + ticket.options.max_steps - 1
         for step in range(first, last + 1):
-            if self._should_summarize():
-                messages = await self._summarize(step, messages)
+            if self._model.should_summarize():
+                messages = await self._model.summarize(step, messages)
             if self._continuation.should_continue(ticket.options.continue_as_new_after_steps):
                 await self._continue_as_new(step - 1, messages)
             try:
-                decision = await self._think(step, messages)
+                decision = await self._model.think(step, messages)
             except ActivityError as error:
                 raise_if_cancelled(error)
                 return self._outcome(
@@ -330,7 +278,7 @@ class SupportAgent:
             if decision.stop_reason in STOPPED:
                 return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason]), messages
             if self._continuation.linear:  # the activity stored the conversation with this answer in it
-                self._conversation_ref, messages = decision.conversation_ref, []
+                self._model.conversation_ref, messages = decision.conversation_ref, []
             else:
                 append_turn(messages, "assistant", decision.content)
             if decision.stop_reason == "max_tokens":
@@ -358,14 +306,8 @@ class SupportAgent:
         if not (window or replies.pending) or not workflow.patched(Patch.CUSTOMER_REPLIES):
             replies.closed = "it is closed"
             return None
-        await self._write_notes()
+        await self._trail.write_notes()
         return await replies.wait(window, self._continuation)
-
-    async def _write_notes(self) -> None:
-        """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""
-        for source in (self._replies, self._events):
-            while source.notes:  # more may come while one is written: all are, before the run goes on
-                await self._audit(source.notes.pop(0))
 
     async def _resume(self, carried: ContinuedState) -> list[Message]:
         """What the model has not been sent yet, after running the calls of the step the last run was in the
@@ -375,27 +317,6 @@ class SupportAgent:
             step = self._continuation.step = carried.steps_taken
             append_turn(messages, "user", list(await self._tools.use_all(step, carried.calls, carried.results)))
         return messages
-
-    def _past_sla(self) -> str | None:
-        """Why the ticket is past its SLA, or None. Workflow time, never the wall clock: a replay hours
-        later must see the moment the decision was first made, or it takes the other branch."""
-        opened_at = self._ticket.opened_at or workflow.info().start_time
-        age = workflow.now() - opened_at
-        sla = timedelta(seconds=self._ticket.options.sla_seconds)
-        return f"opened {age} ago, SLA {sla}" if age > sla else None
-
-    async def _audit(self, entry: str) -> None:
-        """Write an entry once, however often its activity is retried. Entries are numbered across the ticket's
-        runs, and (the AUDIT_KEYS_PER_RUN patch) keyed by the run that writes them: a run that a reset started
-        numbers its entries from the reset point again, and they are new entries, not the failed run's."""
-        self._audits += 1
-        info = workflow.info()
-        run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(Patch.AUDIT_KEYS_PER_RUN) else ticket_key()
-        await workflow.execute_activity_method(
-            ToolActivities.audit,
-            AuditEntry(ticket_id=self._ticket.ticket_id, entry=entry, idempotency_key=f"audit:{run}/{self._audits}"),
-            **policies.AUDIT,
-        )
 
     async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
         """What the refund tool makes of a refund whose outcome is unknown (``tools.reconcile``). A method of
@@ -410,7 +331,7 @@ class SupportAgent:
         reason = workflow.cancellation_reason() or "no reason given"
         self._replies.closed = f"it was cancelled ({reason})"
         workflow.logger.info("ticket cancelled", extra={"reason": reason})
-        await self._audit(f"cancelled: {reason}")
+        await self._trail.write(f"cancelled: {reason}")
         return self._outcome(
             Status.CANCELLED, self._continuation.step, f"This ticket was cancelled ({reason}). A person will follow up."
         )
@@ -420,69 +341,6 @@ class SupportAgent:
         refunds, answers = (self._replies.refunds_before, self._replies.approvals_before) if this_turn else (0, 0)
         return not self._tools.refunds[refunds:] and self._gate.refused(answers)
 
-    # --- the model's side of a step ---
-
-    async def _think(self, step: int, messages: list[Message]) -> Decision:
-        context = self._context()
-        request = ThinkRequest(ticket=context, step=step, messages=messages)
-        if self._continuation.linear:
-            request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
-                                   conversation_ref=self._conversation_ref)  # fmt: skip
-        decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
-        self._continuation.run_steps += 1
-        self._continuation.step = step
-        self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
-        usage = decision.usage
-        self._context_tokens = (
-            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens + usage.output_tokens
-        )
-        return decision
-
-    def _context(self) -> TicketContext:
-        """What the model is told about the ticket besides the conversation."""
-        return TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
-
-    def _count(self, call: StepUsage) -> None:
-        self._model_calls += 1
-        self._usage = UsageReport(total=self._usage.total + call.usage, steps=[*self._usage.steps, call])
-
-    def _should_summarize(self) -> bool:
-        limit = self._ticket.options.summarize_above_tokens
-        return (
-            self._continuation.linear
-            and self._can_summarize
-            and self._conversation_ref is not None
-            and limit is not None
-            and self._context_tokens > limit
-            and workflow.patched(Patch.SUMMARIZE_OLD_TURNS)
-        )
-
-    async def _summarize(self, step: int, messages: list[Message]) -> list[Message]:
-        """Have the model summarise the older turns; return what is still to be sent (nothing once they are
-        folded into the summarised conversation). If it cannot, the ticket goes on without: the next step may
-        then find the conversation too long for the model, and hand the ticket over."""
-        assert self._conversation_ref is not None
-        self._context_tokens = 0
-        request = SummaryRequest(
-            ticket=self._context(),
-            step=step, question=self._ticket.question, conversation_ref=self._conversation_ref, messages=messages,
-        )  # fmt: skip
-        try:
-            summary: Summary = await workflow.execute_activity_method(
-                ModelActivities.summarize, request, **policies.THINK
-            )
-        except ActivityError as error:
-            raise_if_cancelled(error)
-            workflow.logger.warning("the conversation could not be summarised", extra={"cause": cause(error)})
-            self._can_summarize = not is_refusal(error)  # a model that cannot will not learn to at the next step
-            return messages
-        if not summary.summarized_messages:
-            return messages
-        self._count(StepUsage(step=step, model=summary.model, usage=summary.usage, purpose="summary"))
-        self._conversation_ref = summary.conversation_ref
-        await self._audit(f"summarised {summary.summarized_messages} older messages to fit the model's context")
-        return []
-
     # --- continuing as a new run ---
 
     async def _continue_as_new(self, steps_taken: int, pending: list[Message]) -> NoReturn:
@@ -490,19 +348,17 @@ class SupportAgent:
         self._handing_over = True  # an ``approve`` update waiting for its refund returns: the next run pays
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
-        if await self._continuation.archive(self._tools.tool_calls, self._usage):
-            self._tools.tool_calls, self._usage = [], UsageReport(total=self._usage.total)
-        await self._write_notes()  # last: nothing that arrives meanwhile is left unwritten
+        if await self._continuation.archive(self._tools.tool_calls, self._model.usage):
+            self._tools.tool_calls, self._model.usage = [], UsageReport(total=self._model.usage.total)
+        await self._trail.write_notes()  # last: nothing that arrives meanwhile is left unwritten
         state = ContinuedState(
             steps_taken=steps_taken,
-            conversation_ref=self._conversation_ref,
             pending=pending,
             calls=self._tools.step_calls,
             results=self._tools.step_results,
-            model_calls=self._model_calls,
-            usage=self._usage,
-            audits=self._audits,
             archive_ref=self._continuation.archive_ref,
+            **self._trail.hand_over(),
+            **self._model.hand_over(),
             **self._gate.hand_over(),
             **self._tools.hand_over(),
             **self._replies.hand_over(),
@@ -512,10 +368,8 @@ class SupportAgent:
         workflow.continue_as_new(args=[self._ticket, state])
 
     def _restore(self, state: ContinuedState) -> None:
-        self._conversation_ref = state.conversation_ref
-        self._model_calls = state.model_calls
-        self._usage = state.usage
-        self._audits = state.audits
+        self._trail.restore(state)
+        self._model.restore(state)
         self._continuation.archive_ref = state.archive_ref
         self._tools.restore(state)
         self._gate.restore(state)
@@ -540,11 +394,11 @@ class SupportAgent:
             status=status,
             answer=answer,
             steps=steps,
-            model_calls=self._model_calls,
+            model_calls=self._model.calls,
             tool_calls=self._tools.tool_calls,
             refunds=self._tools.refunds,
             approvals=self._gate.records,
-            usage=self._usage,
+            usage=self._model.usage,
             turns=replies.turns,
             archive_ref=self._continuation.archive_ref,
         )

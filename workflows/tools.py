@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.approvals import ApprovalGate
+from workflows.audit import ticket_key
 from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled, raise_if_unusable
 from workflows.waits import Events
 
@@ -383,13 +384,6 @@ async def reconcile(options: TicketOptions, request: RefundRequest, error: Activ
             "the same key, and refuses a key reused for another amount."
         )
     return found
-
-
-def ticket_key() -> str:
-    """What names this run of the ticket in the audit trail's keys (and, before KEYS_PER_TICKET, in refunds'
-    and emails'): the workflow id and the id of its first run, which every run that continues it shares."""
-    info = workflow.info()
-    return f"{info.workflow_id}/{info.first_execution_run_id}"
 
 
 def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:

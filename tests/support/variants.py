@@ -77,7 +77,7 @@ class ClosingAuditWithoutPatch(SupportAgent):
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
         outcome = await super().run(*args)
-        await self._audit("closed")
+        await self._trail.write("closed")
         return outcome
 
 
@@ -111,7 +111,7 @@ class ApprovalRequestsWithoutPatch(SupportAgent):
 
     def __init__(self) -> None:
         super().__init__()
-        self._gate = _GateWithoutPatch(audit=self._audit, continuation=self._continuation)
+        self._gate = _GateWithoutPatch(audit=self._trail.write, continuation=self._continuation)
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:

@@ -1,0 +1,81 @@
+"""The ticket's audit trail, as the workflow writes it: every entry exactly once, in order, across the ticket's runs.
+
+Each entry is an activity (``audit``) that Temporal may retry, and a run may be replayed or continued as new,
+so an entry carries an idempotency key and the store writes a key once. The key numbers the entry across the
+ticket's runs (the count is handed to the run that continues the ticket) and names the run that writes it (the
+AUDIT_KEYS_PER_RUN patch): a run a reset started numbers its entries from the reset point again, and they must
+be new entries, not taken for the failed run's. Runs before the patch named the ticket's first run instead.
+
+What arrived and could not be taken (a malformed reply or event signal) is noted by the piece that refused it
+and written here before the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from temporalio import workflow
+
+from workflows.patches import Patch
+
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts.continued import ContinuedState
+    from activities.contracts.world import AuditEntry
+    from activities.tools import ToolActivities
+    from workflows import policies
+
+
+Audit = Callable[[str], Awaitable[None]]
+"""Write an entry to the ticket's audit trail."""
+
+
+class Noted(Protocol):
+    """A piece that keeps notes for the audit trail: what it was sent and could not take, and why."""
+
+    notes: list[str]
+
+
+class AuditTrail:
+    """Writes the ticket's audit entries, numbered across its runs, and the notes the pieces given to it keep.
+    Told the ticket once the run has read it (``open``)."""
+
+    def __init__(self, notes_from: Sequence[Noted]) -> None:
+        self._sources = notes_from
+        self._ticket_id: str
+        self.written = 0
+        """Entries written by the ticket's runs so far: the number of the last one."""
+
+    def open(self, ticket_id: str) -> None:
+        self._ticket_id = ticket_id
+
+    def restore(self, state: ContinuedState) -> None:
+        self.written = state.audits
+
+    def hand_over(self) -> dict[str, Any]:
+        """What ``ContinuedState`` carries of the audit trail."""
+        return {"audits": self.written}
+
+    async def write(self, entry: str) -> None:
+        """Write an entry once, however often its activity is retried."""
+        self.written += 1
+        info = workflow.info()
+        run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(Patch.AUDIT_KEYS_PER_RUN) else ticket_key()
+        await workflow.execute_activity_method(
+            ToolActivities.audit,
+            AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=f"audit:{run}/{self.written}"),
+            **policies.AUDIT,
+        )
+
+    async def write_notes(self) -> None:
+        """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""
+        for source in self._sources:
+            while source.notes:  # more may come while one is written: all are, before the run goes on
+                await self.write(source.notes.pop(0))
+
+
+def ticket_key() -> str:
+    """What names this run of the ticket in the audit trail's keys (and, before KEYS_PER_TICKET, in refunds'
+    and emails'): the workflow id and the id of its first run, which every run that continues it shares."""
+    info = workflow.info()
+    return f"{info.workflow_id}/{info.first_execution_run_id}"

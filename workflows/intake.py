@@ -1,0 +1,71 @@
+"""A run's intake: what it starts from, read and validated, and whether a new ticket is still the agent's to take.
+
+The workflow takes its arguments loosely (``*args``, plain JSON) and validates them here, because a typed
+argument that fails to decode, or a wrong number of arguments, would leave the run RUNNING with its first
+workflow task failing forever instead of failing it clearly. Two kinds of bad input fail differently:
+
+- a caller's (a malformed ticket, a stray second argument) fails the run at once as ``InvalidTicketInput``,
+  naming the field, since no retry can mend it;
+- state handed over by the ticket's previous run that this worker cannot read fails only the workflow task
+  (``UnreadableStateError``): only a run of this workflow writes that state, so it was written by a newer
+  worker during a rolling deploy, and a worker of that version will pick the task up.
+
+A ticket that has already waited longer than its SLA when its first run starts goes to a person at once
+(``past_sla``). That is judged in workflow time, never the wall clock: a replay hours later must see the
+moment the decision was first made, or it takes the other branch.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from activities.contracts.continued import ContinuedState
+    from activities.contracts.fields import describe_errors
+    from activities.contracts.ticket import TicketInput
+
+
+class UnreadableStateError(RuntimeError):
+    """Not an ``ApplicationError``, so it fails the workflow task, which is retried, and not the run."""
+
+
+def _invalid(problem: str) -> ApplicationError:
+    """What a caller's bad input fails the run with, at once, naming the field."""
+    return ApplicationError(f"Invalid ticket input: {problem}", type="InvalidTicketInput", non_retryable=True)
+
+
+def read_input(args: tuple[Any, ...]) -> tuple[TicketInput, ContinuedState | None]:
+    """The ticket, and the state a continued run carries. The first argument is the ticket; a second,
+    ``ContinuedState``, is accepted only on a run that continues another one (the server says so), never from a
+    caller starting a ticket."""
+    if not 1 <= len(args) <= 2:
+        raise _invalid(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
+    try:
+        ticket = TicketInput.model_validate(args[0])
+    except ValidationError as error:
+        raise _invalid(describe_errors(error)) from None
+    if len(args) == 1:
+        return ticket, None
+    if workflow.info().continued_run_id is None:
+        raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
+    try:
+        return ticket, ContinuedState.model_validate(args[1])
+    except ValidationError as error:
+        raise UnreadableStateError(
+            f"This worker cannot read the state the ticket's previous run handed over, probably written by a "
+            f"newer version of the worker; a worker running that version will take it ({describe_errors(error)})"
+        ) from None
+
+
+def past_sla(ticket: TicketInput) -> str | None:
+    """Why the ticket is past its SLA, or None."""
+    opened_at = ticket.opened_at or workflow.info().start_time
+    age = workflow.now() - opened_at
+    sla = timedelta(seconds=ticket.options.sla_seconds)
+    return f"opened {age} ago, SLA {sla}" if age > sla else None

@@ -1,0 +1,136 @@
+"""The model as the workflow keeps it: each call to it, what the calls cost, and the room left in its context.
+
+Every call to the model is an activity (``think`` for a step, ``summarize`` to fold older turns); what the
+workflow keeps of them is what outlives the call. The outcome and the ``usage`` query report every call and
+its tokens and cost, summed across the ticket's runs. With linear history the conversation so far lives in the
+content store, and the workflow holds only its key, which each answer replaces. And the tokens the model read at
+its last call say how close the conversation is to its context window: past ``summarize_above_tokens`` (the
+SUMMARIZE_OLD_TURNS patch), the older turns are summarised before the next step, so a long ticket is not handed
+over for a full window. A model that refuses to summarise is not asked again; the ticket goes on without.
+
+The loop decides what an answer means; this piece keeps the state behind the calls, which a continued run
+takes over (``hand_over``, ``restore``). Given the run's continuation (whether history is linear, the step in
+progress) and the audit trail, which records each summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows.patches import Patch
+
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts.continued import ContinuedState
+    from activities.contracts.conversation import (
+        Decision,
+        Message,
+        StepUsage,
+        Summary,
+        SummaryRequest,
+        ThinkRequest,
+        TicketContext,
+        UsageReport,
+    )
+    from activities.contracts.ticket import TicketInput
+    from activities.model import ModelActivities
+    from workflows import policies
+
+from workflows.audit import Audit
+from workflows.continuation import Continuation
+from workflows.failures import cause, is_refusal, raise_if_cancelled
+
+
+class Model:
+    """The ticket's calls to the model: made through here, counted here. Given the run's continuation and the
+    audit trail; told the ticket once the run has read it (``open``)."""
+
+    def __init__(self, continuation: Continuation, audit: Audit) -> None:
+        self._continuation = continuation
+        self._audit = audit
+        self._ticket: TicketInput
+        self.calls = 0
+        self.usage = UsageReport()
+        self.conversation_ref: str | None = None
+        """With linear history (the LINEAR_HISTORY patch), the conversation so far, in the content store."""
+        self._context_tokens = 0
+        """Tokens the model read at its last call: how close the conversation is to its context window."""
+        self._can_summarize = True
+
+    def open(self, ticket: TicketInput) -> None:
+        self._ticket = ticket
+
+    def restore(self, state: ContinuedState) -> None:
+        """Take over the conversation and the count of calls from the run continued."""
+        self.conversation_ref = state.conversation_ref
+        self.calls = state.model_calls
+        self.usage = state.usage
+
+    def hand_over(self) -> dict[str, Any]:
+        """What ``ContinuedState`` carries of the model's calls."""
+        return {"conversation_ref": self.conversation_ref, "model_calls": self.calls, "usage": self.usage}
+
+    async def think(self, step: int, messages: list[Message]) -> Decision:
+        """The model's next move at ``step``, given what it has not been sent yet (or, without linear history,
+        the whole conversation)."""
+        context = self._context()
+        request = ThinkRequest(ticket=context, step=step, messages=messages)
+        if self._continuation.linear:
+            request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
+                                   conversation_ref=self.conversation_ref)  # fmt: skip
+        decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
+        self._continuation.run_steps += 1
+        self._continuation.step = step
+        self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
+        usage = decision.usage
+        self._context_tokens = (
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens + usage.output_tokens
+        )
+        return decision
+
+    def should_summarize(self) -> bool:
+        limit = self._ticket.options.summarize_above_tokens
+        return (
+            self._continuation.linear
+            and self._can_summarize
+            and self.conversation_ref is not None
+            and limit is not None
+            and self._context_tokens > limit
+            and workflow.patched(Patch.SUMMARIZE_OLD_TURNS)
+        )
+
+    async def summarize(self, step: int, messages: list[Message]) -> list[Message]:
+        """Have the model summarise the older turns; return what is still to be sent (nothing once they are
+        folded into the summarised conversation). If it cannot, the ticket goes on without: the next step may
+        then find the conversation too long for the model, and hand the ticket over."""
+        assert self.conversation_ref is not None
+        self._context_tokens = 0
+        request = SummaryRequest(
+            ticket=self._context(),
+            step=step, question=self._ticket.question, conversation_ref=self.conversation_ref, messages=messages,
+        )  # fmt: skip
+        try:
+            summary: Summary = await workflow.execute_activity_method(
+                ModelActivities.summarize, request, **policies.THINK
+            )
+        except ActivityError as error:
+            raise_if_cancelled(error)
+            workflow.logger.warning("the conversation could not be summarised", extra={"cause": cause(error)})
+            self._can_summarize = not is_refusal(error)  # a model that cannot will not learn to at the next step
+            return messages
+        if not summary.summarized_messages:
+            return messages
+        self._count(StepUsage(step=step, model=summary.model, usage=summary.usage, purpose="summary"))
+        self.conversation_ref = summary.conversation_ref
+        await self._audit(f"summarised {summary.summarized_messages} older messages to fit the model's context")
+        return []
+
+    def _context(self) -> TicketContext:
+        """What the model is told about the ticket besides the conversation."""
+        return TicketContext(ticket_id=self._ticket.ticket_id, customer_email=self._ticket.customer_email)
+
+    def _count(self, call: StepUsage) -> None:
+        self.calls += 1
+        self.usage = UsageReport(total=self.usage.total + call.usage, steps=[*self.usage.steps, call])
