@@ -10,6 +10,7 @@ are in ``test_payments_contract.py``; here are Stripe's own words, its failures 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import subprocess
@@ -102,6 +103,24 @@ async def test_a_retry_under_the_key_is_replayed_by_stripe_and_pays_nothing(
     assert again == first.model_copy(update={"replayed": True})
     assert len(account.refunds()) == 1
     assert len(account.refund_requests()) == 2  # Stripe was asked again, and answered with its first refund
+
+
+async def test_a_key_longer_than_stripe_takes_is_sent_as_its_digest_and_still_pays_once_and_is_found(
+    shop: Business, account: FakeStripe
+) -> None:
+    """A ticket's id is the caller's, of any length, and the key is built from it: Stripe takes 255 characters."""
+    long_key = f"refund:ticket:{'T' * 300}/A-1001/1"
+    account.fail("500_after_refund")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, refund(key=long_key))
+
+    settled = await asyncio.to_thread(shop.payments.settle_refund, long_key)
+
+    [sent] = account.refund_requests()
+    assert sent["idempotency-key"] == f"sha256:{hashlib.sha256(long_key.encode()).hexdigest()}"
+    assert settled is not None
+    assert (settled.amount_cents, settled.replayed) == (4900, True)
+    assert len(account.refunds()) == 1
 
 
 async def test_stripe_is_the_judge_of_a_key_reused_for_another_amount_in_its_own_words(shop: Business) -> None:

@@ -31,12 +31,14 @@ credentials are ``PaymentsUnusableError``, which ends the ticket as failed for a
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import sqlalchemy as sa
 import stripe
 from sqlalchemy.engine import Connection
+from stripe import RequestOptions
 from stripe.params import RefundCreateParams, RefundListParams
 
 from activities.business.database import Database
@@ -53,6 +55,8 @@ from activities.business.schema import idempotency_keys, orders, refunds
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
 T = TypeVar("T")
+MAX_KEY_LENGTH = 255
+"""The longest ``Idempotency-Key`` Stripe takes."""
 KEY_IN_METADATA = "idempotency_key"
 """The metadata field of a Stripe refund that names the key it was made under."""
 REPLAYED = "idempotent-replayed"
@@ -86,9 +90,11 @@ class StripePayments:
             if key is not None:
                 self.keys.lock(db, key, open_only=True)  # held until the refund is booked; closed: refused
             params = _on(payment, RefundCreateParams(amount=request.amount_cents))
-            if key is not None:
-                params["metadata"] = {KEY_IN_METADATA: key, "order_id": request.order_id}
-            made = _asking(lambda: self.client.v1.refunds.create(params, {"idempotency_key": key} if key else {}))
+            at_stripe = None if key is None else stripe_key(key)
+            if at_stripe is not None:
+                params["metadata"] = {KEY_IN_METADATA: at_stripe, "order_id": request.order_id}
+            options: RequestOptions = {} if at_stripe is None else {"idempotency_key": at_stripe}
+            made = _asking(lambda: self.client.v1.refunds.create(params, options))
             response = made.last_response
             replayed = response is not None and response.headers.get(REPLAYED) == "true"
             receipt = self._book(db, request.order_id, made, key, replayed=replayed)
@@ -148,7 +154,7 @@ class StripePayments:
             return None
         payment = self._payment_of(asked.order_id)
         for made in self._refunds_of(payment):
-            if made.metadata is not None and made.metadata.to_dict().get(KEY_IN_METADATA) == key:
+            if made.metadata is not None and made.metadata.to_dict().get(KEY_IN_METADATA) == stripe_key(key):
                 return self._book(db, asked.order_id, made, key, replayed=True)
         return None
 
@@ -175,6 +181,12 @@ class StripePayments:
 
 
 Params = TypeVar("Params", RefundCreateParams, RefundListParams)
+
+
+def stripe_key(key: str) -> str:
+    """The key as Stripe is sent it: itself, or for one longer than Stripe takes (255 characters; a ticket's id is
+    the caller's, of any length) its SHA-256, the same on every attempt and never another key's."""
+    return key if len(key) <= MAX_KEY_LENGTH else f"sha256:{hashlib.sha256(key.encode()).hexdigest()}"
 
 
 def _on(payment: str, params: Params) -> Params:

@@ -10,8 +10,8 @@ It keeps the rules of Stripe's that the worker relies on, as Stripe documents th
   key are saved once the endpoint starts executing, and a retry with the same key and the same parameters gets
   them back, with the ``Idempotent-Replayed: true`` header, 500s included; the same key with other parameters
   is a 400 ``idempotency_error``; keys are kept 24 hours (the fake's clock can be turned, ``advance``), after
-  which the key makes a new request. A request refused before the endpoint runs (a bad API key, a rate limit)
-  saves nothing. Keys belong to the account, here the one API key.
+  which the key makes a new request; a key is at most 255 characters. A request refused before the endpoint
+  runs (a bad API key, a rate limit, a key too long) saves nothing. Keys belong to the account, here the one API key.
 - **Refunds**: never above what is left of the charge (``amount_too_large``; ``charge_already_refunded`` when
   nothing is), of a payment that exists (``resource_missing``); without an amount, the rest of the charge.
 
@@ -139,6 +139,8 @@ class FakeStripe:
         failure = self._failures.pop(0) if self._failures else None
         if failure == "rate_limited":
             return _error(429, "invalid_request_error", "rate_limit", "Too many requests hit the API too quickly.")
+        if key is not None and len(key) > 255:
+            return _error(400, "invalid_request_error", None, "Idempotency-Key must be 255 characters or less.")
         if key is not None:
             saved = self._keys.get(key)
             if saved is not None and now - saved.at < KEY_LIFETIME_SECONDS:
