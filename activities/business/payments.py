@@ -150,7 +150,7 @@ class SqlPayments:
                 f"Idempotency key {key} was used for {used_for}, not {money(asked.amount_cents)} on {asked.order_id}"
             )
         row = db.execute(refunds.select().where(refunds.c.id == first.result_id)).one()
-        return _receipt(row, replayed=True)
+        return receipt(row, replayed=True)
 
     def refund_by_key(self, key: str) -> RefundReceipt | None:
         with self.database.reader.connect() as db:
@@ -176,11 +176,7 @@ class SqlPayments:
 
     def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
         """Every refund paid (of one order, if given), oldest first: for tests and operators."""
-        query = refunds.select().order_by(refunds.c.id)
-        if order_id is not None:
-            query = query.where(refunds.c.order_id == order_id)
-        with self.database.reader.connect() as db:
-            return [_receipt(row) for row in db.execute(query)]
+        return booked(self.database, order_id)
 
 
 def _refunded(db: Connection, order_id: str) -> int:
@@ -197,10 +193,19 @@ def _refund_under(db: Connection, key: str) -> RefundReceipt | None:
         .where(idempotency_keys.c.key == key)
         .where(RefundFingerprint.stored_in(idempotency_keys.c.request))
     ).first()
-    return None if row is None else _receipt(row, replayed=True)
+    return None if row is None else receipt(row, replayed=True)
 
 
-def _receipt(row: sa.Row[Any], *, replayed: bool = False) -> RefundReceipt:
+def booked(database: Database, order_id: str | None = None) -> list[RefundReceipt]:
+    """Every row of ``refunds`` (of one order, if given), oldest first, whichever provider paid it."""
+    query = refunds.select().order_by(refunds.c.id)
+    if order_id is not None:
+        query = query.where(refunds.c.order_id == order_id)
+    with database.reader.connect() as db:
+        return [receipt(row) for row in db.execute(query)]
+
+
+def receipt(row: sa.Row[Any], *, replayed: bool = False) -> RefundReceipt:
     """The receipt of a row of ``refunds``, whichever provider paid it."""
     return RefundReceipt(
         refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=replayed,

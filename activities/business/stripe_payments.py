@@ -43,7 +43,7 @@ from stripe.params import RefundCreateParams, RefundListParams
 
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.payments import RefundFingerprint, _receipt
+from activities.business.payments import RefundFingerprint, booked, receipt
 from activities.business.refusals import (
     IdempotencyConflictError,
     OrderNotFoundError,
@@ -97,9 +97,9 @@ class StripePayments:
             made = _asking(lambda: self.client.v1.refunds.create(params, options))
             response = made.last_response
             replayed = response is not None and response.headers.get(REPLAYED) == "true"
-            receipt = self._book(db, request.order_id, made, key, replayed=replayed)
-            self.keys.record(db, key, receipt.refund_id)
-        return receipt
+            paid = self._book(db, request.order_id, made, key, replayed=replayed)
+            self.keys.record(db, key, paid.refund_id)
+        return paid
 
     def refund_by_key(self, key: str) -> RefundReceipt | None:
         with self.database.writer.begin() as db:
@@ -127,11 +127,7 @@ class StripePayments:
 
     def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
         """Every refund booked (of one order, if given), oldest first: for tests and operators."""
-        query = refunds.select().order_by(refunds.c.id)
-        if order_id is not None:
-            query = query.where(refunds.c.order_id == order_id)
-        with self.database.reader.connect() as db:
-            return [_receipt(row) for row in db.execute(query)]
+        return booked(self.database, order_id)
 
     def _payment_of(self, order_id: str) -> str:
         with self.database.reader.connect() as db:
@@ -169,15 +165,15 @@ class StripePayments:
         self, db: Connection, order_id: str, made: stripe.Refund, key: str | None, *, replayed: bool
     ) -> RefundReceipt:
         """The refunds table's row for Stripe's refund ``made``, written the first time it is seen."""
-        booked = db.execute(refunds.select().where(refunds.c.provider_refund_id == made.id)).first()
-        if booked is None:
-            booked = db.execute(
+        row = db.execute(refunds.select().where(refunds.c.provider_refund_id == made.id)).first()
+        if row is None:
+            row = db.execute(
                 refunds.insert().returning(*refunds.c),
                 {"order_id": order_id, "amount_cents": made.amount, "idempotency_key": key,
                  "created_at": self.database.clock(), "provider_refund_id": made.id, "status": made.status},
             ).one()  # fmt: skip
-            return _receipt(booked, replayed=replayed)
-        return _receipt(booked, replayed=True)
+            return receipt(row, replayed=replayed)
+        return receipt(row, replayed=True)
 
 
 Params = TypeVar("Params", RefundCreateParams, RefundListParams)
