@@ -74,6 +74,26 @@ def data_converter(settings: Settings) -> DataConverter:
     return dataclasses.replace(converter, external_storage=storage)
 
 
+def build_id() -> str:
+    """What a worker tells the server it runs: a digest of this service's own source and the SDK's version, so it
+    changes when the code does. The SDK's default is a digest of the bytecode of every module the process has
+    loaded, which a worker would compute at every start (``bench/cold_start.py``)."""
+    import hashlib  # noqa: PLC0415
+    import importlib.metadata  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    import activities  # noqa: PLC0415
+    import agent_worker  # noqa: PLC0415
+    import workflows  # noqa: PLC0415
+
+    digest = hashlib.sha256(importlib.metadata.version("temporalio").encode())
+    for package in (activities, agent_worker, workflows):
+        root = Path(package.__file__ or "").parent
+        for source in sorted(root.rglob("*.py")):
+            digest.update(str(source.relative_to(root.parent)).encode() + b"\0" + source.read_bytes())
+    return f"agent-worker-{digest.hexdigest()[:20]}"
+
+
 def codec_server_auth(settings: Settings) -> BearerAuth | None:
     """How the codec server authenticates requests; None is its local mode (loopback only)."""
     from agent_worker.codec_auth import BearerAuth, JwtValidator  # noqa: PLC0415 - a JWT library, for this alone
@@ -239,12 +259,15 @@ class AgentPlugin(SimplePlugin):
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """A worker also gets the interceptors: the log context of each task, and fault injection for crash tests."""
+        """A worker also gets the interceptors (the log context of each task, and fault injection for crash tests)
+        and its build id."""
         from agent_worker.faults import FaultInterceptor  # noqa: PLC0415 - for workers alone, like all below
         from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415
 
         self._faults = fault_injector(self.settings)  # before the activities: they are checked against it
         config = super().configure_worker(config)
+        if not (config.get("build_id") or config.get("deployment_config")):
+            config["build_id"] = build_id()
         added = [LogContextInterceptor(), *([FaultInterceptor(self._faults)] if self._faults else [])]
         config["interceptors"] = [*config.get("interceptors", []), *added]
         return config

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.business import Business
@@ -9,8 +10,9 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.conversation import Message, ToolResultBlock
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
+from agent_worker import wiring
 from tests.support.harness import Harness
-from tests.support.history import activity_attempts
+from tests.support.history import activity_attempts, events
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
@@ -208,3 +210,20 @@ def _tool_result(message: Message) -> ToolResultBlock:
     (block,) = message.content
     assert isinstance(block, ToolResultBlock)
     return block
+
+
+async def test_a_worker_names_its_build_by_this_services_code(agent: Harness) -> None:
+    """Not the SDK's default, a digest of every loaded module's bytecode computed at each start: the service's own
+    source and the SDK's version, which the server records on every workflow task the worker completes."""
+    async with agent.worker():
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
+        await handle.result()
+
+    completed = await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    builds = {
+        e.workflow_task_completed_event_attributes.worker_version.build_id
+        or e.workflow_task_completed_event_attributes.binary_checksum
+        for e in completed
+    }
+    assert builds == {wiring.build_id()}
+    assert wiring.build_id().startswith("agent-worker-")
