@@ -152,18 +152,16 @@ class Settings(BaseSettings):
     """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
     worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
     max_cached_workflows: PositiveInt = 300
-    """How many tickets the worker keeps in memory between their steps. Each costs about 190 KB (the workflow
-    sandbox's own copy of ``workflows/support_agent.py`` is 100 KB of it; 262 KB before the workflow's helper
-    modules were passed through): with the SDK's default of 1000 the worker grew by 227 MB while 1000 tickets
-    waited for approval, with 300 by 87 MB (77 MB since), with 150 by 56 MB. An evicted ticket
-    replays its history at its next step, so the cache should hold the tickets in flight: with 500 at once the
-    worker used 50 s of CPU at 1000, 80 s at 300 and 127 s at 150 (``bench/throughput.py``)."""
+    """How many tickets the worker keeps in memory between their steps. Each cached ticket costs memory (mostly
+    the workflow sandbox's own copy of the workflow's module), and an evicted one replays its whole history at its
+    next step: the cache should hold the tickets in flight, and no more. The SDK's default of 1000 let a worker
+    full of parked tickets grow far past what they need (figures in the README, "Throughput and cost per
+    ticket", from ``bench/throughput.py``)."""
     max_concurrent_workflow_tasks: PositiveInt = 20
     """Workflow tasks the worker takes on at once. They share one Python thread, so what the worker takes on
-    beyond what it can run waits inside it, on the server's 10 s clock: with the SDK's 100, draining 1000
-    approvals sent at once had workflow tasks taking up to 7.7 s (117 over 5 s); with 20, at most 1.9 s, in
-    the same 160 s of drain and the same CPU (``bench/throughput.py --only parked``). The rest wait on the
-    server, where a workflow task's timeout has not started yet."""
+    beyond what it can run waits inside it, on the server's 10 s clock, where a burst (a thousand approvals at
+    once) can time tasks out; kept fewer, the rest wait on the server, where a workflow task's timeout has not
+    started yet (figures in the README, from ``bench/throughput.py --only parked``)."""
 
     codec_keys: dict[str, SecretStr] = {}
     """Payload encryption keys by id, base64 (16, 24 or 32 bytes): ``AGENT_CODEC_KEYS='{"2026-11": "..."}'``.

@@ -46,8 +46,8 @@ from workflows.patches import Patch
 # Everything this module imports is passed through the sandbox: loaded once per worker, not once per run.
 # The sandbox re-imports the module a workflow is defined in for every run it starts or replays; for the
 # rest (contracts, activity references, and the workflow's own helpers, deterministic modules in files of
-# their own, as Temporal recommends) a copy per run costs memory and time and buys nothing: a ticket cached
-# on the worker costs 192 KB this way, 262 KB with the helpers re-imported (``bench/throughput.py``).
+# their own, as Temporal recommends) a copy per run costs memory and time and buys nothing (README, "Throughput
+# and cost per ticket", from ``bench/throughput.py``).
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.approvals import (
         ApprovalReceipt,
