@@ -58,18 +58,11 @@ class SqlOrders:
     def add(self, order: Order, *, stripe_payment: str | None = None) -> None:
         """Add the order, or change its amount and customer if it exists; ``stripe_payment`` names its payment at
         Stripe (a PaymentIntent ``pi_...`` or a Charge ``ch_...``), kept as it was if not given."""
-        statement = self.database.insert(orders).values(**order.model_dump(), stripe_payment=stripe_payment)
+        row = order.model_dump() | ({"stripe_payment": stripe_payment} if stripe_payment is not None else {})
+        statement = self.database.insert(orders).values(**row)
+        changed = {name: statement.excluded[name] for name in row if name != "order_id"}
         with self.database.writer.begin() as db:
-            db.execute(
-                statement.on_conflict_do_update(
-                    index_elements=[orders.c.order_id],
-                    set_={
-                        "amount_cents": statement.excluded.amount_cents,
-                        "customer_email": statement.excluded.customer_email,
-                        "stripe_payment": sa.func.coalesce(statement.excluded.stripe_payment, orders.c.stripe_payment),
-                    },
-                )
-            )
+            db.execute(statement.on_conflict_do_update(index_elements=[orders.c.order_id], set_=changed))
 
     def seed(self, seeded: tuple[Order, ...] = DEMO_ORDERS) -> None:
         """Add the orders that are not there yet, leaving those that are as they are: safe on every start."""
