@@ -52,11 +52,16 @@ def until_started(command: list[str], env: dict[str, str]) -> float:
 
 
 def commands(env: dict[str, str]) -> dict[str, Callable[[str], float]]:
-    """Each measured command, given the ``agent-worker`` executable to run it with."""
+    """Each measured command, given the ``agent-worker`` executable to run it with. Each executable has a data
+    folder of its own: an older checkout refuses a business database a newer one has migrated."""
+
+    def own(exe: str) -> dict[str, str]:
+        return {**env, "AGENT_DATA_DIR": str(Path(env["AGENT_DATA_DIR"]) / str(abs(hash(exe))))}
+
     return {
         "agent-worker --help": lambda exe: timed([exe, "--help"]),
-        "agent-worker tickets": lambda exe: timed([exe, "tickets"], env),
-        "agent-worker worker, until it polls": lambda exe: until_started([exe, "worker"], env),
+        "agent-worker tickets": lambda exe: timed([exe, "tickets"], own(exe)),
+        "agent-worker worker, until it polls": lambda exe: until_started([exe, "worker"], own(exe)),
     }
 
 
