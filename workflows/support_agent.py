@@ -238,7 +238,8 @@ class SupportAgent:
         else:
             outcome, messages = await self._turn(first, messages)
         while True:
-            reply = await self._next_reply(outcome)
+            window = self._ticket.options.reply_window_seconds
+            reply = await self._replies.after(outcome, window, self._continuation, self._trail.write_notes)
             if reply is None:
                 return outcome
             first = outcome.steps + 1
@@ -293,21 +294,6 @@ class SupportAgent:
             append_turn(messages, "user", list(await self._tools.use_all(step, decision.tool_calls)))
         gave_up = f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over."
         return self._outcome(Status.GAVE_UP, last, gave_up), messages
-
-    async def _next_reply(self, answered: Outcome) -> str | None:
-        """The customer's reply the next turn reads: taken while the agent worked, or waited for (the CUSTOMER_
-        REPLIES patch, only on tickets that meet it). None: the ticket closes with this turn's outcome. A ticket
-        the agent did not answer (it failed, gave up, handed over) goes to a person, not back to the customer."""
-        replies = self._replies
-        if answered.status not in {Status.RESOLVED, Status.DECLINED}:
-            replies.closed = f"it was closed as {answered.status.value}, for a person to take over"
-            return None
-        window = self._ticket.options.reply_window_seconds
-        if not (window or replies.pending) or not workflow.patched(Patch.CUSTOMER_REPLIES):
-            replies.closed = "it is closed"
-            return None
-        await self._trail.write_notes()
-        return await replies.wait(window, self._continuation)
 
     async def _resume(self, carried: ContinuedState) -> list[Message]:
         """What the model has not been sent yet, after running the calls of the step the last run was in the

@@ -21,7 +21,7 @@ cleared on every way out of the wait that runs code (an answer, the time running
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,9 +34,19 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.continued import ContinuedState
     from activities.contracts.fields import describe_errors
     from activities.contracts.names import TICKET_STATE_ATTRIBUTE, WAITING_FOR_MEMO
-    from activities.contracts.ticket import CustomerMessage, MessageReceipt, OrderEvent, TicketState, Turn, Waiting
+    from activities.contracts.ticket import (
+        CustomerMessage,
+        MessageReceipt,
+        OrderEvent,
+        Outcome,
+        Status,
+        TicketState,
+        Turn,
+        Waiting,
+    )
 
 from workflows.continuation import Continuation
+from workflows.patches import Patch
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 
@@ -101,6 +111,22 @@ class Replies:
     def answered(self, turn: Turn) -> None:
         self.turns.append(turn)
         self.working = False
+
+    async def after(
+        self, answered: Outcome, window_seconds: int, continuation: Continuation, notes: Callable[[], Awaitable[None]]
+    ) -> str | None:
+        """The customer's reply the next turn reads, after a turn ``answered``: taken while the agent worked, or
+        waited for (the CUSTOMER_REPLIES patch, only on tickets that meet it), once the audit trail has its
+        ``notes``. None: the ticket closes with this turn's outcome. A ticket the agent did not answer (it failed,
+        gave up, handed over) goes to a person, not back to the customer."""
+        if answered.status not in {Status.RESOLVED, Status.DECLINED}:
+            self.closed = f"it was closed as {answered.status.value}, for a person to take over"
+            return None
+        if not (window_seconds or self.pending) or not workflow.patched(Patch.CUSTOMER_REPLIES):
+            self.closed = "it is closed"
+            return None
+        await notes()
+        return await self.wait(window_seconds, continuation)
 
     async def wait(self, window_seconds: int, continuation: Continuation) -> str | None:
         """The replies the next turn reads, waiting up to the window for one if none came meanwhile; None when
