@@ -238,10 +238,20 @@ def run(args: argparse.Namespace) -> None:
     exit_hard(code)
 
 
+def _settings() -> Settings:
+    """The settings, or exit 2 saying what is wrong with them. Pydantic's own text would quote the environment
+    it read, secrets included, cut to their first and last characters."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        print(f"agent-worker cannot start with these settings: {describe_errors(error)}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from agent_worker import logs  # noqa: PLC0415 - its interceptor imports Temporal's worker
 
-    settings = Settings()
+    settings = _settings()
     code = 0
     if args.command in OPERATOR_COMMANDS:
         code = asyncio.run(operate(settings, args))

@@ -316,8 +316,26 @@ def test_a_worker_told_to_refund_through_stripe_without_a_key_refuses_to_start_s
     agent_worker = str(Path(sys.executable).with_name("agent-worker"))
     done = subprocess.run([agent_worker, "worker"], env=env, capture_output=True, text=True, timeout=60, check=False)
 
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert "AGENT_PAYMENTS=stripe needs STRIPE_API_KEY" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_settings_that_refuse_to_start_do_not_echo_any_part_of_the_key(tmp_path: Path) -> None:
+    """Pydantic's own text quotes the input it read, cut to its first and last characters: the key would show
+    whenever it came first or last. The worker says what is wrong instead, and nothing of what it read."""
+    secret = "sk_live_" + "Q7fz" * 20
+    env = {**os.environ, "STRIPE_API_KEY": secret, "AGENT_PAYMENTS": "stripe", "AGENT_DB_PATH": str(tmp_path / "b")}
+    agent_worker = str(Path(sys.executable).with_name("agent-worker"))
+    for base in ("http://stripe-proxy.internal", "ftp://api.stripe.com"):
+        done = subprocess.run(
+            [agent_worker, "worker"], env={**env, "AGENT_STRIPE_API_BASE": base}, capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+
+        assert done.returncode == 2, done.stderr
+        assert "AGENT_STRIPE_API_BASE" in done.stderr
+        assert "Q7fz" not in done.stdout + done.stderr
 
 
 # --- whole tickets, on a real Temporal server ------------------------------------------------------------------
