@@ -31,7 +31,7 @@ class MailRefusedError(ValueError):
 
 
 class PaymentRefusedError(ValueError):
-    """The payment provider refused the refund for good, for a reason of its own (Stripe's other 4xx answers,
+    """The payment provider refused the request for good, for a reason of its own (Stripe's other 4xx answers,
     in its words): asking again as it is will be refused again."""
 
 

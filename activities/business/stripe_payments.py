@@ -222,4 +222,4 @@ def classify(error: stripe.StripeError) -> Exception:
     if status >= 500 or status in (409, 0):  # 409: another request under the key is still running at Stripe
         return PaymentDeferredError(f"Stripe answered {status or 'nothing'}: {words}")
     refusal = REFUSED_FOR_GOOD.get(error.code or "", PaymentRefusedError)
-    return refusal(f"Stripe refused the refund: {words}")
+    return refusal(f"Stripe refused the request: {words}")
