@@ -41,6 +41,7 @@ from tests.support.crashlab import Lab
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business, stripe_env
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
+from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import ticket
 
 NO_APPROVAL_NEEDED = 10_000
@@ -396,6 +397,25 @@ async def test_500s_after_the_refund_until_the_retries_run_out_are_reconciled_wi
     refund_call = next(c for c in outcome.tool_calls if c.name == "issue_refund")
     assert not refund_call.is_error
     assert "Refunded 49.00" in refund_call.result
+
+
+async def test_a_refund_stripe_refuses_reaches_the_model_at_once_in_stripes_words(
+    paying: Harness, account: FakeStripe
+) -> None:
+    """A model steered to refund more than was paid: Stripe's ``amount_too_large`` is a refusal, not worth a retry,
+    and the model reads it as Stripe wrote it."""
+    model = PlaybackModel(
+        [calls(("issue_refund", {"order_id": "A-1001", "amount_cents": 5000}), step=1), says("I could not refund.")]
+    )
+    async with paying.worker(model):
+        handle = await paying.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
+        outcome = await handle.result()
+
+    assert await activity_attempts(handle, "issue_refund") == [1]
+    [refused] = outcome.tool_calls
+    assert refused.is_error
+    assert "Stripe refused the request: Refund amount ($50.00) is greater than unrefunded amount" in refused.result
+    assert account.refunds() == []
 
 
 async def test_a_revoked_key_ends_the_ticket_as_failed_for_a_person_without_telling_the_customer_an_error(
