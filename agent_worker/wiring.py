@@ -120,10 +120,10 @@ def business(settings: Settings) -> Business:
     embedded ones, in the shared database at ``database_url`` if it is set, else in the SQLite file; refunds go
     to Stripe when ``payments`` is ``stripe``, and the outbox delivers through the mail server when ``mail`` is
     ``smtp``."""
-    from activities.business import Business  # noqa: PLC0415 - SQLAlchemy, for workers and store commands
+    from activities.business import Business, Options  # noqa: PLC0415 - SQLAlchemy, for workers and store commands
 
     key_ttl = timedelta(hours=settings.idempotency_key_ttl_hours)
-    options: dict[str, Any] = {
+    options: Options = {
         "key_ttl": key_ttl,
         "refund_guard": settings.refund_guard,
         "mail_relay": mail_relay(settings),

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from activities.business.audit import SqlAuditTrail
 from activities.business.blobs import SqlBlobs
@@ -44,7 +44,17 @@ if TYPE_CHECKING:
 
     from activities.business.stripe_payments import StripePayments
 
-__all__ = ["Business"]
+__all__ = ["Business", "Options"]
+
+
+class Options(TypedDict, total=False):
+    """What the business takes besides where its database is (``Business.at`` says what each does)."""
+
+    key_ttl: timedelta
+    refund_guard: bool
+    clock: Callable[[], datetime]
+    mail_relay: Relay | None
+    stripe: StripeClient | None
 
 
 @dataclass(frozen=True)
@@ -92,21 +102,9 @@ class Business:
         )
 
     @classmethod
-    def sqlite(  # noqa: PLR0913 - as ``at``
-        cls,
-        path: Path,
-        *,
-        key_ttl: timedelta = timedelta(hours=24),
-        refund_guard: bool = True,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        mail_relay: Relay | None = None,
-        stripe: StripeClient | None = None,
-    ) -> Business:
+    def sqlite(cls, path: Path, **options: Unpack[Options]) -> Business:
         """The business in a SQLite file, created with its folder on ``create``."""
-        return cls.at(
-            f"sqlite:///{path}", key_ttl=key_ttl, refund_guard=refund_guard, clock=clock, mail_relay=mail_relay,
-            stripe=stripe,
-        )  # fmt: skip
+        return cls.at(f"sqlite:///{path}", **options)
 
     def create(self, *, seed_demo_orders: bool = True) -> Business:
         """Migrate the schema to the newest revision and seed the demo orders on first use; safe to call on every
