@@ -30,11 +30,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
-    lab = Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"})
-    try:
+    async with Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"}) as lab:
         yield lab
-    finally:
-        await lab.close()
 
 
 def model_calls_per_step(store: Business, ticket_id: str) -> dict[int, int]:

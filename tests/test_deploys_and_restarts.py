@@ -40,11 +40,8 @@ async def model_call_in_flight(handle: Handle) -> bool:
 
 @pytest.fixture
 async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
-    lab = Lab(client, store, settings={"AGENT_SCRIPTED_THINK_SECONDS": "2"})
-    try:
+    async with Lab(client, store, settings={"AGENT_SCRIPTED_THINK_SECONDS": "2"}) as lab:
         yield lab
-    finally:
-        await lab.close()
 
 
 async def test_a_deploy_lets_the_model_call_in_flight_finish_and_the_next_worker_does_not_repeat_it(lab: Lab) -> None:

@@ -19,11 +19,8 @@ from tests.support.waits import poll
 
 @pytest.fixture
 async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
-    lab = Lab(client, store)
-    try:
+    async with Lab(client, store) as lab:
         yield lab
-    finally:
-        await lab.close()
 
 
 def test_no_setting_means_no_faults(tmp_path: Path) -> None:

@@ -314,11 +314,8 @@ async def test_a_5xx_is_handed_to_the_model_as_a_tool_error_at_once_and_the_tick
 @pytest.fixture
 async def lab(client: Client, store: Business, mail_server: MailServer) -> AsyncIterator[Lab]:
     """Worker processes that mail through ``mail_server``; ``store`` reads the outbox they share."""
-    lab = Lab(client, store, settings=smtp_env(mail_server))
-    try:
+    async with Lab(client, store, settings=smtp_env(mail_server)) as lab:
         yield lab
-    finally:
-        await lab.close()
 
 
 @pytest.mark.slow

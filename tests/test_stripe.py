@@ -443,11 +443,8 @@ async def test_a_revoked_key_ends_the_ticket_as_failed_for_a_person_without_tell
 @pytest.fixture
 async def lab(client: Client, shop: Business, account: FakeStripe) -> AsyncIterator[Lab]:
     """Worker processes that refund through ``account``; ``shop`` reads the database they share."""
-    lab = Lab(client, shop, settings=stripe_env(account))
-    try:
+    async with Lab(client, shop, settings=stripe_env(account)) as lab:
         yield lab
-    finally:
-        await lab.close()
 
 
 @pytest.mark.slow

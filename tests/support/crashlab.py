@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -169,6 +169,13 @@ class Lab:
 
     async def close(self) -> None:
         await asyncio.gather(*(w.stop() for w in self.workers if w.alive))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        """Every worker this lab started is stopped when the test is done with it."""
+        await self.close()
 
     def killed(self) -> list[WorkerProcess]:
         return [w for w in self.workers if w.returncode == -signal.SIGKILL]
