@@ -86,14 +86,15 @@ class Business:
         an email is sending it)."""
         database = Database(url, clock=clock)
         keys = KeyLedger(database, key_ttl)
+        orders = SqlOrders(database)
         payments: SqlPayments | StripePayments = SqlPayments(database, keys, refund_guard=refund_guard)
         if stripe is not None:
             from activities.business.stripe_payments import StripePayments  # noqa: PLC0415 - the SDK, when asked
 
-            payments = StripePayments(stripe, database, keys)
+            payments = StripePayments(stripe, database, keys, orders)
         return cls(
             database=database,
-            orders=SqlOrders(database),
+            orders=orders,
             payments=payments,
             mail=SqlOutbox(database, keys, mail_relay),
             audit=SqlAuditTrail(database),

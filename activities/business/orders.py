@@ -55,6 +55,15 @@ class SqlOrders:
             query = sa.select(order_events.c.event).where(order_events.c.order_id == order_id)
             return list(db.execute(query.order_by(order_events.c.id)).scalars())
 
+    def stripe_payment(self, order_id: str) -> str | None:
+        """The order's payment at Stripe, if it names one (``add``)."""
+        with self.database.reader.connect() as db:
+            row = db.execute(sa.select(orders.c.stripe_payment).where(orders.c.order_id == order_id)).first()
+        if row is None:
+            raise OrderNotFoundError(f"There is no order {order_id}")
+        payment: str | None = row.stripe_payment
+        return payment
+
     def add(self, order: Order, *, stripe_payment: str | None = None) -> None:
         """Add the order, or change its amount and customer if it exists; ``stripe_payment`` names its payment at
         Stripe (a PaymentIntent ``pi_...`` or a Charge ``ch_...``), kept as it was if not given."""

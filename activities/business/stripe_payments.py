@@ -43,6 +43,7 @@ from stripe.params import RefundCreateParams, RefundListParams
 
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
+from activities.business.orders import SqlOrders
 from activities.business.payments import RefundFingerprint, booked, receipt
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -51,7 +52,7 @@ from activities.business.refusals import (
     PaymentsUnusableError,
     RefundExceedsChargeError,
 )
-from activities.business.schema import idempotency_keys, orders, refunds
+from activities.business.schema import idempotency_keys, refunds
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
 T = TypeVar("T")
@@ -67,12 +68,14 @@ class PaymentDeferredError(RuntimeError):
 
 
 class StripePayments:
-    """The ``Payments`` port on Stripe's API, through ``client`` (one ``stripe.StripeClient`` per worker)."""
+    """The ``Payments`` port on Stripe's API, through ``client`` (one ``stripe.StripeClient`` per worker), on the
+    payments the shop's ``orders`` name."""
 
-    def __init__(self, client: stripe.StripeClient, database: Database, keys: KeyLedger) -> None:
+    def __init__(self, client: stripe.StripeClient, database: Database, keys: KeyLedger, orders: SqlOrders) -> None:
         self.client = client
         self.database = database
         self.keys = keys
+        self.orders = orders
 
     def __str__(self) -> str:
         """Where refunds go, with no secret in it: safe to log."""
@@ -130,16 +133,13 @@ class StripePayments:
         return booked(self.database, order_id)
 
     def _payment_of(self, order_id: str) -> str:
-        with self.database.reader.connect() as db:
-            row = db.execute(sa.select(orders.c.stripe_payment).where(orders.c.order_id == order_id)).first()
-        if row is None:
-            raise OrderNotFoundError(f"There is no order {order_id}")
-        if row.stripe_payment is None:
+        payment = self.orders.stripe_payment(order_id)
+        if payment is None:
             raise OrderNotFoundError(
                 f"Order {order_id} names no Stripe payment, so nothing can be refunded or looked up at Stripe "
                 f"(a person can add it: agent-worker orders add {order_id} ... --stripe-payment pi_...)"
             )
-        return str(row.stripe_payment)
+        return payment
 
     def _find(self, db: Connection, key: str) -> RefundReceipt | None:
         """The refund Stripe made under ``key``, booked if it was not yet: found among the refunds of the
