@@ -1,0 +1,105 @@
+"""The desk's money policy: who may release how much, what a customer and the desk may be refunded without a
+person, and what a ticket's model calls may cost. The operator owns it (``AGENT_POLICY_FILE``, a TOML file the
+worker reads at start); a ticket may only make it stricter (``TicketOptions``). The workflow receives it through
+the ``money_policy`` activity, so a replay sees the policy that judged each decision, not today's.
+
+Every field has a default, and the defaults are safe in production: a desk that forgets the file still has a
+person look at refunds above 20.00, at a customer's fourth refund in a day, and two people at refunds above
+500.00.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, model_validator
+
+from activities.contracts.fields import DAY, MAX_CENTS, Cents, Contract, bounded
+
+Person = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class Role(Contract):
+    """People who may approve refunds up to an amount."""
+
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    people: Annotated[list[Person], Field(min_length=1, max_length=1000)]
+    max_cents: Cents
+    """The largest refund this role's people may approve."""
+
+
+class ApprovalPolicy(Contract):
+    limit_cents: Annotated[int, bounded(0, MAX_CENTS)] = 2000
+    """A refund above this waits for a person."""
+    timeout_seconds: Annotated[int, bounded(1, 90 * DAY)] = DAY
+    """How long a person has to answer; silence means no."""
+    two_people_above_cents: Annotated[int, bounded(0, MAX_CENTS)] | None = 50_000
+    """A refund above this needs two different people's authenticated approvals; None: one is enough."""
+    roles: Annotated[list[Role], Field(max_length=100)] = []
+    """Who may approve, and up to how much. None named: the worker's ``AGENT_APPROVERS``, else anyone, for any
+    amount, by signal as well as in the approval inbox."""
+
+    @model_validator(mode="after")
+    def _distinct_roles(self) -> ApprovalPolicy:
+        names = [role.name for role in self.roles]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two roles share a name: {sorted(n for n in set(names) if names.count(n) > 1)}")
+        return self
+
+    @property
+    def people(self) -> list[str]:
+        """Everyone a role names, in the order first named."""
+        return list(dict.fromkeys(person for role in self.roles for person in role.people))
+
+    def reach(self, person: str) -> int:
+        """The largest refund ``person`` may approve (0: none): their largest role's."""
+        return max((role.max_cents for role in self.roles if person in role.people), default=0)
+
+    def approvals_needed(self, amount_cents: int) -> int:
+        above = self.two_people_above_cents
+        return 2 if above is not None and amount_cents > above else 1
+
+
+class Limits(Contract):
+    """What is refunded without a person, across tickets, counted in the ledger where refunds are booked. A
+    refund that would pass one waits for a person instead. None: no such limit."""
+
+    customer_cents_per_day: Annotated[int, bounded(0, MAX_CENTS)] | None = 5000
+    """Per customer (their email address), over the last 24 hours."""
+    customer_refunds_per_day: Annotated[int, bounded(0, 1_000_000)] | None = 3
+    desk_cents_per_day: Annotated[int, bounded(0, MAX_CENTS)] | None = 500_000
+    """The whole desk, over the last 24 hours."""
+
+
+class ModelPolicy(Contract):
+    max_cost_usd_per_ticket: Annotated[float, Field(gt=0, le=10_000)] | None = 2.0
+    """Past this estimated cost of its model calls, a ticket is handed to a person; None: no budget."""
+
+
+class MoneyPolicy(Contract):
+    """The policy file, as read and validated (``agent-worker policy check FILE``)."""
+
+    approval: ApprovalPolicy = ApprovalPolicy()
+    limits: Limits = Limits()
+    model: ModelPolicy = ModelPolicy()
+
+    def digest(self) -> str:
+        """What names this policy in the audit trail and the outcome: the same for the same rules, however the
+        file that states them is laid out."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class PolicyInForce(Contract):
+    """What the ``money_policy`` activity answers: the policy, its digest, and what the worker adds to it."""
+
+    policy: MoneyPolicy
+    digest: str
+    default_approvers: list[str] = []
+    """``AGENT_APPROVERS``: who may approve when the policy names no roles (empty: anyone)."""
+    demonstrations: bool = False
+    """Whether tickets may switch safeguards off (``refund_key``, ``reconcile_refunds``, ``linear_history``) to
+    show what goes wrong without them. Only a worker built by the crash tests and benchmarks says yes; a worker
+    the product builds never does."""
