@@ -49,6 +49,7 @@ from activities.contracts.fields import Cents, Contract, EmailAddress, NonEmpty,
 from activities.contracts.names import PAYMENTS_UNUSABLE
 from activities.contracts.world import (
     AuditEntry,
+    AuditQuery,
     EmailReceipt,
     EmailRequest,
     OrderLookup,
@@ -169,7 +170,7 @@ class ToolActivities:
         """Every activity of the business side, for a worker to register: each declared tool's, then the two the
         workflow runs itself (settling a refund's unknown outcome, and the audit trail)."""
         declared = [getattr(self, tool.activity.__name__) for tool in TOOLS.values() if tool.activity is not None]
-        return [*declared, self.find_refund, self.audit]
+        return [*declared, self.find_refund, self.audit, self.audited]
 
     @activity.defn(name="lookup_order")
     async def lookup_order(self, args: LookupOrderArgs) -> OrderLookup:
@@ -225,6 +226,12 @@ class ToolActivities:
         """Not a tool the model can call: the workflow's audit trail, written here because a write in
         workflow code would run again on every replay."""
         await _call(lambda: self.audit_trail.write(entry))
+
+    @activity.defn(name="audited")
+    async def audited(self, query: AuditQuery) -> bool:
+        """Whether the audit trail holds an entry the ticket's runs wrote: what a run checks an approval the run
+        before it handed over against, since carried state is only believed when the trail backs it."""
+        return await _call(lambda: self.audit_trail.holds(query))
 
     @activity.defn(name="send_email")
     async def send_email(self, request: EmailRequest) -> EmailReceipt:

@@ -108,9 +108,10 @@ class ApprovalDesk:
         decision, self.waiting, self.decision = self.decision, None, None
         return decision
 
-    def resume(self, request: ApprovalRequest, decision: ApprovalRecord | None, at: datetime) -> None:
+    def resume(self, request: ApprovalRequest, decision: ApprovalRecord | None, at: datetime, *, audited: bool) -> None:
         """Take over a request that waited when the previous run continued as new, with the answer that
-        decided it, if any. What a run hands over is input like any other: the answer is kept only if it
+        decided it, if any. What a run hands over is input like any other: the answer is kept only if the
+        previous run's audit trail holds it (``audited``: a caller can forge arguments, not the trail) and it
         still passes every rule, and is otherwise recorded as rejected."""
         self.waiting, self.decision = request, None
         if decision is None:
@@ -120,6 +121,8 @@ class ApprovalDesk:
             reason = f"the previous run handed over an answer to another request ({decision.request_id})"
         elif decision not in self.records:
             reason = "the previous run handed over an answer it never recorded"
+        elif not audited:
+            reason = "the previous run handed over an answer its audit trail does not hold"
         elif decision.decision is not ApprovalDecision.TIMED_OUT:
             answer = Approval(amount_cents=decision.amount_cents or 0, approved=True, approver=decision.approver or "?")
             reason = self.why_not(answer, decision.at)

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.approval_rules import ApprovalDesk
 
-from workflows.audit import Audit
+from workflows.audit import Audit, Audited
 from workflows.continuation import Continuation
 from workflows.failures import ToolError
 
@@ -54,8 +54,9 @@ class ApprovalGate:
     search attribute, and the audit trail of every answer. Given the audit trail to write to, and the run's
     continuation to hand a long wait to."""
 
-    def __init__(self, audit: Audit, continuation: Continuation) -> None:
+    def __init__(self, audit: Audit, audited: Audited, continuation: Continuation) -> None:
         self._audit = audit
+        self._audited_entry = audited
         self._continuation = continuation
         self.desk = ApprovalDesk()
         self.approvers: list[str] | None = None
@@ -87,13 +88,19 @@ class ApprovalGate:
             return
         self._judge(args, workflow.now())
 
-    def ready(self) -> None:
+    async def ready(self) -> None:
         """The run has read its ticket and what the last run handed over: take over the request that waited
-        then, so that answers are judged against it from now on, and judge the answers that came meanwhile."""
+        then, so that answers are judged against it from now on, and judge the answers that came meanwhile. An
+        answer handed over with the request counts only if the last run's audit trail holds it: carried state
+        is checked, not believed."""
         carried = self._carried
         if carried is not None and carried.request is not None:
             self._carried = None
-            self.desk.resume(carried.request, carried.decided, workflow.now())
+            decided = carried.decided
+            audited = decided is None or not workflow.patched(Patch.RELAUNCHES_REFUSED) or (
+                await self._audited_entry(describe(decided))
+            )  # fmt: skip
+            self.desk.resume(carried.request, decided, workflow.now(), audited=audited)
         inbox, self._inbox = self._inbox or [], None
         for args, at in inbox:
             self._judge(args, at)

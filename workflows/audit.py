@@ -21,13 +21,15 @@ from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.continued import ContinuedState
-    from activities.contracts.world import AuditEntry
+    from activities.contracts.world import AuditEntry, AuditQuery
     from activities.tools import ToolActivities
     from workflows import policies
 
 
 Audit = Callable[[str], Awaitable[None]]
 """Write an entry to the ticket's audit trail."""
+Audited = Callable[[str], Awaitable[bool]]
+"""Whether the ticket's audit trail holds an entry the run this one continues wrote."""
 
 
 class Noted(Protocol):
@@ -66,6 +68,16 @@ class AuditTrail:
             AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=f"audit:{run}/{self.written}"),
             **policies.AUDIT,
         )
+
+    async def holds(self, entry: str) -> bool:
+        """Whether the run this one continues (or the ticket's first run) wrote ``entry``: the trail is what a run
+        checks what it was handed against, since only a run of this workflow can write it."""
+        info = workflow.info()
+        runs = sorted({run for run in (info.continued_run_id, info.first_execution_run_id) if run})
+        query = AuditQuery(
+            ticket_id=self._ticket_id, entry=entry, key_prefixes=[f"audit:{info.workflow_id}/{run}/" for run in runs]
+        )
+        return await workflow.execute_activity_method(ToolActivities.audited, query, **policies.AUDIT)
 
     async def write_notes(self) -> None:
         """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""

@@ -4,8 +4,8 @@ The workflow takes its arguments loosely (``*args``, plain JSON) and validates t
 argument that fails to decode, or a wrong number of arguments, would leave the run RUNNING with its first
 workflow task failing forever instead of failing it clearly. Two kinds of bad input fail differently:
 
-- a caller's (a malformed ticket, a stray second argument) fails the run at once as ``InvalidTicketInput``,
-  naming the field, since no retry can mend it;
+- a caller's (a malformed ticket, a stray second argument, a cron schedule or a retry policy) fails the run at
+  once as ``InvalidTicketInput``, naming the field, since no retry can mend it;
 - state handed over by the ticket's previous run that this worker cannot read fails only the workflow task
   (``UnreadableStateError``): only a run of this workflow writes that state, so it was written by a newer
   worker during a rolling deploy, and a worker of that version will pick the task up.
@@ -22,6 +22,8 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
+
+from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -50,6 +52,8 @@ def read_input(args: tuple[Any, ...]) -> tuple[TicketInput, ContinuedState | Non
         ticket = TicketInput.model_validate(args[0])
     except ValidationError as error:
         raise _invalid(describe_errors(error)) from None
+    if relaunch := _relaunched_by_the_server():
+        raise _invalid(relaunch)
     if len(args) == 1:
         return ticket, None
     if workflow.info().continued_run_id is None:
@@ -61,6 +65,27 @@ def read_input(args: tuple[Any, ...]) -> tuple[TicketInput, ContinuedState | Non
             f"This worker cannot read the state the ticket's previous run handed over, probably written by a "
             f"newer version of the worker; a worker running that version will take it ({describe_errors(error)})"
         ) from None
+
+
+def _relaunched_by_the_server() -> str | None:
+    """Why this run is one the server starts again with its caller's arguments, or None.
+
+    Carried state is believed only from a continue-as-new this workflow made, and the server marks that run the
+    same way (``continued_run_id``) as a cron run and a retry attempt, which take the original caller's
+    arguments again: a second argument forged at the start would be carried into them. So a ticket is never
+    run on a cron schedule or with a retry policy (its retries are its activities'), and what is left with a
+    ``continued_run_id`` is a run this workflow continued (the RELAUNCHES_REFUSED patch)."""
+    info = workflow.info()
+    if not workflow.patched(Patch.RELAUNCHES_REFUSED):
+        return None
+    if info.cron_schedule:
+        return (
+            f"cron_schedule: a ticket runs once; a cron schedule ({info.cron_schedule}) would start it again "
+            "with its caller's arguments (terminate the workflow to stop the schedule)"
+        )
+    if info.retry_policy is not None or info.attempt > 1:
+        return "retry_policy: a ticket runs once; its activities retry, a retry policy would start it again"
+    return None
 
 
 def past_sla(ticket: TicketInput) -> str | None:

@@ -79,3 +79,9 @@ class Patch(StrEnum):
     UNUSABLE_PROVIDER = "unusable-provider"
     """A payment provider that refuses the worker's credentials ends the ticket as failed, for a person, instead
     of the model reading the error and telling the customer. Only tickets that meet such a provider meet it."""
+
+    RELAUNCHES_REFUSED = "relaunches-refused"
+    """A ticket started with a cron schedule or a retry policy fails at once as invalid input, since the server
+    would start it again with its caller's arguments, a forged carried state included; and an approval a run
+    carries over counts only if the audit trail the run it continues wrote holds it. Runs before it believed
+    the carried state of any run the server marked as continued."""

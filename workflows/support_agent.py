@@ -109,7 +109,7 @@ class SupportAgent:
         """Made here, not in ``run``: a reply or an event may come before the run has read its ticket."""
         self._trail = AuditTrail(notes_from=(self._replies, self._events))
         self._continuation = Continuation(hand_over=self._continue_as_new)
-        self._gate = ApprovalGate(audit=self._trail.write, continuation=self._continuation)
+        self._gate = ApprovalGate(audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation)
         """Made here too: an approval may be signalled before the run has read its ticket."""
         self._model = Model(self._continuation, audit=self._trail.write)
         """And here: the ``usage`` query may be asked of a run whose input could not be read."""
@@ -126,7 +126,7 @@ class SupportAgent:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
             self._restore(carried)
-        self._gate.ready()
+        await self._gate.ready()
         if carried is None:
             self._replies.open(ticket.question, 1)
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})

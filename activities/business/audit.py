@@ -13,12 +13,16 @@ import sqlalchemy as sa
 
 from activities.business.database import Database
 from activities.business.schema import audit_log
-from activities.contracts.world import AuditEntry
+from activities.contracts.world import AuditEntry, AuditQuery
 
 
 class AuditTrail(Protocol):
     def write(self, entry: AuditEntry) -> None:
         """Write the entry once per key: a second write under its key changes nothing."""
+        ...
+
+    def holds(self, query: AuditQuery) -> bool:
+        """Whether ``query.entry`` was written for its ticket under a key with one of its prefixes."""
         ...
 
 
@@ -36,6 +40,17 @@ class SqlAuditTrail:
                         created_at=self.database.clock())
                 .on_conflict_do_nothing(index_elements=[audit_log.c.idempotency_key])
             )  # fmt: skip
+
+    def holds(self, query: AuditQuery) -> bool:
+        key = audit_log.c.idempotency_key
+        by_run = sa.or_(*(key.startswith(prefix, autoescape=True) for prefix in query.key_prefixes))
+        found = (
+            sa.select(audit_log.c.id)
+            .where(audit_log.c.ticket_id == query.ticket_id, audit_log.c.entry == query.entry, by_run)
+            .limit(1)
+        )
+        with self.database.reader.connect() as db:
+            return db.execute(found).first() is not None
 
     def entries(self, ticket_id: str | None = None) -> list[str]:
         """Every entry (of one ticket, if given), in the order written."""

@@ -16,6 +16,15 @@ class AuditEntry(Contract):
     idempotency_key: str
 
 
+class AuditQuery(Contract):
+    """Whether the audit trail holds ``entry`` for the ticket, written under a key that starts with one of
+    ``key_prefixes`` (by the runs they name)."""
+
+    ticket_id: str
+    entry: str
+    key_prefixes: list[str]
+
+
 class Order(Contract):
     order_id: str
     amount_cents: int

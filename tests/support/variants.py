@@ -111,7 +111,9 @@ class ApprovalRequestsWithoutPatch(SupportAgent):
 
     def __init__(self) -> None:
         super().__init__()
-        self._gate = _GateWithoutPatch(audit=self._trail.write, continuation=self._continuation)
+        self._gate = _GateWithoutPatch(
+            audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation
+        )
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
