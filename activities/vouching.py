@@ -29,6 +29,7 @@ def message(workflow_id: str, answer: VouchedApproval) -> bytes:
         "amount_cents": answer.amount_cents,
         "approved": answer.approved,
         "approver": answer.approver,
+        **({"reason": answer.reason} if answer.reason else {}),  # signed when given; absent, as before reasons
     }
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 

@@ -26,6 +26,7 @@ from activities.contracts.names import (
     CUSTOMER_MESSAGE,
     WORKFLOW_NAME,
 )
+from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketOptions
 from activities.contracts.world import Order
 from agent_worker import wiring
@@ -60,7 +61,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
                 f"The {inbox.describe()}.",
                 f"Order {order.order_id} was charged {money(order.amount_cents)}; refunds above "
-                f"{money(ticket.options.approval_limit_cents)} wait for a person.",
+                f"{money(MoneyPolicy().approval.limit_cents)} wait for a person.",
             )
             handle = await env.client.start_workflow(
                 WORKFLOW_NAME,

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from activities.business.mail import Relay
     from activities.business.model_calls import ModelCalls
     from activities.content_store import BlobBackend
+    from activities.contracts.policy import PolicyInForce
     from activities.model import LanguageModel
     from agent_worker.codec_auth import BearerAuth
     from agent_worker.faults import Faults
@@ -244,11 +245,17 @@ class AgentPlugin(SimplePlugin):
     is configured, unless handed in (tests hand in a scratch business and, where a script needs it, a model)."""
 
     def __init__(
-        self, settings: Settings, business: Business | None = None, model: LanguageModel | None = None
+        self,
+        settings: Settings,
+        business: Business | None = None,
+        model: LanguageModel | None = None,
+        policy: PolicyInForce | None = None,
     ) -> None:
         self.settings = settings
         self._business = business
         self._model = model
+        self._policy = policy
+        """The money policy the workflow is told; None: the settings' (tests and benchmarks hand in theirs)."""
         self._faults: Faults | None = None
         converter = data_converter(settings)
         super().__init__(
@@ -303,7 +310,7 @@ class AgentPlugin(SimplePlugin):
             models.summarize,
             ContentActivities(content).archive_records,
             *tools.all(),
-            *PolicyActivities(settings.approvers, settings.web_approval_key_bytes()).all(),
+            *PolicyActivities(settings.approvers, settings.web_approval_key_bytes(), self._policy).all(),
         ]
         if self._faults is not None:
             self._faults.check({fn.__name__ for fn in activities})  # each is registered under its method's name

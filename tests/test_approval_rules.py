@@ -21,12 +21,14 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
+from activities.contracts.approvals import ApprovalDecision, ApprovalRecord, ApprovalRequest
 from tests.support.tickets import answer
-from workflows.approval_rules import ApprovalDesk
+from workflows.approval_rules import ApprovalDesk, Channel
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 PEOPLE = ["ann", "ben", "mallory"]
+CUSTOMER = "cleo@example.com"
+"""Whose refund every request is: named as an approver on some, answering on some (in capitals, too)."""
 DECIDING = {ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
 AMOUNTS = [4900, 1000]
 
@@ -62,24 +64,47 @@ class ApprovalInterleavings(RuleBasedStateMachine):
         self.planted: list[ApprovalRecord] = []
         """Forged records planted in a hand-over's records (not decisions the desk made)."""
         self.timed_out: set[str] = set()
-        """Forged records planted in a hand-over's records."""
+        self.approved_by: dict[str, list[str]] = {}
+        """Per request, the people whose valid approvals it has counted so far, in order."""
+        self.opened: dict[str, ApprovalRequest] = {}
+        """Requests as they stood when the workflow acted on them."""
 
     # --- what happens to a ticket ---
 
     @precondition(lambda self: self.desk.waiting is None)
-    @rule(amount=st.sampled_from(AMOUNTS), approvers=st.sampled_from([[], ["ann"], ["ann", "ben"]]),
-          minutes=st.integers(1, 120))  # fmt: skip
-    def a_refund_needs_a_person(self, amount: int, approvers: list[str], minutes: int) -> None:
-        request = self.desk.open(amount, "A-1001", self.now + timedelta(minutes=minutes), approvers)
+    @rule(amount=st.sampled_from(AMOUNTS), approvers=st.sampled_from([[], ["ann"], ["ann", "ben"], ["ann", CUSTOMER]]),
+          minutes=st.integers(1, 120), needed=st.sampled_from([1, 2]), signed_in_only=st.booleans())  # fmt: skip
+    def a_refund_needs_a_person(
+        self,
+        amount: int,
+        approvers: list[str],
+        minutes: int,
+        needed: int,
+        signed_in_only: bool,  # noqa: FBT001
+    ) -> None:
+        request = self.desk.open(
+            amount, "A-1001", self.now + timedelta(minutes=minutes), approvers, needed=needed,
+            signed_in_only=signed_in_only, customer_email=CUSTOMER,
+        )  # fmt: skip
         assert request.request_id == f"R{self.desk.requests_made}"
+        assert request.signed_in_only == (signed_in_only or needed > 1)
+        self.approved_by[request.request_id] = []
 
     @rule(
         amount=st.sampled_from(AMOUNTS),
         approved=st.booleans(),
-        approver=st.sampled_from(PEOPLE),
+        approver=st.sampled_from([*PEOPLE, CUSTOMER.upper()]),
         naming=st.sampled_from(["none", "waiting", "earlier", "bogus"]),
+        channel=st.sampled_from(["signal", "web"]),
     )
-    def someone_answers(self, amount: int, approved: bool, approver: str, naming: str) -> None:  # noqa: FBT001
+    def someone_answers(  # noqa: PLR0913
+        self,
+        amount: int,
+        approved: bool,
+        approver: str,
+        naming: str,
+        channel: Channel,  # noqa: FBT001
+    ) -> None:
         waiting = self.desk.waiting
         request_id = {
             "none": None,
@@ -97,17 +122,27 @@ class ApprovalInterleavings(RuleBasedStateMachine):
             and amount == waiting.amount_cents
             and (not waiting.approvers or approver in waiting.approvers)
             and self.now < waiting.deadline
+            and approver.lower() != CUSTOMER
+            and not (approved and waiting.signed_in_only and channel != "web")
+            and not (approved and approver in self.approved_by[waiting.request_id])
         )
-        record = self.desk.receive([payload], self.now)
+        record = self.desk.receive([payload], self.now, channel=channel)
         self.received += 1
-        if valid:
-            assert waiting is not None
-            self.first_valid[waiting.request_id] = payload
-            assert record.decision is (ApprovalDecision.APPROVED if approved else ApprovalDecision.DECLINED)
-            assert (record.request_id, record.approver, record.at) == (waiting.request_id, approver, self.now)
-        else:
+        if not valid:
             assert record.decision is ApprovalDecision.REJECTED
             assert record.reason
+            return
+        assert waiting is not None
+        assert (record.request_id, record.approver, record.at) == (waiting.request_id, approver, self.now)
+        so_far = self.approved_by[waiting.request_id]
+        if approved:
+            so_far.append(approver)
+        if approved and len(so_far) < waiting.approvals_needed:
+            assert record.decision is ApprovalDecision.PARTLY_APPROVED
+            assert record.reason == f"{len(so_far)} of {waiting.approvals_needed}"
+            return
+        self.first_valid[waiting.request_id] = {**payload, "by": list(so_far), "channel": channel}
+        assert record.decision is (ApprovalDecision.APPROVED if approved else ApprovalDecision.DECLINED)
 
     @rule(args=malformed)
     def a_malformed_signal_arrives(self, args: tuple[Any, ...]) -> None:
@@ -139,6 +174,7 @@ class ApprovalInterleavings(RuleBasedStateMachine):
     def the_workflow_acts_on_the_decision(self) -> None:
         assert self.desk.waiting is not None
         request_id = self.desk.waiting.request_id
+        self.opened[request_id] = self.desk.waiting
         self.closed.append((request_id, self.desk.close()))
 
     @rule(forge=st.sampled_from([None, "mallory", "another request", "never recorded"]))
@@ -179,6 +215,26 @@ class ApprovalInterleavings(RuleBasedStateMachine):
             else:
                 expected = ApprovalDecision.APPROVED if first["approved"] else ApprovalDecision.DECLINED
                 assert (decision.decision, decision.approver) == (expected, first["approver"])
+
+    @invariant()
+    def money_moves_only_with_every_approval_the_request_needs_from_distinct_people_who_are_not_the_customer(
+        self,
+    ) -> None:
+        for request_id, decision in self.closed:
+            if decision.decision is not ApprovalDecision.APPROVED:
+                continue
+            request = self.opened[request_id]
+            approvals = [
+                r for r in self.desk.records
+                if r.request_id == request_id and r.decision in {ApprovalDecision.PARTLY_APPROVED, ApprovalDecision.APPROVED}
+                and not any(r is p for p in self.planted)
+            ]  # fmt: skip
+            people = {r.approver for r in approvals}
+            assert len(people) == len(approvals) >= request.approvals_needed
+            assert all(r.at < request.deadline for r in approvals)
+            assert all((r.approver or "").lower() != CUSTOMER for r in approvals)
+            if request.signed_in_only:
+                assert all(r.channel == "web" for r in approvals)
 
     @invariant()
     def a_request_is_decided_once(self) -> None:

@@ -19,6 +19,12 @@ The rules:
   or after the deadline, or when the request was already answered.
 - The first answer that passes decides the request, yes or no: a second click, or a second person, changes
   nothing. Silence until the deadline is a no.
+- A request may need two different people's approvals (``approvals_needed``, above the policy's threshold): the
+  first is recorded as "1 of 2" and releases nothing, the same person approving again counts once (rejected), a
+  decline by either ends it, and the deadline covers both. Such a request, and any under roles
+  (``signed_in_only``), takes approvals only from the approval inbox, which authenticates the person; a
+  signal's approver is a claim.
+- Nobody answers a request for a refund to themselves (an approver named as the customer's address).
 - Every answer received is recorded, in the order received.
 
 Runs started before these rules (``strict`` off) keep the rules they were started under: the last valid
@@ -34,7 +40,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRecord, ApprovalRequest
-from activities.contracts.fields import describe_errors, money
+from activities.contracts.fields import describe_errors, money, same_address
 
 Channel = Literal["signal", "web"]
 
@@ -52,8 +58,20 @@ class ApprovalDesk:
         self.requests_made = 0
         self.strict = True
 
-    def open(self, amount_cents: int, order_id: str, deadline: datetime, approvers: Sequence[str]) -> ApprovalRequest:
-        """A refund of ``amount_cents`` waits for a person until ``deadline``."""
+    def open(  # noqa: PLR0913 - the request's fields, by name
+        self,
+        amount_cents: int,
+        order_id: str,
+        deadline: datetime,
+        approvers: Sequence[str],
+        *,
+        needed: int = 1,
+        signed_in_only: bool = False,
+        customer_email: str = "",
+        why: str = "",
+    ) -> ApprovalRequest:
+        """A refund of ``amount_cents`` waits until ``deadline`` for ``needed`` different people among
+        ``approvers`` (anyone, if none), only signed-in ones if ``signed_in_only``, never the customer."""
         if self.waiting is not None:
             raise RuntimeError(f"request {self.waiting.request_id} still waits: one request at a time")
         self.requests_made += 1
@@ -63,6 +81,10 @@ class ApprovalDesk:
             order_id=order_id,
             deadline=deadline,
             approvers=list(approvers),
+            approvals_needed=needed,
+            signed_in_only=signed_in_only or needed > 1,
+            customer_email=customer_email,
+            why=why,
         )
         self.decision = None
         return self.waiting
@@ -79,15 +101,23 @@ class ApprovalDesk:
             approval = Approval.model_validate(args[0])
         except ValidationError as error:
             return self._reject(None, f"malformed approval: {describe_errors(error)}", at)
-        if reason := self.why_not(approval, at):
+        if reason := self.why_not(approval, at, channel):
             return self._reject(approval, reason, at, channel)
-        assert self.waiting is not None
-        decision = ApprovalDecision.APPROVED if approval.approved else ApprovalDecision.DECLINED
+        waiting = self.waiting
+        assert waiting is not None
+        approved_by = [*waiting.approved_by, approval.approver] if approval.approved else waiting.approved_by
+        if approval.approved and len(approved_by) < waiting.approvals_needed:
+            self.waiting = waiting.model_copy(update={"approved_by": approved_by})
+            decision, reason = ApprovalDecision.PARTLY_APPROVED, f"{len(approved_by)} of {waiting.approvals_needed}"
+        else:
+            decision = ApprovalDecision.APPROVED if approval.approved else ApprovalDecision.DECLINED
+            reason = "" if approval.approved else approval.reason or ""
         record = ApprovalRecord(
             amount_cents=approval.amount_cents, decision=decision, approver=approval.approver, at=at,
-            request_id=self.waiting.request_id, channel=channel,
+            request_id=waiting.request_id, channel=channel, reason=reason,
         )  # fmt: skip
-        self.decision = record
+        if decision is not ApprovalDecision.PARTLY_APPROVED:
+            self.decision = record
         self.records.append(record)
         return record
 
@@ -125,7 +155,7 @@ class ApprovalDesk:
             reason = "the previous run handed over an answer its audit trail does not hold"
         elif decision.decision is not ApprovalDecision.TIMED_OUT:
             answer = Approval(amount_cents=decision.amount_cents or 0, approved=True, approver=decision.approver or "?")
-            reason = self.why_not(answer, decision.at)
+            reason = self.why_not(answer, decision.at, decision.channel)
         if reason is None:
             self.decision = decision
         else:
@@ -135,8 +165,10 @@ class ApprovalDesk:
         """What decided an earlier request of this ticket."""
         return next((r for r in self.records if r.request_id == request_id and r.decision in DECIDING), None)
 
-    def why_not(self, approval: Approval, at: datetime) -> str | None:  # noqa: PLR0911 - one return per rule
-        """Why this answer cannot decide the request waiting; None if it can. Changes nothing: the approval
+    def why_not(  # noqa: C901, PLR0911 - one return per rule
+        self, approval: Approval, at: datetime, channel: Channel = "signal"
+    ) -> str | None:
+        """Why this answer cannot count toward the request waiting; None if it can. Changes nothing: the approval
         inbox's update asks it first, so that a person is told at once why an answer would release nothing."""
         waiting = self.waiting
         if approval.request_id is not None and (waiting is None or approval.request_id != waiting.request_id):
@@ -160,6 +192,18 @@ class ApprovalDesk:
             )
         if self.strict and at >= waiting.deadline:
             return f"seen at {at:%Y-%m-%d %H:%M:%S}, after request {waiting.request_id}'s deadline"
+        if waiting.customer_email and same_address(approval.approver, waiting.customer_email):
+            return f"{approval.approver} may not answer a request for a refund to themselves"
+        if approval.approved and waiting.signed_in_only and channel != "web":
+            return (
+                f"request {waiting.request_id} takes approvals signed in the approval inbox only: a signal's approver "
+                "is a claim, and this refund needs roles or two people checked"
+            )
+        if approval.approved and approval.approver in waiting.approved_by:
+            return (
+                f"{approval.approver} already approved request {waiting.request_id} "
+                f"({len(waiting.approved_by)} of {waiting.approvals_needed}): the next must be another person's"
+            )
         return None
 
     def reject(self, approval: Approval, reason: str, at: datetime, channel: Channel) -> ApprovalRecord:

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
 from workflows.audit import Audit, Audited
 from workflows.continuation import Continuation
 from workflows.failures import ToolError
+from workflows.rules import Rules
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 
@@ -113,7 +114,7 @@ class ApprovalGate:
             answer = VouchedApproval.model_validate(args[0])
         except ValidationError as error:
             raise ValueError(f"Invalid answer: {describe_errors(error)}") from None
-        if reason := self.desk.why_not(answer, workflow.now()):
+        if reason := self.desk.why_not(answer, workflow.now(), channel="web"):
             raise ValueError(f"rejected: {reason}")
 
     async def answer_vouched(
@@ -130,6 +131,11 @@ class ApprovalGate:
         if record.decision is ApprovalDecision.REJECTED:
             raise ApplicationError(f"rejected: {record.reason}", type="ApprovalRejected", non_retryable=True)
         request_id = record.request_id or ""
+        if record.decision is ApprovalDecision.PARTLY_APPROVED:
+            return ApprovalReceipt(
+                request_id=request_id, decision=record.decision,
+                result=f"Approval {record.reason} recorded; nothing is paid until another person approves.",
+            )  # fmt: skip
         await workflow.wait_condition(lambda: request_id in self.results or closed() or handing_over())
         result = self.results.get(request_id) or (
             "The ticket continues in a new run, which acts on the answer." if handing_over()
@@ -159,18 +165,25 @@ class ApprovalGate:
             )
         self._count()
 
-    async def wait(self, amount_cents: int, order_id: str, options: TicketOptions) -> str:
+    async def wait(  # noqa: PLR0913 - the refund, and the rules it waits under
+        self, amount_cents: int, order_id: str, options: TicketOptions, rules: Rules, *, customer: str, why: str
+    ) -> str:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
-        must hear otherwise."""
+        must hear otherwise. ``rules`` say who may answer, how many and by when (the policy's, tightened by the
+        ticket); ``customer`` may not, and ``why`` the refund waits is shown with the request."""
         strict = self.desk.strict = self._requests_patched()
-        if workflow.patched(Patch.APPROVER_CHECK) and self.approvers is None:
-            self.approvers = options.approvers or await workflow.execute_activity_method(
-                PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
-            )
+        await self._know_approvers(options, rules)
         resumed = self._resume(amount_cents)
         if not resumed:
-            deadline = workflow.now() + timedelta(seconds=options.approval_timeout_seconds)
-            self.desk.open(amount_cents, order_id, deadline, self.approvers or [])
+            deadline = workflow.now() + timedelta(seconds=rules.timeout_seconds)
+            if rules.policy is None:  # runs before the policy file: one approval, by anyone allowed
+                self.desk.open(amount_cents, order_id, deadline, self.approvers or [])
+            else:
+                self.desk.open(
+                    amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules),
+                    needed=rules.approvals_needed(amount_cents), signed_in_only=rules.roles,
+                    customer_email=customer, why=why,
+                )  # fmt: skip
         request = self.desk.waiting
         assert request is not None
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
@@ -198,6 +211,29 @@ class ApprovalGate:
             self.settled(request.request_id, refused)
             raise ToolError(refused)
         return request.request_id
+
+    async def _know_approvers(self, options: TicketOptions, rules: Rules) -> None:
+        """Who may answer this ticket's requests: the policy's, tightened by the ticket, as of this refund; runs
+        before the policy asked the worker once, at their first request."""
+        if rules.approvers is not None:
+            self.approvers = list(rules.approvers)
+        elif workflow.patched(Patch.APPROVER_CHECK) and self.approvers is None:
+            self.approvers = options.approvers or await workflow.execute_activity_method(
+                PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
+            )
+
+    async def _who_may_approve(self, amount_cents: int, rules: Rules) -> list[str]:
+        """The approvers whose role reaches the amount; a refund no role reaches is refused, audited, at once."""
+        if not rules.roles:
+            return self.approvers or []
+        able = [person for person in self.approvers or [] if (rules.reach(person) or 0) >= amount_cents]
+        if not able:
+            refused = (
+                f"No one may approve a refund of {money(amount_cents)} under the desk's policy, so it was not made."
+            )
+            await self._audit(f"refund of {money(amount_cents)} refused: no approver's role reaches it")
+            raise ToolError(refused)
+        return able
 
     def settled(self, request_id: str, result: str) -> None:
         """What came of a request's refund, for the person who answered it through the ``approve`` update."""
@@ -309,7 +345,8 @@ def _refusal(decision: ApprovalRecord) -> str | None:
     if decision.decision is ApprovalDecision.TIMED_OUT:
         return "A person did not approve this refund in time, so it was not made."
     if decision.decision is ApprovalDecision.DECLINED:
-        return f"A person ({decision.approver}) declined this refund, so it was not made."
+        because = f" Their reason: {decision.reason}" if decision.reason else ""
+        return f"A person ({decision.approver}) declined this refund, so it was not made.{because}"
     return None
 
 
@@ -323,4 +360,7 @@ def describe(record: ApprovalRecord) -> str:
         return f"{request}{amount} timed out: nobody answered before the deadline"
     if record.decision is ApprovalDecision.REJECTED:
         return f"{request}answer from {record.approver or 'an unknown sender'} rejected: {record.reason}"
-    return f"{request}{amount} {record.decision.value} by {record.approver}{via}"
+    if record.decision is ApprovalDecision.PARTLY_APPROVED:
+        return f"{request}{amount} approved by {record.approver}{via}: {record.reason}, nothing paid yet"
+    because = f": {record.reason}" if record.decision is ApprovalDecision.DECLINED and record.reason else ""
+    return f"{request}{amount} {record.decision.value} by {record.approver}{via}{because}"

@@ -85,3 +85,9 @@ class Patch(StrEnum):
     would start it again with its caller's arguments, a forged carried state included; and an approval a run
     carries over counts only if the audit trail the run it continues wrote holds it. Runs before it believed
     the carried state of any run the server marked as continued."""
+
+    OPERATOR_POLICY = "operator-policy"
+    """The money rules come from the operator's policy (the ``money_policy`` activity), which a ticket's options
+    may only tighten; the policy's digest is audited and in the outcome, and a ticket whose model calls cost past
+    the policy's budget is handed to a person. Runs before it took the limit, timeout, approvers and safeguard
+    switches from the ticket's options as they were."""

@@ -54,6 +54,9 @@ DEFAULT_APPROVERS: ActivityConfig = {
 }
 
 VOUCHED: ActivityConfig = DEFAULT_APPROVERS
+
+MONEY_POLICY: ActivityConfig = DEFAULT_APPROVERS
+"""Answers from what the worker read at start, like ``default_approvers``."""
 """Checks a signature against the worker's keys at once, like ``default_approvers``."""
 
 

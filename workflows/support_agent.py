@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import ProviderUnusableError, ToolError, cause, is_refusal, raise_if_cancelled
     from workflows.intake import UnreadableStateError, past_sla, read_input
     from workflows.model import Model
+    from workflows.rules import RulesInForce
     from workflows.tools import Toolbox, reconcile
     from workflows.waits import Events, Replies
 
@@ -97,6 +98,7 @@ CUT_OFF = (
 )
 REFUSED = "I cannot help with this request myself. A person from our support team will take your ticket over."
 TOO_LONG = "This conversation has grown too long for me. A person from our support team will take your ticket over."
+OVER_BUDGET = "This ticket needs more work than I may do on my own. A person from our support team will take it over."
 STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": TOO_LONG}
 """Stop reasons after which the model will not, or cannot, go on: the answer the customer gets instead."""
 
@@ -121,11 +123,14 @@ class SupportAgent:
         ticket = self._ticket
         self._trail.open(ticket.ticket_id)
         self._model.open(ticket)
-        self._tools = Toolbox(ticket, self._gate, self._events, reconcile=self._reconcile)
+        self._rules = RulesInForce(ticket.options, audit=self._trail.write)
+        self._tools = Toolbox(ticket, self._rules, self._gate, self._events, reconcile=self._reconcile)
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
             self._restore(carried)
+        if workflow.patched(Patch.OPERATOR_POLICY):
+            await self._rules.read(starting=carried is None)
         await self._gate.ready()
         if carried is None:
             self._replies.open(ticket.question, 1)
@@ -276,8 +281,8 @@ class SupportAgent:
                     f"The agent could not get an answer from the model ({cause(error)}). "
                     "A person will take this ticket over.",
                 ), messages
-            if decision.stop_reason in STOPPED:
-                return self._outcome(Status.HANDED_OVER, step, STOPPED[decision.stop_reason]), messages
+            if handed_over := await self._hands_over(step, decision.stop_reason):
+                return handed_over, messages
             if self._continuation.linear:  # the activity stored the conversation with this answer in it
                 self._model.conversation_ref, messages = decision.conversation_ref, []
             else:
@@ -304,11 +309,29 @@ class SupportAgent:
             append_turn(messages, "user", list(await self._tools.use_all(step, carried.calls, carried.results)))
         return messages
 
+    async def _hands_over(self, step: int, stop_reason: str | None) -> Outcome | None:
+        """The ticket handed to a person after this model call, with its conversation kept: the model will not or
+        cannot go on, or its calls have cost more than the policy's budget (it would never loop on); else None."""
+        if stop_reason in STOPPED:
+            return self._outcome(Status.HANDED_OVER, step, STOPPED[stop_reason])
+        if spent := self._over_budget():
+            await self._trail.write(f"handed to a person: the model's budget is spent ({spent})")
+            return self._outcome(Status.HANDED_OVER, step, OVER_BUDGET)
+        return None
+
+    def _over_budget(self) -> str | None:
+        """What the ticket's model calls have cost against the policy's budget, once past it; else None. Checked
+        after every model call, so a ticket stops at the first call past it and the conversation is kept for the
+        person who takes it over."""
+        budget = self._rules.rules.max_cost_usd
+        spent = self._model.usage.total.cost_usd
+        return f"${spent:.2f} of ${budget:.2f}" if budget is not None and spent > budget else None
+
     async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
         """What the refund tool makes of a refund whose outcome is unknown (``tools.reconcile``). A method of
         the workflow so that a release can change it: ``tests/support/variants.py`` ships one without its patch, to
         show that the replay gate catches it."""
-        return await reconcile(self._ticket.options, request, error)
+        return await reconcile(self._rules.rules, request, error)
 
     async def _cancelled(self) -> Outcome:
         """The ticket was cancelled: say who and why in the audit trail (the request's reason; ``agent-worker
@@ -386,5 +409,6 @@ class SupportAgent:
             approvals=self._gate.records,
             usage=self._model.usage,
             turns=replies.turns,
+            policy=self._rules.rules.digest,
             archive_ref=self._continuation.archive_ref,
         )

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
     from activities.contracts.fields import describe_errors, money, same_address
-    from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput, TicketOptions, ToolCallRecord
+    from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput, ToolCallRecord
     from activities.contracts.world import EmailRequest, OrderLookup, RefundReceipt, RefundRequest, ToolOutput
     from activities.tools import (
         TOOLS,
@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
 from workflows.approvals import ApprovalGate
 from workflows.audit import ticket_key
 from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled, raise_if_unusable
+from workflows.rules import Rules, RulesInForce
 from workflows.waits import Events
 
 Reconcile = Callable[[RefundRequest, ActivityError], Awaitable[RefundReceipt]]
@@ -66,12 +67,15 @@ and the tool's declaration."""
 
 class Toolbox:
     """Runs the tool calls of one ticket and keeps what they did (the calls and their results, the refunds
-    made) and the step in progress. Given the ticket, the approval gate a large refund waits at, the events
-    about orders a wait takes, and what to do with a refund whose outcome is unknown (``reconcile``, unless the
-    workflow says otherwise)."""
+    made) and the step in progress. Given the ticket, the rules it is judged by, the approval gate a large refund
+    waits at, the events about orders a wait takes, and what to do with a refund whose outcome is unknown
+    (``reconcile``, unless the workflow says otherwise)."""
 
-    def __init__(self, ticket: TicketInput, gate: ApprovalGate, events: Events, reconcile: Reconcile) -> None:
+    def __init__(
+        self, ticket: TicketInput, rules: RulesInForce, gate: ApprovalGate, events: Events, reconcile: Reconcile
+    ) -> None:
         self._ticket = ticket
+        self._rules = rules
         self._gate = gate
         self._events = events
         self._reconcile = reconcile
@@ -187,15 +191,20 @@ class Toolbox:
 
     async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs, _tool: Tool) -> str:
         options = self._ticket.options
+        rules = self._rules.rules
         if not workflow.patched(Patch.OWN_ORDERS):
-            if args.amount_cents > options.approval_limit_cents:
-                await self._gate.wait(args.amount_cents, args.order_id, options)
+            if args.amount_cents > rules.limit_cents:
+                await self._gate.wait(args.amount_cents, args.order_id, options, rules, customer="", why="")
             return await self._refund(args, self._refund_key(step, call, args))
         await self._own_order(args.order_id)
+        if rules.policy is not None:  # a policy changed since the ticket read it judges this refund
+            rules = await self._rules.read(starting=False)
         parts = workflow.patched(Patch.REFUND_PARTS)
-        if why := self._needs_person(args, parts=parts):
+        if why := self._needs_person(args, rules, parts=parts):
             workflow.logger.info("refund waits for a person", extra={"why": why})
-            request_id = await self._gate.wait(args.amount_cents, args.order_id, options)
+            request_id = await self._gate.wait(
+                args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why
+            )
             try:
                 text = await self._pay(step, call, args, parts=parts)
             except (ToolError, ActivityError) as error:
@@ -207,8 +216,7 @@ class Toolbox:
 
     async def _pay(self, step: int, call: ToolUseBlock, args: IssueRefundArgs, *, parts: bool) -> str:
         """Make the refund (a person approved it, or it needed none), under the key its rule gives it."""
-        options = self._ticket.options
-        if not (parts and options.refund_key is RefundKey.PER_ORDER):
+        if not (parts and self._rules.rules.refund_key is RefundKey.PER_ORDER):
             return await self._refund(args, self._refund_key(step, call, args))
         part = self.parts.get(args.order_id, 0) + 1
         key = f"refund:{self._ticket_key()}/{args.order_id}/{part}"
@@ -223,9 +231,9 @@ class Toolbox:
         self.parts[args.order_id] = part
         return text
 
-    def _needs_person(self, args: IssueRefundArgs, *, parts: bool) -> str | None:
+    def _needs_person(self, args: IssueRefundArgs, rules: Rules, *, parts: bool) -> str | None:
         """Why this refund must wait for a person, or None."""
-        limit = self._ticket.options.approval_limit_cents
+        limit = rules.limit_cents
         if args.amount_cents > limit:
             return f"{money(args.amount_cents)} is above the approval limit of {money(limit)}"
         if not parts:
@@ -338,7 +346,7 @@ class Toolbox:
             RefundKey.NONE: None,
             RefundKey.PER_TOOL_CALL: f"refund:{self._call_key(step, call)}",
             RefundKey.PER_ORDER: f"refund:{args.order_id}",
-        }[self._ticket.options.refund_key]
+        }[self._rules.rules.refund_key]
 
     STEPS: ClassVar[dict[Effect, Step]] = {
         Effect.LOOKS_UP_ORDER: _lookup_order,
@@ -350,7 +358,7 @@ class Toolbox:
     """The workflow's side of each effect; which tool has which effect is declared in ``TOOLS``."""
 
 
-async def reconcile(options: TicketOptions, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+async def reconcile(rules: Rules, request: RefundRequest, error: ActivityError) -> RefundReceipt:
     """A refund that failed without a refusal (timed out, out of retries) may well have been paid: ask
     the provider what it recorded under the key, and tell the model that, not "the tool failed".
 
@@ -362,7 +370,7 @@ async def reconcile(options: TicketOptions, request: RefundRequest, error: Activ
     key = request.idempotency_key
     if (
         key is None
-        or not options.reconcile_refunds
+        or not rules.reconcile_refunds
         or is_refusal(error)
         or not workflow.patched(Patch.RECONCILE_TIMED_OUT_REFUNDS)
     ):

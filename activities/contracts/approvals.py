@@ -25,6 +25,8 @@ class Approval(Contract):
     request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)] | None = None
     """The request answered, as ``awaiting_approval_of`` shows it. Without it, the answer is about the request
     waiting when it arrives, and never about a later one."""
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] | None = None
+    """Why, for a decline: it goes to the audit trail and to the model, so the customer can be told."""
 
 
 class VouchedApproval(Approval):
@@ -53,13 +55,27 @@ class ApprovalRequest(Contract):
     deadline: datetime
     """Workflow time after which silence means no, and an answer releases nothing."""
     approvers: list[str] = []
-    """Who may answer; empty when neither the ticket nor the worker names anyone."""
+    """Who may answer; empty when neither the ticket nor the worker names anyone. Under roles, only those whose
+    role reaches the amount."""
+    approvals_needed: int = 1
+    """Different people who must approve before the refund is made (two above the policy's threshold)."""
+    approved_by: list[str] = []
+    """Who has approved so far, in order: "1 of 2, by ann"."""
+    signed_in_only: bool = False
+    """Only answers the approval inbox vouched for approve (roles, or two people): a signal's approver is a
+    claim. A decline by signal still ends the request."""
+    customer_email: str = ""
+    """Whose refund it is: nobody approves a refund to themselves."""
+    why: str = ""
+    """The rule that made it wait: "49.00 is above the approval limit of 20.00"."""
 
 
 class ApprovalDecision(StrEnum):
     APPROVED = "approved"
     DECLINED = "declined"
     TIMED_OUT = "timed_out"
+    PARTLY_APPROVED = "partly_approved"
+    """One of the approvals a request needs: recorded ("1 of 2"), it releases nothing."""
     REJECTED = "rejected"
     """The answer released nothing: malformed, too late, already answered, from someone not allowed, or about
     an amount or a request nobody is waiting for."""

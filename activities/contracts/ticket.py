@@ -24,7 +24,8 @@ from activities.contracts.fields import DAY, MAX_CENTS, Contract, EmailAddress, 
 
 
 class RefundKey(StrEnum):
-    """Which idempotency key a refund carries to the payment provider."""
+    """Which idempotency key a refund carries to the payment provider. Anything but ``per_order`` is refused but
+    on a demonstration worker (``PolicyInForce.demonstrations``): the others exist to show what goes wrong."""
 
     NONE = "none"
     """No key: every attempt is a new payment. Exists to show what Temporal alone does (seed, table row 1)."""
@@ -35,20 +36,24 @@ class RefundKey(StrEnum):
 
 
 class TicketOptions(Contract):
-    approval_limit_cents: Annotated[int, bounded(0, MAX_CENTS)] = 2000
-    """Refunds above this wait for a person. It lives here, in workflow code, never in the prompt."""
-    approval_timeout_seconds: Annotated[int, bounded(1, 90 * DAY)] = DAY
-    """How long a person has to answer; silence after that means no."""
+    """What a caller may ask of one ticket. The money rules are the operator's (``MoneyPolicy``): an option
+    here may make them stricter for this ticket, never looser (``workflows.rules``)."""
+
+    approval_limit_cents: Annotated[int, bounded(0, MAX_CENTS)] | None = None
+    """Refunds above this wait for a person; at most the policy's limit. None: the policy's."""
+    approval_timeout_seconds: Annotated[int, bounded(1, 90 * DAY)] | None = None
+    """How long a person has to answer, silence meaning no; at most the policy's. None: the policy's."""
     refund_key: RefundKey = RefundKey.PER_ORDER
     max_steps: Annotated[int, bounded(1, 10_000)] = 10
     """Model calls the agent may make before it gives up."""
     sla_seconds: Annotated[int, bounded(1, 3650 * DAY)] = DAY
     """A ticket older than this when its run starts goes to a person: the model is not asked."""
     approvers: Annotated[list[NonEmpty], Field(min_length=1, max_length=100)] | None = None
-    """Who may approve this ticket's refunds; None (left out) takes the worker's default (``AGENT_APPROVERS``).
-    An empty list is refused: it must never read as "anyone"."""
+    """Who may approve this ticket's refunds, among those the policy allows; None (left out): all of them. An
+    empty list is refused: it must never read as "anyone"."""
     linear_history: bool = True
-    """Send the model activity only what is new since the last step, with a reference to the conversation
+    """A safeguard a ticket may not switch off, but on a demonstration worker (``PolicyInForce.demonstrations``).
+    Send the model activity only what is new since the last step, with a reference to the conversation
     so far, so each step adds about the same bytes to the history. False sends the whole conversation every
     step, as runs did before (the benchmark's naive side)."""
     continue_as_new_after_steps: Annotated[int, bounded(1, 10_000)] = 100
@@ -63,8 +68,9 @@ class TicketOptions(Contract):
     """How long an answered ticket stays open for the customer's reply (``customer_message``); each reply is a
     new turn of the agent over the whole conversation. 0 closes the ticket with its first answer."""
     reconcile_refunds: bool = True
-    """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what
-    it recorded under the key before telling the model anything. Off only to show the seed's row 5."""
+    """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what it
+    recorded under the key before telling the model anything. A safeguard: off only on a demonstration worker,
+    to show the seed's row 5."""
 
 
 class TicketInput(Contract):
@@ -186,6 +192,9 @@ class Outcome(Contract):
     turns: list[Turn] = []
     """Every turn, in order: the question and the answer to it, then each reply of the customer's and its
     answer (one turn unless the ticket stayed open for replies, ``reply_window_seconds``)."""
+    policy: str | None = None
+    """The digest of the money policy the ticket's last decisions were judged by (``MoneyPolicy.digest``); None
+    for runs before the policy file."""
     archive_ref: str | None = None
     """Set on a ticket that continued as new: the tool calls and per-call usage of its earlier runs, kept in
     the content store (``RecordsArchive``); ``tool_calls`` and ``usage.steps`` then hold only the last run's.

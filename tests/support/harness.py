@@ -12,6 +12,7 @@ from temporalio.client import Client
 
 from activities.business import Business
 from activities.content_store import ContentStore
+from activities.contracts.policy import PolicyInForce
 from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel, ModelActivities
 from activities.scripted_model import ScriptedModel
@@ -19,6 +20,7 @@ from activities.tools import ToolActivities
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
 from tests.support import processes, tickets
+from tests.support.desk import TEST_DESK
 from tests.support.tickets import Handle
 
 
@@ -37,8 +39,11 @@ class Harness:
         return processes.worker_env(server, self.task_queue, self.store.database.path, **settings)
 
     @asynccontextmanager
-    async def worker(self, model: LanguageModel | None = None, **settings: Any) -> AsyncIterator[None]:
-        async with build_worker(self.client, self.settings(**settings), self.store, model):
+    async def worker(
+        self, model: LanguageModel | None = None, policy: PolicyInForce = TEST_DESK, **settings: Any
+    ) -> AsyncIterator[None]:
+        """A worker in this process, under ``policy`` (the tests' loose desk unless a test states its own)."""
+        async with build_worker(self.client, self.settings(**settings), self.store, model, policy):
             yield
 
     def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:

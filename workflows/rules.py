@@ -1,0 +1,176 @@
+"""The rules one ticket is judged by: the operator's money policy, made stricter by what the ticket asks for.
+
+A caller may tighten the policy for its ticket (a lower approval limit, a shorter timeout, fewer approvers),
+never loosen it: a looser option, or one that switches a safeguard off, is refused when the ticket starts,
+naming the field, because whoever starts tickets (an intake integration, a script, a compromised desk tool)
+must not be able to move the threshold inside the ``if`` that a customer cannot talk past. ``rules_for`` is
+the one place where options and policy meet; it is pure, so ``tests/test_rules.py`` tries it over every
+combination hypothesis finds. The workflow reads the policy through an activity (``RulesInForce``), so a
+replay sees the policy that judged each decision, whatever the worker's file says today.
+
+A policy changed while a ticket is open takes effect at the ticket's next refund, which reads it again; a
+request already waiting keeps the deadline and approvers it was opened with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts.fields import DAY, money
+    from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
+    from activities.contracts.ticket import RefundKey, TicketOptions
+    from activities.policy import PolicyActivities
+    from workflows import policies
+
+from workflows.audit import Audit
+
+LEGACY_LIMIT_CENTS = 2000
+LEGACY_TIMEOUT_SECONDS = DAY
+"""What a ticket that named no limit or timeout got before the policy file (runs before OPERATOR_POLICY)."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What one ticket's money decisions follow."""
+
+    limit_cents: int
+    """Above this a refund waits for a person."""
+    timeout_seconds: int
+    approvers: tuple[str, ...] | None
+    """Who may answer a request; empty: anyone; None: not known yet (runs before the policy ask the worker when
+    their first request opens)."""
+    refund_key: RefundKey = RefundKey.PER_ORDER
+    reconcile_refunds: bool = True
+    linear_history: bool = True
+    policy: MoneyPolicy | None = None
+    """None for runs before the policy file: one approval by anyone allowed, no limits across tickets, no budget."""
+    digest: str | None = None
+
+    def approvals_needed(self, amount_cents: int) -> int:
+        return 1 if self.policy is None else self.policy.approval.approvals_needed(amount_cents)
+
+    def reach(self, person: str) -> int | None:
+        """The largest refund ``person`` may approve; None: any (the policy names no roles)."""
+        if self.policy is None or not self.policy.approval.roles:
+            return None
+        return self.policy.approval.reach(person)
+
+    @property
+    def roles(self) -> bool:
+        """Whether the policy names roles: then only authenticated answers approve."""
+        return self.policy is not None and bool(self.policy.approval.roles)
+
+    @property
+    def limits(self) -> Limits | None:
+        return None if self.policy is None else self.policy.limits
+
+    @property
+    def max_cost_usd(self) -> float | None:
+        return None if self.policy is None else self.policy.model.max_cost_usd_per_ticket
+
+
+class LooserThanPolicyError(ValueError):
+    """A ticket option that would loosen the operator's policy, or switch a safeguard off: field and reason."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"options.{field}: {reason}")
+
+
+def legacy_rules(options: TicketOptions) -> Rules:
+    """The rules of runs before the policy file: the ticket's options as they were, defaults included."""
+    return Rules(
+        limit_cents=LEGACY_LIMIT_CENTS if options.approval_limit_cents is None else options.approval_limit_cents,
+        timeout_seconds=options.approval_timeout_seconds or LEGACY_TIMEOUT_SECONDS,
+        approvers=None,  # asked for when the first request opens, as those runs did
+        refund_key=options.refund_key,
+        reconcile_refunds=options.reconcile_refunds,
+        linear_history=options.linear_history,
+    )
+
+
+def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool) -> Rules:
+    """The policy, tightened by the ticket's options. A ticket ``starting`` has a looser option refused
+    (``LooserThanPolicyError``); a ticket already open when the policy tightened is held to the stricter of the
+    two instead, since failing it midway would strand what it has done."""
+    approval = in_force.policy.approval
+    allowed = approval.people or list(in_force.default_approvers)
+    limit, timeout = approval.limit_cents, approval.timeout_seconds
+    if options.approval_limit_cents is not None:
+        if starting and options.approval_limit_cents > limit:
+            raise LooserThanPolicyError(
+                "approval_limit_cents",
+                f"{money(options.approval_limit_cents)} is above the desk's approval limit of {money(limit)}; "
+                "a ticket may only lower it",
+            )
+        limit = min(limit, options.approval_limit_cents)
+    if options.approval_timeout_seconds is not None:
+        if starting and options.approval_timeout_seconds > timeout:
+            raise LooserThanPolicyError(
+                "approval_timeout_seconds",
+                f"{options.approval_timeout_seconds} s is longer than the desk's {timeout} s; a ticket may only "
+                "shorten it",
+            )
+        timeout = min(timeout, options.approval_timeout_seconds)
+    approvers = tuple(allowed)
+    if options.approvers:
+        strangers = [person for person in options.approvers if allowed and person not in allowed]
+        if starting and strangers:
+            raise LooserThanPolicyError(
+                "approvers",
+                f"{', '.join(strangers)} may not approve refunds under the desk's policy (approvers: "
+                f"{', '.join(allowed)}); a ticket may only name fewer",
+            )
+        approvers = tuple(p for p in options.approvers if p not in strangers) or approvers
+    if starting and not in_force.demonstrations:
+        for field, switched_off in (
+            ("refund_key", options.refund_key is not RefundKey.PER_ORDER),
+            ("reconcile_refunds", not options.reconcile_refunds),
+            ("linear_history", not options.linear_history),
+        ):
+            if switched_off:
+                raise LooserThanPolicyError(
+                    field, "switches a safeguard off, which only a demonstration worker (the crash tests, the "
+                    "benchmarks) allows",
+                )  # fmt: skip
+    return Rules(
+        limit_cents=limit,
+        timeout_seconds=timeout,
+        approvers=approvers,
+        refund_key=options.refund_key,
+        reconcile_refunds=options.reconcile_refunds,
+        linear_history=options.linear_history,
+        policy=in_force.policy,
+        digest=in_force.digest,
+    )
+
+
+class RulesInForce:
+    """The Temporal side: reads the policy through the ``money_policy`` activity (workflow code may not read a
+    file), judges the ticket's options against it, and writes to the audit trail which policy judged it, once
+    per run and again whenever it changes."""
+
+    def __init__(self, options: TicketOptions, audit: Audit) -> None:
+        self._options = options
+        self._audit = audit
+        self.rules = legacy_rules(options)
+        self._written: str | None = None
+
+    async def read(self, *, starting: bool) -> Rules:
+        """Read the policy now in force; a ticket ``starting`` with an option looser than it fails as invalid
+        input, naming the field."""
+        in_force = await workflow.execute_activity_method(PolicyActivities.money_policy, **policies.MONEY_POLICY)
+        try:
+            self.rules = rules_for(self._options, in_force, starting=starting)
+        except LooserThanPolicyError as error:
+            raise ApplicationError(
+                f"Invalid ticket input: {error}", type="InvalidTicketInput", non_retryable=True
+            ) from None
+        if in_force.digest != self._written:
+            changed = "" if self._written is None else f" (was {self._written})"
+            self._written = in_force.digest
+            await self._audit(f"money policy {in_force.digest} in force{changed}")
+        return self.rules
