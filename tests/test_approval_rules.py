@@ -29,6 +29,8 @@ START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 PEOPLE = ["ann", "ben", "mallory"]
 CUSTOMER = "cleo@example.com"
 """Whose refund every request is: named as an approver on some, answering on some (in capitals, too)."""
+COUNTED = {ApprovalDecision.PARTLY_APPROVED, ApprovalDecision.APPROVED}
+"""Answers that count toward a request's approvals."""
 DECIDING = {ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
 AMOUNTS = [4900, 1000]
 
@@ -97,13 +99,13 @@ class ApprovalInterleavings(RuleBasedStateMachine):
         naming=st.sampled_from(["none", "waiting", "earlier", "bogus"]),
         channel=st.sampled_from(["signal", "web"]),
     )
-    def someone_answers(  # noqa: PLR0913
+    def someone_answers(
         self,
         amount: int,
-        approved: bool,
+        approved: bool,  # noqa: FBT001 - hypothesis passes rules' arguments by name
         approver: str,
         naming: str,
-        channel: Channel,  # noqa: FBT001
+        channel: Channel,
     ) -> None:
         waiting = self.desk.waiting
         request_id = {
@@ -226,7 +228,7 @@ class ApprovalInterleavings(RuleBasedStateMachine):
             request = self.opened[request_id]
             approvals = [
                 r for r in self.desk.records
-                if r.request_id == request_id and r.decision in {ApprovalDecision.PARTLY_APPROVED, ApprovalDecision.APPROVED}
+                if r.request_id == request_id and r.decision in COUNTED
                 and not any(r is p for p in self.planted)
             ]  # fmt: skip
             people = {r.approver for r in approvals}

@@ -102,8 +102,8 @@ async def test_a_decline_by_either_person_ends_the_request_and_its_reason_reache
     )
     assert outcome.status is Status.DECLINED
     assert agent.store.payments.refunds() == []
-    assert "request R1: refund of 120.00 declined by ben (signed in, approval inbox): The carrier shows it " \
-        "delivered to the front desk." in agent.store.audit.entries(outcome.ticket_id)  # fmt: skip
+    declined = "request R1: refund of 120.00 declined by ben (signed in, approval inbox): The carrier shows it"
+    assert f"{declined} delivered to the front desk." in agent.store.audit.entries(outcome.ticket_id)
 
 
 async def test_a_role_too_small_for_the_amount_cannot_approve_it(agent: Harness) -> None:
