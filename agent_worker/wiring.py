@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from activities.business.mail import Relay
     from activities.business.model_calls import ModelCalls
     from activities.content_store import BlobBackend
+    from activities.contracts.policy import PolicyInForce
     from activities.model import LanguageModel
     from agent_worker.codec_auth import BearerAuth
     from agent_worker.faults import Faults
@@ -237,18 +238,35 @@ def choose_model(settings: Settings, model_calls: ModelCalls) -> LanguageModel:
     )
 
 
+def policy_in_force(settings: Settings) -> PolicyInForce:
+    """What the ``money_policy`` activity answers on every worker the product builds: the settings' policy
+    (``AGENT_POLICY_FILE``, else the defaults), its digest and ``AGENT_APPROVERS``. Never ``demonstrations``: a
+    worker that lets tickets switch safeguards off is built by ``tests/support`` alone, handing its own policy in."""
+    from activities.contracts.policy import PolicyInForce  # noqa: PLC0415
+
+    policy = settings.money_policy
+    return PolicyInForce(policy=policy, digest=policy.digest(), default_approvers=settings.approvers)
+
+
 class AgentPlugin(SimplePlugin):
     """The service as a Temporal plugin. On a client (and a replayer): the shared data converter. On a worker:
     the workflow, its activities over the business ports and the model, and the interceptors (logging context,
-    and fault injection for crash tests). The business and the model are built from the settings when a worker
-    is configured, unless handed in (tests hand in a scratch business and, where a script needs it, a model)."""
+    and fault injection for crash tests). The business, the model and the policy in force are built from the
+    settings when a worker is configured, unless handed in: tests hand in a scratch business, a model where a
+    script needs it, and, for the crash table and the history benchmarks alone, a policy that allows
+    demonstrations (``tests/support``). Built here, the policy never allows demonstrations."""
 
     def __init__(
-        self, settings: Settings, business: Business | None = None, model: LanguageModel | None = None
+        self,
+        settings: Settings,
+        business: Business | None = None,
+        model: LanguageModel | None = None,
+        policy: PolicyInForce | None = None,
     ) -> None:
         self.settings = settings
         self._business = business
         self._model = model
+        self._policy = policy
         self._faults: Faults | None = None
         converter = data_converter(settings)
         super().__init__(
@@ -286,6 +304,7 @@ class AgentPlugin(SimplePlugin):
         settings = self.settings
         ports = self._business or business(settings).create()
         model = self._model or choose_model(settings, ports.model_calls)
+        policy = self._policy or policy_in_force(settings)
         blobs = blob_backend(settings, ports.blobs)
         content = ContentStore(blobs)
         tools = ToolActivities(
@@ -303,8 +322,13 @@ class AgentPlugin(SimplePlugin):
             models.summarize,
             ContentActivities(content).archive_records,
             *tools.all(),
-            *PolicyActivities(settings.approvers, settings.web_approval_key_bytes()).all(),
+            *PolicyActivities(policy, settings.web_approval_key_bytes()).all(),
         ]
+        if policy.demonstrations:
+            log.warning(
+                "DEMONSTRATIONS ARE ON: tickets on this worker may switch safeguards off (refund keys, reconciling "
+                "refunds, linear history) to show what goes wrong without them. Only tests and benchmarks build it."
+            )
         if self._faults is not None:
             self._faults.check({fn.__name__ for fn in activities})  # each is registered under its method's name
             log.warning(
@@ -323,5 +347,7 @@ class AgentPlugin(SimplePlugin):
             mail=str(ports.mail),
             content_store=str(blobs),
             large_payloads=bucket,
+            policy=policy.digest,
+            policy_file=str(settings.policy_file) if settings.policy_file else None,
         )
         return activities

@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.business import Business
+from activities.contracts.policy import PolicyInForce
 from activities.model import LanguageModel
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
@@ -28,16 +29,21 @@ log = structlog.get_logger(__name__)
 
 
 def build_worker(
-    client: Client, settings: Settings, business: Business | None = None, model: LanguageModel | None = None
+    client: Client,
+    settings: Settings,
+    business: Business | None = None,
+    model: LanguageModel | None = None,
+    policy: PolicyInForce | None = None,
 ) -> Worker:
     """The worker for the settings: what it runs comes from ``AgentPlugin`` (the client's, if it was connected
-    with one; otherwise one made here, with the scratch business and model tests hand in); what is left here is
-    how it polls and how it stops."""
+    with one; otherwise one made here, with what the dev stack or a test hands in); what is left here is how it
+    polls and how it stops."""
     carried = any(isinstance(plugin, AgentPlugin) for plugin in client.config()["plugins"])
+    handed_in = business is not None or model is not None or policy is not None
     return Worker(
         client,
         task_queue=settings.task_queue,
-        plugins=[] if carried and business is None and model is None else [AgentPlugin(settings, business, model)],
+        plugins=[] if carried and not handed_in else [AgentPlugin(settings, business, model, policy)],
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,
