@@ -116,9 +116,12 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("file", type=Path, help="a TOML policy file, as AGENT_POLICY_FILE names one")
     policy_commands.add_parser("show", help="the policy in force (AGENT_POLICY_FILE, else the defaults) as TOML")
 
-    orders = commands.add_parser("orders", help="list orders, or add one")
+    orders = commands.add_parser("orders", help="list orders, add one, or add the demo's")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
     orders_commands.add_parser("list")
+    orders_commands.add_parser(
+        "seed-demo", help="add the demo's orders (A-1001 ..., ann@example.com ...): for a store nobody is paid from"
+    )
     add = orders_commands.add_parser("add")
     add.add_argument("order_id")
     add.add_argument("amount_cents", type=int)

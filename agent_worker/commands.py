@@ -35,9 +35,10 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
     from agent_worker.codec_server import serve  # noqa: PLC0415
     from agent_worker.devserver import dev_stack, free_port  # noqa: PLC0415
     from agent_worker.inbox.server import with_key_for_this_process  # noqa: PLC0415
-    from agent_worker.worker import run_worker  # noqa: PLC0415
+    from agent_worker.worker import build_worker, run_worker  # noqa: PLC0415
 
     settings, made_key = with_key_for_this_process(settings)
+    store, model = wiring.dev_business_and_model(settings)
     codec, codec_server, ui_args, decrypts = wiring.codec(settings), None, [], ""
     if codec is not None:
         codec_port = free_port(DEFAULT_CODEC_PORT)
@@ -59,16 +60,24 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            await run_worker(env.client, settings)
+            await run_worker(env.client, settings, worker=build_worker(env.client, settings, store, model))
     finally:
         if codec_server is not None:
             await codec_server.cleanup()
 
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    from agent_worker import metrics, tracing  # noqa: PLC0415
+    """A worker on the configured cluster and business store, as production runs it: no demo orders seeded, and
+    no scripted model unless ``AGENT_MODEL_BACKEND=scripted`` asks for it (exit 2 before connecting, saying what to
+    set), since the script refunds for real."""
+    from agent_worker import metrics, tracing, wiring  # noqa: PLC0415
     from agent_worker.worker import run_worker  # noqa: PLC0415
 
+    try:
+        wiring.require_model(settings)
+    except wiring.NoCredentialsError as error:
+        print(f"agent-worker worker cannot start: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     runtime = metrics.runtime(settings.metrics_bind)
     client = await connect(settings, address, namespace, runtime, tracing.plugins(enabled=settings.tracing))
     try:
@@ -215,7 +224,9 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
         logs.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
         print(f"{store} is at revision {store.database.migrate()}")
         return
-    store.create()
+    store.create(seed_demo_orders=False)  # only when asked: a production store must never hold them
+    if args.orders_command == "seed-demo":
+        store.orders.seed()
     if args.orders_command == "add":
         store.orders.add(
             Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email),

@@ -51,10 +51,13 @@ def build_worker(
     )
 
 
-async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | None = None) -> str:
-    """Run until SIGTERM, SIGINT or ``stop``; return why the worker stopped."""
+async def run_worker(
+    client: Client, settings: Settings, stop: asyncio.Event | None = None, *, worker: Worker | None = None
+) -> str:
+    """Run ``worker`` (by default ``build_worker(client, settings)``) until SIGTERM, SIGINT or ``stop``; return why
+    the worker stopped."""
     await ensure_search_attributes(client)
-    worker = build_worker(client, settings)
+    worker = worker or build_worker(client, settings)
     stop = stop or asyncio.Event()
     reason = "stop requested"
 
