@@ -19,6 +19,7 @@ from activities.tools import ToolActivities
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
 from tests.support import processes, tickets
+from tests.support.demonstrations import allowing_demonstrations
 from tests.support.tickets import Handle
 
 
@@ -37,8 +38,14 @@ class Harness:
         return processes.worker_env(server, self.task_queue, self.store.database.path, **settings)
 
     @asynccontextmanager
-    async def worker(self, model: LanguageModel | None = None, **settings: Any) -> AsyncIterator[None]:
-        async with build_worker(self.client, self.settings(**settings), self.store, model):
+    async def worker(
+        self, model: LanguageModel | None = None, *, demonstrations: bool = False, **settings: Any
+    ) -> AsyncIterator[None]:
+        """A worker on the harness's queue and business; with ``demonstrations``, one that lets tickets switch
+        safeguards off (``tests.support.demonstrations``)."""
+        built = self.settings(**settings)
+        policy = allowing_demonstrations(built) if demonstrations else None
+        async with build_worker(self.client, built, self.store, model, policy):
             yield
 
     def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:
@@ -54,8 +61,10 @@ class Harness:
     async def start(self, raw_ticket: Any) -> Handle:
         return await tickets.start(self.client, self.task_queue, raw_ticket)
 
-    async def run(self, raw_ticket: Any, model: LanguageModel | None = None) -> Outcome:
-        async with self.worker(model):
+    async def run(
+        self, raw_ticket: Any, model: LanguageModel | None = None, *, demonstrations: bool = False
+    ) -> Outcome:
+        async with self.worker(model, demonstrations=demonstrations):
             handle = await self.start(raw_ticket)
             result: Outcome = await handle.result()
             return result

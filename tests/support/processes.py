@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -52,10 +52,12 @@ async def spawn_worker(
     stdout: Output = asyncio.subprocess.DEVNULL,
     stderr: Output = asyncio.subprocess.DEVNULL,
     environ: Mapping[str, str] | None = None,
+    command: Sequence[str] = (AGENT_WORKER, "worker"),
 ) -> asyncio.subprocess.Process:
-    """Start ``agent-worker worker`` with ``settings`` over ``environ`` (this process's environment by default)."""
+    """Start ``agent-worker worker`` (or another worker ``command``: ``demonstrations.WORKER_COMMAND``) with
+    ``settings`` over ``environ`` (this process's environment by default)."""
     return await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        *command, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
         env={**(os.environ if environ is None else environ), **settings},
     )  # fmt: skip
 
