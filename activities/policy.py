@@ -1,9 +1,9 @@
 """Operator policy the workflow needs but must not read itself: settings live outside workflow code.
 
-Workflow code may not read the environment or a file (a replay on another worker could see other settings and
-take another path), so the money policy, the default approvers, and whether the approval inbox vouched for an
-answer (its key is a secret), are asked for through activities, whose answers are recorded in the history and
-replayed from there.
+Workflow code may not read the environment or a file (a replay on another worker could see other settings and take
+another path), so the money policy in force, the default approvers, and whether the approval inbox vouched for an
+answer (its key is a secret) are asked for through activities, whose answers are recorded in the history and
+replayed from there: a replay sees the policy that judged each decision, not the one in force today.
 """
 
 from __future__ import annotations
@@ -15,30 +15,29 @@ from temporalio import activity
 
 from activities import vouching
 from activities.contracts.approvals import VouchRequest
-from activities.contracts.policy import MoneyPolicy, PolicyInForce
+from activities.contracts.policy import PolicyInForce
 
 
 class PolicyActivities:
-    def __init__(
-        self, approvers: list[str], web_approval_keys: Sequence[bytes] = (), in_force: PolicyInForce | None = None
-    ) -> None:
-        self.approvers = approvers
+    """The worker's policy, as its wiring built it (``agent_worker.wiring.policy_in_force``)."""
+
+    def __init__(self, policy: PolicyInForce, web_approval_keys: Sequence[bytes] = ()) -> None:
+        self.policy = policy
         self.web_approval_keys = list(web_approval_keys)
-        given = in_force or PolicyInForce(policy=MoneyPolicy(), digest=MoneyPolicy().digest())
-        self.in_force = given.model_copy(update={"default_approvers": approvers})
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.default_approvers, self.vouched, self.money_policy]
+        return [self.money_policy, self.default_approvers, self.vouched]
 
     @activity.defn(name="money_policy")
     async def money_policy(self) -> PolicyInForce:
-        """The desk's money policy as the worker holds it, with its digest and the default approvers."""
-        return self.in_force
+        """The desk's money policy (``AGENT_POLICY_FILE``, else the defaults), its digest, the default approvers,
+        and whether this worker lets tickets switch safeguards off to demonstrate what they prevent."""
+        return self.policy
 
     @activity.defn(name="default_approvers")
     async def default_approvers(self) -> list[str]:
         """Who may approve refunds on tickets that name nobody; empty means anyone."""
-        return self.approvers
+        return self.policy.default_approvers
 
     @activity.defn(name="vouched")
     async def vouched(self, request: VouchRequest) -> bool:

@@ -1,10 +1,14 @@
-"""A scripted stand-in for the model, used wherever no Anthropic API key is configured.
+"""A scripted stand-in for the model: for tests, benchmarks and the demo, and a worker told to run it on purpose.
 
 It plays the seed article's support script for whatever order the customer names: look the order up,
 refund its amount, email the customer, answer. It keeps the one property of a real model that matters to
 durability: asked again about the same step, it answers differently. Each time it has already been asked
 about the refund step, it proposes 10.00 more, as a model at a non-zero temperature might change its mind.
 That is what makes "was the model asked twice?" visible in the refunds table.
+
+The script refunds for real, on whatever orders the database holds. A worker an operator runs on it (not the dev
+stack, whose orders are the demo's) says so on every ticket (``announce``), where whoever reads the logs of the
+tickets will see it, not only once at a start long scrolled away.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from temporalio import activity
 
 from activities.business.model_calls import ModelCalls
 from activities.contracts.conversation import (
@@ -78,12 +84,19 @@ def current_turn(messages: list[Message]) -> tuple[str, list[Message], bool]:
 class ScriptedModel:
     name = "scripted"
 
-    def __init__(self, model_calls: ModelCalls, think_seconds: float = 0.0) -> None:
+    def __init__(self, model_calls: ModelCalls, think_seconds: float = 0.0, *, announce: bool = False) -> None:
         self.model_calls = model_calls
         self.think_seconds = think_seconds
+        self.announce = announce
+        """Warn at each ticket's first model call that a script, not a model, decides its refunds."""
 
     async def decide(self, request: ThinkRequest) -> Decision:
         calls = await asyncio.to_thread(self.model_calls.of, request.ticket.ticket_id)
+        if self.announce and not calls:  # the call log is shared: once per ticket, whichever worker takes it
+            activity.logger.warning(
+                "a script, not a model, is deciding this ticket's refunds (AGENT_MODEL_BACKEND=scripted)",
+                extra={"ticket_id": request.ticket.ticket_id},
+            )
         asked_before = sum(1 for call in calls if call.step == request.step)
         if self.think_seconds:
             await asyncio.sleep(self.think_seconds)

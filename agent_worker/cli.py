@@ -108,9 +108,20 @@ def parser() -> argparse.ArgumentParser:
         "migrate", help="upgrade the business store's schema to this version's newest revision (workers also do it)"
     )
 
-    orders = commands.add_parser("orders", help="list orders, or add one")
+    policy = commands.add_parser("policy", help="check a money policy file, or show the policy in force")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    check = policy_commands.add_parser(
+        "check", help="validate a policy file: its summary and digest (exit 0), or the field and what is wrong (exit 2)"
+    )
+    check.add_argument("file", type=Path, help="a TOML policy file, as AGENT_POLICY_FILE names one")
+    policy_commands.add_parser("show", help="the policy in force (AGENT_POLICY_FILE, else the defaults) as TOML")
+
+    orders = commands.add_parser("orders", help="list orders, add one, or add the demo's")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
     orders_commands.add_parser("list")
+    orders_commands.add_parser(
+        "seed-demo", help="add the demo's orders (A-1001 ..., ann@example.com ...): for a store nobody is paid from"
+    )
     add = orders_commands.add_parser("add")
     add.add_argument("order_id")
     add.add_argument("amount_cents", type=int)

@@ -18,7 +18,7 @@ from activities.contracts.approvals import Approval
 from activities.contracts.fields import describe_errors, money
 from activities.contracts.ticket import CustomerMessage, TicketInput
 from activities.contracts.world import Order
-from agent_worker import operations
+from agent_worker import operations, policy_file
 from agent_worker.cli import OPERATOR_COMMANDS
 from agent_worker.client import connect
 from agent_worker.config import Settings
@@ -35,9 +35,10 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
     from agent_worker.codec_server import serve  # noqa: PLC0415
     from agent_worker.devserver import dev_stack, free_port  # noqa: PLC0415
     from agent_worker.inbox.server import with_key_for_this_process  # noqa: PLC0415
-    from agent_worker.worker import run_worker  # noqa: PLC0415
+    from agent_worker.worker import build_worker, run_worker  # noqa: PLC0415
 
     settings, made_key = with_key_for_this_process(settings)
+    store, model = wiring.dev_business_and_model(settings)
     codec, codec_server, ui_args, decrypts = wiring.codec(settings), None, [], ""
     if codec is not None:
         codec_port = free_port(DEFAULT_CODEC_PORT)
@@ -59,16 +60,24 @@ async def dev(settings: Settings, port: int, ui_port: int) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            await run_worker(env.client, settings)
+            await run_worker(env.client, settings, worker=build_worker(env.client, settings, store, model))
     finally:
         if codec_server is not None:
             await codec_server.cleanup()
 
 
 async def worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    from agent_worker import metrics, tracing  # noqa: PLC0415
+    """A worker on the configured cluster and business store, as production runs it: no demo orders seeded, and
+    no scripted model unless ``AGENT_MODEL_BACKEND=scripted`` asks for it (exit 2 before connecting, saying what to
+    set), since the script refunds for real."""
+    from agent_worker import metrics, tracing, wiring  # noqa: PLC0415
     from agent_worker.worker import run_worker  # noqa: PLC0415
 
+    try:
+        wiring.require_model(settings)
+    except wiring.NoCredentialsError as error:
+        print(f"agent-worker worker cannot start: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     runtime = metrics.runtime(settings.metrics_bind)
     client = await connect(settings, address, namespace, runtime, tracing.plugins(enabled=settings.tracing))
     try:
@@ -215,7 +224,9 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
         logs.configure(settings.log_level, settings.log_format)  # Alembic logs each revision it runs
         print(f"{store} is at revision {store.database.migrate()}")
         return
-    store.create()
+    store.create(seed_demo_orders=False)  # only when asked: a production store must never hold them
+    if args.orders_command == "seed-demo":
+        store.orders.seed()
     if args.orders_command == "add":
         store.orders.add(
             Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email),
@@ -248,9 +259,35 @@ def _settings() -> Settings:
         raise SystemExit(2) from None
 
 
+def policy(args: argparse.Namespace) -> int:
+    """``agent-worker policy check FILE`` judges the file alone, whatever ``AGENT_POLICY_FILE`` names, so an operator
+    checks a new policy before pointing the workers at it; ``policy show`` prints the one these settings put in
+    force, as a policy file that states it (``policy check`` on it gives the same digest)."""
+    if args.policy_command == "check":
+        try:
+            checked = policy_file.read(args.file)
+        except policy_file.PolicyFileError as error:
+            print(f"not a valid money policy: {error}", file=sys.stderr)
+            return 2
+        print(f"{args.file}: a valid money policy, {checked.digest()}: {policy_file.summary(checked)}")
+        return 0
+    settings = _settings()
+    in_force = settings.money_policy
+    source = f"AGENT_POLICY_FILE={settings.policy_file}" if settings.policy_file else "defaults (no AGENT_POLICY_FILE)"
+    approvers = f"AGENT_APPROVERS: {', '.join(settings.approvers)}" if settings.approvers else "anyone"
+    print(f"# The money policy in force: {source}.")
+    print(f"# digest: {in_force.digest()}")
+    print(f"# who may approve: {'the roles below' if in_force.approval.roles else approvers}")
+    print()
+    print(policy_file.to_toml(in_force), end="")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from agent_worker import logs  # noqa: PLC0415 - its interceptor imports Temporal's worker
 
+    if args.command == "policy":
+        return policy(args)
     settings = _settings()
     code = 0
     if args.command in OPERATOR_COMMANDS:
@@ -273,12 +310,17 @@ def _run(args: argparse.Namespace) -> int:
         print("add it to AGENT_WEB_USERS, a JSON object of every approver's name and hash", file=sys.stderr)
     else:
         logs.configure(settings.log_level, settings.log_format)
-        if args.command == "worker":
-            asyncio.run(worker(settings, args.address, args.namespace))
-        elif args.command == "codec-server":
-            asyncio.run(codec_server(settings, args.host, args.port))
-        elif args.command == "web":
-            asyncio.run(web(settings, args))
-        else:
-            asyncio.run(dev(settings, args.port, args.ui_port))
+        asyncio.run(serve(settings, args))
     return code
+
+
+async def serve(settings: Settings, args: argparse.Namespace) -> None:
+    """The commands that run until stopped."""
+    if args.command == "worker":
+        await worker(settings, args.address, args.namespace)
+    elif args.command == "codec-server":
+        await codec_server(settings, args.host, args.port)
+    elif args.command == "web":
+        await web(settings, args)
+    else:
+        await dev(settings, args.port, args.ui_port)

@@ -25,6 +25,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
@@ -34,8 +35,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
 from activities.contracts.names import TASK_QUEUE
+from activities.contracts.policy import MoneyPolicy
 from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
+from agent_worker import policy_file
 from agent_worker.defaults import ASYMMETRIC_ALGORITHMS
 from agent_worker.inbox.auth import check_hash, origin_of
 
@@ -202,7 +205,36 @@ class Settings(BaseSettings):
     ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
 
     approvers: list[str] = []
-    """Who may approve refunds on tickets that name nobody in ``options.approvers``; empty: anyone."""
+    """Who may approve refunds on tickets that name nobody in ``options.approvers``, when the policy file names no
+    roles; empty: anyone. Set with roles, the worker does not start: one list of approvers, not two."""
+
+    policy_file: Path | None = None
+    """The desk's money policy (``agent_worker.policy_file``, ``agent-worker policy check``): approval limits, roles,
+    limits across tickets, the model budget. Read and checked when the settings are; unset, ``MoneyPolicy()``'s
+    defaults are in force."""
+    _money_policy: MoneyPolicy = PrivateAttr(default_factory=MoneyPolicy)
+
+    @property
+    def money_policy(self) -> MoneyPolicy:
+        """The policy ``policy_file`` states, as read when these settings were (a changed file takes effect at
+        the worker's next start); the defaults without one."""
+        return self._money_policy
+
+    @model_validator(mode="after")
+    def _read_the_policy_file(self) -> Self:
+        """A policy that cannot be read stops every command, as any bad setting does: a worker must never run on
+        the defaults because the desk's file has a typo."""
+        if self.policy_file is not None:
+            try:
+                self._money_policy = policy_file.read(self.policy_file)
+            except policy_file.PolicyFileError as error:
+                raise ValueError(f"AGENT_POLICY_FILE {error}") from None
+        if self.approvers and self._money_policy.approval.roles:
+            raise ValueError(
+                "AGENT_POLICY_FILE names approval roles and AGENT_APPROVERS lists approvers: choose one (the roles, "
+                "which also say up to how much each person may approve, or AGENT_APPROVERS without roles)"
+            )
+        return self
 
     web_approval_keys: list[Annotated[SecretStr, Field(min_length=32)]] = []
     """The keys the approval inbox signs the answers it vouches for with (``activities.vouching``), at least 32
@@ -286,10 +318,10 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None  # compose passes an unset variable through as ""
 
-    @field_validator("smtp_port", "smtp_password", "smtp_ca_file", "stripe_api_key", mode="before")
+    @field_validator("smtp_port", "smtp_password", "smtp_ca_file", "stripe_api_key", "policy_file", mode="before")
     @classmethod
     def _empty_is_unset_before_parsing(cls, value: object) -> object:
-        return None if value == "" else value  # "" is no port, no password, and not the current directory
+        return None if value == "" else value  # "" is no port, no password, no file, and not the current directory
 
     @model_validator(mode="after")
     def _smtp_settings_come_together(self) -> Self:

@@ -26,7 +26,6 @@ from activities.contracts.names import (
     CUSTOMER_MESSAGE,
     WORKFLOW_NAME,
 )
-from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketOptions
 from activities.contracts.world import Order
 from agent_worker import wiring
@@ -42,7 +41,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     if decision is None and not sys.stdin.isatty():
         raise SystemExit("stdin is not a terminal, so nobody can answer the approval: pass --approve or --decline")
     settings, _ = with_key_for_this_process(settings)  # the inbox and the worker run here, and share it
-    store = wiring.business(settings).create()
+    store, model = wiring.dev_business_and_model(settings)
     order = next_demo_order(store.payments.refunds(), customer="ann@example.com")
     store.orders.add(order)
     ticket_id = f"T-{order.order_id}"
@@ -56,12 +55,12 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     port, ui_port = free_port(DEFAULT_PORT), free_port(DEFAULT_UI_PORT)
     say(f"Starting Temporal (dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}) ...")
     async with dev_stack(settings, port=port, ui_port=ui_port) as (env, inbox):
-        async with build_worker(env.client, settings, store):
+        async with build_worker(env.client, settings, store, model):
             say(
                 f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
                 f"The {inbox.describe()}.",
                 f"Order {order.order_id} was charged {money(order.amount_cents)}; refunds above "
-                f"{money(MoneyPolicy().approval.limit_cents)} wait for a person.",
+                f"{money(settings.money_policy.approval.limit_cents)} wait for a person.",
             )
             handle = await env.client.start_workflow(
                 WORKFLOW_NAME,

@@ -28,6 +28,7 @@ from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER, Settings
 
 if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
     from stripe import StripeClient
     from temporalio.worker import WorkerConfig
 
@@ -196,35 +197,70 @@ def fault_injector(settings: Settings) -> Faults | None:
     return Faults(faults, settings.faults_dir or business_db.with_name(business_db.name + ".faults"))
 
 
-def choose_model(settings: Settings, model_calls: ModelCalls) -> LanguageModel:
-    """Claude when the ``anthropic`` SDK finds credentials (or ``AGENT_MODEL_BACKEND=claude`` demands it),
-    the scripted stand-in otherwise; the log says which, and why."""
-    from activities.scripted_model import ScriptedModel  # noqa: PLC0415
+NO_CREDENTIALS = (
+    "no Anthropic credentials, and without them a script would decide refunds: set ANTHROPIC_API_KEY (or "
+    "ANTHROPIC_AUTH_TOKEN, or an Anthropic profile) to run the agent on Claude, or AGENT_MODEL_BACKEND=scripted to "
+    "run the scripted stand-in on purpose (tests and demonstrations)"
+)
 
-    if settings.model_backend == "scripted":
-        log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
-        return ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds)
+
+def anthropic_client(settings: Settings) -> AsyncAnthropic | None:
+    """The ``anthropic`` SDK's client, with its retries off (Temporal's retry policy is the only one), on the
+    credentials and base URL of the SDK's own environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``); None
+    when none is configured."""
     # Importing the SDK takes seconds on a small machine; a worker that runs the script never pays for it.
     import anthropic  # noqa: PLC0415
 
-    from activities.claude_model import ClaudeModel  # noqa: PLC0415
-
-    # One client per worker process, with the SDK's retries off: Temporal's retry policy is the only one.
-    # Credentials and the base URL come from the SDK's own environment (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL).
     try:
         client = anthropic.AsyncAnthropic(max_retries=0, timeout=settings.anthropic_timeout_seconds)
     except anthropic.CredentialsError as error:
         # Credentials were configured (a profile, a config directory) but are broken: running the script
         # instead would hide that, and the script refunds for real.
         raise NoCredentialsError(f"Anthropic credentials are configured but cannot be used: {error}") from error
-    if not (client.api_key or client.auth_token or client.credentials):
-        if settings.model_backend == "claude":
-            raise NoCredentialsError("AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)")
+    return client if client.api_key or client.auth_token or client.credentials else None
+
+
+def require_model(settings: Settings) -> None:
+    """What ``agent-worker worker`` checks before it connects anywhere: a model it may run. The script only when
+    ``AGENT_MODEL_BACKEND=scripted`` asks for it, never as a fallback, since it refunds for real."""
+    if settings.model_backend != "scripted" and anthropic_client(settings) is None:
+        raise NoCredentialsError(
+            "AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)"
+            if settings.model_backend == "claude"
+            else NO_CREDENTIALS
+        )
+
+
+def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool = False) -> LanguageModel:
+    """Claude when the ``anthropic`` SDK finds credentials, the scripted stand-in when ``AGENT_MODEL_BACKEND=scripted``
+    asks for it, and otherwise a refusal (``NoCredentialsError``): the script refunds for real. The one exception is
+    the ``dev_stack`` (``agent-worker dev``, the demo), a person trying the agent on the demo orders, where the script
+    stands in for a missing key, as the README's quick start needs. The log says which model, and why; a worker on
+    the script outside the dev stack warns at start and on every ticket."""
+    from activities.scripted_model import ScriptedModel  # noqa: PLC0415
+
+    script = ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds, announce=not dev_stack)
+    if settings.model_backend == "scripted":
+        if dev_stack:
+            log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
+        else:
+            log.warning(
+                "model: the scripted stand-in, which decides refunds by a script and refunds for real; "
+                "AGENT_MODEL_BACKEND=scripted is for tests and demonstrations",
+                reason="AGENT_MODEL_BACKEND=scripted",
+            )
+        return script
+    client = anthropic_client(settings)
+    if client is None:
+        if settings.model_backend == "claude" or not dev_stack:
+            require_model(settings)  # raises, saying what to set
         log.warning(
             "model: the scripted stand-in, because no Anthropic API key is configured; "
             "set ANTHROPIC_API_KEY to run the agent on Claude"
         )
-        return ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds)
+        return script
+    from activities.claude_model import ClaudeModel  # noqa: PLC0415
+
     if settings.anthropic_model not in settings.anthropic_prices:
         log.warning("no price for this model: its cost is reported as 0", model=settings.anthropic_model)
     log.info("model: Claude", model=settings.anthropic_model, base_url=str(client.base_url))
@@ -238,11 +274,32 @@ def choose_model(settings: Settings, model_calls: ModelCalls) -> LanguageModel:
     )
 
 
+def dev_business_and_model(settings: Settings) -> tuple[Business, LanguageModel]:
+    """What a person trying the agent gets (``agent-worker dev`` and the demo): the demo's orders to ask about, and
+    the script standing in for the model when no Anthropic key is configured. A worker gets neither unasked."""
+    store = business(settings).create(seed_demo_orders=True)
+    return store, choose_model(settings, store.model_calls, dev_stack=True)
+
+
+def policy_in_force(settings: Settings) -> PolicyInForce:
+    """What the ``money_policy`` activity answers on every worker the product builds: the settings' policy
+    (``AGENT_POLICY_FILE``, else the defaults), its digest and ``AGENT_APPROVERS``. Never ``demonstrations``: a
+    worker that lets tickets switch safeguards off is built by ``tests/support`` alone, handing its own policy in."""
+    from activities.contracts.policy import PolicyInForce  # noqa: PLC0415
+
+    policy = settings.money_policy
+    return PolicyInForce(policy=policy, digest=policy.digest(), default_approvers=settings.approvers)
+
+
 class AgentPlugin(SimplePlugin):
     """The service as a Temporal plugin. On a client (and a replayer): the shared data converter. On a worker:
     the workflow, its activities over the business ports and the model, and the interceptors (logging context,
-    and fault injection for crash tests). The business and the model are built from the settings when a worker
-    is configured, unless handed in (tests hand in a scratch business and, where a script needs it, a model)."""
+    and fault injection for crash tests). The business, the model and the policy in force are built from the
+    settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders and a model
+    that may be the script; tests hand in a scratch business, a model where a script needs it, and, for the crash
+    table and the history benchmarks alone, a policy that allows demonstrations (``tests/support``). Built here,
+    the business is not seeded with the demo's orders, the model is never the script unless asked for, and the
+    policy never allows demonstrations."""
 
     def __init__(
         self,
@@ -255,7 +312,6 @@ class AgentPlugin(SimplePlugin):
         self._business = business
         self._model = model
         self._policy = policy
-        """The money policy the workflow is told; None: the settings' (tests and benchmarks hand in theirs)."""
         self._faults: Faults | None = None
         converter = data_converter(settings)
         super().__init__(
@@ -291,8 +347,9 @@ class AgentPlugin(SimplePlugin):
         from activities.tools import ToolActivities  # noqa: PLC0415
 
         settings = self.settings
-        ports = self._business or business(settings).create()
+        ports = self._business or business(settings).create(seed_demo_orders=False)
         model = self._model or choose_model(settings, ports.model_calls)
+        policy = self._policy or policy_in_force(settings)
         blobs = blob_backend(settings, ports.blobs)
         content = ContentStore(blobs)
         tools = ToolActivities(
@@ -310,8 +367,13 @@ class AgentPlugin(SimplePlugin):
             models.summarize,
             ContentActivities(content).archive_records,
             *tools.all(),
-            *PolicyActivities(settings.approvers, settings.web_approval_key_bytes(), self._policy).all(),
+            *PolicyActivities(policy, settings.web_approval_key_bytes()).all(),
         ]
+        if policy.demonstrations:
+            log.warning(
+                "DEMONSTRATIONS ARE ON: tickets on this worker may switch safeguards off (refund keys, reconciling "
+                "refunds, linear history) to show what goes wrong without them. Only tests and benchmarks build it."
+            )
         if self._faults is not None:
             self._faults.check({fn.__name__ for fn in activities})  # each is registered under its method's name
             log.warning(
@@ -330,5 +392,7 @@ class AgentPlugin(SimplePlugin):
             mail=str(ports.mail),
             content_store=str(blobs),
             large_payloads=bucket,
+            policy=policy.digest,
+            policy_file=str(settings.policy_file) if settings.policy_file else None,
         )
         return activities

@@ -36,14 +36,14 @@ def build_worker(
     policy: PolicyInForce | None = None,
 ) -> Worker:
     """The worker for the settings: what it runs comes from ``AgentPlugin`` (the client's, if it was connected
-    with one; otherwise one made here, with the scratch business and model tests hand in); what is left here is
-    how it polls and how it stops."""
+    with one; otherwise one made here, with what the dev stack or a test hands in); what is left here is how it
+    polls and how it stops."""
     carried = any(isinstance(plugin, AgentPlugin) for plugin in client.config()["plugins"])
     handed_in = business is not None or model is not None or policy is not None
     return Worker(
         client,
         task_queue=settings.task_queue,
-        plugins=[AgentPlugin(settings, business, model, policy)] if handed_in or not carried else [],
+        plugins=[] if carried and not handed_in else [AgentPlugin(settings, business, model, policy)],
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,
@@ -51,10 +51,13 @@ def build_worker(
     )
 
 
-async def run_worker(client: Client, settings: Settings, stop: asyncio.Event | None = None) -> str:
-    """Run until SIGTERM, SIGINT or ``stop``; return why the worker stopped."""
+async def run_worker(
+    client: Client, settings: Settings, stop: asyncio.Event | None = None, *, worker: Worker | None = None
+) -> str:
+    """Run ``worker`` (by default ``build_worker(client, settings)``) until SIGTERM, SIGINT or ``stop``; return why
+    the worker stopped."""
     await ensure_search_attributes(client)
-    worker = build_worker(client, settings)
+    worker = worker or build_worker(client, settings)
     stop = stop or asyncio.Event()
     reason = "stop requested"
 

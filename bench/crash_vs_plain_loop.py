@@ -55,7 +55,7 @@ async def run(client: Client, directory: Path, case: Case) -> str:
         for _ in range(2):  # killed, then run again from its last save
             await run_plain_loop(store, ticket_id, QUESTION, **settings)
     else:
-        lab = Lab(client, store, settings=settings)
+        lab = Lab(client, store, settings=settings, demonstrations=case.refund_key != "per_order")
         try:
             handle = await lab.start(ticket(QUESTION, approval_limit_cents=10_000, refund_key=case.refund_key))
             ticket_id = (await lab.supervise(handle)).ticket_id

@@ -33,6 +33,7 @@ from activities.contracts.ticket import Outcome
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
 from agent_worker.worker import build_worker
+from tests.support.demonstrations import allowing_demonstrations
 from tests.support.history import RunSize, measure
 from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
 
@@ -79,7 +80,8 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
                 request = long_ticket(n, linear=linear, steps_per_run=steps_per_run)
                 request["options"]["summarize_above_tokens"] = summarize_above
                 started = time.monotonic()
-                async with build_worker(env.client, settings, store, model):
+                policy = None if linear else allowing_demonstrations(settings)  # the naive row: linear_history off
+                async with build_worker(env.client, settings, store, model, policy):
                     handle = await env.client.start_workflow(
                         WORKFLOW_NAME, request, id=f"bench-{uuid.uuid4()}", task_queue=queue, result_type=Outcome,
                     )  # fmt: skip

@@ -114,7 +114,7 @@ async def test_a_cancel_during_a_keyless_refund_that_never_answers_still_ends_th
     """Without a key (``refund_key: none``) a refund whose attempts all time out cannot be settled: its outcome
     stays unknown (the one case "never unknown" cannot cover), and the cancel still ends the ticket rather than
     handing the model "the tool failed"."""
-    async with agent.worker(faults="before:issue_refund=hang*5", graceful_shutdown_seconds=1):
+    async with agent.worker(demonstrations=True, faults="before:issue_refund=hang*5", graceful_shutdown_seconds=1):
         handle = await agent.start(ticket(approval_limit_cents=10_000, refund_key="none"))
         await activity_running(handle, "issue_refund")
         await temporal_cancel(client, handle)

@@ -508,17 +508,20 @@ async def test_a_worker_process_given_only_the_sdks_variables_runs_tickets_on_cl
 # --- choosing the model ------------------------------------------------------------------------------------
 
 
-def test_without_an_api_key_the_worker_runs_the_scripted_model_and_says_how_to_run_on_claude(
+def test_without_an_api_key_a_worker_refuses_the_script_and_only_the_dev_stack_falls_back_to_it(
     agent: Harness, sdk_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The script refunds for real: outside ``dev`` and the demo it runs only when asked for by name."""
     monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(NoCredentialsError, match=r"set ANTHROPIC_API_KEY .* or AGENT_MODEL_BACKEND=scripted"):
+        choose_model(claude_settings(agent), agent.store.model_calls)
     with structlog.testing.capture_logs() as logs:
-        model = choose_model(claude_settings(agent), agent.store.model_calls)
+        model = choose_model(claude_settings(agent), agent.store.model_calls, dev_stack=True)
 
     assert isinstance(model, ScriptedModel)
     assert any("set ANTHROPIC_API_KEY" in line["event"] and line["log_level"] == "warning" for line in logs)
     with pytest.raises(NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
-        choose_model(claude_settings(agent, model_backend="claude"), agent.store.model_calls)
+        choose_model(claude_settings(agent, model_backend="claude"), agent.store.model_calls, dev_stack=True)
 
 
 def test_a_configured_but_broken_anthropic_profile_stops_the_worker_instead_of_running_the_script(

@@ -3,6 +3,7 @@ against the compose specification and checks what the schema cannot (references,
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -116,3 +117,24 @@ def test_the_workers_stripe_settings_come_from_the_environment_and_its_key_from_
             monkeypatch.setenv(name, re.sub(r"\$\{[^:}]+:-([^}]*)\}", r"\1", value))  # as compose fills it in, unset
 
     assert wiring.stripe_client(Settings()) is None
+
+
+def test_the_workers_run_claude_and_as_compose_fills_it_in_refuse_to_start_without_a_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Never the scripted stand-in by accident: it decides refunds by a script. The key goes in .env only."""
+    environment = SERVICES["worker"]["environment"]
+    assert environment["AGENT_MODEL_BACKEND"] == "${AGENT_MODEL_BACKEND:-claude}"
+    assert not any(name.startswith("ANTHROPIC_") for name in environment)
+    for name in list(os.environ):
+        if name.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no Anthropic profile either
+    for name in ("AGENT_MODEL_BACKEND", "AGENT_POLICY_FILE"):
+        monkeypatch.setenv(name, re.sub(r"\$\{[^:}]+:-([^}]*)\}", r"\1", environment[name]))  # as compose fills it in
+
+    settings = Settings()
+
+    assert settings.policy_file is None  # left unset, the defaults
+    with pytest.raises(wiring.NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
+        wiring.require_model(settings)

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
-    async with Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"}) as lab:
+    """Workers that take the rows' ``refund_key: none`` and ``per_tool_call``, to show what each lets happen."""
+    async with Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"}, demonstrations=True) as lab:
         yield lab
 
 
@@ -61,7 +62,9 @@ async def test_an_idempotency_key_per_tool_call_turns_the_retry_into_a_no_op_and
     without_crash = Harness(
         client, Business.sqlite(tmp_path / "no-crash.sqlite3").create(), task_queue=f"no-crash-{uuid.uuid4()}"
     )
-    await without_crash.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, refund_key="per_tool_call"))
+    await without_crash.run(
+        ticket(approval_limit_cents=NO_APPROVAL_NEEDED, refund_key="per_tool_call"), demonstrations=True
+    )
 
     assert len(lab.killed()) == 1
     assert [r.amount_cents for r in lab.store.payments.refunds()] == [4900]

@@ -14,14 +14,13 @@ from temporalio.exceptions import ApplicationError
 from activities.contracts.conversation import Usage
 from activities.contracts.policy import ApprovalPolicy, ModelPolicy, MoneyPolicy, Role
 from activities.contracts.ticket import Status
-from tests.support.desk import in_force
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.models import PlaybackModel, calls
 from tests.support.tickets import ticket
 from tests.support.waits import awaiting
 
-PRODUCT = in_force(MoneyPolicy(), demonstrations=False)
+PRODUCT = MoneyPolicy()
 """What ``agent-worker worker`` runs with no policy file."""
 
 
@@ -56,7 +55,7 @@ async def test_a_ticket_cannot_loosen_the_operators_policy_and_pays_nothing_tryi
 
 async def test_approvers_a_ticket_names_must_be_people_the_policy_allows(agent: Harness) -> None:
     policy = MoneyPolicy(approval=ApprovalPolicy(roles=[Role(name="leads", people=["ann"], max_cents=100_000)]))
-    async with agent.worker(policy=in_force(policy, demonstrations=False)):
+    async with agent.worker(policy=policy):
         handle = await agent.start(ticket(approvers=["ann", "mallory"]))
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
@@ -91,7 +90,7 @@ async def test_a_ticket_whose_model_calls_pass_the_budget_goes_to_a_person_and_s
     looping = calls(("lookup_order", {"order_id": "A-1001"})).model_copy(update={"usage": Usage(cost_usd=0.75)})
     model = PlaybackModel([looping])
     policy = MoneyPolicy(model=ModelPolicy(max_cost_usd_per_ticket=2.0))
-    async with agent.worker(model, policy=in_force(policy, demonstrations=False)):
+    async with agent.worker(model, policy=policy):
         outcome = await (await agent.start(ticket(max_steps=50))).result()
     assert outcome.status is Status.HANDED_OVER
     assert outcome.model_calls == 3

@@ -497,6 +497,7 @@ def orders_command(*args: str, folder: Path) -> subprocess.CompletedProcess[str]
 
 
 def test_an_operator_names_an_orders_stripe_payment_and_the_list_shows_it(tmp_path: Path) -> None:
+    assert orders_command("seed-demo", folder=tmp_path).returncode == 0  # beside orders that name no payment
     added = orders_command("add", "B-2001", "4500", "dee@example.com", "--stripe-payment", "pi_3Nk2", folder=tmp_path)
     assert added.returncode == 0, added.stderr
     assert "B-2001\t45.00\tdee@example.com\tpi_3Nk2" in added.stdout.splitlines()

@@ -75,7 +75,9 @@ async def scenarios(
     async def run(faults: str, options: dict[str, Any]) -> Scenario:
         store = Business.sqlite(tmp_path_factory.mktemp("timed-out") / "business.sqlite3").create()
         settings = {"AGENT_REFUND_GUARD": "false", "AGENT_FAULTS": faults, "AGENT_GRACEFUL_SHUTDOWN_SECONDS": "1"}
-        lab = Lab(dev_server.client, store, task_queue=f"timed-out-{uuid.uuid4()}", settings=settings)
+        lab = Lab(
+            dev_server.client, store, task_queue=f"timed-out-{uuid.uuid4()}", settings=settings, demonstrations=True
+        )
         labs.append(lab)
         handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, **options))
         return Scenario(lab, handle, await lab.supervise(handle, timeout=240))

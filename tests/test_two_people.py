@@ -13,9 +13,9 @@ from temporalio.exceptions import ApplicationError
 from activities import vouching
 from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, VouchedApproval
 from activities.contracts.names import APPROVE_SIGNAL
-from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, PolicyInForce, Role
+from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
 from activities.contracts.ticket import Status
-from tests.support.desk import LOOSE, in_force
+from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import awaiting
@@ -25,10 +25,10 @@ CLEO = {"question": "My parcel for order A-1003 never arrived.", "email": "cleo@
 """A-1003 was charged 120.00."""
 
 
-def desk(**approval: Any) -> PolicyInForce:
+def desk(**approval: Any) -> MoneyPolicy:
     """The tests' loose desk with these approval rules: a limit of 20.00, two people above 100.00."""
     rules = {"limit_cents": 2000, "two_people_above_cents": 10_000, **approval}
-    return in_force(LOOSE.model_copy(update={"approval": ApprovalPolicy(**rules)}))
+    return LOOSE.model_copy(update={"approval": ApprovalPolicy(**rules)})
 
 
 def signed(handle: Handle, approver: str, amount: int = 12_000, **changes: Any) -> dict[str, Any]:
@@ -150,7 +150,7 @@ async def test_nobody_approves_a_refund_to_themselves(agent: Harness) -> None:
 
 async def test_a_signal_still_approves_where_the_policy_needs_one_person_and_names_no_roles(agent: Harness) -> None:
     """The ``temporal`` CLI's way, kept: 49.00 above a 20.00 limit, one approval."""
-    async with agent.worker(policy=in_force(MoneyPolicy())):
+    async with agent.worker(policy=MoneyPolicy()):
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
         await handle.signal(APPROVE_SIGNAL, answer(4900))

@@ -14,39 +14,61 @@ import hashlib
 import json
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
 from activities.contracts.fields import DAY, MAX_CENTS, Cents, Contract, bounded
 
 Person = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 
 
-class Role(Contract):
+def _false_is_none(value: object) -> object:
+    """TOML has no null: in the file, ``false`` switches off a rule that may be off (``limits.desk_cents_per_day =
+    false``), and ``policy show`` writes an off rule so. ``true`` stays an error, as does leaving the field out
+    meaning anything but its default."""
+    return None if value is False else value
+
+
+Off = BeforeValidator(_false_is_none)
+
+
+class _Policy(Contract):
+    """A part of the policy: its fields' docstrings are their descriptions, which ``policy show`` prints."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class Role(_Policy):
     """People who may approve refunds up to an amount."""
 
     name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    """What the desk calls the role (``agent``, ``lead``): unique in the file."""
     people: Annotated[list[Person], Field(min_length=1, max_length=1000)]
+    """Who holds it: the approver names the approval inbox signs people in as."""
     max_cents: Cents
     """The largest refund this role's people may approve."""
 
 
-class ApprovalPolicy(Contract):
+class ApprovalPolicy(_Policy):
+    """When a refund waits for a person, for how long, and who may answer."""
+
     limit_cents: Annotated[int, bounded(0, MAX_CENTS)] = 2000
     """A refund above this waits for a person."""
     timeout_seconds: Annotated[int, bounded(1, 90 * DAY)] = DAY
     """How long a person has to answer; silence means no."""
-    two_people_above_cents: Annotated[int, bounded(0, MAX_CENTS)] | None = 50_000
-    """A refund above this needs two different people's authenticated approvals; None: one is enough."""
+    two_people_above_cents: Annotated[Annotated[int, bounded(0, MAX_CENTS)] | None, Off] = 50_000
+    """A refund above this needs two different people's authenticated approvals; off (false): one is enough."""
     roles: Annotated[list[Role], Field(max_length=100)] = []
     """Who may approve, and up to how much. None named: the worker's ``AGENT_APPROVERS``, else anyone, for any
     amount, by signal as well as in the approval inbox."""
 
-    @model_validator(mode="after")
-    def _distinct_roles(self) -> ApprovalPolicy:
-        names = [role.name for role in self.roles]
+    @field_validator("roles")
+    @classmethod
+    def _distinct_roles(cls, roles: list[Role]) -> list[Role]:
+        """Two roles of one name would leave a reader guessing which one a person's reach comes from."""
+        names = [role.name for role in roles]
         if len(set(names)) != len(names):
             raise ValueError(f"two roles share a name: {sorted(n for n in set(names) if names.count(n) > 1)}")
-        return self
+        return roles
 
     @property
     def people(self) -> list[str]:
@@ -62,23 +84,26 @@ class ApprovalPolicy(Contract):
         return 2 if above is not None and amount_cents > above else 1
 
 
-class Limits(Contract):
+class Limits(_Policy):
     """What is refunded without a person, across tickets, counted in the ledger where refunds are booked. A
-    refund that would pass one waits for a person instead. None: no such limit."""
+    refund that would pass one waits for a person instead. Off (false in the file, None here): no such limit."""
 
-    customer_cents_per_day: Annotated[int, bounded(0, MAX_CENTS)] | None = 5000
-    """Per customer (their email address), over the last 24 hours."""
-    customer_refunds_per_day: Annotated[int, bounded(0, 1_000_000)] | None = 3
-    desk_cents_per_day: Annotated[int, bounded(0, MAX_CENTS)] | None = 500_000
-    """The whole desk, over the last 24 hours."""
-
-
-class ModelPolicy(Contract):
-    max_cost_usd_per_ticket: Annotated[float, Field(gt=0, le=10_000)] | None = 2.0
-    """Past this estimated cost of its model calls, a ticket is handed to a person; None: no budget."""
+    customer_cents_per_day: Annotated[Annotated[int, bounded(0, MAX_CENTS)] | None, Off] = 5000
+    """Refunded to one customer (their email address) without a person, over the last 24 hours."""
+    customer_refunds_per_day: Annotated[Annotated[int, bounded(0, 1_000_000)] | None, Off] = 3
+    """Refunds to one customer without a person, over the last 24 hours."""
+    desk_cents_per_day: Annotated[Annotated[int, bounded(0, MAX_CENTS)] | None, Off] = 500_000
+    """Refunded by the whole desk without a person, over the last 24 hours."""
 
 
-class MoneyPolicy(Contract):
+class ModelPolicy(_Policy):
+    """What a ticket's model calls may cost."""
+
+    max_cost_usd_per_ticket: Annotated[Annotated[float, Field(gt=0, le=10_000)] | None, Off] = 2.0
+    """Past this estimated cost of its model calls (US dollars), a ticket is handed to a person; off: no budget."""
+
+
+class MoneyPolicy(_Policy):
     """The policy file, as read and validated (``agent-worker policy check FILE``)."""
 
     approval: ApprovalPolicy = ApprovalPolicy()
@@ -88,7 +113,13 @@ class MoneyPolicy(Contract):
     def digest(self) -> str:
         """What names this policy in the audit trail and the outcome: the same for the same rules, however the
         file that states them is laid out."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        rules = self.model_dump(mode="json")
+        # Roles and their people are sets: listing them in another order states the same rules.
+        roles = rules["approval"]["roles"]
+        roles.sort(key=lambda role: role["name"])
+        for role in roles:
+            role["people"] = sorted(set(role["people"]))
+        canonical = json.dumps(rules, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,9 +28,9 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
-from tests.support import tickets
+from tests.support import demonstrations, tickets
 from tests.support.history import events
-from tests.support.processes import address, spawn_worker, worker_env
+from tests.support.processes import AGENT_WORKER, address, spawn_worker, worker_env
 from tests.support.tickets import Handle, answer
 from tests.support.waits import waiting_amount
 
@@ -51,9 +51,11 @@ class WorkerProcess:
     _reaper: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, env: Mapping[str, str], log_path: Path) -> WorkerProcess:
+    async def start(
+        cls, env: Mapping[str, str], log_path: Path, command: Sequence[str] = (AGENT_WORKER, "worker")
+    ) -> WorkerProcess:
         with log_path.open("wb") as log_file:
-            process = await spawn_worker(env, stdout=log_file, stderr=log_file)
+            process = await spawn_worker(env, stdout=log_file, stderr=log_file, command=command)
         worker = cls(process, log_path, time.time())
         worker._reaper = asyncio.create_task(worker._reap())
         return worker
@@ -120,6 +122,9 @@ class Lab:
     task_queue: str = field(default_factory=lambda: f"crash-{uuid.uuid4()}")
     settings: dict[str, str] = field(default_factory=dict)
     """``AGENT_*`` settings for every worker this lab starts, such as ``{"AGENT_FAULTS": ...}``."""
+    demonstrations: bool = False
+    """Start workers that let tickets switch safeguards off (``tests.support.demonstrations``), for the rows that
+    show what goes wrong without them; ``agent-worker worker`` otherwise."""
     workers: list[WorkerProcess] = field(default_factory=list)
 
     def env(self, **overrides: str) -> dict[str, str]:
@@ -129,7 +134,8 @@ class Lab:
 
     async def spawn(self, **overrides: str) -> WorkerProcess:
         log_path = self.store.database.path.with_name(f"worker-{len(self.workers) + 1}.log")
-        worker = await WorkerProcess.start(self.env(**overrides), log_path)
+        command = demonstrations.WORKER_COMMAND if self.demonstrations else (AGENT_WORKER, "worker")
+        worker = await WorkerProcess.start(self.env(**overrides), log_path, command)
         self.workers.append(worker)
         return worker
 

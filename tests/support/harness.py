@@ -12,15 +12,17 @@ from temporalio.client import Client
 
 from activities.business import Business
 from activities.content_store import ContentStore
-from activities.contracts.policy import PolicyInForce
+from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel, ModelActivities
 from activities.scripted_model import ScriptedModel
 from activities.tools import ToolActivities
+from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
 from tests.support import processes, tickets
-from tests.support.desk import TEST_DESK
+from tests.support.demonstrations import allowing_demonstrations
+from tests.support.desk import LOOSE_FILE
 from tests.support.tickets import Handle
 
 
@@ -31,7 +33,11 @@ class Harness:
     task_queue: str
 
     def settings(self, **overrides: Any) -> Settings:
-        return Settings(task_queue=self.task_queue, db_path=self.store.database.path, **overrides)
+        """A worker's settings for this harness: its queue, its database, the tests' loose desk unless told."""
+        return Settings(
+            **{"task_queue": self.task_queue, "db_path": self.store.database.path, "policy_file": LOOSE_FILE,
+               **overrides}
+        )  # fmt: skip
 
     def worker_env(self, **settings: str) -> dict[str, str]:
         """The settings of an ``agent-worker worker`` process serving this harness's queue and database."""
@@ -40,10 +46,20 @@ class Harness:
 
     @asynccontextmanager
     async def worker(
-        self, model: LanguageModel | None = None, policy: PolicyInForce = TEST_DESK, **settings: Any
+        self,
+        model: LanguageModel | None = None,
+        *,
+        policy: MoneyPolicy | None = None,
+        demonstrations: bool = False,
+        **settings: Any,
     ) -> AsyncIterator[None]:
-        """A worker in this process, under ``policy`` (the tests' loose desk unless a test states its own)."""
-        async with build_worker(self.client, self.settings(**settings), self.store, model, policy):
+        """A worker on the harness's queue and business, under ``policy`` (the tests' loose desk if None); with
+        ``demonstrations``, one that lets tickets switch safeguards off (``tests.support.demonstrations``)."""
+        built = self.settings(**settings)
+        in_force = allowing_demonstrations(built) if demonstrations else wiring.policy_in_force(built)
+        if policy is not None:
+            in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
+        async with build_worker(self.client, built, self.store, model, in_force):
             yield
 
     def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:
@@ -59,8 +75,10 @@ class Harness:
     async def start(self, raw_ticket: Any) -> Handle:
         return await tickets.start(self.client, self.task_queue, raw_ticket)
 
-    async def run(self, raw_ticket: Any, model: LanguageModel | None = None) -> Outcome:
-        async with self.worker(model):
+    async def run(
+        self, raw_ticket: Any, model: LanguageModel | None = None, *, demonstrations: bool = False
+    ) -> Outcome:
+        async with self.worker(model, demonstrations=demonstrations):
             handle = await self.start(raw_ticket)
             result: Outcome = await handle.result()
             return result

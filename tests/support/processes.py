@@ -12,13 +12,14 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 import pytest
 from temporalio.client import Client
 
+from tests.support.desk import LOOSE_FILE
 from tests.support.waits import poll
 
 AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")
@@ -36,12 +37,14 @@ def address(client: Client) -> str:
 def worker_env(server: str, task_queue: str, db_path: Path | None, **settings: str) -> dict[str, str]:
     """The settings of a worker process on ``task_queue`` (``db_path`` None: the settings name the database), on
     the scripted model unless ``settings`` say otherwise: counted calls and changes of mind are the script's, and a
-    developer's ANTHROPIC_API_KEY must never bill the suite's tickets."""
+    developer's ANTHROPIC_API_KEY must never bill the suite's tickets; and under the tests' loose desk
+    (``tests.support.desk``) unless they name another policy file."""
     return {
         "TEMPORAL_ADDRESS": server,
         "AGENT_TASK_QUEUE": task_queue,
         **({"AGENT_DB_PATH": str(db_path)} if db_path is not None else {}),
         "AGENT_MODEL_BACKEND": "scripted",
+        "AGENT_POLICY_FILE": str(LOOSE_FILE),
         **settings,
     }
 
@@ -52,10 +55,12 @@ async def spawn_worker(
     stdout: Output = asyncio.subprocess.DEVNULL,
     stderr: Output = asyncio.subprocess.DEVNULL,
     environ: Mapping[str, str] | None = None,
+    command: Sequence[str] = (AGENT_WORKER, "worker"),
 ) -> asyncio.subprocess.Process:
-    """Start ``agent-worker worker`` with ``settings`` over ``environ`` (this process's environment by default)."""
+    """Start ``agent-worker worker`` (or another worker ``command``: ``demonstrations.WORKER_COMMAND``) with
+    ``settings`` over ``environ`` (this process's environment by default)."""
     return await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "worker", stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        *command, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
         env={**(os.environ if environ is None else environ), **settings},
     )  # fmt: skip
 
