@@ -26,7 +26,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFai
 from activities import vouching
 from activities.business import Business
 from activities.contracts.approvals import VouchedApproval
+from activities.contracts.conversation import Usage
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL
+from activities.contracts.policy import ApprovalPolicy, ModelPolicy, MoneyPolicy
 from activities.model import LanguageModel
 from agent_worker import wiring
 from agent_worker.config import Settings
@@ -35,6 +37,8 @@ from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
 from tests.support import tickets
+from tests.support.demonstrations import allowing_demonstrations
+from tests.support.desk import LOOSE, LOOSE_FILE
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.history import events
 from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
@@ -219,8 +223,10 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
     settings = Settings(
         task_queue=r.task_queue + "-hang", db_path=r.store.database.path, refund_guard=False,
         faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1, model_backend="scripted",
+        policy_file=LOOSE_FILE,
     )  # fmt: skip
-    async with build_worker(r.client, settings, wiring.business(settings)):  # the guard off, as the settings say
+    business = wiring.business(settings)  # the guard off, as the settings say; a key per tool call, demonstrated
+    async with build_worker(r.client, settings, business, policy=allowing_demonstrations(settings)):
         return await Recorder(r.client, r.store, settings.task_queue).finished(
             ticket(approval_limit_cents=10_000, refund_key="per_tool_call")
         )
@@ -288,7 +294,7 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
     and recorded, and nothing follows."""
     settings = Settings(
         task_queue=r.task_queue + "-hang", db_path=r.store.database.path, faults="before:issue_refund=hang",
-        graceful_shutdown_seconds=1, model_backend="scripted",
+        graceful_shutdown_seconds=1, model_backend="scripted", policy_file=LOOSE_FILE,
     )  # fmt: skip
     async with build_worker(r.client, settings, wiring.business(settings)):
         handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
@@ -366,6 +372,31 @@ async def stripe_refused_the_workers_key(r: Recorder) -> Handle:
     return handle
 
 
+def _signed(handle: Handle, amount: int, approver: str, request_id: str = "R1") -> dict[str, Any]:
+    fields = answer(amount, approver=approver, request_id=request_id)
+    unsigned = VouchedApproval(**fields, signature="0" * 64)
+    return {**fields, "signature": vouching.sign(INBOX_KEY.encode(), handle.id, unsigned)}
+
+
+async def two_people_approved_in_the_inbox(r: Recorder) -> Handle:
+    """The paths added behind the ``operator-policy`` patch: the policy read and audited, 120.00 above its
+    two-person threshold, a signal's claimed approval rejected, ann's signed one recorded as 1 of 2, ben's
+    second one paying (the policy is ``POLICIES``')."""
+    handle = await r.start(ticket("My parcel for order A-1003 never arrived.", email="cleo@example.com"))
+    await awaiting(handle, 12_000)
+    await approve(handle, 12_000, approver="ann")
+    await handle.execute_update(APPROVE_SIGNAL, _signed(handle, 12_000, "ann"))
+    await handle.execute_update(APPROVE_SIGNAL, _signed(handle, 12_000, "ben"))
+    await handle.result()
+    return handle
+
+
+async def model_budget_spent(r: Recorder) -> Handle:
+    """The model's budget (``operator-policy``): each call costs 0.75, the third passes 2.00, and the ticket is
+    handed to a person."""
+    return await r.finished(ticket(max_steps=20))
+
+
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
@@ -401,7 +432,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
         approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
-        shipping_status_read, stripe_refused_the_workers_key,
+        shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
     )
 }  # fmt: skip
 
@@ -419,6 +450,9 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
         [("issue_refund", {"order_id": "A-1004", "amount_cents": 899})]
     ),
     "shipping_status_read": lambda: plays_back([("shipping_status", {"order_id": "A-1001"})]),
+    "model_budget_spent": lambda: PlaybackModel(
+        [calls(("lookup_order", {"order_id": "A-1001"})).model_copy(update={"usage": Usage(cost_usd=0.75)})]
+    ),
     "refund_in_two_parts": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1001"})],
         [("issue_refund", {"order_id": "A-1001", "amount_cents": 1000})],
@@ -426,6 +460,15 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     ),
 }
 """Scenarios that need another model than the script."""
+
+POLICIES: dict[str, MoneyPolicy] = {
+    "two_people_approved_in_the_inbox": LOOSE.model_copy(
+        update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)}
+    ),
+    "model_budget_spent": LOOSE.model_copy(update={"model": ModelPolicy(max_cost_usd_per_ticket=2.0)}),
+}
+"""Scenarios recorded under a policy of their own; the others under the tests' loose desk, which lets a ticket
+ask for the limit it needs (``tests/support/desk.py``)."""
 
 STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[Business]]] = {
     "stripe_refused_the_workers_key": stripe_with_a_revoked_key,
@@ -437,8 +480,9 @@ def scripted(task_queue: str, store: Business) -> Settings:
     """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
     script, never from (and never billed to) Claude. The worker holds the inbox's key of ``approved_in_the_inbox``."""
     return Settings(
-        task_queue=task_queue, db_path=store.database.path, model_backend="scripted", web_approval_keys=[INBOX_KEY]
-    )
+        task_queue=task_queue, db_path=store.database.path, model_backend="scripted", web_approval_keys=[INBOX_KEY],
+        policy_file=LOOSE_FILE,
+    )  # fmt: skip
 
 
 async def record(names: list[str], out: Path) -> None:
@@ -451,7 +495,11 @@ async def record(names: list[str], out: Path) -> None:
             ):
                 task_queue = f"record-{uuid.uuid4()}"
                 model = MODELS[name]() if name in MODELS else None
-                async with build_worker(env.client, scripted(task_queue, store), store, model):
+                settings = scripted(task_queue, store)
+                in_force = wiring.policy_in_force(settings)
+                if name in POLICIES:
+                    in_force = in_force.model_copy(update={"policy": POLICIES[name], "digest": POLICIES[name].digest()})
+                async with build_worker(env.client, settings, store, model, in_force):
                     handle = await SCENARIOS[name](Recorder(env.client, store, task_queue))
                 count = await export(env.client, handle.id, out / f"{name}.json")
                 print(f"recorded {name}: {count} events", flush=True)
