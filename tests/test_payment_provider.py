@@ -5,6 +5,8 @@ on SQLite and on PostgreSQL alike. What any provider behind the port must do is 
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import threading
 import uuid
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from activities.business import Business
 from activities.business.payments import RefundFingerprint
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -338,3 +341,58 @@ def test_whatever_the_limits_and_the_order_of_refunds_the_ledger_counts_as_the_r
                 assert store.unattended.totals(customer.upper()) == Totals(cents=sum(theirs), refunds=len(theirs))
 
     holds()
+
+
+# A worker process up to the point where it refunds one of ann's orders without a person, then waiting for the word.
+WORKER_REFUND = """
+import sys
+from activities.business import Business
+from activities.business.refusals import NeedsApprovalError
+from activities.contracts.policy import Limits
+from activities.contracts.world import RefundRequest
+store = Business.at(sys.argv[1])
+request = RefundRequest(
+    order_id=sys.argv[2], amount_cents=1900, idempotency_key=f"refund:ticket:{sys.argv[2]}/1",
+    customer_email="ann@example.com", limits=Limits(customer_cents_per_day=5000, customer_refunds_per_day=None),
+)
+store.payments.charge(sys.argv[2])  # connected, and the order read, before the word
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    print("paid", store.payments.refund(request).amount_cents, flush=True)
+except NeedsApprovalError as refusal:
+    print("refused", refusal, flush=True)
+"""
+
+
+def test_six_worker_processes_refunding_one_customer_at_once_on_postgresql_pay_within_the_cap(
+    postgres_url: str,
+) -> None:
+    """Six tickets for ann, each 19.00 without a person, each in a worker process of its own against one
+    PostgreSQL: against 50.00 a day, two are paid and four wait for a person, whichever commits first."""
+    store = Business.at(postgres_url).create(seed_demo_orders=False)
+    orders = [f"S-{n:04d}" for n in range(6)]
+    for order in orders:
+        store.orders.add(Order(order_id=order, amount_cents=1900, customer_email="ann@example.com"))
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER_REFUND, postgres_url, order],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for order in orders
+    ]  # fmt: skip
+    for worker in workers:
+        assert worker.stdout is not None
+        assert worker.stdout.readline() == "ready\n", worker.communicate(timeout=60)[1]
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    answers = [worker.communicate(timeout=60) for worker in workers]
+
+    assert [worker.returncode for worker in workers] == [0] * 6, "\n".join(err for _out, err in answers)
+    said = sorted(out.split(" ", 1)[0] for out, _err in answers)
+    assert said == ["paid"] * 2 + ["refused"] * 4
+    assert sum(refund.amount_cents for refund in store.payments.refunds()) == 3800
+    assert store.unattended.totals("ann@example.com") == Totals(cents=3800, refunds=2)
+    store.close()
