@@ -348,6 +348,41 @@ async def test_another_request_under_a_key_in_doubt_does_not_release_what_the_fi
     assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
 
 
+async def test_a_retry_refused_for_the_workers_api_key_keeps_counting_what_the_first_attempt_may_have_paid(
+    shop: Business, account: FakeStripe, tmp_path: Path
+) -> None:
+    """Stripe refuses a revoked key before it looks at the idempotency key, so the refusal says nothing of the
+    first attempt, which in fact paid."""
+    account.fail("500_after_refund")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, unattended())
+    revoked = stripe_business(account, tmp_path, stripe_api_key="sk_test_revoked")  # the same database
+
+    with pytest.raises(PaymentsUnusableError):
+        await pay(revoked, unattended())
+
+    assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
+    assert await asyncio.to_thread(shop.payments.settle_refund, KEY) is not None
+    assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
+    revoked.close()
+
+
+async def test_a_retry_stripe_refuses_for_good_releases_what_the_first_attempt_reserved(
+    shop: Business, account: FakeStripe
+) -> None:
+    """The first attempt was rate limited (nothing made, nothing known); by the retry a person's refund had taken
+    the whole charge, and Stripe, having looked at the key, refuses: nothing was paid under it."""
+    account.fail("rate_limited")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, unattended())
+    await pay(shop, refund(4900, key="refund:ticket:T-9/A-1001/1"))  # approved by a person: not counted
+
+    with pytest.raises(RefundExceedsChargeError):
+        await pay(shop, unattended())
+
+    assert shop.unattended.totals("ann@example.com") == Totals()
+
+
 # --- settings ---------------------------------------------------------------------------------------------------
 
 

@@ -16,8 +16,9 @@ customer read ("refund #3") and tests and operators their list. The **count of r
 (``UnattendedLedger``) holds Stripe's refunds to the limits across tickets like the embedded provider's: a
 refund nobody approved is checked and *reserved* in the transaction that claims its key, before Stripe hears of
 it, so two tickets at once cannot both pass under a cap; the reservation is kept when Stripe pays, released
-when Stripe refuses for good, and stays counted while the outcome is unknown, until ``settle_refund`` finds the
-refund (kept) or closes the key (released). A repeat under a key taken before reserves nothing again.
+when Stripe refuses for good (``NOT_PAID``; for a retry, only a refusal Stripe gave after looking at the key),
+and stays counted while the outcome is unknown, until ``settle_refund`` finds the refund (kept) or closes the
+key (released). A repeat under a key taken before reserves nothing again.
 
 **Settling an unknown outcome.** An attempt holds its key's row in the ledger (a row lock on PostgreSQL, the
 writer's lock on SQLite) from before it asks Stripe until its answer is booked; ``settle_refund`` takes the
@@ -78,8 +79,16 @@ NOT_PAID = (
     IdempotencyConflictError, KeyClosedError, OrderNotFoundError, PaymentRefusedError, PaymentsUnusableError,
     RefundExceedsChargeError,
 )  # fmt: skip
-"""What a refund attempt ends with when Stripe certainly did not pay it: its reservation is released. Anything
-else (``PaymentDeferredError``, a failure of the worker's own database after Stripe answered) may have paid."""
+"""What a refund attempt ends with when Stripe certainly did not pay it: what the attempt reserved is released.
+Anything else (``PaymentDeferredError``, a failure of the worker's own database after Stripe answered) may have
+paid, and stays counted."""
+NOTHING_PAID_UNDER_THE_KEY = (
+    IdempotencyConflictError, OrderNotFoundError, PaymentRefusedError, RefundExceedsChargeError,
+)  # fmt: skip
+"""Stripe's refusals once it has looked at the key: had an earlier attempt under the key paid, Stripe would have
+answered a retry with that refund instead, so what the key's first attempt reserved is released by the retry's
+refusal too. Not a refused API key, which Stripe answers before it looks at the key, nor a closed key, whose
+settlement released what it had to."""
 
 
 class StripePayments:
@@ -114,12 +123,13 @@ class StripePayments:
                     reserved = self.unattended.count(db, request)
         try:
             return self._ask(payment, request, reserved)
-        except NOT_PAID:
-            if reserved is None and key is None:
-                raise
-            with self.database.writer.begin() as db:
-                repeat = key if key is not None and self._taken_for(db, key) == asked else None
-                self.unattended.release(db, reserved=reserved, key=repeat)
+        except NOT_PAID as refusal:
+            under = key if isinstance(refusal, NOTHING_PAID_UNDER_THE_KEY) else None
+            if reserved is not None or under is not None:
+                with self.database.writer.begin() as db:
+                    # What the key's first attempt reserved is released by a retry of that same request only.
+                    earlier = under if under is not None and self._taken_for(db, under) == asked else None
+                    self.unattended.release(db, reserved=reserved, key=earlier)
             raise
 
     def _ask(self, payment: str, request: RefundRequest, reserved: int | None) -> RefundReceipt:
