@@ -144,13 +144,15 @@ class SqlPayments:
                         f"Refusing to refund {money(request.amount_cents)} on {request.order_id}: "
                         f"{money(refunded)} of {money(order.amount_cents)} is already refunded"
                     )
+            counted = self.unattended.count(db, request)  # past a limit: refused before a refund number is taken
             refund_id = db.execute(
                 refunds.insert().returning(refunds.c.id),
                 {"order_id": request.order_id, "amount_cents": request.amount_cents,
                  "idempotency_key": request.idempotency_key, "created_at": self.database.clock()},
             ).scalar_one()  # fmt: skip
             self.keys.record(db, request.idempotency_key, refund_id)
-            self.unattended.count(db, request, refund_id=refund_id)  # past a limit: refused, all rolled back
+            if counted is not None:
+                self.unattended.keep(db, refund_id, reserved=counted)
         return RefundReceipt(refund_id=refund_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_refund(self, db: Connection, key: str, asked: RefundFingerprint, first: sa.Row[Any]) -> RefundReceipt:

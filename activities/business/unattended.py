@@ -13,12 +13,13 @@ so the totals are exact. On SQLite the writer's ``BEGIN IMMEDIATE`` already keep
 per customer would add nothing, since the desk's total covers every customer; a refund a person approved is
 neither checked nor counted, and takes no lock.
 
-**Reserved, kept, released.** A row counts from the moment it is written, for 24 hours. The embedded provider
-writes it with the refund in one transaction. A provider whose answer comes over the network (Stripe) cannot
-hold a transaction open across it, so it writes the row as a *reservation* (no ``refund_id``) in the
-transaction that claims the key, before it asks: ``keep`` links it to the refund once booked, ``release``
-deletes it when the provider refused for good, and an unknown outcome leaves it counted until the refund is
-settled. Money that may have been paid counts: the safe side.
+**Reserved, kept, released.** A row counts from the moment it is written, for 24 hours. It is written as a
+*reservation* (no ``refund_id``): ``keep`` links it to the refund once booked, ``release`` deletes it when the
+provider refused for good, and an unknown outcome leaves it counted until the refund is settled. The embedded
+provider does all of it in the one transaction that pays. A provider whose answer comes over the network
+(Stripe) cannot hold a transaction open across it, so it reserves in the transaction that claims the key,
+before it asks, and keeps or releases in the one that books the answer. Money that may have been paid counts:
+the safe side.
 
 **Customers** are their addresses as ``normalised_address`` writes them, so ``Ann@Example.com`` and
 ``ann@example.com`` are one customer here as they are one mailbox to the rest of the agent.
@@ -61,10 +62,10 @@ class UnattendedLedger:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def count(self, db: Connection, request: RefundRequest, *, refund_id: int | None = None) -> int | None:
-        """Check ``request`` against its limits and count it, in the caller's transaction: the row written (a
-        reservation if no ``refund_id`` is given yet), or None for a refund a person approved (no limits),
-        which is neither checked nor counted. Refused, counting nothing: a refund that would pass a limit
+    def count(self, db: Connection, request: RefundRequest) -> int | None:
+        """Check ``request`` against its limits and count it, in the caller's transaction: the row written, a
+        reservation until ``keep`` names its refund, or None for a refund a person approved (no limits), which
+        is neither checked nor counted. Refused, counting nothing: a refund that would pass a limit
         (``NeedsApprovalError``); the caller's transaction must then end without paying."""
         limits = request.limits
         if limits is None:
@@ -81,7 +82,7 @@ class UnattendedLedger:
         row: int = db.execute(
             unattended_refunds.insert().returning(unattended_refunds.c.id),
             {"customer": customer, "amount_cents": request.amount_cents, "counted_at": now,
-             "idempotency_key": request.idempotency_key, "refund_id": refund_id},
+             "idempotency_key": request.idempotency_key},
         ).scalar_one()  # fmt: skip
         return row
 
