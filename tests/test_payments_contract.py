@@ -249,7 +249,7 @@ def test_a_refund_past_a_limit_can_still_be_made_with_a_person_and_is_then_neith
     payments = provider.payments
     orders = [provider.charge(1900, ANN) for _ in range(3)]
     payments.refund(unattended(orders[0], 1900, "refund:T-1/1"))
-    payments.refund(unattended(orders[1], 1900, "refund:T-2/1"))
+    second = payments.refund(unattended(orders[1], 1900, "refund:T-2/1"))
     with pytest.raises(NeedsApprovalError):
         payments.refund(unattended(orders[2], 1900, "refund:T-3/1"))
 
@@ -258,6 +258,7 @@ def test_a_refund_past_a_limit_can_still_be_made_with_a_person_and_is_then_neith
     )
 
     assert not approved.replayed
+    assert approved.refund_id == second.refund_id + 1  # nor a refund number: the customer reads #2, then #3
     assert payments.charge(orders[2]).refunded_cents == 1900
     last = provider.charge(1200, ANN)  # 38.00 counted without a person, so 12.00 more is exactly the cap
     assert payments.refund(unattended(last, 1200, "refund:T-4/1")).amount_cents == 1200
