@@ -9,9 +9,10 @@ runs it), the activity that does the work and its timeouts and retries. The mode
 registration (``ToolActivities.all``) and the longest attempt a deploy waits for (``workflows.policies``) are
 all read from here. Adding a read-only tool is a declaration below and its activity body above it.
 
-Errors that cannot succeed on a retry (no such order, a reused key, a refund above the charge, a mail server's
-5xx) are raised as non-retryable ``ApplicationError``s with a message the model and a person can act on:
-retrying them would only spend the retry budget before telling the model the same thing.
+Errors that cannot succeed on a retry (no such order, a reused key, a refund above the charge, a refund without a
+person past a limit across tickets, a mail server's 5xx) are raised as non-retryable ``ApplicationError``s with a
+message the model and a person can act on: retrying them would only spend the retry budget before telling the
+model the same thing.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from activities.business.refusals import (
     IdempotencyConflictError,
     KeyClosedError,
     MailRefusedError,
+    NeedsApprovalError,
     OrderNotFoundError,
     PaymentRefusedError,
     PaymentsUnusableError,
@@ -46,7 +48,7 @@ from activities.business.refusals import (
 )
 from activities.content_store import ContentStore, offload
 from activities.contracts.fields import Cents, Contract, EmailAddress, NonEmpty, OrderId
-from activities.contracts.names import PAYMENTS_UNUSABLE
+from activities.contracts.names import NEEDS_APPROVAL, PAYMENTS_UNUSABLE
 from activities.contracts.world import (
     AuditEntry,
     AuditQuery,
@@ -70,6 +72,7 @@ NON_RETRYABLE: dict[type[Exception], str] = {
     MailRefusedError: "MailRefused",
     PaymentRefusedError: "PaymentRefused",
     PaymentsUnusableError: PAYMENTS_UNUSABLE,
+    NeedsApprovalError: NEEDS_APPROVAL,
 }
 
 
@@ -79,7 +82,8 @@ async def _call(fn: Callable[[], T]) -> T:
         async with heartbeating():
             return await asyncio.to_thread(_logging_refusals, fn)
     except tuple(NON_RETRYABLE) as error:
-        raise ApplicationError(str(error), type=NON_RETRYABLE[type(error)], non_retryable=True) from error
+        details = [list(error.met)] if isinstance(error, NeedsApprovalError) else []
+        raise ApplicationError(str(error), *details, type=NON_RETRYABLE[type(error)], non_retryable=True) from error
 
 
 def _logging_refusals(fn: Callable[[], T]) -> T:
@@ -204,6 +208,11 @@ class ToolActivities:
 
     @activity.defn(name="issue_refund")
     async def issue_refund(self, request: RefundRequest) -> RefundReceipt:
+        """Pay the refund through the provider, once per key. A refund without a person (``request.limits``)
+        that would pass a limit across tickets pays nothing and fails, non-retryable, with the type
+        ``NeedsApproval`` (``activities.contracts.names.NEEDS_APPROVAL``): its message says which limit it met,
+        with figures, and its one detail lists the ``Limits`` fields met, so the workflow can ask a person
+        instead, citing the reason."""
         receipt = await _call(lambda: self.payments.refund(request))
         if not receipt.replayed:
             meter = activity.metric_meter()

@@ -20,6 +20,8 @@ from activities import migrations
 from activities.business import Business
 from activities.business.orders import DEMO_ORDERS
 from activities.business.schema import metadata
+from activities.business.unattended import Totals
+from activities.contracts.policy import Limits
 from activities.contracts.world import EmailRequest, Order, RefundRequest
 from tests.support.processes import AGENT_WORKER
 
@@ -236,3 +238,25 @@ def test_emails_sent_before_the_outbox_could_deliver_still_count_as_sent_and_are
     assert store.mail.sent() == [email]
     assert store.mail.send_email(email).replayed
     assert len(store.mail.outbox()) == 1
+
+
+def test_refunds_made_before_limits_were_counted_stay_paid_and_the_count_starts_at_the_upgrade(
+    blank_store: BlankStore,
+) -> None:
+    """Revision 0005 adds the count of refunds without a person; what was paid before it is not counted."""
+    store = blank_store().create()
+    with store.database.writer.begin() as db:
+        assert migrations.downgrade(db, "0004") == "0004"
+    paid = store.payments.refund(RefundRequest(order_id="A-1001", amount_cents=4900, idempotency_key="refund:old"))
+
+    store.create()
+
+    assert differences(store) == []
+    assert store.payments.refunds() == [paid]
+    assert store.unattended.totals() == Totals()
+    unattended = RefundRequest(
+        order_id="A-1005", amount_cents=2500, idempotency_key="refund:new", customer_email="ann@example.com",
+        limits=Limits(customer_cents_per_day=5000),
+    )  # fmt: skip
+    store.payments.refund(unattended)
+    assert store.unattended.totals("ann@example.com") == Totals(cents=2500, refunds=1)

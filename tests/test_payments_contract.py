@@ -6,27 +6,36 @@ API, ``tests/support/fake_stripe.py``, which the real SDK talks HTTP to). The te
 another implementation passes or fails the same module by adding itself to ``provider``'s parameters. What
 only one provider does, or says in its own words, is in ``test_payment_provider.py`` (the embedded one: keys
 expiring on a turned clock, the guard switched off, connections racing) and ``test_stripe.py``.
+
+The limits across tickets are part of the contract: whichever provider pays, a refund without a person is
+counted in the worker's own database, and the provider's clock (the database's, which the test turns) is what
+the 24 hours are measured on.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
 import pytest
+from pydantic import ValidationError
 
 from activities.business import Business
 from activities.business.payments import Payments
 from activities.business.refusals import (
     IdempotencyConflictError,
     KeyClosedError,
+    NeedsApprovalError,
     OrderNotFoundError,
     RefundExceedsChargeError,
 )
-from activities.contracts.world import Order, RefundRequest
+from activities.contracts.policy import Limits
+from activities.contracts.world import Order, RefundReceipt, RefundRequest
 from tests.support.fake_stripe import FakeStripe, stripe_business
 
 
@@ -34,9 +43,19 @@ class Provider(Protocol):
     @property
     def payments(self) -> Payments: ...
 
-    def charge(self, amount_cents: int) -> str:
-        """Charge a new order ``amount_cents`` and return its id."""
+    def charge(self, amount_cents: int, customer: str = "c@example.com") -> str:
+        """Charge ``customer`` for a new order of ``amount_cents`` and return its id."""
         ...
+
+
+class Clock:
+    """The business database's clock, which a test turns."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 29, 12, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
 
 
 @dataclass
@@ -49,9 +68,9 @@ class Embedded:
     def payments(self) -> Payments:
         return self.store.payments
 
-    def charge(self, amount_cents: int) -> str:
+    def charge(self, amount_cents: int, customer: str = "c@example.com") -> str:
         order_id = f"C-{uuid.uuid4().hex[:8]}"
-        self.store.orders.add(Order(order_id=order_id, amount_cents=amount_cents, customer_email="c@example.com"))
+        self.store.orders.add(Order(order_id=order_id, amount_cents=amount_cents, customer_email=customer))
         return order_id
 
 
@@ -66,27 +85,31 @@ class Stripe:
     def payments(self) -> Payments:
         return self.store.payments
 
-    def charge(self, amount_cents: int) -> str:
+    def charge(self, amount_cents: int, customer: str = "c@example.com") -> str:
         order_id = f"C-{uuid.uuid4().hex[:8]}"
         payment = self.account.charge(amount_cents)
         self.store.orders.add(
-            Order(order_id=order_id, amount_cents=amount_cents, customer_email="c@example.com"), stripe_payment=payment
+            Order(order_id=order_id, amount_cents=amount_cents, customer_email=customer), stripe_payment=payment
         )
         return order_id
 
 
-@pytest.fixture(params=["embedded-sqlite", "embedded-postgresql", "stripe"])
-def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Provider]:
-    if request.param == "stripe":
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(params=["embedded-sqlite", "embedded-postgresql", "stripe-sqlite", "stripe-postgresql"])
+def provider(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Provider]:
+    url = request.getfixturevalue("postgres_url") if request.param.endswith("postgresql") else None
+    if request.param.startswith("stripe"):
         with FakeStripe().running() as account:
-            store = stripe_business(account, tmp_path).create(seed_demo_orders=False)
-            yield Stripe(store, account)
+            store = stripe_business(account, tmp_path, **({"database_url": url} if url else {}))
+            store.database.clock = clock  # a worker's settings name no clock; the database's is the one counted on
+            yield Stripe(store.create(seed_demo_orders=False), account)
             store.close()
         return
-    if request.param == "embedded-postgresql":
-        store = Business.at(request.getfixturevalue("postgres_url"))
-    else:
-        store = Business.sqlite(tmp_path / "business.sqlite3")
+    store = Business.at(url or f"sqlite:///{tmp_path / 'business.sqlite3'}", clock=clock)
     yield Embedded(store.create(seed_demo_orders=False))
     store.close()
 
@@ -180,3 +203,205 @@ def test_settling_a_key_that_paid_returns_the_refund_and_a_retry_still_gets_it(p
     assert payments.settle_refund("refund:T-1/1") == paid.model_copy(update={"replayed": True})
     assert payments.refund(refund(order, 4900, "refund:T-1/1")) == paid.model_copy(update={"replayed": True})
     assert payments.charge(order).refunded_cents == 4900
+
+
+# --- limits across tickets: what is refunded without a person, per customer and for the desk ---------------------
+
+ANN = "ann@example.com"
+FIFTY_A_DAY = Limits(customer_cents_per_day=5000, customer_refunds_per_day=None, desk_cents_per_day=None)
+
+
+def unattended(
+    order_id: str, amount: int, key: str | None, *, customer: str = ANN, limits: Limits = FIFTY_A_DAY
+) -> RefundRequest:
+    """A refund nobody approved, held to ``limits``."""
+    return RefundRequest(
+        order_id=order_id, amount_cents=amount, idempotency_key=key, customer_email=customer, limits=limits
+    )
+
+
+def attempt(payments: Payments, request: RefundRequest) -> RefundReceipt | NeedsApprovalError:
+    try:
+        return payments.refund(request)
+    except NeedsApprovalError as refusal:
+        return refusal
+
+
+def test_six_refunds_of_19_for_one_customer_against_50_a_day_pay_two_without_a_person(provider: Provider) -> None:
+    """Each refund is under any per-ticket limit and each is another order: only the count across tickets sees
+    them, and the third one says which limit it met, with figures."""
+    payments = provider.payments
+    orders = [provider.charge(1900, ANN) for _ in range(6)]
+
+    results = [attempt(payments, unattended(order, 1900, f"refund:T-{n}/{order}/1")) for n, order in enumerate(orders)]
+
+    assert [type(r).__name__ for r in results] == ["RefundReceipt"] * 2 + ["NeedsApprovalError"] * 4
+    refusal = results[2]
+    assert isinstance(refusal, NeedsApprovalError)
+    assert str(refusal) == f"{ANN}'s refunds without a person in the last 24 hours: 57.00 of 50.00 with this one"
+    assert refusal.met == ("customer_cents_per_day",)
+    assert [payments.charge(order).refunded_cents for order in orders] == [1900, 1900, 0, 0, 0, 0]
+
+
+def test_a_refund_past_a_limit_can_still_be_made_with_a_person_and_is_then_neither_checked_nor_counted(
+    provider: Provider,
+) -> None:
+    payments = provider.payments
+    orders = [provider.charge(1900, ANN) for _ in range(3)]
+    payments.refund(unattended(orders[0], 1900, "refund:T-1/1"))
+    second = payments.refund(unattended(orders[1], 1900, "refund:T-2/1"))
+    with pytest.raises(NeedsApprovalError):
+        payments.refund(unattended(orders[2], 1900, "refund:T-3/1"))
+
+    approved = payments.refund(  # the same key, now with a person's approval: the refusal took nothing under it
+        RefundRequest(order_id=orders[2], amount_cents=1900, idempotency_key="refund:T-3/1", customer_email=ANN)
+    )
+
+    assert not approved.replayed
+    assert approved.refund_id == second.refund_id + 1  # nor a refund number: the customer reads #2, then #3
+    assert payments.charge(orders[2]).refunded_cents == 1900
+    last = provider.charge(1200, ANN)  # 38.00 counted without a person, so 12.00 more is exactly the cap
+    assert payments.refund(unattended(last, 1200, "refund:T-4/1")).amount_cents == 1200
+    with pytest.raises(NeedsApprovalError, match=r"50\.01 of 50\.00"):
+        payments.refund(unattended(provider.charge(1, ANN), 1, "refund:T-5/1"))
+
+
+def test_a_customers_fourth_refund_in_a_day_meets_the_count_limit(provider: Provider) -> None:
+    payments = provider.payments
+    three = Limits(customer_cents_per_day=None, customer_refunds_per_day=3, desk_cents_per_day=None)
+    for n in range(3):
+        payments.refund(unattended(provider.charge(100, ANN), 100, f"refund:T-{n}/1", limits=three))
+
+    with pytest.raises(NeedsApprovalError) as refused:
+        payments.refund(unattended(provider.charge(100, ANN), 100, "refund:T-3/1", limits=three))
+
+    assert str(refused.value) == f"{ANN}'s refunds without a person in the last 24 hours: 3 of 3 refunds already"
+    assert refused.value.met == ("customer_refunds_per_day",)
+
+
+def test_the_desk_limit_counts_every_customers_refunds_without_a_person(provider: Provider) -> None:
+    payments = provider.payments
+    desk = Limits(customer_cents_per_day=None, customer_refunds_per_day=None, desk_cents_per_day=5000)
+    for customer in ("ann@example.com", "bob@example.com"):
+        payments.refund(unattended(provider.charge(2000, customer), 2000, f"refund:{customer}", customer=customer,
+                                   limits=desk))  # fmt: skip
+
+    with pytest.raises(NeedsApprovalError) as refused:
+        payments.refund(unattended(provider.charge(2000, "cleo@example.com"), 2000, "refund:cleo",
+                                   customer="cleo@example.com", limits=desk))  # fmt: skip
+
+    assert str(refused.value) == (
+        "the desk's refunds without a person in the last 24 hours: 60.00 of 50.00 with this one"
+    )
+    assert refused.value.met == ("desk_cents_per_day",)
+    dev = provider.charge(1000, "dev@example.com")
+    assert payments.refund(unattended(dev, 1000, "refund:dev", customer="dev@example.com", limits=desk)).amount_cents
+
+
+def test_every_limit_met_is_named_the_customers_before_the_desks(provider: Provider) -> None:
+    payments = provider.payments
+    tight = Limits(customer_cents_per_day=1000, customer_refunds_per_day=1, desk_cents_per_day=1500)
+    payments.refund(unattended(provider.charge(1000, ANN), 1000, "refund:T-1/1", limits=tight))
+
+    with pytest.raises(NeedsApprovalError) as refused:
+        payments.refund(unattended(provider.charge(1000, ANN), 1000, "refund:T-2/1", limits=tight))
+
+    assert refused.value.met == ("customer_refunds_per_day", "customer_cents_per_day", "desk_cents_per_day")
+    assert str(refused.value) == (
+        f"{ANN}'s refunds without a person in the last 24 hours: 1 of 1 refund already; "
+        f"{ANN}'s refunds without a person in the last 24 hours: 20.00 of 10.00 with this one; "
+        "the desk's refunds without a person in the last 24 hours: 20.00 of 15.00 with this one"
+    )
+
+
+def test_addresses_that_differ_in_ascii_case_are_one_customer(provider: Provider) -> None:
+    payments = provider.payments
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-1/1", customer="Ann@Example.com"))
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-2/1", customer=" ann@example.com"))
+
+    with pytest.raises(NeedsApprovalError, match=rf"^{ANN}'s refunds .*: 57\.00 of 50\.00"):
+        payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-3/1", customer="ANN@EXAMPLE.COM"))
+    other = "ann@example.org"  # another mailbox is another customer
+    assert payments.refund(unattended(provider.charge(1900, other), 1900, "refund:T-4/1", customer=other))
+
+
+def test_a_refund_counts_for_24_hours_and_not_a_moment_longer(provider: Provider, clock: Clock) -> None:
+    payments = provider.payments
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-1/1"))
+    clock.now += timedelta(hours=12)
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-2/1"))
+
+    clock.now += timedelta(hours=11, minutes=59, seconds=59)
+    with pytest.raises(NeedsApprovalError, match=r"57\.00 of 50\.00"):
+        payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-3/1"))
+    clock.now += timedelta(seconds=1)  # the first is 24 hours old: only the second counts
+
+    assert payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-3/1")).amount_cents == 1900
+    with pytest.raises(NeedsApprovalError, match=r"57\.00 of 50\.00"):
+        payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-4/1"))
+
+
+def test_a_replayed_key_is_counted_once_and_never_refused_by_the_limits_it_was_paid_under(provider: Provider) -> None:
+    payments, order = provider.payments, provider.charge(4000, ANN)
+    first = payments.refund(unattended(order, 4000, "refund:T-1/1"))
+
+    again = payments.refund(unattended(order, 4000, "refund:T-1/1"))  # 80.00 would pass the cap: it is a repeat
+    stricter = payments.refund(unattended(order, 4000, "refund:T-1/1", limits=Limits(customer_cents_per_day=0)))
+
+    assert again == stricter == first.model_copy(update={"replayed": True})
+    assert payments.refund(unattended(provider.charge(1000, ANN), 1000, "refund:T-2/1")).amount_cents == 1000
+    with pytest.raises(NeedsApprovalError, match=r"50\.01 of 50\.00"):
+        payments.refund(unattended(provider.charge(1, ANN), 1, "refund:T-3/1"))
+
+
+def test_a_refund_the_provider_refuses_is_not_counted(provider: Provider) -> None:
+    payments = provider.payments
+    with pytest.raises(RefundExceedsChargeError):
+        payments.refund(unattended(provider.charge(1000, ANN), 4000, "refund:T-1/1"))
+    with pytest.raises(OrderNotFoundError):
+        payments.refund(unattended("Z-404", 4000, "refund:T-2/1"))
+
+    assert payments.refund(unattended(provider.charge(5000, ANN), 5000, "refund:T-3/1")).amount_cents == 5000
+
+
+def test_refunds_without_a_key_are_counted_too(provider: Provider) -> None:
+    payments = provider.payments
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, None))
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, None))
+    with pytest.raises(NeedsApprovalError):
+        payments.refund(unattended(provider.charge(1900, ANN), 1900, None))
+
+
+def test_sixteen_refunds_of_four_customers_at_once_stay_within_every_limit(provider: Provider) -> None:
+    """Sixteen connections at once, each a ticket refunding 19.00 without a person: whatever order they commit
+    in, no customer passes 50.00 (two refunds each) and the desk does not pass 100.00 (five refunds)."""
+    payments = provider.payments
+    limits = Limits(customer_cents_per_day=5000, customer_refunds_per_day=None, desk_cents_per_day=10_000)
+    customers = [f"c{n}@example.com" for n in range(4)]
+    tickets = [(customer, provider.charge(1900, customer)) for customer in customers for _ in range(4)]
+    barrier = threading.Barrier(len(tickets))
+    results: list[tuple[str, RefundReceipt | NeedsApprovalError]] = []
+
+    def ticket(n: int, customer: str, order: str) -> None:
+        request = unattended(order, 1900, f"refund:T-{n}/{order}/1", customer=customer, limits=limits)
+        barrier.wait()
+        results.append((customer, attempt(payments, request)))
+
+    threads = [threading.Thread(target=ticket, args=(n, *t)) for n, t in enumerate(tickets)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    paid = [(customer, r.amount_cents) for customer, r in results if isinstance(r, RefundReceipt)]
+    assert len(results) == len(tickets)
+    assert all(sum(a for c, a in paid if c == customer) <= 5000 for customer in customers)
+    assert sum(a for _c, a in paid) == 5 * 1900  # the desk's 100.00 holds: 95.00, and no sixth
+    assert sum(payments.charge(order).refunded_cents for _c, order in tickets) == 5 * 1900
+
+
+def test_a_request_held_to_limits_says_whose_refund_it_is_and_an_old_request_reads_as_approved() -> None:
+    with pytest.raises(ValidationError, match="must say whose it is"):
+        RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key=None, limits=Limits())
+    old = RefundRequest.model_validate_json('{"order_id": "A-1001", "amount_cents": 100, "idempotency_key": "k"}')
+    assert (old.customer_email, old.limits) == (None, None)

@@ -28,11 +28,14 @@ from activities.business import Business
 from activities.business.refusals import (
     IdempotencyConflictError,
     KeyClosedError,
+    NeedsApprovalError,
     OrderNotFoundError,
     PaymentsUnusableError,
     RefundExceedsChargeError,
 )
 from activities.business.stripe_payments import PaymentDeferredError, StripePayments
+from activities.business.unattended import Totals
+from activities.contracts.policy import Limits
 from activities.contracts.ticket import Status
 from activities.contracts.world import Order, RefundReceipt, RefundRequest
 from agent_worker import wiring
@@ -281,6 +284,103 @@ async def test_a_key_stripe_refuses_is_unusable_credentials_and_never_retried(
     with pytest.raises(PaymentsUnusableError):
         store.payments.charge("A-1001")
     assert account.refunds() == []
+
+
+# --- limits across tickets: Stripe's refunds counted in the worker's database -----------------------------------
+
+FIFTY_A_DAY = Limits(customer_cents_per_day=5000, customer_refunds_per_day=None, desk_cents_per_day=None)
+
+
+def unattended(amount: int = 4000, key: str | None = KEY, order_id: str = "A-1001") -> RefundRequest:
+    """A refund of one of ann's orders that nobody approved, held to 50.00 a day."""
+    return refund(amount, key, order_id).model_copy(update={"customer_email": "ann@example.com", "limits": FIFTY_A_DAY})
+
+
+async def test_a_refund_whose_outcome_is_unknown_stays_counted_and_counts_once_when_settled_as_paid(
+    shop: Business, account: FakeStripe
+) -> None:
+    """Stripe made the refund and answered 500 to every attempt: the reservation made before the first one is
+    what holds ann's next refund back until the settlement, which keeps it, once."""
+    pay_at_stripe(account, shop, "A-1005")  # ann's other order, 25.00
+    account.fail("500_after_refund")
+    for _attempt in range(3):
+        with pytest.raises(PaymentDeferredError):
+            await pay(shop, unattended())
+
+    with pytest.raises(NeedsApprovalError, match=r"60\.00 of 50\.00"):
+        await pay(shop, unattended(2000, "refund:ticket:T-2/A-1005/1", "A-1005"))
+    assert await asyncio.to_thread(shop.payments.settle_refund, KEY) is not None
+
+    assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
+    with pytest.raises(NeedsApprovalError, match=r"60\.00 of 50\.00"):
+        await pay(shop, unattended(2000, "refund:ticket:T-2/A-1005/1", "A-1005"))
+    assert (await pay(shop, unattended(1000, "refund:ticket:T-3/A-1005/1", "A-1005"))).amount_cents == 1000
+
+
+async def test_a_refund_stripe_never_made_stays_counted_until_the_settlement_closes_its_key(
+    shop: Business, account: FakeStripe
+) -> None:
+    pay_at_stripe(account, shop, "A-1005")
+    account.fail("rate_limited")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, unattended())
+    with pytest.raises(NeedsApprovalError):
+        await pay(shop, unattended(2000, "refund:ticket:T-2/A-1005/1", "A-1005"))
+
+    assert await asyncio.to_thread(shop.payments.settle_refund, KEY) is None
+
+    assert shop.unattended.totals("ann@example.com") == Totals()
+    assert (await pay(shop, unattended(2000, "refund:ticket:T-2/A-1005/1", "A-1005"))).amount_cents == 2000
+
+
+async def test_another_request_under_a_key_in_doubt_does_not_release_what_the_first_reserved(
+    shop: Business, account: FakeStripe
+) -> None:
+    """Stripe refuses the second request as a reuse of the key; the first may have paid (it did), so its
+    reservation stays until it is settled."""
+    account.fail("500_after_refund")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, unattended(4000))
+
+    with pytest.raises(IdempotencyConflictError):
+        await pay(shop, unattended(1000))
+
+    assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
+
+
+async def test_a_retry_refused_for_the_workers_api_key_keeps_counting_what_the_first_attempt_may_have_paid(
+    shop: Business, account: FakeStripe, tmp_path: Path
+) -> None:
+    """Stripe refuses a revoked key before it looks at the idempotency key, so the refusal says nothing of the
+    first attempt, which in fact paid."""
+    account.fail("500_after_refund")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, unattended())
+    revoked = stripe_business(account, tmp_path, stripe_api_key="sk_test_revoked")  # the same database
+
+    with pytest.raises(PaymentsUnusableError):
+        await pay(revoked, unattended())
+
+    assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
+    assert await asyncio.to_thread(shop.payments.settle_refund, KEY) is not None
+    assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
+    revoked.close()
+
+
+async def test_a_retry_stripe_refuses_for_good_releases_what_the_first_attempt_reserved(
+    shop: Business, account: FakeStripe
+) -> None:
+    """The first attempt was rate limited (nothing made, nothing known); by the retry a person's refund had taken
+    the whole charge, and Stripe, having looked at the key, refuses: nothing was paid under it."""
+    account.fail("rate_limited")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, unattended())
+    await pay(shop, refund(4900, key="refund:ticket:T-9/A-1001/1"))  # approved by a person: not counted
+
+    with pytest.raises(RefundExceedsChargeError):
+        await pay(shop, unattended())
+
+    assert shop.unattended.totals("ann@example.com") == Totals()
 
 
 # --- settings ---------------------------------------------------------------------------------------------------

@@ -5,9 +5,19 @@ added by its declaration and its activity body alone; here it answers on a real 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.business import Business
 from activities.claude_model import tool_definitions
-from activities.tools import TOOLS, Effect
+from activities.content_store import ContentStore
+from activities.contracts.names import NEEDS_APPROVAL
+from activities.contracts.policy import Limits
+from activities.contracts.world import RefundRequest
+from activities.tools import TOOLS, Effect, ToolActivities
 from tests.support.harness import Harness
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import ticket
@@ -69,3 +79,29 @@ def test_a_mail_servers_delivery_must_fit_in_one_attempt_of_send_email() -> None
 
     (bound,) = [m.lt for m in Settings.model_fields["smtp_timeout_seconds"].metadata if isinstance(m, Lt)]
     assert bound == MAIL_ATTEMPT.total_seconds()
+
+
+async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once_as_needs_approval_naming_it(
+    tmp_path: Path,
+) -> None:
+    """The workflow tells this failure from every other by its type, and cites its message to the person asked."""
+    store = Business.sqlite(tmp_path / "business.sqlite3").create()
+    tools = ToolActivities(
+        orders=store.orders, payments=store.payments, mail=store.mail, audit=store.audit,
+        content=ContentStore(store.blobs),
+    )  # fmt: skip
+    request = RefundRequest(
+        order_id="A-1001", amount_cents=4900, idempotency_key="refund:ticket:T-1/A-1001/1",
+        customer_email="ann@example.com", limits=Limits(customer_cents_per_day=1000),
+    )  # fmt: skip
+
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(tools.issue_refund, request)
+
+    assert (refused.value.type, refused.value.non_retryable) == (NEEDS_APPROVAL, True)
+    assert refused.value.message == (
+        "ann@example.com's refunds without a person in the last 24 hours: 49.00 of 10.00 with this one"
+    )
+    assert refused.value.details == (["customer_cents_per_day"],)
+    assert store.payments.refunds() == []
+    store.close()

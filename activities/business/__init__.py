@@ -6,7 +6,8 @@ default, PostgreSQL when several workers share it:
 
 - ``orders``: the shop's orders and their event logs (``Orders``, ``SqlOrders``);
 - ``payments``: the payment provider's refunds under idempotency keys, with Stripe's rules, the
-  refund-total guard and settling an unknown outcome (``Payments``, ``SqlPayments``);
+  refund-total guard and settling an unknown outcome (``Payments``, ``SqlPayments``), and what was refunded
+  without a person, counted against the limits across tickets whichever provider pays (``unattended``);
 - ``mail``: the outbox, one email per key (``Mail``, ``SqlOutbox``), delivered through a mail server
   (``smtp``) when given one;
 - ``audit``: the workflow's audit trail (``AuditTrail``, ``SqlAuditTrail``);
@@ -38,6 +39,7 @@ from activities.business.mail import Relay, SqlOutbox
 from activities.business.model_calls import SqlModelCalls
 from activities.business.orders import SqlOrders
 from activities.business.payments import SqlPayments
+from activities.business.unattended import UnattendedLedger
 
 if TYPE_CHECKING:
     from stripe import StripeClient
@@ -64,6 +66,8 @@ class Business:
     database: Database
     orders: SqlOrders
     payments: SqlPayments | StripePayments
+    unattended: UnattendedLedger
+    """What was refunded without a person, whichever provider paid it: counted by the payments, read by operators."""
     mail: SqlOutbox
     audit: SqlAuditTrail
     model_calls: SqlModelCalls
@@ -86,16 +90,18 @@ class Business:
         an email is sending it)."""
         database = Database(url, clock=clock)
         keys = KeyLedger(database, key_ttl)
+        unattended = UnattendedLedger(database)
         orders = SqlOrders(database)
-        payments: SqlPayments | StripePayments = SqlPayments(database, keys, refund_guard=refund_guard)
+        payments: SqlPayments | StripePayments = SqlPayments(database, keys, unattended, refund_guard=refund_guard)
         if stripe is not None:
             from activities.business.stripe_payments import StripePayments  # noqa: PLC0415 - the SDK, when asked
 
-            payments = StripePayments(stripe, database, keys, orders)
+            payments = StripePayments(stripe, database, keys, orders, unattended)
         return cls(
             database=database,
             orders=orders,
             payments=payments,
+            unattended=unattended,
             mail=SqlOutbox(database, keys, mail_relay),
             audit=SqlAuditTrail(database),
             model_calls=SqlModelCalls(database),

@@ -12,6 +12,13 @@ one a retried activity relies on:
 - a refund that would take an order's refunded total above what was charged is refused (a setting of the
   embedded provider, on by default; the crash tests switch it off to show what orchestration alone does).
 
+And the limits across tickets, which no provider has a word for: a refund nobody approved (a request with
+``limits``) is checked against what its customer and the desk were refunded without a person in the last 24
+hours, and counted, in the worker's own database (``activities.business.unattended``) and in the transaction
+that claims its key, so two tickets at once cannot both pass under a cap; one that would pass a limit pays
+nothing (``NeedsApprovalError``). A repeat under its key is the first request's: it returns the first receipt,
+is not counted again, and is not judged by limits again.
+
 And one rule Stripe has no word for, which the workflow's reconciliation needs: a key settled as never paid
 is closed, and refuses every later request (``settle_refund``). ``tests/test_payments_contract.py`` holds
 the rules any implementation must pass, through the port alone.
@@ -32,6 +39,7 @@ from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.refusals import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
 from activities.business.schema import idempotency_keys, orders, refunds
+from activities.business.unattended import UnattendedLedger
 from activities.contracts.fields import money
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
@@ -44,7 +52,8 @@ class Payments(Protocol):
         """Pay ``request`` back, once per idempotency key: a repeat of the same request under its key pays
         nothing and returns the first receipt, ``replayed``. Refused: another request under the key
         (``IdempotencyConflictError``), a closed key (``KeyClosedError``), more than is left of the charge
-        (``RefundExceedsChargeError``), no such order (``OrderNotFoundError``)."""
+        (``RefundExceedsChargeError``), no such order (``OrderNotFoundError``), a refund without a person that
+        would pass one of its ``limits`` (``NeedsApprovalError``: nothing paid, a person may approve it)."""
         ...
 
     def refund_by_key(self, key: str) -> RefundReceipt | None:
@@ -102,11 +111,15 @@ class RefundFingerprint:
 
 
 class SqlPayments:
-    """The embedded payment provider (``Payments``), with the refund-total guard on unless told otherwise."""
+    """The embedded payment provider (``Payments``), with the refund-total guard on unless told otherwise. A
+    refund without a person is counted (``unattended``) in the transaction that pays it."""
 
-    def __init__(self, database: Database, keys: KeyLedger, *, refund_guard: bool = True) -> None:
+    def __init__(
+        self, database: Database, keys: KeyLedger, unattended: UnattendedLedger, *, refund_guard: bool = True
+    ) -> None:
         self.database = database
         self.keys = keys
+        self.unattended = unattended
         self.refund_guard = refund_guard
 
     def __str__(self) -> str:
@@ -131,12 +144,15 @@ class SqlPayments:
                         f"Refusing to refund {money(request.amount_cents)} on {request.order_id}: "
                         f"{money(refunded)} of {money(order.amount_cents)} is already refunded"
                     )
+            counted = self.unattended.count(db, request)  # past a limit: refused before a refund number is taken
             refund_id = db.execute(
                 refunds.insert().returning(refunds.c.id),
                 {"order_id": request.order_id, "amount_cents": request.amount_cents,
                  "idempotency_key": request.idempotency_key, "created_at": self.database.clock()},
             ).scalar_one()  # fmt: skip
             self.keys.record(db, request.idempotency_key, refund_id)
+            if counted is not None:
+                self.unattended.keep(db, refund_id, reserved=counted)
         return RefundReceipt(refund_id=refund_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_refund(self, db: Connection, key: str, asked: RefundFingerprint, first: sa.Row[Any]) -> RefundReceipt:

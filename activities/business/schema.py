@@ -2,7 +2,8 @@
 
 Each outside system's embedded implementation reads and writes its own tables: ``orders`` and
 ``order_events`` (``activities.business.orders``), ``refunds`` (``payments``), ``emails`` (``mail``),
-``idempotency_keys`` (the key ledger of payments and mail, ``keys``), ``audit_log`` (``audit``),
+``idempotency_keys`` (the key ledger of payments and mail, ``keys``), ``unattended_refunds`` (what was
+refunded without a person, counted against the limits across tickets, ``unattended``), ``audit_log`` (``audit``),
 ``model_calls`` (``model_calls``) and ``blobs`` (``blobs``). They are declared together because they are
 one database with one history of revisions: ``metadata`` is what the migrations (``activities/migrations``)
 bring a database to, and what ``tests/test_migrations.py`` compares a migrated database with, on both
@@ -50,6 +51,16 @@ idempotency_keys = sa.Table(
     sa.Column("result_id", sa.Integer),  # the refund or email it produced, once committed
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("closed_at", sa.DateTime(timezone=True)),  # settled as never paid: refused for ever, never expires
+)  # fmt: skip
+unattended_refunds = sa.Table(
+    "unattended_refunds", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("customer", sa.Text, nullable=False),  # the address as normalised_address writes it: one per mailbox
+    sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents > 0"), nullable=False),
+    sa.Column("counted_at", sa.DateTime(timezone=True), nullable=False, index=True),  # counts for 24 h from here
+    sa.Column("idempotency_key", sa.Text, index=True),  # the key it was reserved under, to keep or release it
+    sa.Column("refund_id", sa.Integer, sa.ForeignKey("refunds.id")),  # the refund it became; none yet: reserved
+    sa.Index("ix_unattended_refunds_customer_counted_at", "customer", "counted_at"),
 )  # fmt: skip
 model_calls = sa.Table(
     "model_calls", metadata,

@@ -8,11 +8,17 @@ Stripe's ``amount_too_large``. What was charged and refunded of an order is read
 not from the shop's records. The key also travels in the refund's ``metadata``, so the refund can be found by
 its key after Stripe has forgotten the key (24 hours), by listing the payment's refunds.
 
-The worker's own database keeps two things Stripe has no word for. The **key ledger** holds each key's first
+The worker's own database keeps three things Stripe has no word for. The **key ledger** holds each key's first
 request and, once reconciliation settled it as never paid, its closing (``KeyLedger``): a closed key refuses
 every later attempt before Stripe is asked. The **refunds table** is the book of what Stripe refunded, one row
 per Stripe refund (its ``re_`` id, amount and status), which gives a refund the short number the model and the
-customer read ("refund #3") and tests and operators their list.
+customer read ("refund #3") and tests and operators their list. The **count of refunds without a person**
+(``UnattendedLedger``) holds Stripe's refunds to the limits across tickets like the embedded provider's: a
+refund nobody approved is checked and *reserved* in the transaction that claims its key, before Stripe hears of
+it, so two tickets at once cannot both pass under a cap; the reservation is kept when Stripe pays, released
+when Stripe refuses for good (``NOT_PAID``; for a retry, only a refusal Stripe gave after looking at the key),
+and stays counted while the outcome is unknown, until ``settle_refund`` finds the refund (kept) or closes the
+key (released). A repeat under a key taken before reserves nothing again.
 
 **Settling an unknown outcome.** An attempt holds its key's row in the ledger (a row lock on PostgreSQL, the
 writer's lock on SQLite) from before it asks Stripe until its answer is booked; ``settle_refund`` takes the
@@ -47,12 +53,14 @@ from activities.business.orders import SqlOrders
 from activities.business.payments import RefundFingerprint, booked, receipt
 from activities.business.refusals import (
     IdempotencyConflictError,
+    KeyClosedError,
     OrderNotFoundError,
     PaymentRefusedError,
     PaymentsUnusableError,
     RefundExceedsChargeError,
 )
 from activities.business.schema import idempotency_keys, refunds
+from activities.business.unattended import UnattendedLedger
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
 T = TypeVar("T")
@@ -67,15 +75,35 @@ class PaymentDeferredError(RuntimeError):
     """Stripe could not answer now (rate limited, unreachable, its own error): worth retrying under the key."""
 
 
+NOT_PAID = (
+    IdempotencyConflictError, KeyClosedError, OrderNotFoundError, PaymentRefusedError, PaymentsUnusableError,
+    RefundExceedsChargeError,
+)  # fmt: skip
+"""What a refund attempt ends with when Stripe certainly did not pay it: what the attempt reserved is released.
+Anything else (``PaymentDeferredError``, a failure of the worker's own database after Stripe answered) may have
+paid, and stays counted."""
+NOTHING_PAID_UNDER_THE_KEY = (
+    IdempotencyConflictError, OrderNotFoundError, PaymentRefusedError, RefundExceedsChargeError,
+)  # fmt: skip
+"""Stripe's refusals once it has looked at the key: had an earlier attempt under the key paid, Stripe would have
+answered a retry with that refund instead, so what the key's first attempt reserved is released by the retry's
+refusal too. Not a refused API key, which Stripe answers before it looks at the key, nor a closed key, whose
+settlement released what it had to."""
+
+
 class StripePayments:
     """The ``Payments`` port on Stripe's API, through ``client`` (one ``stripe.StripeClient`` per worker), on the
     payments the shop's ``orders`` name."""
 
-    def __init__(self, client: stripe.StripeClient, database: Database, keys: KeyLedger, orders: SqlOrders) -> None:
+    def __init__(
+        self, client: stripe.StripeClient, database: Database, keys: KeyLedger, orders: SqlOrders,
+        unattended: UnattendedLedger,
+    ) -> None:  # fmt: skip
         self.client = client
         self.database = database
         self.keys = keys
         self.orders = orders
+        self.unattended = unattended
 
     def __str__(self) -> str:
         """Where refunds go, with no secret in it: safe to log."""
@@ -83,12 +111,31 @@ class StripePayments:
 
     def refund(self, request: RefundRequest) -> RefundReceipt:
         payment = self._payment_of(request.order_id)
-        key = request.idempotency_key
-        if key is not None:
+        key, asked = request.idempotency_key, RefundFingerprint.of(request)
+        reserved = None
+        if key is not None or request.limits is not None:
             # The request is committed under its key before Stripe hears of it, so a settlement after a crash
-            # knows which payment to look at. A key taken before is not refused here: Stripe judges a repeat.
+            # knows which payment to look at, and reserved against its limits, so no other ticket's check misses
+            # it. A key taken before is not refused here (Stripe judges a repeat), nor reserved again.
             with self.database.writer.begin() as db:
-                self.keys.claim(db, key, RefundFingerprint.of(request).to_text())
+                first = None if key is None else self.keys.claim(db, key, asked.to_text())
+                if first is None:
+                    reserved = self.unattended.count(db, request)
+        try:
+            return self._ask(payment, request, reserved)
+        except NOT_PAID as refusal:
+            under = key if isinstance(refusal, NOTHING_PAID_UNDER_THE_KEY) else None
+            if reserved is not None or under is not None:
+                with self.database.writer.begin() as db:
+                    # What the key's first attempt reserved is released by a retry of that same request only.
+                    earlier = under if under is not None and self._taken_for(db, under) == asked else None
+                    self.unattended.release(db, reserved=reserved, key=earlier)
+            raise
+
+    def _ask(self, payment: str, request: RefundRequest, reserved: int | None) -> RefundReceipt:
+        """Stripe's refund, booked (and what it ``reserved`` kept), with the key's row held from before the request
+        until the booking commits."""
+        key = request.idempotency_key
         with self.database.writer.begin() as db:
             if key is not None:
                 self.keys.lock(db, key, open_only=True)  # held until the refund is booked; closed: refused
@@ -102,19 +149,29 @@ class StripePayments:
             replayed = response is not None and response.headers.get(REPLAYED) == "true"
             paid = self._book(db, request.order_id, made, key, replayed=replayed)
             self.keys.record(db, key, paid.refund_id)
+            if reserved is not None:  # a keyed reservation is kept by _book already; a keyless one only here
+                self.unattended.keep(db, paid.refund_id, reserved=reserved)
         return paid
+
+    def _taken_for(self, db: Connection, key: str) -> RefundFingerprint | None:
+        """The refund the key's first request asked for (None: no refund asked under it)."""
+        request = db.execute(sa.select(idempotency_keys.c.request).where(idempotency_keys.c.key == key)).scalar()
+        return None if request is None else RefundFingerprint.from_text(request)
 
     def refund_by_key(self, key: str) -> RefundReceipt | None:
         with self.database.writer.begin() as db:
             return self._find(db, key)
 
     def settle_refund(self, key: str) -> RefundReceipt | None:
+        """Also settles what the key's request reserved against the limits: kept if Stripe paid (``_book``),
+        released with the key's closing if not."""
         with self.database.writer.begin() as db:
             self.keys.hold(db, key)
             self.keys.lock(db, key)  # an attempt in flight under the key, in any worker, finishes first
             found = self._find(db, key)
             if found is None:
                 self.keys.close(db, key)
+                self.unattended.release(db, key=key)
         return found
 
     def charge(self, order_id: str) -> Charge:
@@ -144,8 +201,7 @@ class StripePayments:
     def _find(self, db: Connection, key: str) -> RefundReceipt | None:
         """The refund Stripe made under ``key``, booked if it was not yet: found among the refunds of the
         payment the key's first request named (the ledger has it), by the key in their metadata."""
-        request = db.execute(sa.select(idempotency_keys.c.request).where(idempotency_keys.c.key == key)).scalar()
-        asked = None if request is None else RefundFingerprint.from_text(request)
+        asked = self._taken_for(db, key)
         if asked is None:  # nothing asked under the key: nothing can have been paid under it
             return None
         payment = self._payment_of(asked.order_id)
@@ -164,7 +220,8 @@ class StripePayments:
     def _book(
         self, db: Connection, order_id: str, made: stripe.Refund, key: str | None, *, replayed: bool
     ) -> RefundReceipt:
-        """The refunds table's row for Stripe's refund ``made``, written the first time it is seen."""
+        """The refunds table's row for Stripe's refund ``made``, written the first time it is seen; what its key's
+        request reserved against the limits is kept from then on."""
         row = db.execute(refunds.select().where(refunds.c.provider_refund_id == made.id)).first()
         if row is None:
             row = db.execute(
@@ -172,6 +229,8 @@ class StripePayments:
                 {"order_id": order_id, "amount_cents": made.amount, "idempotency_key": key,
                  "created_at": self.database.clock(), "provider_refund_id": made.id, "status": made.status},
             ).one()  # fmt: skip
+            if key is not None:
+                self.unattended.keep(db, row.id, key=key)
             return receipt(row, replayed=replayed)
         return receipt(row, replayed=True)
 

@@ -51,7 +51,13 @@ def same_address(a: str, b: str) -> bool:
     """Whether two email addresses are the same mailbox, as far as code may assume: identical but for the case
     of ASCII letters. Nothing Unicode folds is equal (``straße`` is not ``strasse``, the Kelvin sign is not
     ``k``), so a look-alike the model writes never matches the customer's address."""
-    return a.strip().translate(_ASCII_LOWER) == b.strip().translate(_ASCII_LOWER)
+    return normalised_address(a) == normalised_address(b)
+
+
+def normalised_address(address: str) -> str:
+    """The one spelling of a mailbox that ``same_address`` compares: what a ledger stores an address as, so that
+    ``Ann@Example.com`` and ``ann@example.com`` are one customer there too."""
+    return address.strip().translate(_ASCII_LOWER)
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -28,6 +28,12 @@ WAITING_FOR_MEMO = "waiting_for"
 PAYMENTS_UNUSABLE = "PaymentsUnusable"
 """The error type of a tool whose payment provider refuses the worker's credentials: the ticket ends as failed,
 for a person, since no tool call can succeed until the worker's settings are fixed."""
+NEEDS_APPROVAL = "NeedsApproval"
+"""The error type of ``issue_refund`` refusing a refund without a person that would pass one of the limits across
+tickets (``Limits``): nothing was paid, and the refund may still be made with a person's approval. The message
+names the limit met, with figures ("ann@example.com's refunds without a person in the last 24 hours: 57.00 of
+50.00 with this one"; several, joined by "; "), for the approval request to cite; the error's one detail lists
+the ``Limits`` fields met (``["customer_cents_per_day"]``)."""
 SEARCH_ATTRIBUTES: dict[str, Literal["Int", "Keyword"]] = {
     AWAITING_APPROVAL_ATTRIBUTE: "Int",
     TICKET_STATE_ATTRIBUTE: "Keyword",

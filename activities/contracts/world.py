@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pydantic import (
     NonNegativeInt,
+    model_validator,
 )
 
 from activities.contracts.fields import Cents, Contract
+from activities.contracts.policy import Limits
 
 
 class AuditEntry(Contract):
@@ -39,9 +41,28 @@ class OrderLookup(Order):
 
 
 class RefundRequest(Contract):
+    """A refund as the ``issue_refund`` activity hands it to the payment provider.
+
+    ``limits`` says whether a person approved it: present, nobody did, and the provider checks the refund
+    against these limits across tickets and counts it under ``customer_email`` and the desk, in the transaction
+    that books it (refusing it with ``NeedsApprovalError`` if it would pass one); None, a person approved it
+    (or the caller predates limits), and it is neither checked nor counted. Both default to None, so a request
+    recorded in an older history still reads as it did."""
+
     order_id: str
     amount_cents: Cents
     idempotency_key: str | None
+    customer_email: str | None = None
+    """Whose refund it is: the ticket's customer, whose order it is. Counted ASCII-case-insensitively, as
+    ``same_address`` compares addresses."""
+    limits: Limits | None = None
+    """The limits this refund without a person is held to; None: a person approved it."""
+
+    @model_validator(mode="after")
+    def _limits_need_a_customer(self) -> RefundRequest:
+        if self.limits is not None and not (self.customer_email or "").strip():
+            raise ValueError("a refund held to limits must say whose it is (customer_email)")
+        return self
 
 
 class RefundReceipt(Contract):
