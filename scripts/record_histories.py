@@ -28,7 +28,7 @@ from activities.business import Business
 from activities.contracts.approvals import VouchedApproval
 from activities.contracts.conversation import Usage
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL
-from activities.contracts.policy import ApprovalPolicy, ModelPolicy, MoneyPolicy
+from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, MoneyPolicy
 from activities.model import LanguageModel
 from agent_worker import wiring
 from agent_worker.config import Settings
@@ -391,6 +391,16 @@ async def two_people_approved_in_the_inbox(r: Recorder) -> Handle:
     return handle
 
 
+async def limit_across_tickets_met(r: Recorder) -> Handle:
+    """A limit across tickets (``operator-policy``): 15.00 is under the 20.00 limit but past bob's 10.00 a day
+    without a person, so the provider refuses it unpaid, a request citing the limit waits, and ops approves it."""
+    handle = await r.start(ticket("My parcel for order A-1002 never arrived.", email="bob@example.com"))
+    await awaiting(handle, 1500)
+    await approve(handle, 1500, approver="ops")
+    await handle.result()
+    return handle
+
+
 async def model_budget_spent(r: Recorder) -> Handle:
     """The model's budget (``operator-policy``): each call costs 0.75, the third passes 2.00, and the ticket is
     handed to a person."""
@@ -433,6 +443,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
         approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
+        limit_across_tickets_met,
     )
 }  # fmt: skip
 
@@ -466,6 +477,9 @@ POLICIES: dict[str, MoneyPolicy] = {
         update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)}
     ),
     "model_budget_spent": LOOSE.model_copy(update={"model": ModelPolicy(max_cost_usd_per_ticket=2.0)}),
+    "limit_across_tickets_met": LOOSE.model_copy(
+        update={"approval": ApprovalPolicy(limit_cents=2000), "limits": Limits(customer_cents_per_day=1000)}
+    ),
 }
 """Scenarios recorded under a policy of their own; the others under the tests' loose desk, which lets a ticket
 ask for the limit it needs (``tests/support/desk.py``)."""

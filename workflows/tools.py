@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityConfig
 
 from workflows.patches import Patch
@@ -37,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
     from activities.contracts.fields import describe_errors, money, same_address
+    from activities.contracts.names import NEEDS_APPROVAL
+    from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput, ToolCallRecord
     from activities.contracts.world import EmailRequest, OrderLookup, RefundReceipt, RefundRequest, ToolOutput
     from activities.tools import (
@@ -200,29 +202,41 @@ class Toolbox:
         if rules.policy is not None:  # a policy changed since the ticket read it judges this refund
             rules = await self._rules.read(starting=False)
         parts = workflow.patched(Patch.REFUND_PARTS)
-        if why := self._needs_person(args, rules, parts=parts):
-            workflow.logger.info("refund waits for a person", extra={"why": why})
-            request_id = await self._gate.wait(
-                args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why
-            )
-            try:
-                text = await self._pay(step, call, args, parts=parts)
-            except (ToolError, ActivityError) as error:
-                self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
-                raise
-            self._gate.settled(request_id, text)
-            return text
-        return await self._pay(step, call, args, parts=parts)
+        why = self._needs_person(args, rules, parts=parts)
+        if why is None:
+            try:  # held to the limits across tickets where the refund is booked, with nobody's approval
+                return await self._pay(step, call, args, parts=parts, unattended=rules.limits)
+            except ActivityError as error:
+                if not _needs_approval(error):
+                    raise
+                why = cause(error)  # a limit across tickets met: nothing was paid, and a person may still say yes
+        workflow.logger.info("refund waits for a person", extra={"why": why})
+        request_id = await self._gate.wait(
+            args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why
+        )
+        try:
+            text = await self._pay(step, call, args, parts=parts)
+        except (ToolError, ActivityError) as error:
+            self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
+            raise
+        self._gate.settled(request_id, text)
+        return text
 
-    async def _pay(self, step: int, call: ToolUseBlock, args: IssueRefundArgs, *, parts: bool) -> str:
-        """Make the refund (a person approved it, or it needed none), under the key its rule gives it."""
+    async def _pay(
+        self, step: int, call: ToolUseBlock, args: IssueRefundArgs, *, parts: bool, unattended: Limits | None = None
+    ) -> str:
+        """Make the refund (a person approved it, or it needed none: then it is held to ``unattended``, the limits
+        across tickets, if the policy sets them), under the key its rule gives it."""
         if not (parts and self._rules.rules.refund_key is RefundKey.PER_ORDER):
-            return await self._refund(args, self._refund_key(step, call, args))
+            return await self._refund(args, self._refund_key(step, call, args), unattended)
         part = self.parts.get(args.order_id, 0) + 1
         key = f"refund:{self._ticket_key()}/{args.order_id}/{part}"
         try:
-            text = await self._refund(args, key)
-        except ActivityError:  # outcome unknown (not reconciled): the part keeps its key for the next ask
+            text = await self._refund(args, key, unattended)
+        except ActivityError as error:
+            if _needs_approval(error):  # refused before anything was booked: the same part, once approved
+                raise
+            # outcome unknown (not reconciled): the part keeps its key for the next ask
             self.unsettled.add(key)
             raise
         except ToolError:  # refused for good, or settled as not made: the next ask is the next part
@@ -249,11 +263,14 @@ class Toolbox:
             return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
         return None
 
-    async def _refund(self, args: IssueRefundArgs, key: str | None) -> str:
+    async def _refund(self, args: IssueRefundArgs, key: str | None, unattended: Limits | None = None) -> str:
         """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short (the
         CANCEL_CLEANLY patch): it waits for the refund to end paid and counted, or refused for good, and then
         ends the ticket. Runs before the patch cancelled the refund where it stood."""
-        request = RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key)
+        request = RefundRequest(
+            order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key,
+            **({"customer_email": self._ticket.customer_email, "limits": unattended} if unattended else {}),
+        )  # fmt: skip
         settle = asyncio.ensure_future(self._settle(request))
         if not workflow.patched(Patch.CANCEL_CLEANLY):
             return await settle
@@ -392,6 +409,11 @@ async def reconcile(rules: Rules, request: RefundRequest, error: ActivityError) 
             "the same key, and refuses a key reused for another amount."
         )
     return found
+
+
+def _needs_approval(error: ActivityError) -> bool:
+    """Whether the provider refused a refund without a person because it would pass a limit across tickets."""
+    return isinstance(error.cause, ApplicationError) and error.cause.type == NEEDS_APPROVAL
 
 
 def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
