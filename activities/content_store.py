@@ -40,8 +40,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.contracts.continued import RecordsArchive
-from activities.contracts.conversation import Message, StepUsage, ToolResultBlock, append_turn
-from activities.contracts.ticket import Outcome, ToolCallRecord
+from activities.contracts.conversation import Message, ToolResultBlock, append_turn
+from activities.contracts.ticket import Outcome
 from activities.contracts.world import ToolOutput
 from activities.heartbeat import heartbeating
 
@@ -239,25 +239,32 @@ def archive_records(store: ContentStore, archive: RecordsArchive) -> str:
     return store.put(archive.model_dump_json().encode())
 
 
-def load_records(store: ContentStore, key: str | None) -> tuple[list[ToolCallRecord], list[StepUsage]]:
-    """Every tool call and per-call usage an archive holds, first run first."""
+def load_records(store: ContentStore, key: str | None) -> RecordsArchive:
+    """Every tool call, per-call usage and turn an archive holds, oldest first, as one archive."""
     archives: list[RecordsArchive] = []
     while key is not None:
         archives.append(RecordsArchive.model_validate_json(store.get(key)))
         key = archives[-1].previous
     archives.reverse()
-    return [c for a in archives for c in a.tool_calls], [u for a in archives for u in a.usage]
+    return RecordsArchive(
+        previous=None,
+        tool_calls=[c for a in archives for c in a.tool_calls],
+        usage=[u for a in archives for u in a.usage],
+        turns=[t for a in archives for t in a.turns],
+    )
 
 
 def complete(store: ContentStore, outcome: Outcome) -> Outcome:
-    """The outcome with the tool calls and per-call usage of every run of the ticket, not only the last."""
+    """The outcome with the tool calls, per-call usage and turns of the whole ticket, not only those it carried.
+    Its size then grows with the ticket's: it is for reading here, not for a payload."""
     if outcome.archive_ref is None:
         return outcome
-    tool_calls, usage = load_records(store, outcome.archive_ref)
+    archived = load_records(store, outcome.archive_ref)
     return outcome.model_copy(
         update={
-            "tool_calls": [*tool_calls, *outcome.tool_calls],
-            "usage": outcome.usage.model_copy(update={"steps": [*usage, *outcome.usage.steps]}),
+            "tool_calls": [*archived.tool_calls, *outcome.tool_calls],
+            "usage": outcome.usage.model_copy(update={"steps": [*archived.usage, *outcome.usage.steps]}),
+            "turns": [*archived.turns, *outcome.turns],
             "archive_ref": None,
         }
     )

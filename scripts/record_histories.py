@@ -27,6 +27,7 @@ from activities import vouching
 from activities.business import Business
 from activities.contracts.approvals import VouchedApproval
 from activities.contracts.conversation import Usage
+from activities.contracts.limits import PENDING_REPLIES
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL
 from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, MoneyPolicy
 from activities.model import LanguageModel
@@ -339,6 +340,53 @@ async def waited_for_a_delivery_scan(r: Recorder) -> Handle:
     return handle
 
 
+async def replies_past_a_turns_budget(r: Recorder) -> Handle:
+    """The path added behind the ``bounded-totals`` patch: while a refund waits, short replies by update until the
+    next turn reads as many as it may (the one past it is refused by the validator, so not in the history), two
+    more signalled (audited, not taken), then the approval; the next turn reads the replies taken. (The bound by
+    size is the same path; its replies would make this file half a megabyte.)"""
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    with contextlib.suppress(WorkflowUpdateFailedError):
+        for n in range(PENDING_REPLIES + 1):
+            await handle.execute_update(CUSTOMER_MESSAGE, {"text": f"reply {n}"})
+    for n in range(2):
+        await handle.signal(CUSTOMER_MESSAGE, {"text": f"signalled {n}"})
+    await approve(handle, 4900)
+    await handle.result()
+    return handle
+
+
+async def answers_cut_to_their_budget(r: Recorder) -> Handle:
+    """The ``bounded-totals`` patch on what the model writes: a call to no tool with an input past its budget, and
+    an answer past its own, each recorded in the outcome as a head and a size."""
+    return await r.finished(ticket())
+
+
+async def waited_for_a_delivery_scan_across_runs(r: Recorder) -> Handle:
+    """The path added behind the ``waits-continue`` patch: a relay floods a ticket waiting for the carrier (on a
+    server that suggests continuing at 60 events), which continues as new while it waits; the scan then ends the
+    wait in the new run (this file; ``..._first_run`` is the run that waited first)."""
+    handle = await r.start(
+        ticket("My parcel for order A-1001 is late. Is it still on its way?", approval_limit_cents=10_000)
+    )
+    await waiting_for_event(handle)
+    waiting_run = (await handle.describe()).run_id
+    for n in range(30):
+        await handle.signal(ORDER_EVENT_SIGNAL, {"order_id": "A-1001", "bad": n})
+
+    async def continued() -> bool:
+        return (await handle.describe()).run_id != waiting_run
+
+    await poll(continued, timeout=30, what="the waiting ticket to continue as a new run")
+    await waiting_for_event(handle)
+    await handle.signal(ORDER_EVENT_SIGNAL, {"order_id": "A-1001", "event": "delivered"})
+    await handle.result()
+    name = "waited_for_a_delivery_scan_across_runs_first_run"
+    await export(r.client, handle.id, HISTORIES / f"{name}.json", run_id=waiting_run)
+    return handle
+
+
 INBOX_KEY = "recorded-inbox-key-0123456789abcdef"
 
 
@@ -443,7 +491,8 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
         approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
-        limit_across_tickets_met,
+        limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
+        waited_for_a_delivery_scan_across_runs,
     )
 }  # fmt: skip
 
@@ -463,6 +512,9 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     "shipping_status_read": lambda: plays_back([("shipping_status", {"order_id": "A-1001"})]),
     "model_budget_spent": lambda: PlaybackModel(
         [calls(("lookup_order", {"order_id": "A-1001"})).model_copy(update={"usage": Usage(cost_usd=0.75)})]
+    ),
+    "answers_cut_to_their_budget": lambda: PlaybackModel(
+        [calls(("no_such_tool", {"blob": "y" * 10_000}), step=1), says("z" * 40_000)], name="writes-long"
     ),
     "refund_in_two_parts": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1001"})],
@@ -489,6 +541,11 @@ STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[Business]]]
 }
 """Scenarios that need another business than the embedded one in a SQLite file of their own."""
 
+SERVER_ARGS: dict[str, list[str]] = {
+    "waited_for_a_delivery_scan_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
+}
+"""Scenarios that need a dev server of their own, set up otherwise than the shared one."""
+
 
 def scripted(task_queue: str, store: Business) -> Settings:
     """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
@@ -503,20 +560,27 @@ async def record(names: list[str], out: Path) -> None:
     env = await start_dev_server(None)
     try:
         for name in names or list(SCENARIOS):
-            with (
-                tempfile.TemporaryDirectory() as scratch,  # a business database of its own per scenario
-                STORES.get(name, embedded)(Path(scratch)) as store,
-            ):
-                task_queue = f"record-{uuid.uuid4()}"
-                model = MODELS[name]() if name in MODELS else None
-                settings = scripted(task_queue, store)
-                in_force = wiring.policy_in_force(settings)
-                if name in POLICIES:
-                    in_force = in_force.model_copy(update={"policy": POLICIES[name], "digest": POLICIES[name].digest()})
-                async with build_worker(env.client, settings, store, model, in_force):
-                    handle = await SCENARIOS[name](Recorder(env.client, store, task_queue))
-                count = await export(env.client, handle.id, out / f"{name}.json")
-                print(f"recorded {name}: {count} events", flush=True)
+            own = await start_dev_server(None, extra_args=SERVER_ARGS[name]) if name in SERVER_ARGS else None
+            client = (own or env).client
+            try:
+                with (
+                    tempfile.TemporaryDirectory() as scratch,  # a business database of its own per scenario
+                    STORES.get(name, embedded)(Path(scratch)) as store,
+                ):
+                    task_queue = f"record-{uuid.uuid4()}"
+                    model = MODELS[name]() if name in MODELS else None
+                    settings = scripted(task_queue, store)
+                    in_force = wiring.policy_in_force(settings)
+                    if name in POLICIES:
+                        policy = POLICIES[name]
+                        in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
+                    async with build_worker(client, settings, store, model, in_force):
+                        handle = await SCENARIOS[name](Recorder(client, store, task_queue))
+                    count = await export(client, handle.id, out / f"{name}.json")
+                    print(f"recorded {name}: {count} events", flush=True)
+            finally:
+                if own is not None:
+                    await own.shutdown()
     finally:
         await env.shutdown()
 

@@ -292,8 +292,12 @@ async def test_a_parked_ticket_flooded_with_signals_continues_as_new_and_waits_o
 
     assert [t.message for t in outcome.turns] == ["My parcel never arrived", "It is order A-1001"]
     assert [r.amount_cents for r in store.payments.refunds()] == [4900]
-    refused = [e for e in store.audit.entries(outcome.ticket_id) if e.startswith("a reply signalled to the ticket")]
-    assert len(refused) == 40
+    audit = store.audit.entries(outcome.ticket_id)
+    refused = [e for e in audit if e.startswith("a reply signalled to the ticket")]
+    # One entry each up to NOTES_KEPT at a time, the rest counted in one entry: every signal is accounted for.
+    counted = [int(e.split()[0]) for e in audit if " more replies signalled to the ticket were not taken" in e]
+    assert len(refused) + sum(counted) == 40, audit
+    assert len(refused) < 40
 
 
 async def test_a_parked_ticket_survives_its_worker_and_the_next_worker_takes_the_reply(agent: Harness) -> None:

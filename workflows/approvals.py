@@ -36,13 +36,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.contracts.continued import ContinuedState
     from activities.contracts.fields import describe_errors, money
+    from activities.contracts.limits import REJECTED_ANSWERS_KEPT
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
     from activities.policy import PolicyActivities
     from workflows import policies
     from workflows.approval_rules import ApprovalDesk
 
-from workflows.audit import Audit, Audited
+from workflows.audit import Audit, Audited, Notes
 from workflows.continuation import Continuation
 from workflows.failures import ToolError
 from workflows.rules import Rules
@@ -69,6 +70,9 @@ class ApprovalGate:
         """Answers that arrived before the run had read its ticket and what the last run handed over: they
         are judged once it has, in the order they came (None from then on)."""
         self._carried: ContinuedState | None = None
+        self.unlisted = 0
+        """Rejected answers past ``REJECTED_ANSWERS_KEPT``: audited (``_unlisted``), counted, not in the records."""
+        self._unlisted = Notes("rejected answers to approval requests")
         self.results: dict[str, str] = {}
         """What came of each request this run decided, as the model was told it: what the ``approve`` update
         waits for, to tell the person who answered."""
@@ -164,6 +168,18 @@ class ApprovalGate:
                 "approval released nothing", extra={"reason": record.reason, "approver": record.approver}
             )
         self._count()
+        if record.decision is ApprovalDecision.REJECTED and self._past_budget():
+            # The record is the desk's last, not yet audited: the audit trail gets it as a note instead.
+            self.desk.records.pop()
+            self._counted -= 1
+            self.unlisted += 1
+            self._unlisted.add(describe(record))
+
+    def _past_budget(self) -> bool:
+        """Whether the rejected answers listed exceed ``REJECTED_ANSWERS_KEPT`` (the BOUNDED_TOTALS patch): a
+        flood of bad signals must not grow the outcome, or what a run hands the next, without bound."""
+        rejected = sum(r.decision is ApprovalDecision.REJECTED for r in self.desk.records)
+        return rejected > REJECTED_ANSWERS_KEPT and workflow.patched(Patch.BOUNDED_TOTALS)
 
     async def wait(  # noqa: PLR0913 - the refund, and the rules it waits under
         self, amount_cents: int, order_id: str, options: TicketOptions, rules: Rules, *, customer: str, why: str
@@ -252,12 +268,14 @@ class ApprovalGate:
     async def flush(self) -> None:
         """Write every answer not yet in the audit trail, in the order received (runs under the
         APPROVAL_REQUESTS patch; runs before it audited only the deciding answer)."""
-        if self._audited == len(self.desk.records) or not self._requests_patched():
+        if (self._audited == len(self.desk.records) and not len(self._unlisted)) or not self._requests_patched():
             return
         while self._audited < len(self.desk.records):
             record = self.desk.records[self._audited]
             self._audited += 1
             await self._audit(describe(record))
+        while (note := self._unlisted.take()) is not None:
+            await self._audit(note)
 
     async def _wait_for_answer(self, request: ApprovalRequest, options: TicketOptions) -> None:
         """Wait for the person until the request's deadline (raise ``TimeoutError`` then). A run that is due
@@ -319,6 +337,7 @@ class ApprovalGate:
         self.desk.records = list(state.approvals)
         self.desk.requests_made = state.requests_made
         self._audited = self._counted = len(self.desk.records)
+        self.unlisted = state.unlisted_answers
         if state.request is not None or (state.awaiting is not None and state.approval_deadline is not None):
             self._carried = state
 
@@ -330,6 +349,7 @@ class ApprovalGate:
             "request": self.desk.waiting,
             "decided": self.desk.decision,
             "requests_made": self.desk.requests_made,
+            "unlisted_answers": self.unlisted,
         }
 
     def _count(self) -> None:

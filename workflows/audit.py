@@ -7,7 +7,8 @@ AUDIT_KEYS_PER_RUN patch): a run a reset started numbers its entries from the re
 be new entries, not taken for the failed run's. Runs before the patch named the ticket's first run instead.
 
 What arrived and could not be taken (a malformed reply or event signal) is noted by the piece that refused it
-and written here before the run goes on.
+and written here before the run goes on: one entry each up to ``NOTES_KEPT``, and the rest counted in one, so a
+flood of bad signals costs the history one audit activity, not one per signal.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.continued import ContinuedState
+    from activities.contracts.limits import NOTE_BYTES, NOTES_KEPT, cut
     from activities.contracts.world import AuditEntry, AuditQuery
     from activities.tools import ToolActivities
     from workflows import policies
@@ -32,10 +34,42 @@ Audited = Callable[[str], Awaitable[bool]]
 """Whether the ticket's audit trail holds an entry the run this one continues wrote."""
 
 
+class Notes:
+    """What a piece was sent and could not take, and why, until the audit trail writes it: the first
+    ``NOTES_KEPT`` since the last writing one by one, the rest counted, with the last of them (the
+    BOUNDED_TOTALS patch; runs before it kept every note). Each note is cut to ``NOTE_BYTES``."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        """What the notes are about, plural ("order events"), for the entry that counts the rest."""
+        self._kept: list[str] = []
+        self._more = 0
+        self._last = ""
+
+    def add(self, note: str) -> None:
+        if len(self._kept) >= NOTES_KEPT and workflow.patched(Patch.BOUNDED_TOTALS):
+            self._more, self._last = self._more + 1, cut(note, NOTE_BYTES)
+            return
+        self._kept.append(cut(note, NOTE_BYTES))
+
+    def take(self) -> str | None:
+        """The next entry to write, oldest first, and then the count of the rest; None when there is none."""
+        if self._kept:
+            return self._kept.pop(0)
+        if self._more:
+            entry = f"{self._more} more {self._what} were not taken; the last: {self._last}"
+            self._more, self._last = 0, ""
+            return entry
+        return None
+
+    def __len__(self) -> int:
+        return len(self._kept) + self._more
+
+
 class Noted(Protocol):
     """A piece that keeps notes for the audit trail: what it was sent and could not take, and why."""
 
-    notes: list[str]
+    notes: Notes
 
 
 class AuditTrail:
@@ -82,8 +116,8 @@ class AuditTrail:
     async def write_notes(self) -> None:
         """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""
         for source in self._sources:
-            while source.notes:  # more may come while one is written: all are, before the run goes on
-                await self.write(source.notes.pop(0))
+            while (note := source.notes.take()) is not None:  # more may come meanwhile: all are written
+                await self.write(note)
 
 
 def ticket_key() -> str:

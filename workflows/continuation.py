@@ -10,7 +10,7 @@ is ``ContinuedState``, built by the workflow from the parts each of its pieces k
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
 from temporalio import workflow
@@ -21,7 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.content_store import ContentActivities
     from activities.contracts.continued import RecordsArchive
     from activities.contracts.conversation import Message, UsageReport
-    from activities.contracts.ticket import ToolCallRecord
+    from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING
+    from activities.contracts.ticket import ToolCallRecord, Turn
     from workflows import policies
 
 
@@ -57,14 +58,21 @@ class Continuation:
         waits on for the same request, until the same deadline."""
         await self._hand_over(self.step, [])
 
-    async def archive(self, tool_calls: list[ToolCallRecord], usage: UsageReport) -> bool:
-        """Hand this run's tool calls and per-call usage to the content store (the ARCHIVE_RECORDS patch),
-        chained to the archive of the runs before; whether it did, and the run need no longer carry them."""
-        if not (workflow.patched(Patch.ARCHIVE_RECORDS) and (tool_calls or usage.steps)):
+    def due(self) -> bool:
+        """Whether a run that waits should continue as new now: the server suggests it, or (the WAITS_CONTINUE
+        patch, which the caller checks) its history has grown to ``WAIT_EVENTS_BEFORE_CONTINUING`` events."""
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= WAIT_EVENTS_BEFORE_CONTINUING
+
+    async def archive(self, tool_calls: list[ToolCallRecord], usage: UsageReport, turns: Sequence[Turn] = ()) -> bool:
+        """Hand tool calls, per-call usage and turns to the content store (the ARCHIVE_RECORDS patch), chained to
+        the archive of the records handed there before; whether it did, and the run need no longer carry them.
+        The run continuing as new hands its own; a run whose records outgrow their budget hands the oldest."""
+        if not (workflow.patched(Patch.ARCHIVE_RECORDS) and (tool_calls or usage.steps or turns)):
             return False
         self.archive_ref = await workflow.execute_activity_method(
             ContentActivities.archive_records,
-            RecordsArchive(previous=self.archive_ref, tool_calls=tool_calls, usage=usage.steps),
+            RecordsArchive(previous=self.archive_ref, tool_calls=tool_calls, usage=usage.steps, turns=list(turns)),
             **policies.ARCHIVE_RECORDS,
         )
         return True

@@ -91,3 +91,16 @@ class Patch(StrEnum):
     may only tighten; the policy's digest is audited and in the outcome, and a ticket whose model calls cost past
     the policy's budget is handed to a person. Runs before it took the limit, timeout, approvers and safeguard
     switches from the ticket's options as they were."""
+    BOUNDED_TOTALS = "bounded-totals"
+    """Every total a run keeps within a budget (``activities.contracts.limits``): turns, tool calls and per-call
+    usage past theirs go to the content store (``Outcome.archive_ref``) while the run goes on, an answer or a tool
+    call's input past its size is recorded as a head and its size, notes about what could not be taken are counted
+    past a number, rejected answers to approvals past a number are audited but not listed, and a reply signalled
+    past the pending replies' budget is not taken. Runs before it kept every list whole, however long, until a
+    payload outgrew Temporal's limit and every workflow task failed."""
+
+    WAITS_CONTINUE = "waits-continue"
+    """A wait for an event about an order continues as new when the server suggests it, as the approval and reply
+    waits did, and every wait does too at a count of history events (``WAIT_EVENTS_BEFORE_CONTINUING``). Runs
+    before it waited for an event in one run however long its history grew, and other waits only on the server's
+    suggestion."""

@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
     from activities.contracts.fields import money
+    from activities.contracts.limits import ANSWER_BYTES, INLINE_RECORDS_BYTES, cut, encoded_bytes
     from activities.contracts.names import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_QUERY,
@@ -106,11 +107,11 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     def __init__(self) -> None:
+        self._continuation = Continuation(hand_over=self._continue_as_new)
         self._replies = Replies()
-        self._events = Events()
+        self._events = Events(self._continuation)
         """Made here, not in ``run``: a reply or an event may come before the run has read its ticket."""
         self._trail = AuditTrail(notes_from=(self._replies, self._events))
-        self._continuation = Continuation(hand_over=self._continue_as_new)
         self._gate = ApprovalGate(audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation)
         """Made here too: an approval may be signalled before the run has read its ticket."""
         self._model = Model(self._continuation, audit=self._trail.write)
@@ -150,9 +151,11 @@ class SupportAgent:
             outcome = await self._cancelled()
         self._replies.closed = self._replies.closed or "it is closed"
         if unread := len(self._replies.pending):  # taken, and then the ticket was cancelled or handed over
-            self._replies.notes.append(
+            self._replies.notes.add(
                 f"{unread} repl{'y' if unread == 1 else 'ies'} taken and not answered: {self._replies.closed}"
             )
+        if await self._within_budgets():
+            outcome = outcome.model_copy(update=self._records())
         await self._gate.flush()
         await self._trail.write_notes()
         if workflow.patched(Patch.CLOSING_AUDIT):
@@ -243,13 +246,14 @@ class SupportAgent:
         else:
             outcome, messages = await self._turn(first, messages)
         while True:
+            await self._within_budgets()
             window = self._ticket.options.reply_window_seconds
             reply = await self._replies.after(outcome, window, self._continuation, self._trail.write_notes)
             if reply is None:
                 return outcome
             first = outcome.steps + 1
             self._replies.open(reply, first, refunds=len(self._tools.refunds), approvals=len(self._gate.records))
-            await self._trail.write(f"the customer replied: turn {len(self._replies.turns) + 1} begins")
+            await self._trail.write(f"the customer replied: turn {self._replies.count + 1} begins")
             append_turn(messages, "user", [TextBlock(text=reply)])
             outcome, messages = await self._turn(first, messages)
 
@@ -297,6 +301,7 @@ class SupportAgent:
                 status = Status.DECLINED if self._refund_was_refused(this_turn=True) else Status.RESOLVED
                 return self._outcome(status, step, decision.text), messages
             append_turn(messages, "user", list(await self._tools.use_all(step, decision.tool_calls)))
+            await self._within_budgets()
         gave_up = f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over."
         return self._outcome(Status.GAVE_UP, last, gave_up), messages
 
@@ -376,6 +381,27 @@ class SupportAgent:
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
 
+    async def _within_budgets(self) -> bool:
+        """Hand the oldest turns, or the tool calls and per-call usage, to the content store once they outgrow
+        what the outcome and the ``turns`` query may carry (the BOUNDED_TOTALS patch; ``INLINE_TURNS_BYTES``,
+        ``INLINE_RECORDS_BYTES``), as a run continuing as new hands its records; whether this run follows it."""
+        if not (workflow.patched(Patch.BOUNDED_TOTALS) and workflow.patched(Patch.ARCHIVE_RECORDS)):
+            return False
+        turns, calls, usage = self._replies.overflow(), self._tools.tool_calls, self._model.usage
+        records = encoded_bytes(calls) + encoded_bytes(usage.steps) > INLINE_RECORDS_BYTES
+        if turns or records:
+            await self._continuation.archive(calls if records else [], usage if records else UsageReport(), turns)
+            if records:
+                self._tools.tool_calls, self._model.usage = [], UsageReport(total=usage.total)
+        return True
+
+    def _records(self) -> dict[str, Any]:
+        """What the outcome carries of the records that go to the content store past their budgets."""
+        return {
+            "tool_calls": self._tools.tool_calls, "usage": self._model.usage, "turns": self._replies.turns,
+            "archive_ref": self._continuation.archive_ref,
+        }  # fmt: skip
+
     def _restore(self, state: ContinuedState) -> None:
         self._trail.restore(state)
         self._model.restore(state)
@@ -390,6 +416,8 @@ class SupportAgent:
         ticket is ``declined`` if a person refused a refund on it and none was made, whichever turn it was in:
         a customer who says thanks after a decline has still not had the money."""
         workflow.logger.info("ticket answered", extra={"status": status.value, "steps": steps})
+        if workflow.patched(Patch.BOUNDED_TOTALS):  # the whole answer is in the conversation
+            answer = cut(answer, ANSWER_BYTES)
         replies = self._replies
         if replies.working:
             replies.answered(
@@ -404,11 +432,9 @@ class SupportAgent:
             answer=answer,
             steps=steps,
             model_calls=self._model.calls,
-            tool_calls=self._tools.tool_calls,
             refunds=self._tools.refunds,
             approvals=self._gate.records,
-            usage=self._model.usage,
-            turns=replies.turns,
+            unlisted_answers=self._gate.unlisted,
             policy=self._rules.rules.digest,
-            archive_ref=self._continuation.archive_ref,
+            **self._records(),
         )

@@ -33,10 +33,12 @@ from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
+    from pydantic_core import to_json
 
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
     from activities.contracts.fields import describe_errors, money, same_address
+    from activities.contracts.limits import TOOL_INPUT_BYTES, cut, encoded_bytes
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput, ToolCallRecord
@@ -145,14 +147,18 @@ class Toolbox:
         self, step: int, call: ToolUseBlock, result: str | ToolOutput, *, is_error: bool
     ) -> ToolResultBlock:
         """Record a tool call with its result in the outcome, and make the block that answers it. A result kept
-        in the content store is recorded as its preview and key."""
+        in the content store is recorded as its preview and key, and an input past ``TOOL_INPUT_BYTES`` (the
+        BOUNDED_TOTALS patch) as a head of it: the whole call is in the conversation."""
         output = result if isinstance(result, ToolOutput) else ToolOutput(content=result)
+        recorded = call.input
+        if encoded_bytes(recorded) > TOOL_INPUT_BYTES and workflow.patched(Patch.BOUNDED_TOTALS):
+            recorded = {"cut": cut(to_json(recorded).decode(), TOOL_INPUT_BYTES)}
         self.tool_calls.append(
             ToolCallRecord(
                 step=step,
                 tool_use_id=call.id,
                 name=call.name,
-                input=call.input,
+                input=recorded,
                 result=output.content,
                 is_error=is_error,
                 result_ref=output.content_ref,

@@ -31,8 +31,15 @@ from temporalio.common import SearchAttributeKey
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.contracts.continued import ContinuedState
+    from activities.contracts.continued import ContinuedState, EventWait
     from activities.contracts.fields import describe_errors
+    from activities.contracts.limits import (
+        EVENTS_KEPT,
+        INLINE_TURNS_BYTES,
+        PENDING_REPLIES,
+        PENDING_REPLY_BYTES,
+        encoded_bytes,
+    )
     from activities.contracts.names import TICKET_STATE_ATTRIBUTE, WAITING_FOR_MEMO
     from activities.contracts.ticket import (
         CustomerMessage,
@@ -45,14 +52,11 @@ with workflow.unsafe.imports_passed_through():
         Waiting,
     )
 
+from workflows.audit import Notes
 from workflows.continuation import Continuation
 from workflows.patches import Patch
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
-
-MAX_KEPT_EVENTS = 100
-"""Events kept for waits to come: beyond this, the oldest go, so a chatty relay cannot grow what a run
-hands the next one without bound."""
 
 
 class Replies:
@@ -61,6 +65,9 @@ class Replies:
 
     def __init__(self) -> None:
         self.turns: list[Turn] = []
+        """The turns the outcome and the ``turns`` query carry: the newest, within their budget."""
+        self.archived = 0
+        """Turns before ``turns``, handed to the content store as the inline ones outgrew their budget."""
         self.pending: list[str] = []
         self.closed: str | None = None
         """Why the ticket takes no more replies (None while it does)."""
@@ -72,12 +79,25 @@ class Replies:
         self.refunds_before = self.approvals_before = 0
         self.working = True
         """Whether a turn is in progress (a reply taken now is read by the turn after it)."""
-        self.notes: list[str] = []
+        self.notes = Notes("replies signalled to the ticket")
         """What the audit trail must still be told: replies that could not be taken, and why."""
+
+    @property
+    def count(self) -> int:
+        """Turns answered so far, archived ones included."""
+        return self.archived + len(self.turns)
 
     def check(self, args: Sequence[Any]) -> CustomerMessage:
         """The reply, if the ticket takes it; ``ValueError`` saying why not otherwise (the update's validator:
-        the sender is told, and nothing is recorded)."""
+        the sender is told, and nothing is recorded). A reply the next turn has no room for is refused too:
+        the turn reads its replies in one input, bounded in number and size (``PENDING_REPLIES``,
+        ``PENDING_REPLY_BYTES``), and the customer may send more once the agent has answered."""
+        reply = self._read(args)
+        if why := self._no_room_for(reply.text):
+            raise ValueError(why)
+        return reply
+
+    def _read(self, args: Sequence[Any]) -> CustomerMessage:
         if self.closed:
             raise ValueError(f"This ticket takes no more replies: {self.closed}.")
         if len(args) != 1:
@@ -87,20 +107,42 @@ class Replies:
         except ValidationError as error:
             raise ValueError(f"Invalid reply: {describe_errors(error)}") from None
 
+    def _no_room_for(self, text: str) -> str | None:
+        """Why the next turn cannot read this reply too, or None."""
+        if len(self.pending) >= PENDING_REPLIES:
+            return (
+                f"The agent has {len(self.pending)} replies it has not read yet, as many as one turn reads; "
+                "send this once it has answered."
+            )
+        if (size := encoded_bytes([*self.pending, text])) > PENDING_REPLY_BYTES:
+            return (
+                f"The replies the agent has not read yet and this one come to {size} bytes, more than one turn "
+                f"reads ({PENDING_REPLY_BYTES}); send this once it has answered."
+            )
+        return None
+
     def take(self, args: Sequence[Any]) -> MessageReceipt:
-        """Keep a reply for the next turn (after the validator let it through)."""
-        self.pending.append(self.check(args).text)
-        turn = len(self.turns) + (2 if self.working else 1)
+        """Keep a reply for the next turn (after the validator let it through; it is not asked again here, so a
+        run that replays replies taken before the budget takes them as it did)."""
+        self.pending.append(self._read(args).text)
+        turn = self.count + (2 if self.working else 1)
         workflow.logger.info("the customer replied", extra={"turn": turn})
         return MessageReceipt(turn=turn)
 
     def take_signalled(self, args: Sequence[Any]) -> None:
-        """A reply sent as a signal, which cannot be refused: what cannot be taken goes to the audit trail."""
+        """A reply sent as a signal, which cannot be refused: what cannot be taken goes to the audit trail, and
+        so does a reply the next turn has no room for (the BOUNDED_TOTALS patch)."""
         try:
-            self.take(args)
+            reply = self._read(args)
         except ValueError as error:
-            workflow.logger.warning("a reply could not be taken", extra={"reason": str(error)})
-            self.notes.append(f"a reply signalled to the ticket was not taken: {error}")
+            why: str | None = str(error)
+        else:
+            why = self._no_room_for(reply.text) if workflow.patched(Patch.BOUNDED_TOTALS) else None
+        if why is None:
+            self.take(args)
+            return
+        workflow.logger.warning("a reply could not be taken", extra={"reason": why})
+        self.notes.add(f"a reply signalled to the ticket was not taken: {why}")
 
     def open(self, message: str, first_step: int, *, refunds: int = 0, approvals: int = 0) -> None:
         """A turn begins at ``first_step``, answering ``message``, after the ticket's first ``refunds`` refunds
@@ -111,6 +153,18 @@ class Replies:
     def answered(self, turn: Turn) -> None:
         self.turns.append(turn)
         self.working = False
+
+    def overflow(self) -> list[Turn]:
+        """The oldest turns, taken out of those carried once they outgrow ``INLINE_TURNS_BYTES`` (down to half
+        of it, the newest turn kept whatever its size), for the caller to hand to the content store."""
+        if encoded_bytes(self.turns) <= INLINE_TURNS_BYTES:
+            return []
+        out = 0
+        while out < len(self.turns) - 1 and encoded_bytes(self.turns[out:]) > INLINE_TURNS_BYTES // 2:
+            out += 1
+        gone, self.turns = self.turns[:out], self.turns[out:]
+        self.archived += len(gone)
+        return gone
 
     async def after(
         self, answered: Outcome, window_seconds: int, continuation: Continuation, notes: Callable[[], Awaitable[None]]
@@ -136,7 +190,7 @@ class Replies:
         as new while it waits, and the next run waits on until the same moment (``until``, carried over)."""
         if not self.pending and (window_seconds or self.until):
             self.until = self.until or workflow.now() + timedelta(seconds=window_seconds)
-            suggested = workflow.info().is_continue_as_new_suggested
+            suggested = continuation.due if workflow.patched(Patch.WAITS_CONTINUE) else _suggested
             remaining = self.until - workflow.now()  # a run that took over late may find the window gone
             if remaining > timedelta(0):
                 async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=self.until)):
@@ -156,6 +210,7 @@ class Replies:
 
     def restore(self, state: ContinuedState, question: str) -> None:
         self.turns = list(state.turns)
+        self.archived = state.turns_archived
         self.pending = list(state.replies)
         self.open(
             state.turn_message or question, state.turn_first_step or 1,
@@ -169,16 +224,20 @@ class Replies:
         return {
             "turns": self.turns, "turn_message": self.message, "turn_first_step": self.first_step,
             "turn_refunds_before": self.refunds_before, "turn_approvals_before": self.approvals_before,
-            "replies": self.pending, "reply_until": self.until,
+            "replies": self.pending, "reply_until": self.until, "turns_archived": self.archived,
         }  # fmt: skip
 
 
 class Events:
-    """Events about orders, kept until a wait takes them."""
+    """Events about orders, kept until a wait takes them, and the wait for one (which may outlast a run). Given
+    the run's continuation, to hand a long wait to."""
 
-    def __init__(self) -> None:
+    def __init__(self, continuation: Continuation) -> None:
+        self._continuation = continuation
         self.kept: list[OrderEvent] = []
-        self.notes: list[str] = []
+        self.notes = Notes("order events")
+        self.waiting: EventWait | None = None
+        """The wait in progress: the order, and until when; handed to the run that continues the ticket."""
 
     def receive(self, args: Sequence[Any]) -> None:
         """An ``order_event`` signal, whatever it holds: kept if it is one, noted for the audit trail if not."""
@@ -189,20 +248,37 @@ class Events:
             except ValidationError as error:
                 why = describe_errors(error)
             else:
-                self.kept = [*self.kept, event][-MAX_KEPT_EVENTS:]
+                self.kept = [*self.kept, event][-EVENTS_KEPT:]
                 return
         workflow.logger.warning("an order event could not be read", extra={"reason": why})
-        self.notes.append(f"an order event was not taken: {why}")
+        self.notes.add(f"an order event was not taken: {why}")
 
     async def wait_for(self, order_id: str, hours: int) -> OrderEvent | None:
-        """The first event about the order, kept or to come within the hours; None if none came."""
+        """The first event about the order, kept or to come within the hours; None if none came.
+
+        A wait may last thirty days, and a relay may flood it meanwhile: when the server suggests it or the
+        history has grown long (the WAITS_CONTINUE patch), the ticket continues as new while it waits, and the
+        next run, which runs the step's calls it had not finished, waits on until the same moment."""
         if self._first(order_id) is None:
-            until = workflow.now() + timedelta(hours=hours)
-            async with _Visible(Waiting(state=TicketState.WAITING_FOR_EVENT, until=until, order_id=order_id)):
-                with contextlib.suppress(TimeoutError):
-                    await workflow.wait_condition(
-                        lambda: self._first(order_id) is not None, timeout=until - workflow.now()
-                    )
+            carried = self.waiting
+            if carried is not None and carried.order_id == order_id:
+                until = carried.until
+            else:
+                until = workflow.now() + timedelta(hours=hours)
+            self.waiting = EventWait(order_id=order_id, until=until)
+            continuation = self._continuation
+            continues = continuation.linear and workflow.patched(Patch.WAITS_CONTINUE)
+            remaining = until - workflow.now()
+            if remaining > timedelta(0):
+                async with _Visible(Waiting(state=TicketState.WAITING_FOR_EVENT, until=until, order_id=order_id)):
+                    with contextlib.suppress(TimeoutError):
+                        await workflow.wait_condition(
+                            lambda: self._first(order_id) is not None or (continues and continuation.due()),
+                            timeout=remaining,
+                        )
+            if self._first(order_id) is None and continues and continuation.due() and workflow.now() < until:
+                await continuation.continue_waiting()
+        self.waiting = None
         event = self._first(order_id)
         if event is not None:
             self.kept.remove(event)
@@ -213,9 +289,15 @@ class Events:
 
     def restore(self, state: ContinuedState) -> None:
         self.kept = list(state.events)
+        self.waiting = state.event_wait
 
     def hand_over(self) -> dict[str, Any]:
-        return {"events": self.kept}
+        return {"events": self.kept, "event_wait": self.waiting}
+
+
+def _suggested() -> bool:
+    """Whether the server suggests continuing as new (what waits asked, before the WAITS_CONTINUE patch)."""
+    return workflow.info().is_continue_as_new_suggested()
 
 
 class _Visible:

@@ -1,5 +1,5 @@
 """What one run of a ticket hands the run that continues it (``ContinuedState``), and the archive of earlier
-runs' records. Read only by the workflow, across a continue-as-new."""
+runs' records. Read only by the workflow, across a continue-as-new (and the archive by ``content_store.complete``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ from activities.contracts.approvals import Approval, ApprovalRecord, ApprovalReq
 from activities.contracts.conversation import Message, StepUsage, ToolResultBlock, ToolUseBlock, UsageReport
 from activities.contracts.fields import Contract
 from activities.contracts.ticket import OrderEvent, RefundRecord, ToolCallRecord, Turn
+
+
+class EventWait(Contract):
+    """A wait for news about an order, as a run hands it on: about which order, until when (workflow time)."""
+
+    order_id: str
+    until: datetime
 
 
 class ContinuedState(Contract):
@@ -62,6 +69,12 @@ class ContinuedState(Contract):
     """Set when the run continued while the ticket waited for a reply: the next run waits on until then."""
     events: list[OrderEvent] = []
     """Events received that no wait has taken yet."""
+    event_wait: EventWait | None = None
+    """Set when the run continued while a tool call waited for an event: the next run waits on until then."""
+    turns_archived: NonNegativeInt = 0
+    """Turns that went to the content store (``archive_ref``), before ``turns``."""
+    unlisted_answers: NonNegativeInt = 0
+    """Rejected answers to approval requests audited but not listed in ``approvals`` (past their budget)."""
     archive_ref: str | None = None
     """The tool calls and per-call usage of the runs before, in the content store: a run hands its own there
     as it continues, so what a run carries does not grow with the ticket."""
@@ -74,3 +87,5 @@ class RecordsArchive(Contract):
     previous: str | None
     tool_calls: list[ToolCallRecord] = []
     usage: list[StepUsage] = []
+    turns: list[Turn] = []
+    """Turns that outgrew what the outcome and the ``turns`` query carry (``INLINE_TURNS_BYTES``)."""

@@ -67,10 +67,19 @@ def money(cents: int) -> str:
     return f"{cents // 100}.{cents % 100:02d}"
 
 
+ERRORS_NAMED = 10
+"""Bad fields a validation error names; the rest are counted. A payload with ten thousand unknown fields would
+otherwise make a reason of a megabyte, recorded in the outcome and the audit trail."""
+
+
 def describe_errors(error: ValidationError) -> str:
-    """A validation error as one line that names each bad field: ``options.max_steps: Input should be ...``."""
+    """A validation error as one line that names each bad field: ``options.max_steps: Input should be ...``
+    (the first ``ERRORS_NAMED`` of them, and how many more)."""
+    details = error.errors(include_url=False)
     parts = []
-    for detail in error.errors(include_url=False):
-        field = ".".join(str(part) for part in detail["loc"]) or "input"
+    for detail in details[:ERRORS_NAMED]:
+        field = ".".join(str(part) for part in detail["loc"])[:100] or "input"
         parts.append(f"{field}: {detail['msg']}")
+    if len(details) > ERRORS_NAMED:
+        parts.append(f"and {len(details) - ERRORS_NAMED} more")
     return "; ".join(parts)

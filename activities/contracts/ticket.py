@@ -21,6 +21,11 @@ from pydantic_core import PydanticCustomError
 from activities.contracts.approvals import ApprovalRecord
 from activities.contracts.conversation import UsageReport
 from activities.contracts.fields import DAY, MAX_CENTS, Contract, EmailAddress, NonEmpty, OrderId, bounded
+from activities.contracts.limits import TEXT_CHARS
+
+CustomerText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TEXT_CHARS)]
+"""What a customer writes, the question or a reply: every turn's message is one, or replies joined within their
+budget, so a turn always fits the payloads it travels in."""
 
 
 class RefundKey(StrEnum):
@@ -75,7 +80,7 @@ class TicketOptions(Contract):
 
 class TicketInput(Contract):
     ticket_id: NonEmpty
-    question: NonEmpty
+    question: CustomerText
     customer_email: EmailAddress
     opened_at: AwareDatetime | None = None
     """When the customer opened the ticket (with a timezone); the run's start time if left out."""
@@ -95,7 +100,7 @@ class TicketInput(Contract):
 class CustomerMessage(Contract):
     """The ``customer_message`` update (or signal): the customer's reply to the ticket."""
 
-    text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
+    text: CustomerText
 
 
 class MessageReceipt(Contract):
@@ -191,11 +196,14 @@ class Outcome(Contract):
     """Tokens and estimated cost, in total and per model call."""
     turns: list[Turn] = []
     """Every turn, in order: the question and the answer to it, then each reply of the customer's and its
-    answer (one turn unless the ticket stayed open for replies, ``reply_window_seconds``)."""
+    answer (one turn unless the ticket stayed open for replies, ``reply_window_seconds``). With ``archive_ref``
+    set, the newest turns only, within ``INLINE_TURNS_BYTES``: the older ones are in the archive."""
     policy: str | None = None
     """The digest of the money policy the ticket's last decisions were judged by (``MoneyPolicy.digest``); None
     for runs before the policy file."""
     archive_ref: str | None = None
-    """Set on a ticket that continued as new: the tool calls and per-call usage of its earlier runs, kept in
-    the content store (``RecordsArchive``); ``tool_calls`` and ``usage.steps`` then hold only the last run's.
-    ``activities.content_store.complete`` puts them back together."""
+    """Set on a ticket that continued as new, or whose records outgrew their budget: the tool calls, per-call
+    usage and turns that went to the content store (``RecordsArchive``); ``tool_calls``, ``usage.steps`` and
+    ``turns`` then hold only the newest. ``activities.content_store.complete`` puts them back together."""
+    unlisted_answers: int = 0
+    """Rejected answers to approval requests past ``REJECTED_ANSWERS_KEPT``: in the audit trail, not listed."""

@@ -86,3 +86,15 @@ async def measure(client: Client, workflow_id: str, run_id: str | None) -> RunSi
         largest_payload=max((s for e in history.events for s in payload_sizes(e)), default=0),
         think_bytes=list(think.values()),
     )
+
+
+async def failed_workflow_tasks(client: Client, workflow_id: str) -> list[str]:
+    """The failures of workflow tasks in every run of a workflow id, each as its cause and message: a ticket that
+    keeps within Temporal's limits has none, whatever it is sent."""
+    failures = []
+    async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        async for event in client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                attributes = event.workflow_task_failed_event_attributes
+                failures.append(f"{attributes.cause}: {attributes.failure.message}")
+    return failures
