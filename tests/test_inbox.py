@@ -431,7 +431,7 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
     public = "http://inbox.example"
     proxy: dict[str, Any] = {"web_proxy_header": "X-Forwarded-Email", "web_public_url": public, "web_users": {}}
     async with inbox_for(agent, web_trusted_proxies=["127.0.0.1"], **proxy) as inbox, person(inbox) as ann:
-        workflow_id = await start_with_cli(agent, approvers=["ann@example.com"])
+        workflow_id = await start_with_cli(agent, approvers=["ann@example.com"], **CLEO)  # not her own refund
         request = await waiting_request(agent.client, workflow_id)
         through_proxy = {"Host": "inbox.example", "X-Forwarded-Email": "ann@example.com"}
         wrong_host = await ann.get("/", headers={**through_proxy, "Host": "attacker.example"})
