@@ -172,7 +172,8 @@ async def test_a_decline_needs_a_reason_and_the_person_sees_it_quoted_and_nothin
 async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid_and_the_second_pays(
     agent: Harness, browser: Browser, context: BrowserContext
 ) -> None:
-    """ben has the page open while ann approves: it shows her approval live, and his approval is the one that pays."""
+    """ben has the page open while ann approves: it shows her approval live, keeping what he had typed, and his
+    approval is the one that pays."""
     async with inbox_for(agent, TWO_PEOPLE) as inbox:
         workflow_id = await start_with_cli(agent, **CLEO)
         await waiting_request(agent.client, workflow_id)
@@ -183,6 +184,7 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
         await expect(ben.get_by_test_id("progress")).to_have_text(
             "needs 2 approvals; only approvals signed in here count"
         )
+        await ben.get_by_label("Why decline?").fill("Half a thought")  # he starts a reason, then thinks better
 
         ann = await context.new_page()
         await sign_in(ann, inbox, "ann")
@@ -205,6 +207,7 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
             "1 of 2 approvals, by ann; only approvals signed in here count", timeout=LIVE
         )
         await expect(ben.locator("form.approve")).to_contain_text("yours would be 2 of 2: it pays the refund")
+        await expect(ben.get_by_label("Why decline?")).to_have_value("Half a thought")  # the redraw kept it
         await ben.get_by_role("button", name="Approve 120.00").click()
         await expect(ben.get_by_test_id("notice")).to_have_text(
             "approved; Refunded 120.00 on order A-1003 (refund #1)."
