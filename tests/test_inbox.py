@@ -30,12 +30,17 @@ from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unread
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.inbox import (
+    CLEO,
     KEY,
+    ROLES,
+    TWO_PEOPLE,
     Person,
+    button,
     inbox_for,
     notice_of,
     password_hashes,
     person,
+    shown,
     start_with_cli,
     waiting_request,
 )
@@ -226,7 +231,7 @@ async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with
         await ben.sign_in("ben")
         wrong = await ann.answer(workflow_id, request, amount_cents="1000")
         taken = await ann.answer(workflow_id, request)
-        again = await ben.answer(workflow_id, request, decision="decline")
+        again = await ben.answer(workflow_id, request, decision="decline", reason="Too late, I know.")
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
     assert wrong[0] == 409
@@ -252,12 +257,172 @@ async def test_someone_not_among_the_tickets_approvers_is_shown_no_buttons_and_r
         taken = await ann.answer(workflow_id, request)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    assert "are not among this ticket's approvers" in bobs_page
+    assert "are not among this ticket's approvers" in (shown(bobs_page, "may-not-answer") or "")
     assert 'value="approve"' not in bobs_page
     assert refused[0] == 409
     assert notice_of(refused[1]) == "rejected: bob may not approve refunds on this ticket (approvers: ann)"
     assert taken[0] == 200
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+
+
+async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_refuses_it_twice_and_pays_on_the_second(
+    agent: Harness,
+) -> None:
+    """Two people in turn: the page and the list say why it waits and how far it is; ann's approval is 1 of 2 and
+    her button goes; her forced second POST is refused with the ticket's reason; ben's approval pays, once."""
+    async with inbox_for(agent, TWO_PEOPLE) as inbox, person(inbox) as ann, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent, **CLEO)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        _, before = await ann.get(f"/tickets/{workflow_id}")
+        _, listed_before = await ann.get("/?tab=approval")
+        first = await ann.answer(workflow_id, request)
+        paid_after_one = agent.store.payments.refunds()
+        _, after = await ann.get(f"/tickets/{workflow_id}")
+        _, listed_after = await ann.get("/?tab=approval")
+        twice = await ann.answer(workflow_id, request)  # the form, crafted: her button is disabled
+        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        second = await ben.answer(workflow_id, request)
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert shown(before, "why") == "120.00 is above the approval limit of 20.00"
+    assert shown(before, "progress") == "needs 2 approvals; only approvals signed in here count"
+    assert "yours would be 1 of 2: nothing is paid until another person approves" in before
+    assert "120.00 is above the approval limit of 20.00" in listed_before
+    assert "needs 2 approvals" in listed_before
+    assert "only signed-in approvals count" in listed_before
+    assert first[0] == 200
+    assert notice_of(first[1]) == (
+        "partly_approved; Approval 1 of 2 recorded; nothing is paid until another person approves."
+    )
+    assert paid_after_one == []
+    assert shown(after, "progress") == "1 of 2 approvals, by ann; only approvals signed in here count"
+    assert "disabled" in (button(after, "approve") or "")
+    assert shown(after, "may-not-approve") == (
+        "You (ann) approved this request already (1 of 2): the next approval must be another person's. "
+        "You may still decline it."
+    )
+    assert button(after, "decline") is not None
+    assert "1 of 2 approvals, by ann" in listed_after
+    assert twice[0] == 409
+    assert notice_of(twice[1]) == (
+        "rejected: ann already approved request R1 (1 of 2): the next must be another person's"
+    )
+    assert "disabled" not in (button(bens_page, "approve") or "disabled")
+    assert "yours would be 2 of 2: it pays the refund" in bens_page
+    assert second[0] == 200
+    assert notice_of(second[1]) == "approved; Refunded 120.00 on order A-1003 (refund #1)."
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [
+        ("ann", ApprovalDecision.PARTLY_APPROVED),
+        ("ben", ApprovalDecision.APPROVED),
+    ]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
+
+
+async def test_under_roles_an_agent_whose_role_does_not_reach_the_amount_gets_no_buttons_and_the_leads_approval_pays(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent, ROLES) as inbox, person(inbox) as ann, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent, **CLEO)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        _, anns_page = await ann.get(f"/tickets/{workflow_id}")
+        refused = await ann.answer(workflow_id, request)  # the form, crafted: her page has none
+        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        taken = await ben.answer(workflow_id, request)
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert request.approvers == ["ben"]
+    assert button(anns_page, "approve") is None
+    assert button(anns_page, "decline") is None
+    assert shown(anns_page, "may-not-answer") == (
+        "You (ann) are not among this ticket's approvers for a refund of 120.00 (ben), so it would not take your "
+        "answer."
+    )
+    assert refused[0] == 409
+    assert notice_of(refused[1]) == "rejected: ann may not approve refunds on this ticket (approvers: ben)"
+    assert shown(bens_page, "progress") == "needs 1 approval; only approvals signed in here count"
+    assert button(bens_page, "approve") is not None
+    assert taken[0] == 200
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ben", ApprovalDecision.APPROVED)]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
+
+
+async def test_a_decline_without_a_reason_is_not_sent_and_one_with_a_reason_reaches_the_person_the_audit_and_the_model(
+    agent: Harness,
+) -> None:
+    reason = "The carrier shows it delivered to your front desk on Monday."
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        empty = await ann.answer(workflow_id, request, decision="decline")
+        blank = await ann.answer(workflow_id, request, decision="decline", reason="   \n ")
+        too_long = await ann.answer(workflow_id, request, decision="decline", reason="x" * 501)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        accepted = await events(handle, UPDATES_ACCEPTED)
+        still = await waiting_request(agent.client, workflow_id)
+        taken = await ann.answer(workflow_id, request, decision="decline", reason=reason)
+        outcome = await handle.result()
+
+    for refused in (empty, blank):
+        assert refused[0] == 400
+        assert notice_of(refused[1]) == (
+            "not sent: a decline needs a reason; it goes to the audit trail and to the model, so the customer is "
+            "told why"
+        )
+    assert too_long[0] == 400
+    assert notice_of(too_long[1]).startswith("not sent: reason: ")
+    assert accepted == []
+    assert still == request
+    assert taken[0] == 200
+    told = f"A person (ann) declined this refund, so it was not made. Their reason: {reason}"
+    assert notice_of(taken[1]) == f"declined; {told}"
+    assert outcome.status is Status.DECLINED
+    assert [(a.approver, a.decision, a.reason) for a in outcome.approvals] == [
+        ("ann", ApprovalDecision.DECLINED, reason)
+    ]
+    assert any(call.result == told for call in outcome.tool_calls)
+    assert f"request R1: refund of 49.00 declined by ann (signed in, approval inbox): {reason}" in (
+        agent.store.audit.entries(outcome.ticket_id)
+    )
+    assert agent.store.payments.refunds() == []
+
+
+async def test_behind_single_sign_on_the_customer_is_shown_no_buttons_for_their_own_refund_and_is_refused(
+    agent: Harness,
+) -> None:
+    public = "http://inbox.example"
+    proxy: dict[str, Any] = {"web_proxy_header": "X-Forwarded-Email", "web_public_url": public, "web_users": {}}
+    async with inbox_for(agent, web_trusted_proxies=["127.0.0.1"], **proxy) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent)  # ann@example.com's refund
+        cleos = await start_with_cli(agent, **CLEO)  # one she may answer: its form holds her token
+        request = await waiting_request(agent.client, workflow_id)
+        await waiting_request(agent.client, cleos)
+        as_ann = {"Host": "inbox.example", "X-Forwarded-Email": "Ann@Example.com"}
+        _, page = await ann.get(f"/tickets/{workflow_id}", headers=as_ann)
+        _, other = await ann.get(f"/tickets/{cleos}", headers=as_ann)
+        token = re.search(r'name="csrf" value="([^"]+)"', other)
+        assert token
+        form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": "4900", "decision": "approve"}
+        refused = await ann.post(f"/tickets/{workflow_id}/answer", form, headers={**as_ann, "Origin": public})
+        still = await waiting_request(agent.client, workflow_id)
+        for closing in (workflow_id, cleos):
+            handle = agent.client.get_workflow_handle(closing, result_type=Outcome)
+            await handle.cancel()
+            await handle.result()
+
+    assert button(page, "approve") is None
+    assert button(other, "approve") is not None
+    assert shown(page, "may-not-answer") == (
+        "You (Ann@Example.com) are this refund's customer, and nobody answers a request for a refund to themselves."
+    )
+    assert refused[0] == 409
+    assert notice_of(refused[1]) == "rejected: Ann@Example.com may not answer a request for a refund to themselves"
+    assert still == request
+    assert agent.store.payments.refunds() == []
 
 
 async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_only_from_the_proxy(
@@ -266,7 +431,7 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
     public = "http://inbox.example"
     proxy: dict[str, Any] = {"web_proxy_header": "X-Forwarded-Email", "web_public_url": public, "web_users": {}}
     async with inbox_for(agent, web_trusted_proxies=["127.0.0.1"], **proxy) as inbox, person(inbox) as ann:
-        workflow_id = await start_with_cli(agent, approvers=["ann@example.com"])
+        workflow_id = await start_with_cli(agent, approvers=["ann@example.com"], **CLEO)  # not her own refund
         request = await waiting_request(agent.client, workflow_id)
         through_proxy = {"Host": "inbox.example", "X-Forwarded-Email": "ann@example.com"}
         wrong_host = await ann.get("/", headers={**through_proxy, "Host": "attacker.example"})

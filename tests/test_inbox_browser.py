@@ -25,7 +25,7 @@ from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import free_port
 from agent_worker.inbox.server import RunningInbox
 from tests.support.harness import Harness
-from tests.support.inbox import PASSWORDS, inbox_for, start_with_cli, waiting_request
+from tests.support.inbox import CLEO, PASSWORDS, ROLES, TWO_PEOPLE, inbox_for, start_with_cli, waiting_request
 from tests.support.processes import address
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
@@ -122,26 +122,172 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
-async def test_a_person_declines_in_the_browser_and_sees_that_nothing_was_paid(
+async def test_a_decline_needs_a_reason_and_the_person_sees_it_quoted_and_nothing_paid(
     agent: Harness, context: BrowserContext
 ) -> None:
+    """The browser will not send a decline without a reason; one sent anyway (``required`` taken out) is refused by
+    the inbox; the reason given goes to the ticket, and the person reads what the model was told."""
+    reason = "The carrier shows it delivered to your front desk on Monday."
     async with inbox_for(agent) as inbox:
         workflow_id = await start_with_cli(agent)
         await waiting_request(agent.client, workflow_id)
         page = await context.new_page()
         await sign_in(page, inbox, "ben")
         await page.goto(f"{inbox.url}tickets/{workflow_id}")
+        box = page.get_by_label("Why decline?")
+        await page.get_by_role("button", name="Decline").click()
+        assert await box.evaluate("box => box.validity.valueMissing")  # the browser kept the form
+        await expect(page.get_by_test_id("notice")).to_have_count(0)
+
+        await box.evaluate("box => box.removeAttribute('required')")
         await page.get_by_role("button", name="Decline").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
-            "declined; A person (ben) declined this refund, so it was not made."
+            "not sent: a decline needs a reason; it goes to the audit trail and to the model, so the customer is "
+            "told why"
+        )
+        assert (await waiting_request(agent.client, workflow_id)).request_id == "R1"
+
+        await page.get_by_label("Why decline?").fill(reason)
+        await page.get_by_role("button", name="Decline").click()
+        await expect(page.get_by_test_id("notice")).to_have_text(
+            f"declined; A person (ben) declined this refund, so it was not made. Their reason: {reason}"
         )
         await expect(page.get_by_test_id("status")).to_have_text("completed", timeout=LIVE)  # live, no reload
         await expect(page.get_by_test_id("outcome")).to_contain_text("Outcome: declined")
-        await expect(page.get_by_test_id("outcome")).to_contain_text("declined by ben (signed in, approval inbox)")
+        await expect(page.get_by_test_id("outcome")).to_contain_text(
+            f"declined by ben (signed in, approval inbox): {reason}"
+        )
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
     assert outcome.status is Status.DECLINED
+    assert [(a.approver, a.decision, a.reason) for a in outcome.approvals] == [
+        ("ben", ApprovalDecision.DECLINED, reason)
+    ]
+    assert f"request R1: refund of 49.00 declined by ben (signed in, approval inbox): {reason}" in (
+        agent.store.audit.entries(outcome.ticket_id)
+    )
     assert agent.store.payments.refunds() == []
+
+
+async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid_and_the_second_pays(
+    agent: Harness, browser: Browser, context: BrowserContext
+) -> None:
+    """ben has the page open while ann approves: it shows her approval live, keeping what he had typed, and his
+    approval is the one that pays."""
+    async with inbox_for(agent, TWO_PEOPLE) as inbox:
+        workflow_id = await start_with_cli(agent, **CLEO)
+        await waiting_request(agent.client, workflow_id)
+        bens_browser = await browser.new_context(viewport={"width": 960, "height": 720})
+        ben = await bens_browser.new_page()
+        await sign_in(ben, inbox, "ben")
+        await ben.goto(f"{inbox.url}tickets/{workflow_id}")
+        await expect(ben.get_by_test_id("progress")).to_have_text(
+            "needs 2 approvals; only approvals signed in here count"
+        )
+        await ben.get_by_label("Why decline?").fill("Half a thought")  # he starts a reason, then thinks better
+
+        ann = await context.new_page()
+        await sign_in(ann, inbox, "ann")
+        listed = ann.locator(f"[data-workflow-id='{workflow_id}']")
+        await expect(listed).to_contain_text("120.00 is above the approval limit of 20.00", timeout=LIVE)
+        await expect(listed).to_contain_text("needs 2 approvals")
+        await listed.click()
+        await expect(ann.get_by_test_id("why")).to_have_text("120.00 is above the approval limit of 20.00")
+        await expect(ann.locator("form.approve")).to_contain_text("yours would be 1 of 2")
+        await ann.get_by_role("button", name="Approve 120.00").click()
+        await expect(ann.get_by_test_id("notice")).to_have_text(
+            "partly_approved; Approval 1 of 2 recorded; nothing is paid until another person approves."
+        )
+        await expect(ann.get_by_test_id("progress")).to_have_text(
+            "1 of 2 approvals, by ann; only approvals signed in here count"
+        )
+        paid_after_one = agent.store.payments.refunds()
+
+        await expect(ben.get_by_test_id("progress")).to_have_text(  # live, no reload
+            "1 of 2 approvals, by ann; only approvals signed in here count", timeout=LIVE
+        )
+        await expect(ben.locator("form.approve")).to_contain_text("yours would be 2 of 2: it pays the refund")
+        await expect(ben.get_by_label("Why decline?")).to_have_value("Half a thought")  # the redraw kept it
+        await ben.get_by_role("button", name="Approve 120.00").click()
+        await expect(ben.get_by_test_id("notice")).to_have_text(
+            "approved; Refunded 120.00 on order A-1003 (refund #1)."
+        )
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+        await bens_browser.close()
+
+    assert paid_after_one == []
+    assert [(a.approver, a.decision, a.channel) for a in outcome.approvals] == [
+        ("ann", ApprovalDecision.PARTLY_APPROVED, "web"),
+        ("ben", ApprovalDecision.APPROVED, "web"),
+    ]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
+
+
+async def test_after_approving_the_same_persons_button_is_disabled_with_why_and_a_forced_click_is_refused(
+    agent: Harness, context: BrowserContext
+) -> None:
+    async with inbox_for(agent, TWO_PEOPLE) as inbox:
+        workflow_id = await start_with_cli(agent, **CLEO)
+        await waiting_request(agent.client, workflow_id)
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        await page.goto(f"{inbox.url}tickets/{workflow_id}")
+        approve = page.get_by_role("button", name="Approve 120.00")
+        await approve.click()
+        await expect(page.get_by_test_id("notice")).to_contain_text("partly_approved; Approval 1 of 2 recorded")
+        await expect(approve).to_be_disabled()
+        await expect(page.get_by_test_id("may-not-approve")).to_have_text(
+            "You (ann) approved this request already (1 of 2): the next approval must be another person's. "
+            "You may still decline it."
+        )
+        await expect(page.get_by_role("button", name="Decline")).to_be_enabled()
+
+        await approve.evaluate("button => button.removeAttribute('disabled')")
+        await approve.click()
+        await expect(page.get_by_test_id("notice")).to_have_text(
+            "rejected: ann already approved request R1 (1 of 2): the next must be another person's"
+        )
+        still = await waiting_request(agent.client, workflow_id)
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        await handle.cancel()
+        outcome = await handle.result()
+
+    assert still.request_id == "R1"
+    assert [(a.approver, a.decision) for a in outcome.approvals if a.approver] == [
+        ("ann", ApprovalDecision.PARTLY_APPROVED)
+    ]
+    assert agent.store.payments.refunds() == []
+
+
+async def test_an_agent_whose_role_does_not_reach_the_amount_sees_no_approve_button_and_a_leads_approval_pays(
+    agent: Harness, browser: Browser, context: BrowserContext
+) -> None:
+    async with inbox_for(agent, ROLES) as inbox:
+        workflow_id = await start_with_cli(agent, **CLEO)
+        await waiting_request(agent.client, workflow_id)
+        ann = await context.new_page()
+        await sign_in(ann, inbox, "ann")
+        await ann.goto(f"{inbox.url}tickets/{workflow_id}")
+        await expect(ann.get_by_test_id("may-not-answer")).to_have_text(
+            "You (ann) are not among this ticket's approvers for a refund of 120.00 (ben), so it would not take your "
+            "answer."
+        )
+        await expect(ann.get_by_role("button", name="Approve 120.00")).to_have_count(0)
+        await expect(ann.get_by_role("button", name="Decline")).to_have_count(0)
+
+        leads_browser = await browser.new_context()
+        ben = await leads_browser.new_page()
+        await sign_in(ben, inbox, "ben")
+        await ben.goto(f"{inbox.url}tickets/{workflow_id}")
+        await ben.get_by_role("button", name="Approve 120.00").click()
+        await expect(ben.get_by_test_id("notice")).to_have_text(
+            "approved; Refunded 120.00 on order A-1003 (refund #1)."
+        )
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+        await leads_browser.close()
+
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ben", ApprovalDecision.APPROVED)]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
 
 
 async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_anyones_name(
@@ -156,14 +302,14 @@ async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_any
 
         # The form with its CSRF token taken out.
         await page.goto(ticket_page)
-        await page.evaluate("document.querySelector('form.answer input[name=csrf]').remove()")
+        await page.evaluate("document.querySelector('form.approve input[name=csrf]').remove()")
         await page.get_by_role("button", name="Approve 49.00").click()
         await expect(page.locator("body")).to_contain_text("security token is missing or not yours")
 
         # A page on another origin of the same machine (so the browser sends ann's cookie), holding ann's token as
         # if it had leaked, submits the form by itself.
         await page.goto(ticket_page)
-        token = await page.locator("form.answer input[name=csrf]").get_attribute("value")
+        token = await page.locator("form.approve input[name=csrf]").get_attribute("value")
         assert token
         attacker = await serve_page(attack(f"{ticket_page}/answer", token))
         try:
@@ -176,7 +322,7 @@ async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_any
         # The form with an approver field added: it is ann who answers, whatever the form says.
         await page.goto(ticket_page)
         await page.evaluate(
-            "document.querySelector('form.answer').insertAdjacentHTML("
+            "document.querySelector('form.approve').insertAdjacentHTML("
             "'beforeend', '<input type=hidden name=approver value=mallory>')"
         )
         await page.get_by_role("button", name="Approve 49.00").click()

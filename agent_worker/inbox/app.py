@@ -7,8 +7,9 @@ Routes, under the base path:
 - ``GET /tickets/{id}``: a ticket's page (the request, the order as looked up, what the model asked for and why,
   the transcript), kept current by ``GET /tickets/{id}/events``, a stream of server-sent events that follows the
   run's history and tells the page when to fetch its live part again.
-- ``POST /tickets/{id}/answer``: approve or decline. The answer is the ``approve`` Workflow Update, signed for
-  the person who signed in; the page shows at once whether the ticket took it and what came of the refund.
+- ``POST /tickets/{id}/answer``: approve or decline (a decline with its reason, which the inbox requires). The
+  answer is the ``approve`` Workflow Update, signed for the person who signed in; the page shows at once whether
+  the ticket took it and what came of the refund.
 - ``GET|POST /login``, ``POST /logout``; ``GET /healthz`` for a proxy's health check; ``/static/`` for the script
   and the style sheet.
 
@@ -31,6 +32,7 @@ from urllib.parse import quote, urlsplit
 import structlog
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -42,13 +44,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import vouching
-from activities.contracts.approvals import ApprovalReceipt, VouchedApproval
+from activities.contracts.approvals import Approval, ApprovalReceipt, VouchedApproval
 from activities.contracts.fields import describe_errors, money
 from activities.contracts.names import APPROVE_SIGNAL
 from agent_worker.codec_server import loopback_name
 from agent_worker.inbox.auth import LOGIN_COOKIE, SESSION_COOKIE, Authenticator, Person, same_origin
 from agent_worker.inbox.desk import TABS, Desk, NotATicketError
 from agent_worker.inbox.guard import Guard, Site, peer
+from agent_worker.inbox.standing import progress, standing, what_yours_does
 from agent_worker.transcript import CLOSED, SAID
 
 log = structlog.get_logger(__name__)
@@ -58,6 +61,11 @@ ACCEPT_TIMEOUT = timedelta(seconds=20)
 """How long an answer may wait for a worker to validate it before the person is told none has yet."""
 RESULT_TIMEOUT = timedelta(seconds=30)
 """How long the page waits, after the ticket took the answer, for what came of the refund."""
+REASON_MAX: int = Approval.model_json_schema()["properties"]["reason"]["anyOf"][0]["maxLength"]
+"""The longest reason the ``approve`` update takes, from its contract: the form holds the person to it as they type."""
+NO_REASON = (
+    "not sent: a decline needs a reason; it goes to the audit trail and to the model, so the customer is told why"
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,8 @@ class Inbox:
         self.desk, self.auth, self.signing_key, self.site = desk, auth, signing_key, site
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.filters.update(money=money, ago=ago, utc=utc, path=lambda value: quote(str(value), safe=""))
-        self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID)
+        self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
+        self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID, reason_max=REASON_MAX)
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -154,8 +163,7 @@ class Inbox:
         partial = "partial" in request.query_params and request.method == "GET"
         context = {
             "person": person, "csrf": self.auth.keys.csrf(person.binding), "ticket": ticket, "notice": notice,
-            "may_answer": ticket.request is not None
-            and (not ticket.request.approvers or person.name in ticket.request.approvers),
+            "standing": standing(ticket.request, person.name) if ticket.request else None,
         }  # fmt: skip
         return self.page(request, "_ticket.html" if partial else "ticket.html", status, **context)
 
@@ -209,26 +217,18 @@ class Inbox:
         if not self.auth.keys.csrf_ok(person.binding, str(form.get("csrf", ""))):
             return forbidden("refused: the form's security token is missing or not yours; reload the page, try again")
         workflow_id = request.path_params["workflow_id"]
-        decision = form.get("decision")
-        try:
-            amount_cents = int(str(form.get("amount_cents", "")))
-        except ValueError:
-            amount_cents = -1
-        if decision not in {"approve", "decline"} or amount_cents < 0 or not form.get("request_id"):
-            return await self.ticket(request, Notice("error", "not sent: the form is incomplete"), 400)
+        fields = answer_of(form, person.name)
+        if isinstance(fields, Notice):
+            return await self.ticket(request, fields, 400)
         try:
             await self.desk.check(workflow_id)
         except NotATicketError:
             return await self.ticket(request)
-        fields = {
-            "amount_cents": amount_cents, "approved": decision == "approve", "approver": person.name,
-            "request_id": str(form["request_id"]),
-        }  # fmt: skip
         notice, status = await self.send(workflow_id, fields)
         log.info(
             "inbox answer", workflow_id=workflow_id, request_id=fields["request_id"], approver=person.name,
-            signed_in_by=person.how, decision=decision, amount_cents=amount_cents, result=notice.kind,
-            said=notice.text,
+            signed_in_by=person.how, decision="approve" if fields["approved"] else "decline",
+            amount_cents=fields["amount_cents"], result=notice.kind, said=notice.text,
         )  # fmt: skip
         return await self.ticket(request, notice, status)
 
@@ -340,6 +340,26 @@ async def healthz(_request: Request) -> Response:
 
 def forbidden(text: str) -> Response:
     return PlainTextResponse(text, status_code=403)
+
+
+def answer_of(form: FormData, approver: str) -> dict[str, Any] | Notice:
+    """The answer a form asks to send, for ``approver`` (who signed in, never a field of the form), or what is missing
+    from it: the request, the amount, the decision, and for a decline its reason, which the inbox requires so that
+    the customer can be told why (the contract leaves it optional, for the ``temporal`` CLI's signal)."""
+    decision = form.get("decision")
+    try:
+        amount_cents = int(str(form.get("amount_cents", "")))
+    except ValueError:
+        amount_cents = -1
+    if decision not in {"approve", "decline"} or amount_cents < 0 or not form.get("request_id"):
+        return Notice("error", "not sent: the form is incomplete")
+    reason = str(form.get("reason", "")).strip()
+    if decision == "decline" and not reason:
+        return Notice("error", NO_REASON)
+    return {
+        "amount_cents": amount_cents, "approved": decision == "approve", "approver": approver,
+        "request_id": str(form["request_id"]), **({"reason": reason} if decision == "decline" else {}),
+    }  # fmt: skip
 
 
 def why(error: WorkflowUpdateFailedError) -> str:

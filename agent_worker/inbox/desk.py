@@ -7,6 +7,10 @@ history, read once per run and kept, since a run's input never changes. A ticket
 the same transcript entries ``agent-worker show`` prints (``agent_worker.transcript``), plus the request waiting,
 from the run's memo.
 
+The memo is written when a request opens and not again when one of the approvals it needs is recorded ("1 of 2"),
+so who has approved a request that needs two people is read from the run's history as well: every ``approve``
+update the ticket answered as ``partly_approved`` for that request. Like the rest, that needs no worker.
+
 Only tickets on the inbox's task queue are listed or opened: a ticket of another deployment sharing the namespace
 is not this inbox's to answer.
 """
@@ -22,12 +26,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts.approvals import ApprovalRequest
+from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.fields import DAY
-from activities.contracts.names import APPROVAL_REQUEST_MEMO, WAITING_FOR_MEMO, WORKFLOW_NAME
+from activities.contracts.names import APPROVAL_REQUEST_MEMO, APPROVE_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, TicketState, Waiting
 from activities.contracts.world import OrderLookup
 from agent_worker.operations import AWAITING, WAITING_FOR, run_ids, tickets_query
@@ -48,6 +53,8 @@ RECENTLY = timedelta(days=7)
 LIMIT = 100
 INPUTS_KEPT = 1000
 READ_AT_ONCE = 8
+UPDATE_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+UPDATE_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
 
 
 @dataclass(frozen=True)
@@ -163,6 +170,8 @@ class Desk:
             request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
         waiting = await execution.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
         running = execution.status == WorkflowExecutionStatus.RUNNING
+        if request is not None and running:
+            request = await self.approved_so_far(execution.id, execution.run_id, request)
         return Listed(
             workflow_id=execution.id,
             run_id=execution.run_id,
@@ -192,6 +201,36 @@ class Desk:
             self._inputs.popitem(last=False)
         return found
 
+    async def approved_so_far(self, workflow_id: str, run_id: str, request: ApprovalRequest) -> ApprovalRequest:
+        """The request with everyone who has approved it so far: the memo's (a run that continued as new writes the
+        approvals its last run took), then each approval this run recorded as one of several, in order."""
+        if request.approvals_needed <= len(request.approved_by):
+            return request
+        approved_by = list(request.approved_by)
+        approvers: dict[int, str] = {}
+        async with self._reading:
+            handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+            async for event in handle.fetch_history_events():
+                if event.event_type == UPDATE_ACCEPTED:
+                    accepted = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
+                    answer = first(await self.client.data_converter.decode(accepted.args.payloads))
+                    if accepted.name == APPROVE_SIGNAL and isinstance(answer, dict):
+                        approvers[event.event_id] = str(answer.get("approver", ""))
+                elif event.event_type == UPDATE_COMPLETED:
+                    completed = event.workflow_execution_update_completed_event_attributes
+                    approver = approvers.get(completed.accepted_event_id)
+                    if approver is None or not completed.outcome.HasField("success"):
+                        continue
+                    receipt = first(await self.client.data_converter.decode(completed.outcome.success.payloads))
+                    if (
+                        isinstance(receipt, dict)
+                        and receipt.get("request_id") == request.request_id
+                        and receipt.get("decision") == ApprovalDecision.PARTLY_APPROVED.value
+                        and approver not in approved_by
+                    ):
+                        approved_by.append(approver)
+        return request.model_copy(update={"approved_by": approved_by})
+
     async def check(self, workflow_id: str) -> WorkflowExecutionDescription:
         """The ticket's description if it is a ticket of this inbox's task queue, else ``NotATicketError``."""
         try:
@@ -215,6 +254,8 @@ class Desk:
         running = description.status == WorkflowExecutionStatus.RUNNING
         request = await description.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
         waiting = await description.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
+        if request is not None and running:
+            request = await self.approved_so_far(workflow_id, description.run_id, request)
         question = next((e.detail for e in told if e.kind == "customer" and isinstance(e.detail, dict)), None)
         return Ticket(
             workflow_id=workflow_id,

@@ -16,9 +16,11 @@ from temporalio.client import Client
 
 from activities.contracts.approvals import ApprovalRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
+from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
 from agent_worker.devserver import binary
 from agent_worker.inbox.auth import hash_password
 from agent_worker.inbox.server import RunningInbox, start_inbox
+from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.processes import address, run
 from tests.support.tickets import ticket
@@ -28,6 +30,25 @@ KEY = "inbox-test-key-0123456789abcdef0123456789"
 PASSWORDS = {"ann": "ann's long password", "ben": "ben's long password", "bob": "bob's long password"}
 
 
+CLEO = {"question": "My parcel for order A-1003 never arrived.", "email": "cleo@example.com"}
+"""A ticket about A-1003, charged 120.00: above two-people's threshold and the agents' role below."""
+TWO_PEOPLE = LOOSE.model_copy(update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)})
+"""The tests' loose desk, but a person above 20.00 and two different people above 100.00."""
+ROLES = LOOSE.model_copy(
+    update={
+        "approval": ApprovalPolicy(
+            limit_cents=2000,
+            two_people_above_cents=None,
+            roles=[
+                Role(name="agents", people=["ann", "bob"], max_cents=5000),
+                Role(name="leads", people=["ben"], max_cents=50_000),
+            ],
+        )
+    }
+)
+"""A person above 20.00, one approval, by roles: ann and bob up to 50.00, ben, the lead, up to 500.00."""
+
+
 @functools.cache
 def password_hashes() -> dict[str, str]:
     """Made once per session: scrypt takes a tenth of a second a hash, on purpose."""
@@ -35,11 +56,12 @@ def password_hashes() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def inbox_for(agent: Harness, **settings: Any) -> AsyncIterator[RunningInbox]:
-    """A worker holding the inbox's key, and the inbox for its task queue on 127.0.0.1, with ann, ben and bob able
-    to sign in; ``settings`` go to both (the inbox's sign-in, the codec's keys)."""
+async def inbox_for(agent: Harness, policy: MoneyPolicy | None = None, **settings: Any) -> AsyncIterator[RunningInbox]:
+    """A worker holding the inbox's key, under ``policy`` (the tests' loose desk if None), and the inbox for its task
+    queue on 127.0.0.1, with ann, ben and bob able to sign in; ``settings`` go to both (the inbox's sign-in, the
+    codec's keys)."""
     both = {"web_approval_keys": [KEY], "web_users": password_hashes(), **settings}
-    async with agent.worker(**both):
+    async with agent.worker(policy=policy, **both):
         inbox_settings = agent.settings(**both)
         inbox = await start_inbox(inbox_settings, agent.client, host="127.0.0.1", port=0)
         try:
@@ -119,6 +141,18 @@ async def person(inbox: RunningInbox) -> AsyncIterator[Person]:
     """A fresh HTTP client with its own cookies (``unsafe``: they are kept for 127.0.0.1, an address)."""
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
         yield Person(http, inbox.url)
+
+
+def shown(html: str, testid: str) -> str | None:
+    """The text of the page's element marked ``data-testid=testid``, unescaped; None if there is none."""
+    found = re.search(rf'data-testid="{testid}"[^>]*>([^<]*)<', html)
+    return found.group(1).replace("&#39;", "'").replace("&amp;", "&") if found else None
+
+
+def button(html: str, decision: str) -> str | None:
+    """The page's button for ``decision`` (approve, decline), its tag as drawn; None if the page offers none."""
+    found = re.search(rf'<button [^>]*value="{decision}"[^>]*>', html)
+    return found.group(0) if found else None
 
 
 def notice_of(html: str) -> str:

@@ -5,6 +5,17 @@
 (function () {
   const live = document.querySelector("[data-live]");
   if (live) {
+    // A reason being typed survives the redraw: its words, and the caret if it was being typed in.
+    const redraw = function (html) {
+      const typed = {};
+      live.querySelectorAll("textarea[name]").forEach(function (box) { typed[box.name] = box.value; });
+      const focused = live.contains(document.activeElement) ? document.activeElement.name : null;
+      live.innerHTML = html;
+      live.querySelectorAll("textarea[name]").forEach(function (box) {
+        if (typed[box.name]) { box.value = typed[box.name]; }
+        if (box.name === focused) { box.focus(); box.setSelectionRange(box.value.length, box.value.length); }
+      });
+    };
     let busy = false;
     let again = false;
     const refresh = async function () {
@@ -14,7 +25,7 @@
         do {
           again = false;
           const response = await fetch(live.dataset.live, { credentials: "same-origin", cache: "no-store" });
-          if (response.ok) { live.innerHTML = await response.text(); }
+          if (response.ok) { redraw(await response.text()); }
         } while (again);
       } catch (error) {
         // The inbox is unreachable for a moment: the next event or poll tries again.
