@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from pydantic import ValidationError
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -32,7 +33,9 @@ from activities.contracts.names import (
     CUSTOMER_MESSAGE,
     TICKET_STATE_ATTRIBUTE,
 )
+from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import TicketState
+from agent_worker import policy_file
 
 INDENT = "      "
 CLOSED = {
@@ -273,10 +276,21 @@ def describe(activity: str, request: Any, result: Any) -> list[tuple[Kind, str, 
     if activity == "vouched":
         checks = "checks" if result is True else "does not check"
         return [("result", f"the approval inbox's signature {checks}", result)]
+    if activity == "money_policy" and isinstance(result, dict):
+        return [("approvers", _policy_line(result), result)]
     if activity == "default_approvers":
         who = ", ".join(result) if result else "anyone (no approvers configured)"
         return [("approvers", f"who may approve: {who}", result)]
     return [("result", f"{activity} returned {json.dumps(result)}", result)]
+
+
+def _policy_line(in_force: dict[str, Any]) -> str:
+    """The money policy a run read, in one line: its digest and what it says."""
+    try:
+        policy = MoneyPolicy.model_validate(in_force.get("policy"))
+    except ValidationError:
+        return f"money policy {in_force.get('digest')}"
+    return f"money policy {in_force.get('digest')}: {policy_file.summary(policy)}"
 
 
 def describe_decision(content: list[dict[str, Any]]) -> list[tuple[Kind, str, Any]]:

@@ -168,6 +168,9 @@ class ApprovalGate:
                 "approval released nothing", extra={"reason": record.reason, "approver": record.approver}
             )
         self._count()
+        if record.decision is ApprovalDecision.PARTLY_APPROVED and self.desk.waiting is not None:
+            # Visibility shows who has approved so far, with no worker to query (a path only new runs take).
+            workflow.upsert_memo({APPROVAL_REQUEST_MEMO: self.desk.waiting.model_dump(mode="json")})
         if record.decision is ApprovalDecision.REJECTED and self._past_budget():
             # The record is the desk's last, not yet audited: the audit trail gets it as a note instead.
             self.desk.records.pop()
