@@ -14,6 +14,7 @@ request already waiting keeps the deadline and approvers it was opened with.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -98,23 +99,15 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
     two instead, since failing it midway would strand what it has done."""
     approval = in_force.policy.approval
     allowed = approval.people or list(in_force.default_approvers)
-    limit, timeout = approval.limit_cents, approval.timeout_seconds
-    if options.approval_limit_cents is not None:
-        if starting and options.approval_limit_cents > limit:
-            raise LooserThanPolicyError(
-                "approval_limit_cents",
-                f"{money(options.approval_limit_cents)} is above the desk's approval limit of {money(limit)}; "
-                "a ticket may only lower it",
-            )
-        limit = min(limit, options.approval_limit_cents)
-    if options.approval_timeout_seconds is not None:
-        if starting and options.approval_timeout_seconds > timeout:
-            raise LooserThanPolicyError(
-                "approval_timeout_seconds",
-                f"{options.approval_timeout_seconds} s is longer than the desk's {timeout} s; a ticket may only "
-                "shorten it",
-            )
-        timeout = min(timeout, options.approval_timeout_seconds)
+    limit = _at_most(
+        "approval_limit_cents", options.approval_limit_cents, approval.limit_cents, starting=starting,
+        refused=lambda asked, desk: f"{money(asked)} is above the desk's approval limit of {money(desk)}; a ticket "
+        "may only lower it",
+    )  # fmt: skip
+    timeout = _at_most(
+        "approval_timeout_seconds", options.approval_timeout_seconds, approval.timeout_seconds, starting=starting,
+        refused=lambda asked, desk: f"{asked} s is longer than the desk's {desk} s; a ticket may only shorten it",
+    )  # fmt: skip
     approvers = tuple(allowed)
     if options.approvers:
         strangers = [person for person in options.approvers if allowed and person not in allowed]
@@ -146,6 +139,15 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
         policy=in_force.policy,
         digest=in_force.digest,
     )
+
+
+def _at_most(field: str, asked: int | None, desk: int, *, starting: bool, refused: Callable[[int, int], str]) -> int:
+    """The desk's value, or the ticket's where it asked for less; asking for more is refused when ``starting``."""
+    if asked is None:
+        return desk
+    if starting and asked > desk:
+        raise LooserThanPolicyError(field, refused(asked, desk))
+    return min(asked, desk)
 
 
 class RulesInForce:
