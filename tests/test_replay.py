@@ -18,6 +18,7 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from agent_worker.replay import HISTORIES, history_files, replay
+from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, run, spawn_worker
@@ -145,6 +146,10 @@ async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_ran
     assert agent.store.payments.refunds() == []
 
 
+IN_FORCE = f"money policy {LOOSE.digest()} in force"
+"""The first entry of every ticket's trail: the policy that judges it (the tests' loose desk)."""
+
+
 async def test_a_ticket_older_than_its_sla_goes_to_a_person_and_the_model_is_not_asked(agent: Harness) -> None:
     opened = datetime.now(UTC) - timedelta(days=2)
     outcome = await agent.run({**ticket(sla_seconds=86_400), "opened_at": opened.isoformat()})
@@ -152,7 +157,8 @@ async def test_a_ticket_older_than_its_sla_goes_to_a_person_and_the_model_is_not
     assert outcome.status is Status.ESCALATED
     assert outcome.model_calls == 0
     assert agent.store.model_calls.of(outcome.ticket_id) == []
-    (entry,) = agent.store.audit.entries(outcome.ticket_id)
+    (policy, entry) = agent.store.audit.entries(outcome.ticket_id)
+    assert policy == IN_FORCE
     assert entry.startswith("escalated to a person: opened 2 days")
 
 
@@ -161,7 +167,10 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
     outcome = await agent.run({**ticket(approval_limit_cents=10_000), "opened_at": opened.isoformat()})
     assert outcome.status is Status.RESOLVED
     assert outcome.model_calls == 4
-    assert agent.store.audit.entries(outcome.ticket_id) == ["closed as resolved after 4 steps; refunded 49.00"]
+    assert agent.store.audit.entries(outcome.ticket_id) == [
+        IN_FORCE,
+        "closed as resolved after 4 steps; refunded 49.00",
+    ]
 
 
 @pytest.mark.slow
@@ -186,7 +195,8 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
         await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
-    (waits, approved, closed) = agent.store.audit.entries(outcome.ticket_id)
+    (policy, waits, approved, closed) = agent.store.audit.entries(outcome.ticket_id)
+    assert policy == IN_FORCE
     assert waits.startswith("refund of 49.00 waits for approval (request R1, answer by ")
     assert (approved, closed) == (
         "request R1: refund of 49.00 approved by ann",

@@ -15,6 +15,7 @@ from activities.content_store import ContentStore
 from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel, ModelActivities
+from activities.policy import PolicyActivities
 from activities.scripted_model import ScriptedModel
 from activities.tools import ToolActivities
 from agent_worker import wiring
@@ -63,14 +64,17 @@ class Harness:
             yield
 
     def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:
-        """``think`` on the scripted model and the tools, on the harness's business, for a worker a test puts
-        together itself: a workflow variant, or a variant of the tools (``tools``)."""
+        """``think`` on the scripted model, the tools on the harness's business, and the tests' loose money
+        policy, for a worker a test puts together itself: a workflow variant, or a variant of the tools
+        (``tools``)."""
         store = self.store
         content = ContentStore(store.blobs)
         toolbox = tools(
             orders=store.orders, payments=store.payments, mail=store.mail, audit=store.audit, content=content
         )
-        return [ModelActivities(ScriptedModel(store.model_calls), store.model_calls, content).think, *toolbox.all()]
+        policy = PolicyActivities(wiring.policy_in_force(self.settings()))
+        model = ModelActivities(ScriptedModel(store.model_calls), store.model_calls, content)
+        return [model.think, *toolbox.all(), *policy.all()]
 
     async def start(self, raw_ticket: Any) -> Handle:
         return await tickets.start(self.client, self.task_queue, raw_ticket)
