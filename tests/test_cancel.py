@@ -19,6 +19,7 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
+from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, run
@@ -81,8 +82,9 @@ async def test_a_ticket_cancelled_while_the_model_thinks_abandons_the_call_and_s
     assert outcome.answer == "This ticket was cancelled (by ann: the customer withdrew). A person will follow up."
     assert (await handle.describe()).status is WorkflowExecutionStatus.COMPLETED
     audit = agent.store.audit.entries(outcome.ticket_id)
-    assert audit[0] == "cancelled: by ann: the customer withdrew"
-    assert audit[1].startswith("closed as cancelled")
+    assert audit[0] == f"money policy {LOOSE.digest()} in force"
+    assert audit[1] == "cancelled: by ann: the customer withdrew"
+    assert audit[2].startswith("closed as cancelled")
     assert agent.store.payments.refunds() == []
     assert agent.store.model_calls.of(ticket_id) == []
 

@@ -24,6 +24,7 @@ from activities.contracts.fields import money
 from activities.contracts.policy import MoneyPolicy, PolicyInForce
 from agent_worker import policy_file
 from tests.support.crashlab import Lab
+from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, spawn_worker, worker_env
 from tests.support.tickets import ticket
@@ -251,7 +252,7 @@ async def test_only_the_workers_tests_support_builds_allow_demonstrations(agent:
         product = await policy_answered_on(client, agent.task_queue)
 
     assert (in_process.demonstrations, spawned.demonstrations, product.demonstrations) == (True, True, False)
-    assert in_process.digest == spawned.digest == product.digest == MoneyPolicy().digest()
+    assert in_process.digest == spawned.digest == product.digest == LOOSE.digest()  # the tests' desk, as a file
 
 
 # --- production defaults -------------------------------------------------------------------------------------------

@@ -41,8 +41,11 @@ pytestmark = pytest.mark.timeout(30)
 
 REFERENCE_TYPE = b"temporal.api.sdk.v1.ExternalStorageReference"
 PREFIX = "agent-worker/"
-BIG = 300 * 1024
-"""Above the default threshold (256 KB) and below the server's 2 MB limit: goes to the bucket whole."""
+THRESHOLD = 16 * 1024
+"""The payload size from which the payload tests send to the bucket: below the default (256 KB), since a ticket's
+question is at most 20,000 characters."""
+BIG = 18_000
+"""A question's characters: above ``THRESHOLD``, within a question's bound: its payload goes to the bucket whole."""
 
 
 @pytest.fixture(scope="session")
@@ -138,12 +141,14 @@ async def test_a_long_tickets_tool_results_and_conversation_live_in_the_bucket_a
 
 
 async def test_a_payload_over_the_threshold_is_kept_in_the_bucket_and_the_history_holds_only_a_reference(
-    on_s3: Harness, bucket: Bucket, tmp_path: Path
+    dev_server: WorkflowEnvironment, agent: Harness, bucket: Bucket, tmp_path: Path
 ) -> None:
-    """The SDK's ExternalStorage uploads the 300 KB ticket; the history's copy is a few hundred bytes and
+    """The SDK's ExternalStorage uploads the 18 KB ticket; the history's copy is a few hundred bytes and
     the replayer, given the same settings, follows it; without them it cannot read the history at all."""
+    settings = {**bucket.settings(), "s3_payload_threshold_bytes": THRESHOLD}
+    on_s3 = await harness_with(dev_server, agent, **settings)
     question = "My parcel for order A-1001 never arrived. " + "Here is everything that happened. " * (BIG // 34)
-    async with on_s3.worker(**bucket.settings()):
+    async with on_s3.worker(**settings):
         handle = await on_s3.start(ticket(question, approval_limit_cents=10_000))
         outcome = await handle.result()
     assert outcome.status == Status.RESOLVED, outcome.answer
@@ -161,7 +166,7 @@ async def test_a_payload_over_the_threshold_is_kept_in_the_bucket_and_the_histor
     assert payloads, "nothing went through Temporal's external storage"
     run_folder = f"{PREFIX}v0/ns/default/wt/SupportAgent/wi/{handle.id}/"
     assert any(key.startswith(run_folder) for key in payloads), sorted(payloads)
-    assert all(len(data) > 256 * 1024 for data in payloads.values())
+    assert all(len(data) > THRESHOLD for data in payloads.values())
 
     write_history(tmp_path / "on-s3.json", history)
     (with_bucket,) = await replay([tmp_path], data_converter=on_s3.client.data_converter)
@@ -176,7 +181,10 @@ async def test_an_encrypted_ticket_puts_only_ciphertext_in_the_bucket(
 ) -> None:
     """The codec encrypts a payload before ExternalStorage uploads it, and the content store seals its
     blobs with the same keys, so neither kind of object holds the customer's words or address."""
-    settings = {**bucket.settings(), "codec_keys": {"2026-11": base64.b64encode(os.urandom(32)).decode()}}
+    settings = {
+        **bucket.settings(), "s3_payload_threshold_bytes": THRESHOLD,
+        "codec_keys": {"2026-11": base64.b64encode(os.urandom(32)).decode()},
+    }  # fmt: skip
     encrypted = await harness_with(dev_server, agent, **settings)
     question = "My parcel for order A-1001 never arrived, my name is Ann Lovelace. " + "Lovelace " * (BIG // 9)
     async with encrypted.worker(**settings):

@@ -154,7 +154,11 @@ class ApprovalDesk:
         elif not audited:
             reason = "the previous run handed over an answer its audit trail does not hold"
         elif decision.decision is not ApprovalDecision.TIMED_OUT:
-            answer = Approval(amount_cents=decision.amount_cents or 0, approved=True, approver=decision.approver or "?")
+            answer = Approval(
+                amount_cents=decision.amount_cents or 0,
+                approved=decision.decision is ApprovalDecision.APPROVED,
+                approver=decision.approver or "?",
+            )
             reason = self.why_not(answer, decision.at, decision.channel)
         if reason is None:
             self.decision = decision

@@ -130,9 +130,9 @@ class SupportAgent:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
             self._restore(carried)
+        await self._gate.ready()  # first: the request a continued run waits on is answered by the query at once
         if workflow.patched(Patch.OPERATOR_POLICY):
             await self._rules.read(starting=carried is None)
-        await self._gate.ready()
         if carried is None:
             self._replies.open(ticket.question, 1)
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})

@@ -34,19 +34,23 @@ NO_CRASH = "no crash"
 APPROVAL_LIMIT = 2000
 
 KILL_POINTS: tuple[str, ...] = (
+    "before:money_policy#1",
+    "after:money_policy#1",
+    "before:audit#1",
+    "after:audit#1",
     "before:think#1",
     "after:think#1",
     "before:lookup_order",
     "after:lookup_order",
     "before:think#2",
     "after:think#2",
-    "before:default_approvers",
-    "after:default_approvers",
-    "before:audit#1",
-    "after:audit#1",
-    WAITING,
+    "before:money_policy#2",
+    "after:money_policy#2",
     "before:audit#2",
     "after:audit#2",
+    WAITING,
+    "before:audit#3",
+    "after:audit#3",
     "before:issue_refund",
     "after:issue_refund",
     "before:think#3",
@@ -55,11 +59,12 @@ KILL_POINTS: tuple[str, ...] = (
     "after:send_email",
     "before:think#4",
     "after:think#4",
-    "before:audit#3",
-    "after:audit#3",
+    "before:audit#4",
+    "after:audit#4",
 )
-"""In the order the ticket reaches them. ``think#n`` is the model call for step n; ``audit#1`` records that
-the refund waits for approval, ``audit#2`` the approval, ``audit#3`` the ticket's close."""
+"""In the order the ticket reaches them. ``think#n`` is the model call for step n; ``money_policy#1`` reads the
+desk's policy as the ticket starts and ``#2`` again for the refund; ``audit#1`` records the policy in force,
+``audit#2`` that the refund waits for approval, ``audit#3`` the approval, ``audit#4`` the ticket's close."""
 
 
 @dataclass(frozen=True)
