@@ -69,6 +69,7 @@ class ApprovalDesk:
         signed_in_only: bool = False,
         customer_email: str = "",
         why: str = "",
+        opened_at: datetime | None = None,
     ) -> ApprovalRequest:
         """A refund of ``amount_cents`` waits until ``deadline`` for ``needed`` different people among
         ``approvers`` (anyone, if none), only signed-in ones if ``signed_in_only``, never the customer."""
@@ -85,6 +86,7 @@ class ApprovalDesk:
             signed_in_only=signed_in_only or needed > 1,
             customer_email=customer_email,
             why=why,
+            opened_at=opened_at,
         )
         self.decision = None
         return self.waiting

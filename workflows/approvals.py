@@ -201,7 +201,7 @@ class ApprovalGate:
                 self.desk.open(
                     amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules),
                     needed=rules.approvals_needed(amount_cents), signed_in_only=rules.roles,
-                    customer_email=customer, why=why,
+                    customer_email=customer, why=why, opened_at=workflow.now(),
                 )  # fmt: skip
         request = self.desk.waiting
         assert request is not None

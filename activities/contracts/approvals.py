@@ -68,6 +68,8 @@ class ApprovalRequest(Contract):
     """Whose refund it is: nobody approves a refund to themselves."""
     why: str = ""
     """The rule that made it wait: "49.00 is above the approval limit of 20.00"."""
+    opened_at: datetime | None = None
+    """Workflow time the request opened (None: requests before the money policy): how long it has waited."""
 
 
 class ApprovalDecision(StrEnum):

@@ -82,12 +82,15 @@ class Listed:
 
     @property
     def since(self) -> datetime:
-        """When the ticket began to wait for what it waits for: the request's deadline less the ticket's approval
-        timeout, or the end of the reply window less its length; else when the run started (a wait for an event
+        """When the ticket began to wait for what it waits for: when its request opened (or, for a request opened
+        before requests said so, its deadline less the ticket's approval timeout), or the end of the reply window
+        less its length; else when the run started (a wait for an event
         lasts as long as the model asked, which visibility does not keep)."""
         options = self.ticket.get("options") or {}
         options = options if isinstance(options, dict) else {}
-        if self.request is not None:
+        if self.request is not None and self.request.opened_at is not None:
+            return self.request.opened_at
+        if self.request is not None:  # opened before requests said when: the ticket's own timeout, if it set one
             return self.request.deadline - timedelta(seconds=int(options.get("approval_timeout_seconds", DAY)))
         if self.waiting is not None and self.waiting.state is TicketState.WAITING_FOR_CUSTOMER:
             return self.waiting.until - timedelta(seconds=int(options.get("reply_window_seconds", 0)))
