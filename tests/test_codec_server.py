@@ -295,7 +295,8 @@ async def test_agent_worker_dev_with_codec_keys_points_its_web_ui_at_a_local_cod
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CODEC")}
     env["AGENT_CODEC_KEYS"] = json.dumps({"2026-11": base64.b64encode(KEY).decode()})
     async with agent_worker_dev(tmp_path, port, ui_port, env) as said:
-        codec_url = said[-1].split("decrypting through the codec server on ")[1].split(";")[0]
+        banner = next(line for line in said if line.startswith("Temporal dev server on"))  # the worker may log after
+        codec_url = banner.split("decrypting through the codec server on ")[1].split(";")[0]
         await listening("127.0.0.1", ui_port)
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://127.0.0.1:{ui_port}/api/v1/settings") as response:
