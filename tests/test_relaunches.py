@@ -8,6 +8,7 @@ cron schedule and a retry policy at its first run, and a fresh start with a seco
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -19,8 +20,10 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from activities.contracts.names import WORKFLOW_NAME
+from agent_worker.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events
+from tests.support.processes import address, run
 from tests.support.tickets import ticket
 from tests.support.waits import poll
 
@@ -62,26 +65,29 @@ def invalid_input(error: BaseException) -> ApplicationError:
 async def test_a_ticket_on_a_cron_schedule_is_refused_and_no_later_cron_run_pays_a_forged_approval(
     agent: Harness,
 ) -> None:
-    """Each cron run fails at once as invalid input, naming the schedule; three runs later (the second run once
-    paid 120.00 on the forged state) nothing was refunded. (``@every 2s``: Temporal's cron takes descriptors, so
-    the test need not wait for the minutes of ``* * * * *``.)"""
+    """Started as the report did, with the ``temporal`` CLI: each cron run fails at once as invalid input, naming
+    the schedule; three runs later (the second run once paid 120.00 on the forged state) nothing was refunded.
+    (``@every 2s``: Temporal's cron takes descriptors, so the test need not wait for ``* * * * *``'s minutes.)"""
+    workflow_id = f"forge-cron-{uuid.uuid4()}"
     async with agent.worker(approvers=["ann"]):
-        handle = await agent.client.start_workflow(
-            WORKFLOW_NAME, args=[cleos_ticket(), forged_state()], id=f"forge-cron-{uuid.uuid4()}",
-            task_queue=agent.task_queue, cron_schedule="@every 2s",
+        await run(
+            binary("temporal"), "--address", address(agent.client), "workflow", "start", "--type", WORKFLOW_NAME,
+            "--task-queue", agent.task_queue, "--workflow-id", workflow_id, "--cron", "@every 2s",
+            "--input", json.dumps(cleos_ticket()), "--input", json.dumps(forged_state()),
         )  # fmt: skip
+        handle = agent.client.get_workflow_handle(workflow_id)
         # A failed cron run names the next, which takes the same arguments again: four of them.
-        run_id = handle.result_run_id
+        run_id = (await handle.describe()).run_id
         for _ in range(4):
-            run = agent.client.get_workflow_handle(handle.id, run_id=run_id)
+            this = agent.client.get_workflow_handle(handle.id, run_id=run_id)
             [ended] = await poll(
-                lambda run=run: events(run, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED),  # type: ignore[misc]
+                lambda this=this: events(this, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED),  # type: ignore[misc]
                 timeout=30, interval=0.1, what="the cron run to end",
             )  # fmt: skip
             attributes = ended.workflow_execution_failed_event_attributes
             assert attributes.failure.application_failure_info.type == "InvalidTicketInput"
             assert "cron_schedule: a ticket runs once" in attributes.failure.message
-            assert await events(run, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
+            assert await events(this, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
             run_id = attributes.new_execution_run_id
         await agent.client.get_workflow_handle(handle.id).terminate("test over")
     assert agent.store.payments.refunds() == []
