@@ -40,6 +40,16 @@ async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
+@pytest.fixture
+async def server_suggesting_early() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server that suggests continue-as-new once a history holds 60 events (Temporal's default is 4Ki)."""
+    env = await start_dev_server(
+        None, extra_args=["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"]
+    )
+    yield env
+    await env.shutdown()
+
+
 @pytest.fixture(scope="session")
 async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(

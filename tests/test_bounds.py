@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
-import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
@@ -37,7 +35,6 @@ from activities.contracts.names import (
     WAITING_FOR_MEMO,
 )
 from activities.contracts.ticket import MessageReceipt, Status, Turn
-from agent_worker.devserver import start_dev_server
 from tests.support.harness import Harness
 from tests.support.history import failed_workflow_tasks
 from tests.support.models import PlaybackModel, calls, says
@@ -128,16 +125,6 @@ async def test_a_hundred_and_ten_turns_of_the_longest_replies_keep_the_turns_que
     whole = complete(ContentStore(agent.store.blobs), outcome)
     assert [t.message[:12] for t in whole.turns] == ["My parcel ne", *(longest(n)[:12] for n in range(110))]
     assert len(agent.store.audit.entries(outcome.ticket_id)) > 110
-
-
-@pytest.fixture
-async def server_suggesting_early() -> AsyncIterator[WorkflowEnvironment]:
-    """A dev server that suggests continue-as-new once a history holds 60 events (Temporal's default is 4Ki)."""
-    env = await start_dev_server(
-        None, extra_args=["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"]
-    )
-    yield env
-    await env.shutdown()
 
 
 async def test_a_wait_for_the_carrier_flooded_with_bad_events_continues_as_new_and_waits_on_until_the_same_moment(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.business import Business
 from activities.contracts.names import CUSTOMER_MESSAGE, TICKET_STATE_ATTRIBUTE, WAITING_FOR_MEMO
 from activities.contracts.ticket import MessageReceipt, Status, TicketState, Waiting
-from agent_worker.devserver import binary, start_dev_server
+from agent_worker.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, run
@@ -252,16 +251,6 @@ async def test_replies_taken_and_then_cut_short_by_a_cancel_are_in_the_audit_tra
     assert outcome.status is Status.CANCELLED
     audit = agent.store.audit.entries(outcome.ticket_id)
     assert "1 reply taken and not answered: it was cancelled (by ann: duplicate of T-7)" in audit, audit
-
-
-@pytest.fixture
-async def server_suggesting_early() -> AsyncIterator[WorkflowEnvironment]:
-    """A dev server that suggests continue-as-new once a history holds 60 events (Temporal's default is 4Ki)."""
-    env = await start_dev_server(
-        None, extra_args=["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"]
-    )
-    yield env
-    await env.shutdown()
 
 
 async def test_a_parked_ticket_flooded_with_signals_continues_as_new_and_waits_on_for_the_same_reply(
