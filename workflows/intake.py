@@ -37,7 +37,7 @@ class UnreadableStateError(RuntimeError):
     """Not an ``ApplicationError``, so it fails the workflow task, which is retried, and not the run."""
 
 
-def _invalid(problem: str) -> ApplicationError:
+def invalid_input(problem: str) -> ApplicationError:
     """What a caller's bad input fails the run with, at once, naming the field."""
     return ApplicationError(f"Invalid ticket input: {problem}", type="InvalidTicketInput", non_retryable=True)
 
@@ -47,17 +47,17 @@ def read_input(args: tuple[Any, ...]) -> tuple[TicketInput, ContinuedState | Non
     ``ContinuedState``, is accepted only on a run that continues another one (the server says so), never from a
     caller starting a ticket."""
     if not 1 <= len(args) <= 2:
-        raise _invalid(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
+        raise invalid_input(f"input: expected the ticket as one JSON object, got {len(args)} arguments")
     try:
         ticket = TicketInput.model_validate(args[0])
     except ValidationError as error:
-        raise _invalid(describe_errors(error)) from None
+        raise invalid_input(describe_errors(error)) from None
     if relaunch := _relaunched_by_the_server():
-        raise _invalid(relaunch)
+        raise invalid_input(relaunch)
     if len(args) == 1:
         return ticket, None
     if workflow.info().continued_run_id is None:
-        raise _invalid("input: a second argument is state a run hands the run that continues it, not input")
+        raise invalid_input("input: a second argument is state a run hands the run that continues it, not input")
     try:
         return ticket, ContinuedState.model_validate(args[1])
     except ValidationError as error:

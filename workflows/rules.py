@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import DAY, money
@@ -28,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.audit import Audit
+from workflows.intake import invalid_input
 
 LEGACY_LIMIT_CENTS = 2000
 LEGACY_TIMEOUT_SECONDS = DAY
@@ -168,9 +168,7 @@ class RulesInForce:
         try:
             self.rules = rules_for(self._options, in_force, starting=starting)
         except LooserThanPolicyError as error:
-            raise ApplicationError(
-                f"Invalid ticket input: {error}", type="InvalidTicketInput", non_retryable=True
-            ) from None
+            raise invalid_input(str(error)) from None
         if in_force.digest != self._written:
             changed = "" if self._written is None else f" (was {self._written})"
             self._written = in_force.digest
