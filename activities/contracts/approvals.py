@@ -70,6 +70,9 @@ class ApprovalRequest(Contract):
     """The rule that made it wait: "49.00 is above the approval limit of 20.00"."""
     opened_at: datetime | None = None
     """Workflow time the request opened (None: requests before the money policy): how long it has waited."""
+    currency: str | None = None
+    """The order's currency, as looked up (None: not known when the request opened), for people to read the
+    amount in; ``amount_cents`` counts its smallest unit."""
 
 
 class ApprovalDecision(StrEnum):

@@ -64,7 +64,30 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 
 
 def money(cents: int) -> str:
+    """An amount as the workflow writes it into what it records and tells the model ("4900" -> "49.00"). It is
+    part of recorded entries the audit trail is searched for, so it never changes; people read ``amount``."""
     return f"{cents // 100}.{cents % 100:02d}"
+
+
+MINOR_UNITS = {
+    **dict.fromkeys(["BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV",
+                     "XAF", "XOF", "XPF"], 0),
+    **dict.fromkeys(["BHD", "JOD", "KWD", "OMR", "TND"], 3),
+}  # fmt: skip
+"""Currencies whose smallest unit is not a hundredth (ISO 4217, as Stripe counts them); every other has two
+decimals. An amount is always a count of the smallest unit, as Stripe's are."""
+
+
+def amount(units: int, currency: str | None) -> str:
+    """An amount as people read it: its currency's code, then thousands separated and the currency's own
+    decimals (``amount(214748364, "usd")`` is ``USD 2,147,483.64``, ``amount(4900, "JPY")`` is ``JPY 4,900``).
+    With no currency known, the number alone, still separated."""
+    code = currency.upper() if currency else None
+    decimals = MINOR_UNITS.get(code or "", 2)
+    sign, units = ("-" if units < 0 else ""), abs(units)
+    whole, part = divmod(units, 10**decimals) if decimals else (units, 0)
+    number = f"{sign}{whole:,}" + (f".{part:0{decimals}d}" if decimals else "")
+    return f"{code} {number}" if code else number
 
 
 ERRORS_NAMED = 10

@@ -45,7 +45,7 @@ from temporalio.service import RPCError
 
 from activities import vouching
 from activities.contracts.approvals import Approval, ApprovalReceipt, VouchedApproval
-from activities.contracts.fields import describe_errors, money
+from activities.contracts.fields import amount, describe_errors
 from activities.contracts.names import APPROVE_SIGNAL
 from agent_worker.codec_server import loopback_name
 from agent_worker.inbox.auth import LOGIN_COOKIE, SESSION_COOKIE, Authenticator, Person, same_origin
@@ -82,7 +82,7 @@ class Inbox:
     def __init__(self, desk: Desk, auth: Authenticator, signing_key: bytes, site: Site) -> None:
         self.desk, self.auth, self.signing_key, self.site = desk, auth, signing_key, site
         self.templates = Jinja2Templates(directory=HERE / "templates")
-        self.templates.env.filters.update(money=money, ago=ago, utc=utc, path=lambda value: quote(str(value), safe=""))
+        self.templates.env.filters.update(money=shown, ago=ago, utc=utc, path=lambda value: quote(str(value), safe=""))
         self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
         self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID, reason_max=REASON_MAX)
 
@@ -366,6 +366,11 @@ def why(error: WorkflowUpdateFailedError) -> str:
     """What the ticket said when it refused the answer ("rejected: request R1 was already answered: ...")."""
     cause = error.cause
     return cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+
+
+def shown(units: int, currency: str | None = None) -> str:
+    """The ``money`` filter: ``{{ cents|money(currency) }}`` reads ``USD 2,147,483.64``."""
+    return amount(units, currency)
 
 
 def now() -> datetime:
