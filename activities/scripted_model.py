@@ -32,7 +32,7 @@ from activities.contracts.conversation import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from activities.contracts.fields import find_order_id, money
+from activities.contracts.fields import amount, find_order_id
 from activities.contracts.world import OrderLookup
 
 CHANGE_OF_MIND_CENTS = 1000
@@ -176,7 +176,7 @@ def refund(turn: Turn, order: OrderLookup) -> Decision:
 def after_refund(turn: Turn, last: Exchange) -> Decision:
     if not last.result.is_error:
         refund = re.search(r"refund #\d+", last.result.content)
-        paid = money(int(last.call.input["amount_cents"]))
+        paid = amount(int(last.call.input["amount_cents"]), looked_up_currency(turn))
         suffix = f" ({refund.group(0)})." if refund else "."
         return turn.email(
             f"Your refund for {turn.order_id}", f"We have refunded {paid} for order {turn.order_id}{suffix}"
@@ -189,6 +189,14 @@ def after_refund(turn: Turn, last: Exchange) -> Decision:
     if sum(1 for e in turn.history if e.call.name == "issue_refund") < MAX_REFUND_REQUESTS:
         return turn.use("issue_refund", **last.call.input)
     return answer(f"I could not refund order {turn.order_id}: {last.result.content} A colleague will take over.")
+
+
+def looked_up_currency(turn: Turn) -> str | None:
+    """The currency of the order as the turn looked it up (None if it did not, or could not)."""
+    for exchange in turn.history:
+        if exchange.call.name == "lookup_order" and not exchange.result.is_error:
+            return OrderLookup.model_validate(json.loads(exchange.result.content)).currency
+    return None
 
 
 def after_email(turn: Turn, last: Exchange) -> Decision:

@@ -188,7 +188,7 @@ class ToolActivities:
         charge = self.payments.charge(order_id)
         return OrderLookup(
             order_id=order.order_id, amount_cents=charge.amount_cents, customer_email=order.customer_email,
-            refunded_cents=charge.refunded_cents,
+            refunded_cents=charge.refunded_cents, currency=charge.currency or order.currency,
         )  # fmt: skip
 
     @activity.defn(name="order_events")

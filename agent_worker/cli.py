@@ -11,6 +11,7 @@ import getpass
 from pathlib import Path
 from typing import Any
 
+from activities.contracts.fields import DEFAULT_CURRENCY
 from agent_worker.defaults import DEFAULT_CODEC_PORT, DEFAULT_PORT, DEFAULT_UI_PORT, WAITING_KINDS
 
 OPERATOR_COMMANDS: set[str] = set()
@@ -127,10 +128,21 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("amount_cents", type=int)
     add.add_argument("customer_email")
     add.add_argument(
+        "--currency", type=currency, default=DEFAULT_CURRENCY, metavar="CODE",
+        help=f"the order's currency, ISO 4217 (amount_cents counts its smallest unit; default {DEFAULT_CURRENCY})",
+    )  # fmt: skip
+    add.add_argument(
         "--stripe-payment", type=stripe_payment, metavar="pi_...|ch_...",
         help="the order's payment at Stripe, a PaymentIntent or a Charge (for AGENT_PAYMENTS=stripe)",
     )  # fmt: skip
     return cli
+
+
+def currency(text: str) -> str:
+    """An ISO 4217 code (``EUR``, ``jpy``), upper-cased."""
+    if len(text) != 3 or not text.isascii() or not text.isalpha():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a currency: three letters, such as USD, EUR or JPY")
+    return text.upper()
 
 
 def stripe_payment(text: str) -> str:

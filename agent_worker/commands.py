@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from activities.contracts.approvals import Approval
-from activities.contracts.fields import describe_errors, money
+from activities.contracts.fields import amount, describe_errors
 from activities.contracts.ticket import CustomerMessage, TicketInput
 from activities.contracts.world import Order
 from agent_worker import operations, policy_file
@@ -229,11 +229,17 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
         store.orders.seed()
     if args.orders_command == "add":
         store.orders.add(
-            Order(order_id=args.order_id, amount_cents=args.amount_cents, customer_email=args.customer_email),
+            Order(
+                order_id=args.order_id,
+                amount_cents=args.amount_cents,
+                customer_email=args.customer_email,
+                currency=args.currency,
+            ),
             stripe_payment=args.stripe_payment,
         )
     for order, payment in store.orders.all_with_payments():
-        print("\t".join([order.order_id, money(order.amount_cents), order.customer_email, *filter(None, [payment])]))
+        shown = amount(order.amount_cents, order.currency)
+        print("\t".join([order.order_id, shown, order.customer_email, *filter(None, [payment])]))
 
 
 def run(args: argparse.Namespace) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 from temporalio.client import WorkflowHandle
 
+from activities.contracts import fields
 from activities.contracts.approvals import Approval, ApprovalRequest
 from activities.contracts.conversation import UsageReport
-from activities.contracts.fields import money
 from activities.contracts.names import (
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
@@ -59,8 +59,8 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
             say(
                 f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
                 f"The {inbox.describe()}.",
-                f"Order {order.order_id} was charged {money(order.amount_cents)}; refunds above "
-                f"{money(settings.money_policy.approval.limit_cents)} wait for a person.",
+                f"Order {order.order_id} was charged {fields.amount(order.amount_cents, order.currency)}; refunds "
+                f"above {fields.amount(settings.money_policy.approval.limit_cents, order.currency)} wait for a person.",
             )
             handle = await env.client.start_workflow(
                 WORKFLOW_NAME,
@@ -134,7 +134,8 @@ async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bo
     amount = request.amount_cents
     if decision is None:
         say(f"{INDENT}answer it in the approval inbox, {page}, or here:")
-        prompt = f"{INDENT}approve a refund of {money(amount)} (request {request.request_id})? [y/N] "
+        shown = fields.amount(amount, request.currency)
+        prompt = f"{INDENT}approve a refund of {shown} (request {request.request_id})? [y/N] "
         terminal = asyncio.create_task(read_line(prompt))
         inbox = asyncio.create_task(answered_elsewhere(handle, request.request_id))
         await asyncio.wait({terminal, inbox}, return_when=asyncio.FIRST_COMPLETED)

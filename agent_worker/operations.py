@@ -24,7 +24,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.contracts.approvals import Approval, ApprovalRequest
-from activities.contracts.fields import money
+from activities.contracts.fields import amount
 from activities.contracts.names import (
     APPROVAL_REQUEST_MEMO,
     APPROVE_SIGNAL,
@@ -90,7 +90,7 @@ async def list_tickets(client: Client, *, waiting_for: str | None, limit: int) -
         status = execution.status.name.lower() if execution.status else "unknown"
         say(
             f"{execution.id:<40} {status:<11} {when(execution.start_time)}"
-            + (f"  waiting for approval of {money(amount)}" if amount else "")
+            + (f"  waiting for approval of {amount_of(amount, request)}" if amount else "")
             + (f" ({describe_request(request)})" if amount and request else "")
             + (f"  {describe_waiting(waiting)}" if waiting and execution.typed_search_attributes.get(STATE) else "")
         )
@@ -156,7 +156,7 @@ async def show(client: Client, ticket: str) -> None:
         else:
             request = ApprovalRequest.model_validate(waiting) if waiting else None
             say(
-                f"waiting for approval of {money(request.amount_cents)} ({describe_request(request)})"
+                f"waiting for approval of {amount_of(request.amount_cents, request)} ({describe_request(request)})"
                 if request
                 else "not waiting for an approval"
             )
@@ -165,10 +165,15 @@ async def show(client: Client, ticket: str) -> None:
         say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
         say(f"answer: {outcome.answer}")
         for refund in outcome.refunds:
-            say(f"refund #{refund.refund_id}: {money(refund.amount_cents)} on {refund.order_id}")
+            say(f"refund #{refund.refund_id}: {amount(refund.amount_cents, refund.currency)} on {refund.order_id}")
         for approval in outcome.approvals:
             say(f"approval {approval.decision.value} {approval.amount_cents} by {approval.approver} at {approval.at}"
                 + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
+
+
+def amount_of(units: int, request: ApprovalRequest | None) -> str:
+    """An amount a request is about, in its order's currency when the request says it."""
+    return amount(units, request.currency if request else None)
 
 
 async def run_ids(client: Client, workflow_id: str, last: str) -> list[str]:
@@ -190,21 +195,20 @@ async def approve(client: Client, ticket: str, answer: Approval) -> None:
     release a later refund. Without ``answer.request_id``, the one waiting is read from visibility (no worker
     needed), and nothing is sent unless it is for the amount the person was shown."""
     handle = client.get_workflow_handle(workflow_id(ticket))
+    request = None
     if answer.request_id is None:
         request = await waiting_request(handle)
         if request is None:
             raise NotWaitingError(f"{handle.id} is not waiting for an approval; nothing was sent")
         if request.amount_cents != answer.amount_cents:
             raise NotWaitingError(
-                f"{handle.id} waits for {money(request.amount_cents)} ({describe_request(request)}), "
-                f"not {money(answer.amount_cents)}; nothing was sent"
+                f"{handle.id} waits for {amount_of(request.amount_cents, request)} ({describe_request(request)}), "
+                f"not {amount_of(answer.amount_cents, request)}; nothing was sent"
             )
         answer = answer.model_copy(update={"request_id": request.request_id})
     await handle.signal(APPROVE_SIGNAL, answer)
-    say(
-        f"{'approved' if answer.approved else 'declined'} {money(answer.amount_cents)} ({answer.request_id}) "
-        f"on {handle.id} as {answer.approver}"
-    )
+    verb = "approved" if answer.approved else "declined"
+    say(f"{verb} {amount_of(answer.amount_cents, request)} ({answer.request_id}) on {handle.id} as {answer.approver}")
 
 
 class DuplicateTicketError(RuntimeError):

@@ -30,6 +30,7 @@ from activities.contracts.conversation import Usage
 from activities.contracts.limits import PENDING_REPLIES
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL
 from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, MoneyPolicy
+from activities.contracts.world import Order
 from activities.model import LanguageModel
 from agent_worker import wiring
 from agent_worker.config import Settings
@@ -455,6 +456,17 @@ async def model_budget_spent(r: Recorder) -> Handle:
     return await r.finished(ticket(max_steps=20))
 
 
+async def approved_in_euros(r: Recorder) -> Handle:
+    """The path added behind the ``currency-named`` patch: an order in euros, looked up with its currency, whose
+    refund waits with a request naming it, and whose result the model reads as ``EUR 49.00``."""
+    r.store.orders.add(Order(order_id="A-2001", amount_cents=4900, customer_email="ann@example.com", currency="EUR"))
+    handle = await r.start(ticket("My parcel for order A-2001 never arrived."))
+    await awaiting(handle, 4900)
+    await approve(handle, 4900)
+    await handle.result()
+    return handle
+
+
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
@@ -492,7 +504,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
         limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
-        waited_for_a_delivery_scan_across_runs,
+        waited_for_a_delivery_scan_across_runs, approved_in_euros,
     )
 }  # fmt: skip
 

@@ -214,9 +214,9 @@ async def test_a_second_part_of_a_refund_is_possible_with_a_person_and_each_is_c
     assert [r.amount_cents for r in outcome.refunds] == [1000, 500, 1000]
     assert len({r.refund_id for r in outcome.refunds}) == 3
     assert [c.result for c in outcome.tool_calls] == [
-        f"Refunded 10.00 on order {BIG} (refund #1).",
-        f"Refunded 5.00 on order {BIG} (refund #2).",
-        f"Refunded 10.00 on order {BIG} (refund #3).",
+        f"Refunded USD 10.00 on order {BIG} (refund #1).",
+        f"Refunded USD 5.00 on order {BIG} (refund #2).",
+        f"Refunded USD 10.00 on order {BIG} (refund #3).",
     ]
 
 

@@ -70,7 +70,7 @@ async def test_an_idempotency_key_per_tool_call_turns_the_retry_into_a_no_op_and
     assert [r.amount_cents for r in lab.store.payments.refunds()] == [4900]
     assert await activity_attempts(handle, "issue_refund") == [2]
     refund_call = next(c for c in outcome.tool_calls if c.name == "issue_refund")
-    assert refund_call.result == "Refunded 49.00 on order A-1001 (refund #1)."
+    assert refund_call.result == "Refunded USD 49.00 on order A-1001 (refund #1)."
     [email] = lab.store.mail.sent()
     [email_without_crash] = without_crash.store.mail.sent()
     assert (email.subject, email.body) == (email_without_crash.subject, email_without_crash.body)

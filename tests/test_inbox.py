@@ -154,7 +154,7 @@ async def test_an_answer_records_who_signed_in_not_the_approver_the_form_names(a
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
     assert status == 200
-    assert notice_of(page) == "approved; Refunded 49.00 on order A-1001 (refund #1)."
+    assert notice_of(page) == "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
     (record,) = outcome.approvals
     assert (record.approver, record.channel, record.decision) == ("ann", "web", ApprovalDecision.APPROVED)
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
@@ -286,10 +286,10 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
         second = await ben.answer(workflow_id, request)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    assert shown(before, "why") == "120.00 is above the approval limit of 20.00"
+    assert shown(before, "why") == "USD 120.00 is above the approval limit of USD 20.00"
     assert shown(before, "progress") == "needs 2 approvals; only approvals signed in here count"
     assert "yours would be 1 of 2: nothing is paid until another person approves" in before
-    assert "120.00 is above the approval limit of 20.00" in listed_before
+    assert "USD 120.00 is above the approval limit of USD 20.00" in listed_before
     assert "needs 2 approvals" in listed_before
     assert "only signed-in approvals count" in listed_before
     assert first[0] == 200
@@ -312,7 +312,7 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
     assert "disabled" not in (button(bens_page, "approve") or "disabled")
     assert "yours would be 2 of 2: it pays the refund" in bens_page
     assert second[0] == 200
-    assert notice_of(second[1]) == "approved; Refunded 120.00 on order A-1003 (refund #1)."
+    assert notice_of(second[1]) == "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
     assert [(a.approver, a.decision) for a in outcome.approvals] == [
         ("ann", ApprovalDecision.PARTLY_APPROVED),
         ("ben", ApprovalDecision.APPROVED),
@@ -581,4 +581,4 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
     assert "AGENT_WEB_APPROVAL_KEYS is not set" in "".join(said)
     assert 'data-testid="amount">49.00<' in page
     assert status == 200
-    assert notice_of(answered) == "approved; Refunded 49.00 on order A-1001 (refund #1)."
+    assert notice_of(answered) == "approved; Refunded USD 49.00 on order A-1001 (refund #1)."

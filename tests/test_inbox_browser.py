@@ -99,7 +99,7 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
 
         await page.get_by_role("button", name="Approve 49.00").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
-            "approved; Refunded 49.00 on order A-1001 (refund #1)."
+            "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
         )
         await expect(transcript).to_contain_text(  # what the agent did next, shown live, without a reload
             "the model answers: I have emailed you about order A-1001", timeout=LIVE
@@ -189,10 +189,10 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
         ann = await context.new_page()
         await sign_in(ann, inbox, "ann")
         listed = ann.locator(f"[data-workflow-id='{workflow_id}']")
-        await expect(listed).to_contain_text("120.00 is above the approval limit of 20.00", timeout=LIVE)
+        await expect(listed).to_contain_text("USD 120.00 is above the approval limit of USD 20.00", timeout=LIVE)
         await expect(listed).to_contain_text("needs 2 approvals")
         await listed.click()
-        await expect(ann.get_by_test_id("why")).to_have_text("120.00 is above the approval limit of 20.00")
+        await expect(ann.get_by_test_id("why")).to_have_text("USD 120.00 is above the approval limit of USD 20.00")
         await expect(ann.locator("form.approve")).to_contain_text("yours would be 1 of 2")
         await ann.get_by_role("button", name="Approve 120.00").click()
         await expect(ann.get_by_test_id("notice")).to_have_text(
@@ -210,7 +210,7 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
         await expect(ben.get_by_label("Why decline?")).to_have_value("Half a thought")  # the redraw kept it
         await ben.get_by_role("button", name="Approve 120.00").click()
         await expect(ben.get_by_test_id("notice")).to_have_text(
-            "approved; Refunded 120.00 on order A-1003 (refund #1)."
+            "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
         )
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
         await bens_browser.close()
@@ -281,7 +281,7 @@ async def test_an_agent_whose_role_does_not_reach_the_amount_sees_no_approve_but
         await ben.goto(f"{inbox.url}tickets/{workflow_id}")
         await ben.get_by_role("button", name="Approve 120.00").click()
         await expect(ben.get_by_test_id("notice")).to_have_text(
-            "approved; Refunded 120.00 on order A-1003 (refund #1)."
+            "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
         )
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
         await leads_browser.close()
@@ -327,7 +327,7 @@ async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_any
         )
         await page.get_by_role("button", name="Approve 49.00").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
-            "approved; Refunded 49.00 on order A-1001 (refund #1)."
+            "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
         )
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
@@ -360,7 +360,7 @@ async def test_with_encryption_on_the_inbox_shows_the_ticket_decrypted_and_the_a
             await expect(page.get_by_test_id("transcript")).to_contain_text(f"Customer (ann@example.com): {question}")
             await page.get_by_role("button", name="Approve 49.00").click()
             await expect(page.get_by_test_id("notice")).to_have_text(
-                "approved; Refunded 49.00 on order A-1001 (refund #1)."
+                "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
             )
             outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
     finally:

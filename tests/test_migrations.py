@@ -260,3 +260,22 @@ def test_refunds_made_before_limits_were_counted_stay_paid_and_the_count_starts_
     )  # fmt: skip
     store.payments.refund(unattended)
     assert store.unattended.totals("ann@example.com") == Totals(cents=2500, refunds=1)
+
+
+def test_orders_held_before_orders_had_a_currency_read_as_dollars_and_new_ones_keep_theirs(
+    blank_store: BlankStore,
+) -> None:
+    """Revision 0006 adds the orders' currency; everything before it assumed dollars."""
+    store = blank_store().create()
+    with store.database.writer.begin() as db:
+        assert migrations.downgrade(db, "0005") == "0005"
+        db.execute(
+            sa.text("INSERT INTO orders (order_id, amount_cents, customer_email) VALUES ('A-0900', 700, 'o@x.io')")
+        )
+
+    store.create()
+
+    assert differences(store) == []
+    assert store.orders.order("A-0900").currency == "USD"
+    store.orders.add(Order(order_id="A-0901", amount_cents=700, customer_email="o@x.io", currency="jpy"))
+    assert store.orders.order("A-0901").currency == "JPY"

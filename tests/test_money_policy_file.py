@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from activities.business import Business
 from activities.business.orders import DEMO_ORDERS
-from activities.contracts.fields import money
+from activities.contracts.fields import amount
 from activities.contracts.policy import MoneyPolicy, PolicyInForce
 from agent_worker import policy_file
 from tests.support.crashlab import Lab
@@ -332,6 +332,6 @@ def test_orders_seed_demo_adds_the_demo_orders_which_orders_list_alone_never_doe
 
     assert (listed.returncode, listed.stdout) == (0, "")
     assert seeded.returncode == 0, seeded.stderr
-    expected = [f"{o.order_id}\t{money(o.amount_cents)}\t{o.customer_email}" for o in DEMO_ORDERS]
+    expected = [f"{o.order_id}\t{amount(o.amount_cents, o.currency)}\t{o.customer_email}" for o in DEMO_ORDERS]
     assert sorted(seeded.stdout.splitlines()) == sorted(expected)
     assert again.stdout == seeded.stdout  # seeding twice adds nothing

@@ -27,7 +27,7 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
     listed = await poll(listing_it, timeout=20, what="tickets --waiting to list the ticket")
     line = next(line for line in listed.splitlines() if handle.id in line)
     assert "running" in line
-    assert "waiting for approval of 49.00 (request R1 on A-1001, answer by " in line
+    assert "waiting for approval of USD 49.00 (request R1 on A-1001, answer by " in line
 
     shown = await run(AGENT_WORKER, "show", handle.id, *cli)
     assert "the model asks for lookup_order(order_id='A-1001')" in shown
@@ -41,10 +41,10 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
     )  # fmt: skip
     _, refused = await wrong.communicate()
     assert wrong.returncode == 1
-    assert refused.decode().startswith(f"{handle.id} waits for 49.00 (request R1 on A-1001, answer by ")
-    assert refused.decode().strip().endswith("not 59.00; nothing was sent")
+    assert refused.decode().startswith(f"{handle.id} waits for USD 49.00 (request R1 on A-1001, answer by ")
+    assert refused.decode().strip().endswith("not USD 59.00; nothing was sent")
     approved = await run(AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli)
-    assert approved.strip() == f"approved 49.00 (R1) on {handle.id} as ann"
+    assert approved.strip() == f"approved USD 49.00 (R1) on {handle.id} as ann"
 
     async with agent.worker():
         outcome = await handle.result()
@@ -53,7 +53,7 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
     assert [(a.request_id, a.decision.value, a.approver) for a in outcome.approvals] == [("R1", "approved", "ann")]
 
     assert "status resolved, 4 steps, 4 model calls" in shown
-    assert "refund #1: 49.00 on A-1001" in shown
+    assert "refund #1: USD 49.00 on A-1001" in shown
     assert "approval approved 4900 by ann" in shown
 
     async def not_listed() -> bool:

@@ -32,7 +32,7 @@ async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_
     calls = Counter(call.step for call in store.model_calls.of("T-plain"))
     assert sum(calls.values()) == 5
     assert calls[2] == 2
-    assert "refunded 59.00" in answer
+    assert "refunded USD 59.00" in answer
 
 
 async def test_with_the_refund_guard_on_the_plain_loops_second_refund_is_refused(store: Business) -> None:

@@ -72,7 +72,7 @@ async def test_a_reply_starts_a_new_turn_over_the_whole_conversation_and_the_tic
     ]
     first, second, third = outcome.turns
     assert first.answer.startswith("Which order")
-    assert "refunded 49.00" in second.answer
+    assert "refunded USD 49.00" in second.answer
     assert (first.first_step, second.first_step, third.first_step) == (1, 2, 6)
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert len(agent.store.mail.sent()) == 1

@@ -110,7 +110,7 @@ async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_stil
         outcome = await result_of_the_new_run(client, handle)
 
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
-    assert [e.body for e in agent.store.mail.sent()] == ["We have refunded 49.00 for order A-1001 (refund #1)."]
+    assert [e.body for e in agent.store.mail.sent()] == ["We have refunded USD 49.00 for order A-1001 (refund #1)."]
     lookup, refund, email = outcome.tool_calls
     assert '"refunded_cents":4900' in lookup.result
     assert refund.input["amount_cents"] == 5900

@@ -39,7 +39,7 @@ from tests.support.smtp_server import HOST, SENDER, MailServer, Received, self_s
 from tests.support.tickets import ticket
 
 NO_APPROVAL_NEEDED = 10_000
-REFUND_EMAIL = ("Your refund for A-1001", "We have refunded 49.00 for order A-1001 (refund #1).")
+REFUND_EMAIL = ("Your refund for A-1001", "We have refunded USD 49.00 for order A-1001 (refund #1).")
 
 
 def through(server: MailServer, folder: Path, **overrides: Any) -> Business:

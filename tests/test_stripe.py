@@ -496,7 +496,7 @@ async def test_500s_after_the_refund_until_the_retries_run_out_are_reconciled_wi
     assert outcome.status is Status.RESOLVED
     refund_call = next(c for c in outcome.tool_calls if c.name == "issue_refund")
     assert not refund_call.is_error
-    assert "Refunded 49.00" in refund_call.result
+    assert "Refunded USD 49.00" in refund_call.result
 
 
 async def test_a_refund_stripe_refuses_reaches_the_model_at_once_in_stripes_words(
@@ -600,11 +600,11 @@ def test_an_operator_names_an_orders_stripe_payment_and_the_list_shows_it(tmp_pa
     assert orders_command("seed-demo", folder=tmp_path).returncode == 0  # beside orders that name no payment
     added = orders_command("add", "B-2001", "4500", "dee@example.com", "--stripe-payment", "pi_3Nk2", folder=tmp_path)
     assert added.returncode == 0, added.stderr
-    assert "B-2001\t45.00\tdee@example.com\tpi_3Nk2" in added.stdout.splitlines()
+    assert "B-2001\tUSD 45.00\tdee@example.com\tpi_3Nk2" in added.stdout.splitlines()
 
     changed = orders_command("add", "B-2001", "4600", "dee@example.com", folder=tmp_path)  # the payment stays
-    assert "B-2001\t46.00\tdee@example.com\tpi_3Nk2" in changed.stdout.splitlines()
-    assert "A-1001\t49.00\tann@example.com" in changed.stdout.splitlines()  # a demo order names none
+    assert "B-2001\tUSD 46.00\tdee@example.com\tpi_3Nk2" in changed.stdout.splitlines()
+    assert "A-1001\tUSD 49.00\tann@example.com" in changed.stdout.splitlines()  # a demo order names none
 
 
 @pytest.mark.parametrize("payment", ["pk_live_123", "pi_", "re_123", "pi_1 OR 1=1", ""])

@@ -102,7 +102,7 @@ async def test_a_refund_that_timed_out_is_asked_for_again_by_the_model_and_a_key
     (first_failed, first), (second_failed, second) = run.refund_results()
     assert first_failed
     assert "timeout" in first.lower()
-    assert (second_failed, second) == (False, "Refunded 49.00 on order A-1001 (refund #2).")
+    assert (second_failed, second) == (False, "Refunded USD 49.00 on order A-1001 (refund #2).")
     assert run.model_calls() == 5
     assert run.lab.workers[0].alive  # a hang, not a crash: the same worker carried on
 
@@ -119,7 +119,7 @@ async def test_a_key_per_order_pays_once_however_often_the_refund_is_asked_for(
     # The second ask is the same part under the same key: the provider's first result comes back, and the
     # model hears it for what it is, counted once.
     replayed = (
-        "Refunded 49.00 on order A-1001 (refund #1): an earlier request whose answer was lost had made it; "
+        "Refunded USD 49.00 on order A-1001 (refund #1): an earlier request whose answer was lost had made it; "
         "nothing more was paid."
     )
     assert second == (False, replayed)
@@ -135,7 +135,7 @@ async def test_a_timed_out_refund_is_looked_up_before_the_model_hears_of_it_so_a
     assert run.refunds() == [4900]
     assert await activity_attempts(run.handle, "issue_refund") == [5]
     assert await activity_attempts(run.handle, "find_refund") == [1]
-    assert run.refund_results() == [(False, "Refunded 49.00 on order A-1001 (refund #1).")]
+    assert run.refund_results() == [(False, "Refunded USD 49.00 on order A-1001 (refund #1).")]
     assert [r.amount_cents for r in run.outcome.refunds] == [4900]
     assert run.model_calls() == 4
     markers = await events(run.handle, EventType.EVENT_TYPE_MARKER_RECORDED)
@@ -151,7 +151,7 @@ async def test_a_timed_out_refund_that_never_paid_is_reported_as_not_made_and_is
     (first_failed, first), second = run.refund_results()
     assert first_failed
     assert "The refund of 49.00 on order A-1001 was not made" in first
-    assert second == (False, "Refunded 49.00 on order A-1001 (refund #1).")
+    assert second == (False, "Refunded USD 49.00 on order A-1001 (refund #1).")
     assert run.model_calls() == 5
 
 
@@ -178,7 +178,7 @@ async def test_an_attempt_that_pays_after_reconciliation_said_not_made_is_refuse
     (first_failed, not_made), second = run.refund_results()
     assert first_failed
     assert "was not made" in not_made
-    assert second == (False, "Refunded 49.00 on order A-1001 (refund #1).")
+    assert second == (False, "Refunded USD 49.00 on order A-1001 (refund #1).")
 
     async def refusals() -> list[dict[str, Any]]:
         return [e for w in run.lab.workers for e in w.logs() if e.get("event") == "refused"]

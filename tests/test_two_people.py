@@ -62,7 +62,7 @@ async def test_a_large_refund_is_paid_only_after_two_different_people_approve_it
         outcome = await handle.result()
 
     assert second.decision is ApprovalDecision.APPROVED
-    assert second.result == "Refunded 120.00 on order A-1003 (refund #1)."
+    assert second.result == "Refunded USD 120.00 on order A-1003 (refund #1)."
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
     assert [(a.approver, a.decision, a.reason) for a in outcome.approvals] == [
         ("ann", ApprovalDecision.PARTLY_APPROVED, "1 of 2"),

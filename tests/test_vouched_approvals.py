@@ -55,7 +55,7 @@ async def test_an_answer_the_inbox_vouched_for_releases_the_refund_and_says_what
         outcome = await handle.result()
 
     assert receipt == ApprovalReceipt(
-        request_id="R1", decision=ApprovalDecision.APPROVED, result="Refunded 49.00 on order A-1001 (refund #1)."
+        request_id="R1", decision=ApprovalDecision.APPROVED, result="Refunded USD 49.00 on order A-1001 (refund #1)."
     )
     assert outcome.status is Status.RESOLVED
     (record,) = outcome.approvals

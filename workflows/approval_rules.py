@@ -70,6 +70,7 @@ class ApprovalDesk:
         customer_email: str = "",
         why: str = "",
         opened_at: datetime | None = None,
+        currency: str | None = None,
     ) -> ApprovalRequest:
         """A refund of ``amount_cents`` waits until ``deadline`` for ``needed`` different people among
         ``approvers`` (anyone, if none), only signed-in ones if ``signed_in_only``, never the customer."""
@@ -87,6 +88,7 @@ class ApprovalDesk:
             customer_email=customer_email,
             why=why,
             opened_at=opened_at,
+            currency=currency,
         )
         self.decision = None
         return self.waiting

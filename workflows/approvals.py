@@ -185,7 +185,15 @@ class ApprovalGate:
         return rejected > REJECTED_ANSWERS_KEPT and workflow.patched(Patch.BOUNDED_TOTALS)
 
     async def wait(  # noqa: PLR0913 - the refund, and the rules it waits under
-        self, amount_cents: int, order_id: str, options: TicketOptions, rules: Rules, *, customer: str, why: str
+        self,
+        amount_cents: int,
+        order_id: str,
+        options: TicketOptions,
+        rules: Rules,
+        *,
+        customer: str,
+        why: str,
+        currency: str | None = None,
     ) -> str:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
         must hear otherwise. ``rules`` say who may answer, how many and by when (the policy's, tightened by the
@@ -201,7 +209,7 @@ class ApprovalGate:
                 self.desk.open(
                     amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules),
                     needed=rules.approvals_needed(amount_cents), signed_in_only=rules.roles,
-                    customer_email=customer, why=why, opened_at=workflow.now(),
+                    customer_email=customer, why=why, opened_at=workflow.now(), currency=currency,
                 )  # fmt: skip
         request = self.desk.waiting
         assert request is not None

@@ -104,3 +104,8 @@ class Patch(StrEnum):
     waits did, and every wait does too at a count of history events (``WAIT_EVENTS_BEFORE_CONTINUING``). Runs
     before it waited for an event in one run however long its history grew, and other waits only on the server's
     suggestion."""
+
+    CURRENCY_NAMED = "currency-named"
+    """Amounts the model and people read name the order's currency, as looked up (``USD 49.00``): the looked-up
+    order the model reads says it, and so do a refund's result, why a refund waits, and the approval request.
+    Runs before it wrote bare numbers (``49.00``), and showed the model orders without their currency."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -37,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
-    from activities.contracts.fields import describe_errors, money, same_address
+    from activities.contracts.fields import amount, describe_errors, money, same_address
     from activities.contracts.limits import TOOL_INPUT_BYTES, cut, encoded_bytes
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
@@ -184,9 +185,8 @@ class Toolbox:
 
     async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs, tool: Tool) -> str:
         if workflow.patched(Patch.OWN_ORDERS):
-            return (await self._own_order(args.order_id, look_up=True)).model_dump_json()
-        order = await workflow.execute_activity_method(ToolActivities.lookup_order, args, **_config(tool))
-        return order.model_dump_json()
+            return _as_read(await self._own_order(args.order_id, look_up=True))
+        return _as_read(await workflow.execute_activity_method(ToolActivities.lookup_order, args, **_config(tool)))
 
     async def _read(self, _step: int, _call: ToolUseBlock, args: Any, tool: Tool) -> str | ToolOutput:
         """A read about one of the customer's orders: the order is checked first, then the tool's activity runs and
@@ -218,8 +218,9 @@ class Toolbox:
                 why = cause(error)  # a limit across tickets met: nothing was paid, and a person may still say yes
         workflow.logger.info("refund waits for a person", extra={"why": why})
         request_id = await self._gate.wait(
-            args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why
-        )
+            args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why,
+            currency=self._currency(args.order_id),
+        )  # fmt: skip
         try:
             text = await self._pay(step, call, args, parts=parts)
         except (ToolError, ActivityError) as error:
@@ -254,18 +255,19 @@ class Toolbox:
     def _needs_person(self, args: IssueRefundArgs, rules: Rules, *, parts: bool) -> str | None:
         """Why this refund must wait for a person, or None."""
         limit = rules.limit_cents
+        said = functools.partial(self._money, order_id=args.order_id)
         if args.amount_cents > limit:
-            return f"{money(args.amount_cents)} is above the approval limit of {money(limit)}"
+            return f"{said(args.amount_cents)} is above the approval limit of {said(limit)}"
         if not parts:
             return None
         refunded = sum(r.amount_cents for r in self.refunds)
         if refunded + args.amount_cents > limit:
-            return f"with {money(refunded)} already refunded, the ticket's total would pass {money(limit)}"
+            return f"with {said(refunded)} already refunded, the ticket's total would pass {said(limit)}"
         if any(r.order_id == args.order_id for r in self.refunds):
             return f"order {args.order_id} was already refunded on this ticket: a further part needs a person"
         looked_up = self.orders.get(args.order_id)
         if looked_up is not None and looked_up.refunded_cents > 0:
-            before = money(looked_up.refunded_cents)
+            before = said(looked_up.refunded_cents)
             return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
         return None
 
@@ -297,21 +299,37 @@ class Toolbox:
         except ActivityError as error:
             receipt = await self._reconcile(request, error)
         key = request.idempotency_key
+        paid = self._money(receipt.amount_cents, receipt.order_id)
         if any(r.refund_id == receipt.refund_id for r in self.refunds):  # a replay is never counted twice
             return (
-                f"Refund #{receipt.refund_id} of {money(receipt.amount_cents)} on order {receipt.order_id} was "
+                f"Refund #{receipt.refund_id} of {paid} on order {receipt.order_id} was "
                 "already made and is counted once; nothing more was paid."
             )
         self.refunds.append(
-            RefundRecord(refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents)
-        )
+            RefundRecord(
+                refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
+                currency=self._currency(receipt.order_id),
+            )
+        )  # fmt: skip
         if receipt.replayed and key in self.unsettled:
             self.unsettled.discard(key)
             return (
-                f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id}): "
+                f"Refunded {paid} on order {receipt.order_id} (refund #{receipt.refund_id}): "
                 "an earlier request whose answer was lost had made it; nothing more was paid."
             )
-        return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
+        return f"Refunded {paid} on order {receipt.order_id} (refund #{receipt.refund_id})."
+
+    def _currency(self, order_id: str) -> str | None:
+        """The order's currency as this run looked it up (CURRENCY_NAMED; None before, or not looked up)."""
+        order = self.orders.get(order_id)
+        return order.currency if order is not None and workflow.patched(Patch.CURRENCY_NAMED) else None
+
+    def _money(self, units: int, order_id: str) -> str:
+        """An amount of the order as the model and people read it: in its currency (``USD 49.00``) since
+        CURRENCY_NAMED, a bare number (``49.00``) before. The policy's limits count the smallest unit of
+        whatever currency the order is in, so they read in it too."""
+        currency = self._currency(order_id)
+        return amount(units, currency) if currency else money(units)
 
     async def _own_order(self, order_id: str, *, look_up: bool = False) -> OrderLookup:
         """The order, if it is this ticket's customer's (looked up unless this run has, or ``look_up``); a
@@ -437,6 +455,11 @@ def _reads_only(call: ToolUseBlock) -> bool:
     """A call to a tool that does not exist runs nothing, so it may join any batch of reads."""
     tool = TOOLS.get(call.name)
     return tool is None or tool.effect.reads_only
+
+
+def _as_read(order: OrderLookup) -> str:
+    """The looked-up order as the model reads it: with its currency since CURRENCY_NAMED."""
+    return order.model_dump_json(exclude=None if workflow.patched(Patch.CURRENCY_NAMED) else {"currency"})
 
 
 def _config(tool: Tool) -> ActivityConfig:

@@ -93,4 +93,6 @@ class SqlOrders:
 
 
 def _order(row: sa.Row[Any]) -> Order:
-    return Order(order_id=row.order_id, amount_cents=row.amount_cents, customer_email=row.customer_email)
+    return Order(
+        order_id=row.order_id, amount_cents=row.amount_cents, customer_email=row.customer_email, currency=row.currency
+    )

@@ -21,6 +21,7 @@ orders = sa.Table(
     sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents >= 0"), nullable=False),
     sa.Column("customer_email", sa.Text, nullable=False),
     sa.Column("stripe_payment", sa.Text),  # the order's PaymentIntent (pi_...) or Charge (ch_...) at Stripe
+    sa.Column("currency", sa.Text, nullable=False, server_default="USD"),  # ISO 4217, upper case
 )  # fmt: skip
 refunds = sa.Table(
     "refunds", metadata,

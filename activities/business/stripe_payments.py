@@ -180,10 +180,10 @@ class StripePayments:
             intent = _asking(lambda: self.client.v1.payment_intents.retrieve(payment, {"expand": ["latest_charge"]}))
             charge = intent.latest_charge
             if not isinstance(charge, stripe.Charge):  # a PaymentIntent never paid has no charge to refund
-                return Charge(amount_cents=0, refunded_cents=0)
+                return Charge(amount_cents=0, refunded_cents=0, currency=intent.currency)
         else:
             charge = _asking(lambda: self.client.v1.charges.retrieve(payment))
-        return Charge(amount_cents=charge.amount, refunded_cents=charge.amount_refunded)
+        return Charge(amount_cents=charge.amount, refunded_cents=charge.amount_refunded, currency=charge.currency)
 
     def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
         """Every refund booked (of one order, if given), oldest first: for tests and operators."""

@@ -26,6 +26,11 @@ MAX_CENTS = 2**31 - 1
 refund or approval can be about: an amount the model, a caller or an approver sends above it is refused where
 it is validated, long before it reaches a search attribute or a database column that cannot hold it."""
 Cents = Annotated[int, Field(gt=0, le=MAX_CENTS)]
+Currency = Annotated[str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z]{3}$", to_upper=True)]
+"""An ISO 4217 code, upper case as people read it (Stripe reports ``usd``)."""
+DEFAULT_CURRENCY = "USD"
+"""An order's currency where the shop's record names none: what the embedded store assumes of orders it held
+before it kept currencies, and of orders added without one."""
 DAY = 86_400
 
 

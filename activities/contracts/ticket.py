@@ -169,6 +169,8 @@ class RefundRecord(Contract):
     refund_id: int
     order_id: str
     amount_cents: int
+    currency: str | None = None
+    """The order's currency as the ticket looked it up (None: runs before refunds said it)."""
 
 
 class Turn(Contract):

@@ -8,7 +8,7 @@ from pydantic import (
     model_validator,
 )
 
-from activities.contracts.fields import Cents, Contract
+from activities.contracts.fields import DEFAULT_CURRENCY, Cents, Contract, Currency
 from activities.contracts.policy import Limits
 
 
@@ -30,7 +30,9 @@ class AuditQuery(Contract):
 class Order(Contract):
     order_id: str
     amount_cents: int
+    """In the smallest unit of ``currency`` (cents, or yen): every amount is, as Stripe's are."""
     customer_email: str
+    currency: Currency = DEFAULT_CURRENCY
 
 
 class OrderLookup(Order):
@@ -82,6 +84,9 @@ class Charge(Contract):
 
     amount_cents: NonNegativeInt
     refunded_cents: NonNegativeInt
+    currency: Currency | None = None
+    """The charge's currency as the provider reports it; None: the provider keeps none of its own (the embedded
+    one shares the shop's records)."""
 
 
 class ToolOutput(Contract):

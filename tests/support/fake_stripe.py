@@ -76,19 +76,20 @@ class FakeStripe:
 
     # --- what a test does to the account ---
 
-    def charge(self, amount_cents: int, *, intent: bool = True) -> str:
-        """A payment of ``amount_cents``: a PaymentIntent's id with its charge, or a bare charge's id."""
+    def charge(self, amount_cents: int, *, intent: bool = True, currency: str = "usd") -> str:
+        """A payment of ``amount_cents`` (of ``currency``'s smallest unit, lower case as Stripe writes it): a
+        PaymentIntent's id with its charge, or a bare charge's id."""
         with self._lock:
             n = next(self._ids)
             charge_id, intent_id = f"ch_fake{n:04d}", f"pi_fake{n:04d}" if intent else None
             self._charges[charge_id] = {
                 "id": charge_id, "object": "charge", "amount": amount_cents, "amount_refunded": 0,
-                "currency": "usd", "payment_intent": intent_id, "refunded": False,
+                "currency": currency, "payment_intent": intent_id, "refunded": False,
             }  # fmt: skip
             if intent_id is None:
                 return charge_id
             self._intents[intent_id] = {
-                "id": intent_id, "object": "payment_intent", "amount": amount_cents, "currency": "usd",
+                "id": intent_id, "object": "payment_intent", "amount": amount_cents, "currency": currency,
                 "status": "succeeded", "latest_charge": charge_id,
             }  # fmt: skip
             return intent_id
@@ -188,7 +189,7 @@ class FakeStripe:
         charge["amount_refunded"] += amount
         charge["refunded"] = charge["amount_refunded"] == charge["amount"]
         refund = {
-            "id": f"re_fake{next(self._ids):04d}", "object": "refund", "amount": amount, "currency": "usd",
+            "id": f"re_fake{next(self._ids):04d}", "object": "refund", "amount": amount, "currency": charge["currency"],
             "charge": charge["id"], "payment_intent": charge["payment_intent"], "status": "succeeded",
             "metadata": dict(params.get("metadata", {})), "created": int(time.time()),
         }  # fmt: skip
@@ -236,7 +237,7 @@ def pay_at_stripe(account: FakeStripe, store: Business, *order_ids: str) -> dict
     payments = {}
     for order_id in order_ids:
         order = store.orders.order(order_id)
-        payments[order_id] = account.charge(order.amount_cents)
+        payments[order_id] = account.charge(order.amount_cents, currency=order.currency.lower())
         store.orders.add(order, stripe_payment=payments[order_id])
     return payments
 

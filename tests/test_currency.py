@@ -1,0 +1,112 @@
+"""Money reads as money: every amount names its order's currency and separates its thousands, from the shop's
+record (or Stripe's word) through the ticket's request and results to the customer's email; an amount is always
+a count of its currency's smallest unit, so yen have no decimals and dinars have three."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from activities import vouching
+from activities.business import Business
+from activities.contracts.approvals import ApprovalReceipt, VouchedApproval
+from activities.contracts.fields import MAX_CENTS, MINOR_UNITS, amount
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.world import Order
+from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
+from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
+
+CURRENCIES = st.sampled_from(["USD", "eur", "JPY", "KWD", "gbp", "CLP", "BHD"])
+
+
+@given(units=st.integers(min_value=-MAX_CENTS, max_value=MAX_CENTS), currency=CURRENCIES)
+def test_an_amount_reads_back_as_the_same_count_of_its_currencys_smallest_unit(units: int, currency: str) -> None:
+    shown = amount(units, currency)
+
+    code, _, number = shown.partition(" ")
+    decimals = MINOR_UNITS.get(code, 2)
+    assert code == currency.upper()
+    assert re.fullmatch(r"-?\d{1,3}(,\d{3})*" + (rf"\.\d{{{decimals}}}" if decimals else ""), number), shown
+    assert round(float(number.replace(",", "")) * 10**decimals) == units
+
+
+def test_amounts_read_as_people_write_them() -> None:
+    assert amount(214_748_364, "usd") == "USD 2,147,483.64"
+    assert amount(4900, "JPY") == "JPY 4,900"
+    assert amount(1_234_567, "KWD") == "KWD 1,234.567"
+    assert amount(5, "EUR") == "EUR 0.05"
+    assert amount(123_456, None) == "1,234.56"  # no currency known: the number alone, still separated
+
+
+def agent_worker(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENT_DB_PATH": str(db)}
+    return subprocess.run([AGENT_WORKER, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_an_order_added_in_euros_lists_in_euros_and_a_currency_that_is_not_one_is_refused_adding_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "business.sqlite3"
+
+    added = agent_worker("orders", "add", "A-7001", "123456", "ann@example.com", "--currency", "eur", db=db)
+    refused = agent_worker("orders", "add", "A-7002", "500", "bob@example.com", "--currency", "euro", db=db)
+    listed = agent_worker("orders", "list", db=db)
+
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == "A-7001\tEUR 1,234.56\tann@example.com\n"
+    assert refused.returncode == 2
+    assert "'euro' is not a currency: three letters, such as USD, EUR or JPY" in refused.stderr
+    assert listed.stdout == added.stdout  # nothing of the refused order was kept
+
+
+def test_the_currency_an_order_is_charged_in_is_stripes_word_not_the_shops(tmp_path: Path) -> None:
+    """The shop's record says USD (the default); the customer paid in euros: Stripe's currency counts."""
+    with FakeStripe().running() as account:
+        shop = stripe_business(account, tmp_path).create()
+        try:
+            order = shop.orders.order("A-1001")
+            shop.orders.add(order, stripe_payment=account.charge(order.amount_cents, currency="eur"))
+            assert shop.orders.order("A-1001").currency == "USD"
+            assert shop.payments.charge("A-1001").currency == "EUR"
+            shop.orders.add(Order(order_id="A-7003", amount_cents=500, customer_email="c@example.com", currency="JPY"))
+            pay_at_stripe(account, shop, "A-7003")
+            assert shop.payments.charge("A-7003").currency == "JPY"
+        finally:
+            shop.close()
+
+
+KEY = "inbox-key-0123456789abcdef0123456789"
+IN = {"EUR": (4900, "EUR 49.00", "EUR 20.00"), "JPY": (490_000, "JPY 490,000", "JPY 2,000")}
+"""An order's amount in each currency, how it reads, and how the desk's limit of 2000 units reads in it."""
+
+
+@pytest.mark.parametrize("currency", IN)
+async def test_a_ticket_about_an_order_in_another_currency_names_it_in_the_request_the_results_and_the_email(
+    agent: Harness, store: Business, currency: str
+) -> None:
+    units, shown, limit = IN[currency]
+    store.orders.add(Order(order_id="A-7004", amount_cents=units, customer_email="ann@example.com", currency=currency))
+    async with agent.worker(web_approval_keys=[KEY]):
+        handle = await agent.start(ticket("My parcel for order A-7004 never arrived."))
+        request = await awaiting(handle, units)
+        assert request is not None
+        assert request.currency == currency
+        assert request.why == f"{shown} is above the approval limit of {limit}"
+        fields = answer(units, request_id=request.request_id)
+        unsigned = VouchedApproval(**fields, signature="0" * 64)
+        signed = {**fields, "signature": vouching.sign(KEY.encode(), handle.id, unsigned)}
+        receipt = await handle.execute_update(APPROVE_SIGNAL, signed, result_type=ApprovalReceipt)
+        await handle.result()
+
+    assert receipt.result == f"Refunded {shown} on order A-7004 (refund #1)."
+    (email,) = store.mail.sent()
+    assert email.body == f"We have refunded {shown} for order A-7004 (refund #1)."
