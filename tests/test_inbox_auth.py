@@ -161,6 +161,16 @@ def test_a_session_ends_after_its_idle_time_and_last_seen_is_written_at_most_onc
     assert auth.person(None, {}, token) is None  # ended for good, not merely asleep
 
 
+def test_a_page_refreshing_itself_keeps_no_one_signed_in(database: Database, clock: Clock) -> None:
+    auth = authenticator(database)
+    token = signed_in(auth)
+    for _ in range(int(IDLE / TOUCH_EVERY) - 1):
+        clock.turn(TOUCH_EVERY)
+        assert auth.person(None, {}, token, active=False) is not None
+    clock.turn(TOUCH_EVERY)
+    assert auth.person(None, {}, token, active=False) is None
+
+
 def test_signing_out_ends_the_session_on_the_server_so_a_copy_of_its_token_is_nobodys(database: Database) -> None:
     auth = authenticator(database)
     token, other = signed_in(auth), signed_in(auth)

@@ -111,10 +111,12 @@ class Inbox:
 
     # --- who is asking ---------------------------------------------------------------------------------------
 
-    async def person(self, request: Request) -> Person | None:
-        """Who sent the request (the session's row is read in a thread: the database blocks)."""
+    async def person(self, request: Request, *, active: bool | None = None) -> Person | None:
+        """Who sent the request (the session's row is read in a thread: the database blocks). A page's live part,
+        fetched by the page itself, is not the person's doing: it keeps no session from idling out."""
         token = request.cookies.get(SESSION_COOKIE)
-        return await asyncio.to_thread(self.auth.person, peer(request), request.headers, token)
+        active = "partial" not in request.query_params if active is None else active
+        return await asyncio.to_thread(self.auth.person, peer(request), request.headers, token, active=active)
 
     def address(self, request: Request) -> str | None:
         """Where the person is, for the sign-in throttle: the connection's address, or behind a trusted proxy (or
@@ -191,7 +193,7 @@ class Inbox:
         live part again), ``closed`` when the run ends. The page says which run and event it showed, so nothing that
         happened between its rendering and this stream is missed; a run that continued as new ends the stream, and
         the browser reconnects to the next one."""
-        if await self.person(request) is None:
+        if await self.person(request, active=False) is None:
             return self.must_sign_in(request, page=False)
         workflow_id = request.path_params["workflow_id"]
         shown_run = request.query_params.get("run", "")
@@ -296,13 +298,18 @@ class Inbox:
             message = f"This inbox signs people in through single sign-on, and the proxy did not name you ({header})."
             return self.page(request, "error.html", 401, person=None, message=message)
         nonce = request.cookies.get(LOGIN_COOKIE) or uuid.uuid4().hex
+        ended = SESSION_COOKIE in request.cookies
         if not error and self.secure(request) and self.own_origin(request).startswith("http://"):
             error = "Signing in needs https here: open this inbox through its https address."
+        if not error and ended:
+            error = "Your session has ended (signed out, idle too long, or too old): sign in again."
         response = self.page(
             request, "login.html", status, person=None, error=error, next=target,
             csrf=self.auth.keys.mac("login", nonce),
         )  # fmt: skip
         response.headers.update(headers or {})
+        if ended:
+            response.delete_cookie(SESSION_COOKIE, path=self.cookie_path)
         response.set_cookie(
             LOGIN_COOKIE, nonce, path=self.cookie_path, httponly=True, samesite="strict", secure=self.secure(request)
         )

@@ -267,16 +267,19 @@ class Authenticator:
             return False
         return any(address in network for network in self.trusted_proxies)
 
-    def person(self, peer: str | None, headers: Mapping[str, str], token: str | None) -> Person | None:
+    def person(
+        self, peer: str | None, headers: Mapping[str, str], token: str | None, *, active: bool = True
+    ) -> Person | None:
         """Who sent the request: the proxy's person, from the proxy only; else the live session's, while the
-        person's password is still the one it was signed in with (else the session ends here); else nobody."""
+        person's password is still the one it was signed in with (else the session ends here); else nobody. Only
+        an ``active`` request (the person's, not a page refreshing itself) keeps a session from idling out."""
         if self.proxy_header and self.trusted(peer):
             name = headers.get(self.proxy_header, "").strip()
             if name:
                 return Person(name, "proxy", f"proxy:{name}")
         if not self.users:
             return None
-        session = self.sessions.find(token)
+        session = self.sessions.find(token, active=active)
         if session is None:
             return None
         stored = self.users.get(session.person)

@@ -35,8 +35,9 @@ from agent_worker.inbox.app import make_app
 from agent_worker.inbox.auth import Authenticator, Keys, hash_password, is_legacy
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
-from agent_worker.inbox.sessions import Sessions
+from agent_worker.inbox.sessions import configured
 from agent_worker.inbox.throttle import Throttle
+from agent_worker.wiring import business_database
 
 log = structlog.get_logger(__name__)
 
@@ -147,12 +148,8 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
         database = business_database(settings)
         await asyncio.to_thread(database.migrate)
     keys = settings.web_approval_key_bytes()
-    sessions = Sessions(
-        database, max_age=timedelta(hours=settings.web_session_hours),
-        idle=timedelta(minutes=settings.web_session_idle_minutes),
-    )  # fmt: skip
     auth = Authenticator(
-        Keys(keys), users, sessions, Throttle(database), proxy_header=settings.web_proxy_header,
+        Keys(keys), users, configured(settings, database), Throttle(database), proxy_header=settings.web_proxy_header,
         trusted_proxies=[*settings.web_trusted_proxies],
     )  # fmt: skip
     site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
@@ -173,12 +170,6 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task, auth, owns_database)
-
-
-def business_database(settings: Settings) -> Database:
-    """The business database the settings name, as the worker's (``agent_worker.wiring.business``) finds it: the
-    shared one at ``AGENT_DATABASE_URL`` if set, else the SQLite file."""
-    return Database(settings.database_url or f"sqlite:///{settings.business_db}")
 
 
 def this_user() -> str:

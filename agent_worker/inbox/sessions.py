@@ -11,7 +11,9 @@ A session ends at the first of:
 - its **maximum age** (``AGENT_WEB_SESSION_HOURS``) since signing in, however busy;
 - its **idle time** (``AGENT_WEB_SESSION_IDLE_MINUTES``) since the person's last request. The last request is
   written at most once a minute (``TOUCH_EVERY``, or a quarter of the idle time if that is shorter), not on every
-  page and every refresh of the list, so the idle time is counted to within that;
+  page, so the idle time is counted to within that. What a page fetches by itself (the list's refresh every few
+  seconds, a ticket's live part and its event stream) is not the person, and does not count: a tab left open on
+  an unattended desk is signed out all the same, and reloads itself onto the sign-in page;
 - a change of the person's password (the row keeps a fingerprint of the hash signed in with; the authenticator
   compares it with the current one and ends the session if they differ);
 - signing out, or an operator ending it.
@@ -34,6 +36,7 @@ import sqlalchemy as sa
 
 from activities.business.database import Database
 from activities.business.schema import inbox_sessions
+from agent_worker.config import Settings
 
 TOKEN_BYTES = 32
 TOUCH_EVERY = timedelta(minutes=1)
@@ -60,6 +63,12 @@ class Session:
     def id(self) -> str:
         """A short name for the session, for the operator's list and the log: the start of its token's hash."""
         return self.token_hash[:12]
+
+
+def configured(settings: Settings, database: Database) -> Sessions:
+    """The sessions in ``database`` as the settings say they last: the inbox's, and the operator's command's."""
+    idle = timedelta(minutes=settings.web_session_idle_minutes)
+    return Sessions(database, max_age=timedelta(hours=settings.web_session_hours), idle=idle)
 
 
 def token_hash(token: str) -> str:
@@ -102,8 +111,9 @@ class Sessions:
                 db.execute(sa.delete(inbox_sessions).where(inbox_sessions.c.token_hash.in_(stale)))
         return token
 
-    def find(self, token: str | None) -> Session | None:
-        """The live session ``token`` names, its last request noted (at most every ``touch_every``); None if there
+    def find(self, token: str | None, *, active: bool = True) -> Session | None:
+        """The live session ``token`` names, its last request noted (at most every ``touch_every``) if the person
+        made it (``active``; a page refreshing itself is not the person, and keeps no one signed in); None if there
         is none, or it expired (and then it is deleted)."""
         if not token:
             return None
@@ -117,7 +127,7 @@ class Sessions:
         if self.expired(session, now):
             self.end(token)
             return None
-        if now - aware(session.last_seen_at) >= self.touch_every:
+        if active and now - aware(session.last_seen_at) >= self.touch_every:
             with self.database.writer.begin() as db:
                 db.execute(
                     sa.update(inbox_sessions).where(inbox_sessions.c.token_hash == hashed).values(last_seen_at=now)

@@ -88,6 +88,18 @@ async def inbox_for(
             await inbox.stop()
 
 
+@asynccontextmanager
+async def inbox_alone(agent: Harness, database: Database | None = None, **settings: Any) -> AsyncIterator[RunningInbox]:
+    """The inbox with ann, ben and bob able to sign in, and no worker: signing in and out needs none. Its sessions
+    in ``database`` if given (one whose clock the test turns), else in the harness's business database."""
+    configured = agent.settings(web_approval_keys=[KEY], web_users=password_hashes(), **settings)
+    inbox = await start_inbox(configured, agent.client, host="127.0.0.1", port=0, database=database)
+    try:
+        yield inbox
+    finally:
+        await inbox.stop()
+
+
 async def start_with_cli(agent: Harness, *codec_flags: str, **options: Any) -> str:
     """Start a ticket as an integration would, with the ``temporal`` CLI; its workflow id."""
     workflow_id = f"ticket-{uuid.uuid4()}"
