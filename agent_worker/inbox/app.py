@@ -10,8 +10,9 @@ Routes, under the base path:
 - ``POST /tickets/{id}/answer``: approve or decline (a decline with its reason, which the inbox requires). The
   answer is the ``approve`` Workflow Update, signed for the person who signed in; the page shows at once whether
   the ticket took it and what came of the refund.
-- ``GET|POST /login``, ``POST /logout``; ``GET /healthz`` for a proxy's health check; ``/static/`` for the script
-  and the style sheet.
+- ``GET|POST /login`` (a throttled attempt is answered 429 with ``Retry-After``), ``POST /logout`` (the session
+  ends on the server: a copy of its cookie stops working too); ``GET /healthz`` for a proxy's health check;
+  ``/static/`` for the script and the style sheet.
 
 Every page is ``no-store`` and may not be framed; the content security policy lets in no script but the inbox's
 own file and no inline script at all, so text from a ticket (a customer's words, the model's) can never run.

@@ -143,33 +143,44 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     if not users and not settings.web_proxy_header:
         login = OneTimeLogin(login_name or this_user(), secrets.token_urlsafe(9))
         users = {login.name: await asyncio.to_thread(hash_password, login.password)}
-    owns_database = database is None
-    if database is None:
-        database = business_database(settings)
-        await asyncio.to_thread(database.migrate)
-    keys = settings.web_approval_key_bytes()
-    auth = Authenticator(
-        Keys(keys), users, configured(settings, database), Throttle(database), proxy_header=settings.web_proxy_header,
-        trusted_proxies=[*settings.web_trusted_proxies],
-    )  # fmt: skip
-    site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
-    app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
     sock = bind(host, port)
-    config = uvicorn.Config(
-        app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
-        server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-    )  # fmt: skip
-    server = _Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
+    owns_database = database is None
+    database = database or business_database(settings)
+    try:
+        if owns_database:
+            await asyncio.to_thread(database.migrate)
+        keys = settings.web_approval_key_bytes()
+        auth = Authenticator(
+            Keys(keys), users, configured(settings, database), Throttle(database),
+            proxy_header=settings.web_proxy_header, trusted_proxies=[*settings.web_trusted_proxies],
+        )  # fmt: skip
+        site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
+        app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
+        config = uvicorn.Config(
+            app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
+            server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        )  # fmt: skip
+        server = _Server(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
+        await started(server, task)
+    except BaseException:
+        sock.close()
+        if owns_database:
+            database.close()
+        raise
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task, auth, owns_database)
+
+
+async def started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    """Once ``server`` listens; what stopped it if it stops first."""
     async with asyncio.timeout(STARTUP_TIMEOUT.total_seconds()):
         while not server.started:
             if task.done():
                 await task  # raises what stopped it
                 raise InboxRefusedError("the approval inbox stopped while starting")
             await asyncio.sleep(0.01)
-    bound = sock.getsockname()
-    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task, auth, owns_database)
 
 
 def this_user() -> str:
