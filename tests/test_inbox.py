@@ -543,18 +543,43 @@ async def test_a_session_idles_out_and_a_page_refreshing_itself_keeps_no_one_sig
     assert after[0] == 303
 
 
+async def attempt(
+    someone: Person, name: str, password: str, headers: dict[str, str] | None = None
+) -> tuple[int, str | None, str]:
+    """Sign in through the form: the status, ``Retry-After`` and the page."""
+    _, page = await someone.get("/login")
+    form = {"name": name, "password": password, "csrf": csrf_of(page), "next": "/"}
+    sent = {"Origin": someone.origin, **(headers or {})}
+    async with someone.http.post(someone.origin + "/login", data=form, headers=sent, allow_redirects=False) as response:
+        return response.status, response.headers.get("Retry-After"), await response.text()
+
+
+async def test_an_address_is_read_from_x_forwarded_for_only_behind_a_trusted_proxy(agent: Harness) -> None:
+    """Twenty wrong passwords from one address, each for another name: the next is refused for the address. A header
+    naming another address is believed only from a trusted proxy, so rotating it gets an attacker nowhere."""
+    names = [f"guess-{n}" for n in range(20)]
+    async with inbox_alone(agent) as inbox, person(inbox) as attacker:
+        rotating = [await attempt(attacker, name, "guess", {"X-Forwarded-For": f"203.0.113.{n}"})
+                    for n, name in enumerate(names)]  # fmt: skip
+        spoofed = await attempt(attacker, "ann", "guess", {"X-Forwarded-For": "198.51.100.1"})
+    async with inbox_alone(agent, web_trusted_proxies=["127.0.0.1"]) as inbox, person(inbox) as balancer:
+        one_client = [await attempt(balancer, name, "guess", {"X-Forwarded-For": "10.9.9.9, 203.0.113.7"})
+                      for name in names]  # fmt: skip
+        same_client = await attempt(balancer, "ann", "guess", {"X-Forwarded-For": "203.0.113.7"})
+        another_client = await attempt(balancer, "ann", "ann's long password", {"X-Forwarded-For": "203.0.113.8"})
+
+    assert [status for status, _, _ in rotating] == [401] * 20
+    assert spoofed[0] == 429
+    assert "Too many wrong passwords from your address" in spoofed[2]
+    assert [status for status, _, _ in one_client] == [401] * 20
+    assert same_client[0] == 429
+    assert another_client[0] == 303  # another person behind the same load balancer signs in
+
+
 async def test_wrong_passwords_are_throttled_with_429_and_retry_after_for_known_and_unknown_names_alike(
     agent: Harness,
 ) -> None:
     """Five wrong passwords for a name in 15 minutes, then even the right one is refused unchecked, with the wait."""
-
-    async def attempt(someone: Person, name: str, password: str) -> tuple[int, str | None, str]:
-        _, page = await someone.get("/login")
-        form = {"name": name, "password": password, "csrf": csrf_of(page), "next": "/"}
-        async with someone.http.post(
-            someone.origin + "/login", data=form, headers={"Origin": someone.origin}, allow_redirects=False
-        ) as response:
-            return response.status, response.headers.get("Retry-After"), await response.text()
 
     async with inbox_alone(agent) as inbox, person(inbox) as someone:
         anns = [await attempt(someone, "ann", f"guess {n}") for n in range(5)]
