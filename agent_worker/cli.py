@@ -58,6 +58,24 @@ def _operator_commands(commands: Any) -> None:
         OPERATOR_COMMANDS.add(command.prog.split()[-1])
 
 
+def _web_commands(commands: Any) -> None:
+    """The approval inbox, its people's password hashes, and their sessions."""
+    web = commands.add_parser("web", help="the approval inbox: a web page where people approve refunds")
+    web.add_argument("--host", help="default AGENT_WEB_HOST (127.0.0.1)")
+    web.add_argument("--port", type=int, help="default AGENT_WEB_PORT (8088)")
+    _where(web)
+    web_user = commands.add_parser("web-user", help="hash a person's inbox password, for AGENT_WEB_USERS")
+    web_user.add_argument("name", help="who signs in: the approver the tickets record")
+    web_sessions = commands.add_parser("web-sessions", help="the inbox's live sessions: list them, or end a person's")
+    web_sessions_commands = web_sessions.add_subparsers(dest="web_sessions_command", required=True)
+    listed = web_sessions_commands.add_parser("list", help="who is signed in, since when, last seen, from where")
+    listed.add_argument("name", nargs="?", help="only this person's")
+    ended = web_sessions_commands.add_parser(
+        "end", help="sign a person out everywhere at once, in every inbox process (a lost laptop, someone leaving)"
+    )
+    ended.add_argument("name", help="whose sessions to end")
+
+
 def _where(command: argparse.ArgumentParser) -> None:
     """Which Temporal to talk to, as the ``temporal`` CLI reads it, overridable here."""
     command.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
@@ -94,12 +112,7 @@ def parser() -> argparse.ArgumentParser:
 
     _operator_commands(commands)
 
-    web = commands.add_parser("web", help="the approval inbox: a web page where people approve refunds")
-    web.add_argument("--host", help="default AGENT_WEB_HOST (127.0.0.1)")
-    web.add_argument("--port", type=int, help="default AGENT_WEB_PORT (8088)")
-    _where(web)
-    web_user = commands.add_parser("web-user", help="hash a person's inbox password, for AGENT_WEB_USERS")
-    web_user.add_argument("name", help="who signs in: the approver the tickets record")
+    _web_commands(commands)
 
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
     codec.add_argument("--host", default="127.0.0.1")

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -242,6 +243,36 @@ def business(settings: Settings, args: argparse.Namespace) -> None:
         print("\t".join([order.order_id, shown, order.customer_email, *filter(None, [payment])]))
 
 
+def web_sessions(settings: Settings, args: argparse.Namespace) -> None:
+    """``agent-worker web-sessions list [NAME]`` and ``end NAME``: the inbox's sessions, in the business database
+    every inbox process reads, so an ended session ends everywhere at once; no inbox needs to run."""
+    from agent_worker import wiring  # noqa: PLC0415
+    from agent_worker.inbox.sessions import configured  # noqa: PLC0415
+
+    database = wiring.business_database(settings)
+    database.migrate()
+    try:
+        sessions = configured(settings, database)
+        if args.web_sessions_command == "end":
+            ended = sessions.end_all(args.name)
+            print(f"ended {ended} session{'' if ended == 1 else 's'} of {args.name}")
+            return
+        live = sessions.live(args.name)
+        if not live:
+            print(f"no live sessions{f' of {args.name}' if args.name else ''}")
+        for session in live:
+            print("\t".join([
+                session.person, session.id, f"signed in {utc(session.created_at)}",
+                f"last seen {utc(session.last_seen_at)}", session.address or "-", session.user_agent or "-",
+            ]))  # fmt: skip
+    finally:
+        database.close()
+
+
+def utc(moment: datetime) -> str:
+    return moment.replace(tzinfo=moment.tzinfo or UTC).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def run(args: argparse.Namespace) -> None:
     """Run the parsed command, and exit with its code, through ``exit_hard`` whatever way the command ended: a
     refusal raised as ``SystemExit("why")`` (no server at that address, a setting missing) included, which would
@@ -309,6 +340,8 @@ def _run(args: argparse.Namespace) -> int:
         asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
     elif args.command in {"orders", "migrate"}:
         business(settings, args)
+    elif args.command == "web-sessions":
+        web_sessions(settings, args)
     elif args.command == "web-user":
         from agent_worker.inbox.server import web_user  # noqa: PLC0415 - only the inbox needs its web stack
 

@@ -256,9 +256,10 @@ class Settings(BaseSettings):
     that host and takes forms only from that origin; needed behind a single-sign-on proxy. Unset, the origin is
     the request's own, and on a loopback address only loopback host names are served (no DNS rebinding)."""
     web_users: dict[str, SecretStr] = {}
-    """Standalone sign-in: each approver's name and password hash (``agent-worker web-user NAME`` makes one):
-    ``AGENT_WEB_USERS='{"ann": "scrypt$32768$8$1$..."}'``. The name is the approver the workflow sees, so it is
-    what ``options.approvers`` and ``AGENT_APPROVERS`` must list."""
+    """Standalone sign-in: each approver's name and password hash (``agent-worker web-user NAME`` makes one,
+    argon2id; a legacy ``scrypt$...`` hash from an earlier version still verifies):
+    ``AGENT_WEB_USERS='{"ann": "$argon2id$v=19$m=65536,t=3,p=4$..."}'``. The name is the approver the workflow
+    sees, so it is what ``options.approvers`` and ``AGENT_APPROVERS`` must list."""
     web_proxy_header: str | None = None
     """Behind single sign-on: the header the proxy names the signed-in person in, e.g. ``X-Forwarded-Email``
     (oauth2-proxy's). Believed only from ``web_trusted_proxies``."""
@@ -266,7 +267,10 @@ class Settings(BaseSettings):
     """The single-sign-on proxy's addresses (or networks), e.g. ``["127.0.0.1"]`` for a proxy on the same machine:
     the only connections whose ``web_proxy_header`` (and ``X-Forwarded-Proto``) the inbox believes."""
     web_session_hours: PositiveFloat = 12.0
-    """How long a standalone sign-in lasts."""
+    """How long a standalone sign-in lasts at most, however busy: its maximum age."""
+    web_session_idle_minutes: PositiveFloat = 30.0
+    """How long a standalone sign-in lasts without a request (counted to the minute): a browser left open on an
+    unattended desk is signed out by then."""
 
     def web_user_hashes(self) -> dict[str, str]:
         return {name: stored.get_secret_value() for name, stored in self.web_users.items()}

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from temporalio.worker import WorkerConfig
 
     from activities.business import Business
+    from activities.business.database import Database
     from activities.business.mail import Relay
     from activities.business.model_calls import ModelCalls
     from activities.content_store import BlobBackend
@@ -134,6 +135,15 @@ def business(settings: Settings) -> Business:
     if settings.database_url:
         return Business.at(settings.database_url, **options)
     return Business.sqlite(settings.business_db, **options)
+
+
+def business_database(settings: Settings) -> Database:
+    """The business database alone, where ``business`` finds it: the shared one at ``database_url`` if set, else the
+    SQLite file. The approval inbox keeps its sessions there, so every inbox process, and the operator's
+    ``agent-worker web-sessions``, read the same ones."""
+    from activities.business.database import Database  # noqa: PLC0415 - SQLAlchemy, for those that need it
+
+    return Database(settings.database_url or f"sqlite:///{settings.business_db}")
 
 
 def mail_relay(settings: Settings) -> Relay | None:

@@ -9,7 +9,7 @@ import json
 import os
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +20,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary, free_port
@@ -34,8 +35,11 @@ from tests.support.inbox import (
     KEY,
     ROLES,
     TWO_PEOPLE,
+    Clock,
     Person,
     button,
+    csrf_of,
+    inbox_alone,
     inbox_for,
     notice_of,
     password_hashes,
@@ -490,6 +494,141 @@ async def test_signing_in_sets_a_cookie_no_script_reads_and_no_other_site_sends_
     assert "samesite=lax" in cookie.lower()
     assert "secure" not in attributes  # plain http on the loopback: a browser keeps no Secure cookie from it elsewhere
     assert location == "/"
+
+
+def session_cookie(someone: Person) -> str:
+    (cookie,) = [c.value for c in someone.http.cookie_jar if c.key == "inbox_session"]
+    return cookie
+
+
+async def test_signing_out_ends_the_session_on_the_server_so_a_copy_of_the_cookie_signs_nobody_in(
+    agent: Harness,
+) -> None:
+    async with inbox_alone(agent) as inbox, person(inbox) as ann, person(inbox) as elsewhere:
+        assert await ann.sign_in("ann") == 303
+        assert await elsewhere.sign_in("ann") == 303  # ann's other browser
+        copied = session_cookie(ann)
+        _, page = await ann.get("/")
+        signed_out = await ann.post("/logout", {"csrf": csrf_of(page)})
+        async with aiohttp.ClientSession(cookies={"inbox_session": copied}) as thief_http:
+            thief = Person(thief_http, inbox.url)
+            taken = await thief.get("/")
+            told = await thief.get("/login")
+        other_browser = await elsewhere.get("/")
+
+    assert signed_out[0] == 303
+    assert taken[0] == 303  # to the sign-in page
+    assert 'data-testid="login-error">Your session has ended' in told[1]
+    assert other_browser[0] == 200  # signing out in one browser leaves the other signed in
+
+
+async def test_a_session_idles_out_and_a_page_refreshing_itself_keeps_no_one_signed_in(agent: Harness) -> None:
+    clock = Clock(datetime.now(UTC))
+    database = Database(agent.store.database.url, clock=clock)
+    try:
+        async with inbox_alone(agent, database, web_session_idle_minutes=10) as inbox, person(inbox) as ann:
+            assert await ann.sign_in("ann") == 303
+            clock.turn(timedelta(minutes=9))
+            busy = await ann.get("/")  # ann's own request: the idle time starts again
+            refreshed = []
+            for _ in range(4):
+                clock.turn(timedelta(minutes=3))
+                refreshed.append((await ann.get("/?partial=1"))[0])  # the list refreshing itself
+            after = await ann.get("/")
+    finally:
+        database.close()
+
+    assert busy[0] == 200
+    assert refreshed == [200, 200, 200, 401]  # 12 minutes after ann's last request, refreshes or not
+    assert after[0] == 303
+
+
+async def attempt(
+    someone: Person, name: str, password: str, headers: dict[str, str] | None = None
+) -> tuple[int, str | None, str]:
+    """Sign in through the form: the status, ``Retry-After`` and the page."""
+    _, page = await someone.get("/login")
+    form = {"name": name, "password": password, "csrf": csrf_of(page), "next": "/"}
+    sent = {"Origin": someone.origin, **(headers or {})}
+    async with someone.http.post(someone.origin + "/login", data=form, headers=sent, allow_redirects=False) as response:
+        return response.status, response.headers.get("Retry-After"), await response.text()
+
+
+async def test_an_address_is_read_from_x_forwarded_for_only_behind_a_trusted_proxy(agent: Harness) -> None:
+    """Twenty wrong passwords from one address, each for another name: the next is refused for the address. A header
+    naming another address is believed only from a trusted proxy, so rotating it gets an attacker nowhere."""
+    names = [f"guess-{n}" for n in range(20)]
+    async with inbox_alone(agent) as inbox, person(inbox) as attacker:
+        rotating = [await attempt(attacker, name, "guess", {"X-Forwarded-For": f"203.0.113.{n}"})
+                    for n, name in enumerate(names)]  # fmt: skip
+        spoofed = await attempt(attacker, "ann", "guess", {"X-Forwarded-For": "198.51.100.1"})
+    async with inbox_alone(agent, web_trusted_proxies=["127.0.0.1"]) as inbox, person(inbox) as balancer:
+        one_client = [await attempt(balancer, name, "guess", {"X-Forwarded-For": "10.9.9.9, 203.0.113.7"})
+                      for name in names]  # fmt: skip
+        same_client = await attempt(balancer, "ann", "guess", {"X-Forwarded-For": "203.0.113.7"})
+        another_client = await attempt(balancer, "ann", "ann's long password", {"X-Forwarded-For": "203.0.113.8"})
+
+    assert [status for status, _, _ in rotating] == [401] * 20
+    assert spoofed[0] == 429
+    assert "Too many wrong passwords from your address" in spoofed[2]
+    assert [status for status, _, _ in one_client] == [401] * 20
+    assert same_client[0] == 429
+    assert another_client[0] == 303  # another person behind the same load balancer signs in
+
+
+async def test_wrong_passwords_are_throttled_with_429_and_retry_after_for_known_and_unknown_names_alike(
+    agent: Harness,
+) -> None:
+    """Five wrong passwords for a name in 15 minutes, then even the right one is refused unchecked, with the wait."""
+
+    async with inbox_alone(agent) as inbox, person(inbox) as someone:
+        anns = [await attempt(someone, "ann", f"guess {n}") for n in range(5)]
+        ann_right = await attempt(someone, "ann", "ann's long password")
+        mallorys = [await attempt(someone, "mallory", f"guess {n}") for n in range(6)]
+        ben = await attempt(someone, "ben", "ben's long password")
+
+    assert [status for status, _, _ in anns] == [401] * 5
+    assert all(retry is None for _, retry, _ in anns)
+    status, retry_after, page = ann_right
+    assert status == 429
+    assert retry_after is not None
+    assert 840 < int(retry_after) <= 900
+    assert "Too many wrong passwords for ann; try again in 15 min." in page
+    assert [status for status, _, _ in mallorys] == [401] * 5 + [429]  # a name nobody has: the same answers
+    assert "Too many wrong passwords for mallory; try again in 15 min." in mallorys[-1][2]
+    assert ben[0] == 303  # ten wrong from this address, under its limit: ben signs in
+
+
+async def test_agent_worker_web_sessions_lists_who_is_signed_in_and_ends_all_of_a_persons_sessions(
+    agent: Harness,
+) -> None:
+    env = {**os.environ, "AGENT_DB_PATH": str(agent.store.database.path)}
+
+    async def command(*args: str) -> str:
+        done = await asyncio.create_subprocess_exec(
+            AGENT_WORKER, "web-sessions", *args, env=env, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(done.communicate(), 60)
+        assert done.returncode == 0, err
+        return out.decode()
+
+    async with inbox_alone(agent) as inbox, person(inbox) as ann, person(inbox) as ann_too, person(inbox) as ben:
+        for someone, name in ((ann, "ann"), (ann_too, "ann"), (ben, "ben")):
+            assert await someone.sign_in(name) == 303
+        listed = await command("list")
+        listed_ann = await command("list", "ann")
+        ended = await command("end", "ann")
+        after = [(await someone.get("/"))[0] for someone in (ann, ann_too, ben)]
+        none_left = await command("list", "ann")
+
+    rows = [line.split("\t") for line in listed.splitlines()]
+    assert [row[0] for row in rows] == ["ann", "ann", "ben"]
+    assert all(row[4] == "127.0.0.1" and row[2].startswith("signed in ") for row in rows)
+    assert [line.split("\t")[0] for line in listed_ann.splitlines()] == ["ann", "ann"]
+    assert ended.strip() == "ended 2 sessions of ann"
+    assert after == [303, 303, 200]
+    assert none_left.strip() == "no live sessions of ann"
 
 
 async def listed_on(someone: Person, tab: str, expected: set[str]) -> str:

@@ -9,6 +9,7 @@ import base64
 import os
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from playwright.async_api import Browser, BrowserContext, Page, expect
 from temporalio.client import Client
 
 from activities.business import Business
+from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.codec import EncryptionCodec, with_codec
@@ -25,7 +27,17 @@ from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import free_port
 from agent_worker.inbox.server import RunningInbox
 from tests.support.harness import Harness
-from tests.support.inbox import CLEO, PASSWORDS, ROLES, TWO_PEOPLE, inbox_for, start_with_cli, waiting_request
+from tests.support.inbox import (
+    CLEO,
+    PASSWORDS,
+    ROLES,
+    TWO_PEOPLE,
+    Clock,
+    inbox_alone,
+    inbox_for,
+    start_with_cli,
+    waiting_request,
+)
 from tests.support.processes import address
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
@@ -400,3 +412,86 @@ def attack(action: str, token: str) -> str:
         '<input name="amount_cents" value="4900"><input name="decision" value="approve"></form>'
         "<script>document.forms[0].submit()</script>"
     )
+
+
+async def test_after_signing_out_a_copy_of_the_cookie_taken_before_lands_on_the_sign_in_page(
+    agent: Harness, browser: Browser, context: BrowserContext
+) -> None:
+    """Someone copied ann's cookie while she was signed in (a shared computer, a stolen file). She signs out; the
+    copy, set in another browser, opens the sign-in page, not her inbox."""
+    async with inbox_alone(agent) as inbox:
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        (copied,) = [cookie["value"] for cookie in await context.cookies() if cookie.get("name") == "inbox_session"]
+        await page.get_by_role("button", name="Sign out").click()
+        await expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+
+        elsewhere = await browser.new_context()
+        try:
+            await elsewhere.add_cookies([{"name": "inbox_session", "value": copied, "url": inbox.url}])
+            stolen = await elsewhere.new_page()
+            await stolen.goto(inbox.url)
+            await expect(stolen.get_by_test_id("login-error")).to_have_text(
+                "Your session has ended (signed out, idle too long, or too old): sign in again."
+            )
+            await expect(stolen.get_by_test_id("person")).to_have_count(0)
+            assert "/login" in stolen.url
+        finally:
+            await elsewhere.close()
+
+
+async def test_an_inbox_left_open_idles_out_and_shows_the_sign_in_page_by_itself(
+    agent: Harness, context: BrowserContext
+) -> None:
+    """The database's clock is turned past the idle time: the list, refreshing itself, is refused and reloads onto
+    the sign-in page. Its refreshes kept nobody signed in; a click by the person, before, did."""
+    clock = Clock(datetime.now(UTC))
+    database = Database(agent.store.database.url, clock=clock)
+    try:
+        async with inbox_alone(agent, database, web_session_idle_minutes=30) as inbox:
+            page = await context.new_page()
+            await sign_in(page, inbox, "ann")
+            clock.turn(timedelta(minutes=29))
+            await page.reload()  # ann's own request: she is not idle, and the idle time starts again
+            await expect(page.get_by_test_id("person")).to_have_text("ann")
+            clock.turn(timedelta(minutes=29))  # 58 minutes after signing in, 29 after her last request
+            await page.reload()
+            await expect(page.get_by_test_id("person")).to_have_text("ann")
+            clock.turn(timedelta(minutes=31))  # left open: only the list refreshing itself
+            await expect(page.get_by_test_id("login-error")).to_have_text(
+                "Your session has ended (signed out, idle too long, or too old): sign in again.", timeout=LIVE
+            )
+            assert "/login" in page.url
+            await page.goto(inbox.url)
+            await expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    finally:
+        database.close()
+
+
+async def test_wrong_passwords_are_throttled_and_the_page_says_for_how_long(
+    agent: Harness, context: BrowserContext
+) -> None:
+    """Five wrong passwords for ann: the sixth attempt, with her right password, is refused unchecked, with 429 and
+    Retry-After, and the page says why and for how long."""
+    async with inbox_alone(agent) as inbox:
+        page = await context.new_page()
+        await page.goto(inbox.url)
+        for n in range(5):
+            await page.get_by_label("Name").fill("ann")
+            await page.get_by_label("Password").fill(f"guess number {n}")
+            await page.get_by_role("button", name="Sign in").click()
+            await expect(page.get_by_test_id("login-error")).to_have_text("Wrong name or password.")
+        await page.get_by_label("Name").fill("ann")
+        await page.get_by_label("Password").fill(PASSWORDS["ann"])
+        async with page.expect_response(lambda r: r.request.method == "POST" and "/login" in r.url) as answered:
+            await page.get_by_role("button", name="Sign in").click()
+        response = await answered.value
+        await expect(page.get_by_test_id("login-error")).to_have_text(
+            "Too many wrong passwords for ann; try again in 15 min."
+        )
+        await expect(page.get_by_test_id("person")).to_have_count(0)
+
+    assert response.status == 429
+    retry_after = await response.header_value("retry-after")
+    assert retry_after is not None
+    assert 0 < int(retry_after) <= 15 * 60

@@ -4,10 +4,12 @@ Each outside system's embedded implementation reads and writes its own tables: `
 ``order_events`` (``activities.business.orders``), ``refunds`` (``payments``), ``emails`` (``mail``),
 ``idempotency_keys`` (the key ledger of payments and mail, ``keys``), ``unattended_refunds`` (what was
 refunded without a person, counted against the limits across tickets, ``unattended``), ``audit_log`` (``audit``),
-``model_calls`` (``model_calls``) and ``blobs`` (``blobs``). They are declared together because they are
-one database with one history of revisions: ``metadata`` is what the migrations (``activities/migrations``)
-bring a database to, and what ``tests/test_migrations.py`` compares a migrated database with, on both
-backends. A change here needs a revision.
+``model_calls`` (``model_calls``), ``blobs`` (``blobs``), and the approval inbox's ``inbox_sessions`` and
+``inbox_sign_in_failures`` (``agent_worker.inbox.sessions`` and ``agent_worker.inbox.throttle``: the business
+database is where every inbox process behind a load balancer finds the same sessions). They are declared
+together because they are one database with one history of revisions: ``metadata`` is what the migrations
+(``activities/migrations``) bring a database to, and what ``tests/test_migrations.py`` compares a migrated
+database with, on both backends. A change here needs a revision.
 """
 
 from __future__ import annotations
@@ -89,4 +91,20 @@ order_events = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
     sa.Column("event", sa.Text, nullable=False),
+)  # fmt: skip
+inbox_sessions = sa.Table(
+    "inbox_sessions", metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),  # SHA-256 of the cookie's token: the token is never kept
+    sa.Column("person", sa.Text, nullable=False, index=True),
+    sa.Column("credential", sa.Text, nullable=False),  # a fingerprint of the password hash signed in with
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),  # ends at the maximum age
+    sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=False, index=True),  # idle from here, to the minute
+    sa.Column("address", sa.Text),  # where it was signed in from, for the operator's list
+    sa.Column("user_agent", sa.Text),  # the browser that signed in, cut short, for the same list
+)  # fmt: skip
+inbox_sign_in_failures = sa.Table(
+    "inbox_sign_in_failures", metadata,
+    sa.Column("key", sa.Text, primary_key=True),  # person:<bucket> or address:<bucket>, never a name or an address
+    sa.Column("failures", sa.Text, nullable=False),  # the unix milliseconds of its recent wrong passwords
+    sa.Column("last_failed_at", sa.DateTime(timezone=True), nullable=False, index=True),  # forgotten a window after
 )  # fmt: skip

@@ -10,8 +10,9 @@ Routes, under the base path:
 - ``POST /tickets/{id}/answer``: approve or decline (a decline with its reason, which the inbox requires). The
   answer is the ``approve`` Workflow Update, signed for the person who signed in; the page shows at once whether
   the ticket took it and what came of the refund.
-- ``GET|POST /login``, ``POST /logout``; ``GET /healthz`` for a proxy's health check; ``/static/`` for the script
-  and the style sheet.
+- ``GET|POST /login`` (a throttled attempt is answered 429 with ``Retry-After``), ``POST /logout`` (the session
+  ends on the server: a copy of its cookie stops working too); ``GET /healthz`` for a proxy's health check;
+  ``/static/`` for the script and the style sheet.
 
 Every page is ``no-store`` and may not be framed; the content security policy lets in no script but the inbox's
 own file and no inline script at all, so text from a ticket (a customer's words, the model's) can never run.
@@ -48,7 +49,15 @@ from activities.contracts.approvals import Approval, ApprovalReceipt, VouchedApp
 from activities.contracts.fields import amount, describe_errors
 from activities.contracts.names import APPROVE_SIGNAL
 from agent_worker.codec_server import loopback_name
-from agent_worker.inbox.auth import LOGIN_COOKIE, SESSION_COOKIE, Authenticator, Person, same_origin
+from agent_worker.inbox.auth import (
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    Authenticator,
+    Person,
+    SignedIn,
+    Throttled,
+    same_origin,
+)
 from agent_worker.inbox.desk import TABS, Desk, NotATicketError
 from agent_worker.inbox.guard import Guard, Site, peer
 from agent_worker.inbox.standing import progress, standing, what_yours_does
@@ -103,8 +112,21 @@ class Inbox:
 
     # --- who is asking ---------------------------------------------------------------------------------------
 
-    def person(self, request: Request) -> Person | None:
-        return self.auth.person(peer(request), request.headers, request.cookies.get(SESSION_COOKIE), now())
+    async def person(self, request: Request, *, active: bool | None = None) -> Person | None:
+        """Who sent the request (the session's row is read in a thread: the database blocks). A page's live part,
+        fetched by the page itself, is not the person's doing: it keeps no session from idling out."""
+        token = request.cookies.get(SESSION_COOKIE)
+        active = "partial" not in request.query_params if active is None else active
+        return await asyncio.to_thread(self.auth.person, peer(request), request.headers, token, active=active)
+
+    def address(self, request: Request) -> str | None:
+        """Where the person is, for the sign-in throttle: the connection's address, or behind a trusted proxy (or
+        load balancer), the last address its ``X-Forwarded-For`` names, the one the proxy itself saw."""
+        connection = peer(request)
+        forwarded = request.headers.get("x-forwarded-for", "")
+        if self.auth.trusted(connection) and forwarded.strip():
+            return forwarded.split(",")[-1].strip()
+        return connection
 
     def own_origin(self, request: Request) -> str:
         """The inbox's origin as the browser sees it: the public URL's, else the request's own (its scheme as the
@@ -139,7 +161,7 @@ class Inbox:
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     async def inbox(self, request: Request) -> Response:
-        person = self.person(request)
+        person = await self.person(request)
         if person is None:
             return self.must_sign_in(request)
         tab = request.query_params.get("tab", "approval")
@@ -152,7 +174,7 @@ class Inbox:
         return self.page(request, name, person=person, csrf=csrf, tab=tab, tickets=tickets)
 
     async def ticket(self, request: Request, notice: Notice | None = None, status: int = 200) -> Response:
-        person = self.person(request)
+        person = await self.person(request)
         if person is None:
             return self.must_sign_in(request)
         workflow_id = request.path_params["workflow_id"]
@@ -172,7 +194,7 @@ class Inbox:
         live part again), ``closed`` when the run ends. The page says which run and event it showed, so nothing that
         happened between its rendering and this stream is missed; a run that continued as new ends the stream, and
         the browser reconnects to the next one."""
-        if self.person(request) is None:
+        if await self.person(request, active=False) is None:
             return self.must_sign_in(request, page=False)
         workflow_id = request.path_params["workflow_id"]
         shown_run = request.query_params.get("run", "")
@@ -208,7 +230,7 @@ class Inbox:
     async def answer(self, request: Request) -> Response:
         """Approve or decline, for the person who signed in: the form says which request, which amount and which
         decision; who answers is never read from it."""
-        person = self.person(request)
+        person = await self.person(request)
         if person is None:
             return self.must_sign_in(request)
         if not self.from_here(request):
@@ -266,21 +288,29 @@ class Inbox:
 
     # --- signing in and out ----------------------------------------------------------------------------------
 
-    async def login_page(self, request: Request, error: str = "", status: int = 200) -> Response:
+    async def login_page(
+        self, request: Request, error: str = "", status: int = 200, headers: dict[str, str] | None = None
+    ) -> Response:
         target = self.next_page(request.query_params.get("next"))
-        if self.person(request) is not None:
+        if await self.person(request) is not None:
             return RedirectResponse(target, status_code=303)
         if not self.auth.passwords:
             header = self.auth.proxy_header or "a sign-on header"
             message = f"This inbox signs people in through single sign-on, and the proxy did not name you ({header})."
             return self.page(request, "error.html", 401, person=None, message=message)
         nonce = request.cookies.get(LOGIN_COOKIE) or uuid.uuid4().hex
+        ended = SESSION_COOKIE in request.cookies
         if not error and self.secure(request) and self.own_origin(request).startswith("http://"):
             error = "Signing in needs https here: open this inbox through its https address."
+        if not error and ended:
+            error = "Your session has ended (signed out, idle too long, or too old): sign in again."
         response = self.page(
             request, "login.html", status, person=None, error=error, next=target,
             csrf=self.auth.keys.mac("login", nonce),
         )  # fmt: skip
+        response.headers.update(headers or {})
+        if ended:
+            response.delete_cookie(SESSION_COOKIE, path=self.cookie_path)
         response.set_cookie(
             LOGIN_COOKIE, nonce, path=self.cookie_path, httponly=True, samesite="strict", secure=self.secure(request)
         )
@@ -294,25 +324,34 @@ class Inbox:
         if not nonce or not self.auth.keys.valid("login", nonce, str(form.get("csrf", ""))):
             return await self.login_page(request, "The sign-in form expired; try again.", 403)
         name, password = str(form.get("name", "")).strip(), str(form.get("password", ""))
-        cookie = await asyncio.to_thread(self.auth.sign_in, name, password, now())
-        if cookie is None:
-            log.warning("inbox sign-in refused", name=name, peer=peer(request))
+        address, agent = self.address(request), request.headers.get("user-agent")
+        result = await asyncio.to_thread(self.auth.sign_in, name, password, address=address, user_agent=agent)
+        if isinstance(result, Throttled):
+            log.warning("inbox sign-in throttled", name=name, peer=address, who=result.who, wait=result.seconds)
+            whose = f"for {name}" if result.who == "person" else "from your address"
+            said = f"Too many wrong passwords {whose}; try again in {result.wait()}."
+            return await self.login_page(request, said, 429, {"Retry-After": str(result.seconds)})
+        if not isinstance(result, SignedIn):
+            log.warning("inbox sign-in refused", name=name, peer=address)
             return await self.login_page(request, "Wrong name or password.", 401)
-        log.info("inbox sign-in", name=name, peer=peer(request))
+        log.info("inbox sign-in", name=name, peer=address)
         response = RedirectResponse(self.next_page(str(form.get("next", ""))), status_code=303)
         response.set_cookie(
-            SESSION_COOKIE, cookie, max_age=int(self.auth.lifetime.total_seconds()), path=self.cookie_path,
+            SESSION_COOKIE, result.token, max_age=int(self.auth.lifetime.total_seconds()), path=self.cookie_path,
             httponly=True, samesite="lax", secure=self.secure(request),
         )  # fmt: skip
         response.delete_cookie(LOGIN_COOKIE, path=self.cookie_path)
         return response
 
     async def logout(self, request: Request) -> Response:
-        person = self.person(request)
+        """Sign out: the session ends on the server, so a copy of its cookie stops working too."""
+        person = await self.person(request)
         if person is not None:
             form = await request.form(max_files=0, max_fields=4)
             if not self.from_here(request) or not self.auth.keys.csrf_ok(person.binding, str(form.get("csrf", ""))):
                 return forbidden("refused: this form was sent from another site, or without its security token")
+            await asyncio.to_thread(self.auth.sign_out, request.cookies.get(SESSION_COOKIE))
+            log.info("inbox sign-out", name=person.name, peer=self.address(request))
         response = RedirectResponse(f"{self.site.base_path}/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=self.cookie_path)
         return response

@@ -23,16 +23,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import structlog
 import uvicorn
 from pydantic import SecretStr
 from temporalio.client import Client
 
+from activities.business.database import Database
 from agent_worker.codec_server import loopback_only
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app
-from agent_worker.inbox.auth import Authenticator, Keys, hash_password
+from agent_worker.inbox.auth import Authenticator, Keys, hash_password, is_legacy
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
+from agent_worker.inbox.sessions import configured
+from agent_worker.inbox.throttle import Throttle
+from agent_worker.wiring import business_database
+
+log = structlog.get_logger(__name__)
 
 STARTUP_TIMEOUT = timedelta(seconds=10)
 MIN_PASSWORD = 12
@@ -85,10 +92,15 @@ class RunningInbox:
     login: OneTimeLogin | None
     server: uvicorn.Server
     task: asyncio.Task[None]
+    auth: Authenticator
+    """Who it signs in, and its sessions and throttle, in the business database."""
+    owns_database: bool = True
 
     async def stop(self) -> None:
         self.server.should_exit = True
         await self.task
+        if self.owns_database:
+            self.auth.sessions.database.close()
 
     def describe(self) -> str:
         """Where it is and how to sign in, for a person at the terminal."""
@@ -108,48 +120,67 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def start_inbox(
+async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the settings' or this machine's
     settings: Settings,
     client: Client,
     *,
     host: str | None = None,
     port: int | None = None,
     login_name: str | None = None,
+    database: Database | None = None,
 ) -> RunningInbox:
     """Serve the inbox for ``client``'s namespace and ``settings.task_queue``; ``InboxRefusedError`` if it must not.
-    ``login_name`` names the one-time sign-in (default: this OS user), made only when no authentication is set."""
+    ``login_name`` names the one-time sign-in (default: this OS user), made only when no authentication is set.
+    Sessions and the sign-in throttle live in ``database``, by default the business database the settings name (the
+    worker's), migrated first; one given is the caller's to close (a test's, with a clock it turns)."""
     host = settings.web_host if host is None else host
     port = settings.web_port if port is None else port
     check(settings, host)
     users = settings.web_user_hashes()
+    for name in sorted(name for name, stored in users.items() if is_legacy(stored)):
+        log.warning("inbox password hash is legacy scrypt: make a new one with `agent-worker web-user`", name=name)
     login = None
     if not users and not settings.web_proxy_header:
         login = OneTimeLogin(login_name or this_user(), secrets.token_urlsafe(9))
         users = {login.name: await asyncio.to_thread(hash_password, login.password)}
-    keys = settings.web_approval_key_bytes()
-    auth = Authenticator(
-        Keys(keys), users, proxy_header=settings.web_proxy_header,
-        trusted_proxies=[*settings.web_trusted_proxies],
-        lifetime=timedelta(hours=settings.web_session_hours),
-    )  # fmt: skip
-    site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
-    app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
     sock = bind(host, port)
-    config = uvicorn.Config(
-        app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
-        server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-    )  # fmt: skip
-    server = _Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
+    owns_database = database is None
+    database = database or business_database(settings)
+    try:
+        if owns_database:
+            await asyncio.to_thread(database.migrate)
+        keys = settings.web_approval_key_bytes()
+        auth = Authenticator(
+            Keys(keys), users, configured(settings, database), Throttle(database),
+            proxy_header=settings.web_proxy_header, trusted_proxies=[*settings.web_trusted_proxies],
+        )  # fmt: skip
+        site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
+        app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
+        config = uvicorn.Config(
+            app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
+            server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        )  # fmt: skip
+        server = _Server(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
+        await started(server, task)
+    except BaseException:
+        sock.close()
+        if owns_database:
+            database.close()
+        raise
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task, auth, owns_database)
+
+
+async def started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    """Once ``server`` listens; what stopped it if it stops first."""
     async with asyncio.timeout(STARTUP_TIMEOUT.total_seconds()):
         while not server.started:
             if task.done():
                 await task  # raises what stopped it
                 raise InboxRefusedError("the approval inbox stopped while starting")
             await asyncio.sleep(0.01)
-    bound = sock.getsockname()
-    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task)
 
 
 def this_user() -> str:

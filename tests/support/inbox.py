@@ -9,11 +9,13 @@ import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 from temporalio.client import Client
 
+from activities.business.database import Database
 from activities.contracts.approvals import ApprovalRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
@@ -51,23 +53,51 @@ ROLES = LOOSE.model_copy(
 
 @functools.cache
 def password_hashes() -> dict[str, str]:
-    """Made once per session: scrypt takes a tenth of a second a hash, on purpose."""
+    """Made once per session: argon2id takes a quarter of a second a hash, on purpose."""
     return {name: hash_password(password) for name, password in PASSWORDS.items()}
 
 
+class Clock:
+    """A database's clock, which a test turns: sessions age and wrong passwords are forgotten without waiting."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now or datetime(2026, 11, 30, 9, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def turn(self, span: timedelta) -> None:
+        self.now += span
+
+
 @asynccontextmanager
-async def inbox_for(agent: Harness, policy: MoneyPolicy | None = None, **settings: Any) -> AsyncIterator[RunningInbox]:
+async def inbox_for(
+    agent: Harness, policy: MoneyPolicy | None = None, *, database: Database | None = None, **settings: Any
+) -> AsyncIterator[RunningInbox]:
     """A worker holding the inbox's key, under ``policy`` (the tests' loose desk if None), and the inbox for its task
     queue on 127.0.0.1, with ann, ben and bob able to sign in; ``settings`` go to both (the inbox's sign-in, the
-    codec's keys)."""
+    codec's keys). The inbox keeps its sessions in ``database`` if given (one whose clock the test turns), else in
+    the harness's business database as the settings name it."""
     both = {"web_approval_keys": [KEY], "web_users": password_hashes(), **settings}
     async with agent.worker(policy=policy, **both):
         inbox_settings = agent.settings(**both)
-        inbox = await start_inbox(inbox_settings, agent.client, host="127.0.0.1", port=0)
+        inbox = await start_inbox(inbox_settings, agent.client, host="127.0.0.1", port=0, database=database)
         try:
             yield inbox
         finally:
             await inbox.stop()
+
+
+@asynccontextmanager
+async def inbox_alone(agent: Harness, database: Database | None = None, **settings: Any) -> AsyncIterator[RunningInbox]:
+    """The inbox with ann, ben and bob able to sign in, and no worker: signing in and out needs none. Its sessions
+    in ``database`` if given (one whose clock the test turns), else in the harness's business database."""
+    configured = agent.settings(web_approval_keys=[KEY], web_users=password_hashes(), **settings)
+    inbox = await start_inbox(configured, agent.client, host="127.0.0.1", port=0, database=database)
+    try:
+        yield inbox
+    finally:
+        await inbox.stop()
 
 
 async def start_with_cli(agent: Harness, *codec_flags: str, **options: Any) -> str:

@@ -26,6 +26,8 @@
           again = false;
           const response = await fetch(live.dataset.live, { credentials: "same-origin", cache: "no-store" });
           if (response.ok) { redraw(await response.text()); }
+          // The session ended (signed out elsewhere, idle, too old): show the sign-in page, not stale buttons.
+          if (response.status === 401) { window.location.reload(); return; }
         } while (again);
       } catch (error) {
         // The inbox is unreachable for a moment: the next event or poll tries again.
