@@ -7,8 +7,8 @@ inbox process behind a load balancer agrees. ``inbox_sign_in_failures`` counts r
 and per address, so the inbox can refuse to check more of them for a while. Both start empty: people signed in
 with the old cookies sign in again once.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-02
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
