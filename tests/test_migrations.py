@@ -78,12 +78,19 @@ def test_a_new_store_migrated_at_start_up_has_exactly_the_schema_the_code_declar
     assert {o.order_id for o in store.orders.all()} == {o.order_id for o in DEMO_ORDERS}
 
 
+def old_order(store: Business, schema: sa.MetaData, **row: Any) -> None:
+    """An order as the code of ``schema``'s time wrote it: only the columns it had."""
+    with store.database.writer.begin() as db:
+        db.execute(schema.tables["orders"].insert().values(**row))
+
+
 def test_a_store_made_before_migrations_is_adopted_at_the_baseline_and_keeps_its_orders_and_refunds(
     blank_store: BlankStore,
 ) -> None:
     store = blank_store()
-    baseline().create_all(store.database.writer)  # what Business.create did before migrations
-    store.orders.add(Order(order_id="L-1", amount_cents=2500, customer_email="old@example.com"))
+    schema = baseline()
+    schema.create_all(store.database.writer)  # what Business.create did before migrations
+    old_order(store, schema, order_id="L-1", amount_cents=2500, customer_email="old@example.com")
     paid = store.payments.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
 
     store.create()
@@ -102,7 +109,7 @@ def test_a_store_older_than_the_blob_and_event_tables_gets_them_at_start_up(blan
     schema = baseline()
     older = [table for table in schema.sorted_tables if table.name not in {"blobs", "order_events"}]
     schema.create_all(store.database.writer, tables=older)
-    store.orders.add(Order(order_id="L-2", amount_cents=900, customer_email="older@example.com"))
+    old_order(store, schema, order_id="L-2", amount_cents=900, customer_email="older@example.com")
 
     store.create()
 
