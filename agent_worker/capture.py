@@ -73,8 +73,6 @@ IDENTIFIERS = frozenset(
         # content-store keys (mapped by shape), and who may approve: the desk's staff, compared by name
         "conversation_ref", "content_ref", "result_ref", "archive_ref", "previous",
         "approver", "approvers", "approved_by", "people", "default_approvers",
-        # already placeholders of their own kind: mapped by shape
-        "order_id", "customer_email", "to",
         # the codec's marker
         "unreadable_payload",
     }
@@ -205,9 +203,10 @@ class Redactor:
         return "".join(chars)
 
     def json(self, value: Any, key: str | None = None) -> Any:
-        """A payload's JSON with every string redacted by what its key says it is (``IDENTIFIERS``). A bare
-        string (no key: an activity's argument, a failure's detail) is kept as an identifier if it has no
-        whitespace, and is free text otherwise."""
+        """A payload's JSON with every string redacted by what its key says it is (``IDENTIFIERS``), or by its
+        shape: a whole address or order id is mapped as one wherever it is, and anything else under ``to`` or
+        ``order_id`` (what a model wrote there, say) is free text. A bare string (no key: an activity's argument, a
+        failure's detail) is kept as an identifier if it has no whitespace, and is free text otherwise."""
         if isinstance(value, dict):
             return {self.identifier(k): self.json(v, k) for k, v in value.items()}
         if isinstance(value, list):
@@ -217,8 +216,8 @@ class Redactor:
         if key in IDENTIFIERS or (key is None and TOKEN.fullmatch(value)):
             return self.identifier(value)
         stripped = value.strip()
-        if stripped and WHOLE_EMAIL.fullmatch(stripped):
-            return self.identifier(value)
+        if stripped and (WHOLE_EMAIL.fullmatch(stripped) or ORDER_ID.fullmatch(stripped)):
+            return self.identifier(value)  # an address or an order id, under any key, is mapped as one
         return self.text(value)
 
 

@@ -310,6 +310,9 @@ def test_placeholders_are_consistent_shaped_like_their_values_and_never_equal_to
     assert redactor.email(" Ann@EXAMPLE.com") == ann
     assert redactor.email("bob@example.com") != ann
     assert redactor.json({"to": " ann@example.com "}) == {"to": f" {ann} "}
+    assert redactor.json({"to": "Ann Lovelace <ann@example.com>"})["to"] == redactor.text(
+        "Ann Lovelace <ann@example.com>"
+    )
     TypeAdapter(EmailAddress).validate_python(ann)
 
     first, second = redactor.order_id("A-1001"), redactor.order_id("A-1002")
