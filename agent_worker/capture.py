@@ -297,6 +297,11 @@ def open_payloads(history: WorkflowHistory, codec: EncryptionCodec | None) -> li
         for payload in payloads:
             encoding = payload.metadata.get("encoding", b"")
             where = f"event {event.event_id} ({attributes.removesuffix('_event_attributes')})"
+            if stored_elsewhere(payload):
+                raise CaptureError(
+                    f"{where} is a reference to a payload kept in external storage (AGENT_S3_BUCKET), which capture "
+                    f"does not follow yet: nothing is written"
+                )
             if encoding == ENCODING:
                 if codec is None:
                     raise CaptureError(
@@ -312,6 +317,10 @@ def open_payloads(history: WorkflowHistory, codec: EncryptionCodec | None) -> li
                             f"with (AGENT_CODEC_KEYS)"
                         ) from None
                     plain = unreadable(error.reason)  # as the worker read it
+                if stored_elsewhere(plain):
+                    raise CaptureError(
+                        f"{where} opens to a reference to external storage, which capture does not follow"
+                    )
                 opened.append(Opened(payload, plain, was_encrypted=True, event_id=event.event_id))
             elif encoding.startswith(b"json/") or encoding == b"binary/null":
                 opened.append(Opened(payload, payload, was_encrypted=False, event_id=event.event_id))
@@ -321,6 +330,17 @@ def open_payloads(history: WorkflowHistory, codec: EncryptionCodec | None) -> li
                     f"cannot see into (a payload kept in external storage, or not JSON): nothing is written"
                 )
     return opened
+
+
+def stored_elsewhere(payload: Payload) -> bool:
+    """Whether ``payload`` only points to one in external storage (temporalio's ``ExternalStorage``, in any of the
+    forms it writes): rewriting its JSON would break the pointer, and redacting it needs what it points to."""
+    metadata = payload.metadata
+    return (
+        "__temporal_external_storage_reference" in metadata
+        or metadata.get("encoding") == b"json/external-storage-reference"
+        or b"ExternalStorageReference" in metadata.get("messageType", b"")
+    )
 
 
 def redact(history: WorkflowHistory, opened: list[Opened], redactor: Redactor) -> None:

@@ -21,7 +21,7 @@ from activities.contracts.fields import EmailAddress, OrderId
 from activities.contracts.limits import INLINE_RECORDS_BYTES, TEXT_CHARS, TOOL_INPUT_BYTES, encoded_bytes
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE
 from activities.contracts.ticket import Outcome, Status, ToolCallRecord
-from agent_worker.capture import EMAIL_DOMAIN, Redactor, copy_history, open_payloads, redact, seal
+from agent_worker.capture import EMAIL_DOMAIN, CaptureError, Redactor, copy_history, open_payloads, redact, seal
 from agent_worker.codec import ENCODING, EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.replay import HISTORIES, history_files, load_history, replay_history
@@ -347,6 +347,15 @@ def test_free_text_keeps_its_length_in_characters_and_bytes_and_loses_its_words(
     assert redactor.json({"status": "resolved", "question": "resolved"}) == {
         "status": "resolved", "question": redactor.text("resolved"),
     }  # fmt: skip
+
+
+def test_a_history_pointing_to_payloads_in_external_storage_is_refused_not_mangled() -> None:
+    history = copy_history(load_history(HISTORIES / "approved_refund.json"))
+    scheduled = next(e for e in history.events if e.HasField("activity_task_scheduled_event_attributes"))
+    (payload,) = scheduled.activity_task_scheduled_event_attributes.input.payloads
+    payload.metadata["encoding"] = b"json/external-storage-reference"
+    with pytest.raises(CaptureError, match="external storage"):
+        open_payloads(history, None)
 
 
 @pytest.mark.parametrize("path", history_files([HISTORIES]), ids=lambda p: p.stem)
