@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,13 @@ def parser() -> argparse.ArgumentParser:
     answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
     demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
 
-    replay = commands.add_parser("replay", help="replay stored histories against the current workflow code")
+    replay = commands.add_parser(
+        "replay",
+        help="replay stored histories against the current workflow code (replay capture: add a real ticket's)",
+        epilog="agent-worker replay capture TICKET_ID --redact --out replay_histories/NAME.json writes a real "
+        "ticket's history for the gate (agent-worker replay capture --help); to replay a file named capture, "
+        "write ./capture.",
+    )
     replay.add_argument("paths", nargs="*", type=Path, help="history files or folders (default: replay_histories/)")
 
     history = commands.add_parser("history", help="record a run's history for the replayer")
@@ -151,6 +158,48 @@ def parser() -> argparse.ArgumentParser:
     return cli
 
 
+def capture_parser() -> argparse.ArgumentParser:
+    """``agent-worker replay capture``: a subcommand of ``replay`` that ``replay [paths...]`` cannot declare (a
+    path may be any word), so ``parse`` routes to it on its first word, and ``replay`` keeps its arguments as they
+    were."""
+    capture = argparse.ArgumentParser(
+        prog="agent-worker replay capture",
+        description="Write a real ticket's history for the replay gate, its personal data redacted if asked; only if "
+        "it replays on this code, before and after redaction.",
+    )
+    capture.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
+    capture.add_argument(
+        "--out", type=Path, required=True,
+        help="the file to write, e.g. replay_histories/NAME.json (its folder must exist)",
+    )  # fmt: skip
+    capture.add_argument("--run", dest="run_id", help="a particular run of the ticket (default: its latest)")
+    capture.add_argument(
+        "--redact", action="store_true",
+        help="replace addresses, names and the words of questions, replies and answers with consistent placeholders, "
+        "and write the payloads plain (default: every payload as stored, encrypted if the desk encrypts)",
+    )  # fmt: skip
+    capture.add_argument("--redact-order-ids", action="store_true", help="with --redact: order ids too")
+    capture.add_argument(
+        "--encrypt", action="store_true",
+        help="with --redact: seal the redacted payloads again under the current AGENT_CODEC_KEYS key, not plain",
+    )  # fmt: skip
+    capture.add_argument("--force", action="store_true", help="replace --out if it exists")
+    _where(capture)
+    capture.set_defaults(command="replay-capture")
+    return capture
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    if argv[:2] != ["replay", "capture"]:
+        return parser().parse_args(argv)
+    capture = capture_parser()
+    args = capture.parse_args(argv[2:])
+    for option, given in (("--redact-order-ids", args.redact_order_ids), ("--encrypt", args.encrypt)):
+        if given and not args.redact:
+            capture.error(f"{option} goes with --redact: without it every payload is written as stored")
+    return args
+
+
 def currency(text: str) -> str:
     """An ISO 4217 code (``EUR``, ``jpy``), upper-cased."""
     if len(text) != 3 or not text.isascii() or not text.isalpha():
@@ -168,7 +217,7 @@ def stripe_payment(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     from agent_worker import commands  # noqa: PLC0415 - only now: see the module's docstring
 
     commands.run(args)

@@ -100,6 +100,40 @@ async def replay(settings: Settings, paths: list[Path]) -> int:
     return 1 if failed or not results else 0
 
 
+async def capture_history(settings: Settings, args: argparse.Namespace) -> int:
+    """``agent-worker replay capture``: 0 written, 1 the history refused (it does not replay, before or after
+    redaction; the keys do not open it; no such ticket), 2 the request refused (``--out``, the options)."""
+    from agent_worker import wiring  # noqa: PLC0415
+    from agent_worker.capture import CaptureError, Redactor, Request, capture, check_out  # noqa: PLC0415
+
+    codec = wiring.codec(settings)
+    if args.encrypt and codec is None:
+        print(
+            "not captured: --encrypt needs AGENT_CODEC_KEYS, the key to seal the redacted payloads with",
+            file=sys.stderr,
+        )
+        return 2
+    request = Request(
+        operations.workflow_id(args.ticket), args.out, run_id=args.run_id,
+        redactor=Redactor(order_ids=args.redact_order_ids) if args.redact else None,
+        encrypt=args.encrypt, force=args.force,
+    )  # fmt: skip
+    try:
+        check_out(args.out, force=args.force)  # before connecting: a typo costs nothing
+        client = await connect(settings, args.address, args.namespace)
+        captured = await capture(client, request, converter=wiring.data_converter(settings), codec=codec)
+    except CaptureError as error:
+        print(f"not captured: {error}", file=sys.stderr)
+        return error.code
+    how = (
+        f"{captured.payloads} payloads redacted, written {'encrypted' if args.encrypt else 'plain'}"
+        if args.redact
+        else "payloads as stored"
+    )
+    print(f"wrote {captured.events} events of {operations.workflow_id(args.ticket)} to {args.out} ({how}); it replays")
+    return 0
+
+
 async def export_history(settings: Settings, args: argparse.Namespace) -> None:
     from agent_worker.replay import export  # noqa: PLC0415
 
@@ -329,6 +363,8 @@ def _run(args: argparse.Namespace) -> int:
     code = 0
     if args.command in OPERATOR_COMMANDS:
         code = asyncio.run(operate(settings, args))
+    elif args.command == "replay-capture":
+        code = asyncio.run(capture_history(settings, args))
     elif args.command == "replay":
         code = asyncio.run(replay(settings, args.paths))
     elif args.command == "history":

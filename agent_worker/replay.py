@@ -60,24 +60,47 @@ async def replay(
     data_converter: DataConverter = DATA_CONVERTER,
 ) -> list[ReplayResult]:
     """Replay each history file; a file that cannot even be read counts as a failure, not a crash."""
-    replayer = Replayer(
-        workflows=workflows, data_converter=data_converter, workflow_runner=runner or SandboxedWorkflowRunner()
-    )
+    replayer = _replayer(workflows, runner, data_converter)
     results = []
     for path in history_files(paths):
         try:
-            outcome = await replayer.replay_workflow(load_history(path), raise_on_replay_failure=False)
+            failure = await _replay_one(replayer, load_history(path))
         except (OSError, ValueError, KeyError) as error:
             results.append(ReplayResult(path, f"unreadable history: {error}"))
             continue
-        failure = outcome.replay_failure
-        results.append(ReplayResult(path, None if failure is None else f"{type(failure).__name__}: {failure}"))
+        results.append(ReplayResult(path, failure))
     return results
+
+
+async def replay_history(
+    history: WorkflowHistory,
+    data_converter: DataConverter = DATA_CONVERTER,
+    workflows: Sequence[type] = (SupportAgent,),
+    runner: WorkflowRunner | None = None,
+) -> str | None:
+    """Replay one history held in memory (a capture checks its own before writing it); why it failed, or None."""
+    return await _replay_one(_replayer(workflows, runner, data_converter), history)
+
+
+def _replayer(workflows: Sequence[type], runner: WorkflowRunner | None, data_converter: DataConverter) -> Replayer:
+    return Replayer(
+        workflows=workflows, data_converter=data_converter, workflow_runner=runner or SandboxedWorkflowRunner()
+    )
+
+
+async def _replay_one(replayer: Replayer, history: WorkflowHistory) -> str | None:
+    failure = (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure
+    return None if failure is None else f"{type(failure).__name__}: {failure}"
+
+
+async def fetch(client: Client, workflow_id: str, run_id: str | None = None) -> WorkflowHistory:
+    """A run's history as the server stores it: every payload as it was written, encrypted or not."""
+    return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
 
 
 async def export(client: Client, workflow_id: str, out: Path, run_id: str | None = None) -> int:
     """Write a run's history in the JSON shape of ``temporal workflow show --output json``; return events."""
-    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    history = await fetch(client, workflow_id, run_id)
     await asyncio.to_thread(write_history, out, history)
     return len(history.events)
 
@@ -85,4 +108,8 @@ async def export(client: Client, workflow_id: str, out: Path, run_id: str | None
 def write_history(out: Path, history: WorkflowHistory) -> None:
     """One event per few lines, so a re-recorded history reads as a diff in review."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    out.write_text(history_text(history))
+
+
+def history_text(history: WorkflowHistory) -> str:
+    return json.dumps(json.loads(history.to_json()), indent=1) + "\n"
