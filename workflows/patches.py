@@ -104,3 +104,8 @@ class Patch(StrEnum):
     waits did, and every wait does too at a count of history events (``WAIT_EVENTS_BEFORE_CONTINUING``). Runs
     before it waited for an event in one run however long its history grew, and other waits only on the server's
     suggestion."""
+
+    ANSWER_ROWS = "answer-rows"
+    """Each answer that decides a request, or is one approval of several, goes to the audit trail with a row for
+    auditors beside its entry (``AnsweredRequest``: who, how, when, what, which order and policy), which the
+    export reads by date after Temporal has deleted the history. Runs before it wrote the entry's words alone."""
