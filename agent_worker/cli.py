@@ -130,7 +130,20 @@ def parser() -> argparse.ArgumentParser:
         "--stripe-payment", type=stripe_payment, metavar="pi_...|ch_...",
         help="the order's payment at Stripe, a PaymentIntent or a Charge (for AGENT_PAYMENTS=stripe)",
     )  # fmt: skip
+    answers_parser(commands.add_parser("answers", help="the answers to approval requests, from the audit trail"))
     return cli
+
+
+def answers_parser(answers: argparse.ArgumentParser) -> None:
+    """``agent-worker answers export``: the approval inbox's export for auditors, from the command line."""
+    answers_commands = answers.add_subparsers(dest="answers_command", required=True)
+    export = answers_commands.add_parser(
+        "export", help="the answers given over a range of UTC days as CSV, for auditors (what the inbox's export gives)"
+    )
+    export.add_argument("--from", dest="start", required=True, metavar="YYYY-MM-DD", help="the first day")
+    export.add_argument("--to", dest="end", required=True, metavar="YYYY-MM-DD", help="the last day, included")
+    export.add_argument("--personal", action="store_true", help="with the customer's email and decline reasons")
+    export.add_argument("--output", "-o", type=Path, help="a file to write (default: standard output)")
 
 
 def stripe_payment(text: str) -> str:

@@ -249,6 +249,26 @@ def run(args: argparse.Namespace) -> None:
     exit_hard(code)
 
 
+def export_answers(settings: Settings, args: argparse.Namespace) -> int:
+    """``agent-worker answers export``: the inbox's export for auditors (``agent_worker.answers``), from the
+    configured business database; exit 2, saying why, for a range it does not take."""
+    from agent_worker import answers, wiring  # noqa: PLC0415 - SQLAlchemy, for the store's commands alone
+
+    store = wiring.business(settings)
+    store.create(seed_demo_orders=False)
+    try:
+        lines = answers.export(store.audit, args.start, args.end, personal=args.personal)
+    except answers.ExportRefusedError as error:
+        print(f"not exported: {error}", file=sys.stderr)
+        return 2
+    if args.output is None:
+        sys.stdout.writelines(lines)
+        return 0
+    with args.output.open("w", newline="", encoding="utf-8") as out:
+        out.writelines(lines)
+    return 0
+
+
 def _settings() -> Settings:
     """The settings, or exit 2 saying what is wrong with them. Pydantic's own text would quote the environment
     it read, secrets included, cut to their first and last characters."""
@@ -303,6 +323,8 @@ def _run(args: argparse.Namespace) -> int:
         asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
     elif args.command in {"orders", "migrate"}:
         business(settings, args)
+    elif args.command == "answers":
+        code = export_answers(settings, args)
     elif args.command == "web-user":
         from agent_worker.inbox.server import web_user  # noqa: PLC0415 - only the inbox needs its web stack
 
