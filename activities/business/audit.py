@@ -77,15 +77,21 @@ class SqlAuditTrail:
             return list(db.execute(query).scalars())
 
     def answered(
-        self, start: datetime, end: datetime, *, approver: str | None = None, limit: int | None = None
+        self,
+        start: datetime,
+        end: datetime,
+        *,
+        approver: str | None = None,
+        limit: int | None = None,
+        latest_first: bool = False,
     ) -> Iterator[tuple[str, AnsweredRequest]]:
         """Each answer given from ``start`` up to ``end`` (of one approver, if given), as its ticket's id and the
-        answer, in the order given; fetched ``READ_AT_ONCE`` at a time, so a long export streams."""
-        query = (
-            sa.select(answers)
-            .where(answers.c.answered_at >= start, answers.c.answered_at < end)
-            .order_by(answers.c.answered_at, answers.c.id)
-        )
+        answer, in the order given (or the latest first); fetched ``READ_AT_ONCE`` at a time, so a long export
+        streams."""
+        order = (answers.c.answered_at.desc(), answers.c.id.desc()) if latest_first else (
+            answers.c.answered_at, answers.c.id
+        )  # fmt: skip
+        query = sa.select(answers).where(answers.c.answered_at >= start, answers.c.answered_at < end).order_by(*order)
         if approver is not None:
             query = query.where(answers.c.approver == approver)
         if limit is not None:

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import uvicorn
 from pydantic import SecretStr
@@ -33,6 +34,9 @@ from agent_worker.inbox.app import make_app
 from agent_worker.inbox.auth import Authenticator, Keys, hash_password
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
+
+if TYPE_CHECKING:
+    from activities.business.database import Database
 
 STARTUP_TIMEOUT = timedelta(seconds=10)
 MIN_PASSWORD = 12
@@ -133,7 +137,8 @@ async def start_inbox(
         lifetime=timedelta(hours=settings.web_session_hours),
     )  # fmt: skip
     site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
-    app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
+    database = await asyncio.to_thread(business_database, settings)
+    app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site, database)
     sock = bind(host, port)
     config = uvicorn.Config(
         app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
@@ -141,6 +146,7 @@ async def start_inbox(
     )  # fmt: skip
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
+    task.add_done_callback(lambda _: database.close())
     async with asyncio.timeout(STARTUP_TIMEOUT.total_seconds()):
         while not server.started:
             if task.done():
@@ -150,6 +156,16 @@ async def start_inbox(
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task)
+
+
+def business_database(settings: Settings) -> Database:
+    """The business database the workers write the audit trail to (``AGENT_DATABASE_URL``, else the SQLite file),
+    brought to the newest schema as a worker's start does."""
+    from activities.business.database import Database  # noqa: PLC0415 - SQLAlchemy, for the inbox alone here
+
+    database = Database(settings.database_url or f"sqlite:///{settings.business_db}")
+    database.migrate()
+    return database
 
 
 def this_user() -> str:
