@@ -239,6 +239,8 @@ class Desk:
         self.client, self.task_queue = client, task_queue
         self._inputs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._reading = asyncio.Semaphore(READ_AT_ONCE)
+        self._reports_stuck: bool | None = None
+        """Whether the server marks stuck runs (its namespace's capabilities), asked once."""
 
     def query(self, tab: str) -> str:
         """The visibility query of a tab, for this inbox's task queue. Nothing a person types goes in it."""
@@ -254,8 +256,9 @@ class Desk:
     async def counts(self) -> dict[str, int | None]:
         """How many tickets each tab holds, from visibility's count (no listing); stuck ones only where the server
         reports them (``TemporalReportedProblems``), else None: finding them then means describing every run."""
-        reported = await server_reports_problems(self.client)
-        tabs = [tab for tab in TABS if tab != "stuck" or reported]
+        if self._reports_stuck is None:
+            self._reports_stuck = await server_reports_problems(self.client)
+        tabs = [tab for tab in TABS if tab != "stuck" or self._reports_stuck]
         found = await asyncio.gather(*(self.client.count_workflows(self.query(tab)) for tab in tabs))
         counted = {tab: count.count for tab, count in zip(tabs, found, strict=True)}
         return {tab: counted.get(tab) for tab in TABS}
