@@ -19,10 +19,13 @@ import csv
 import io
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from activities.business.audit import SqlAuditTrail
 from activities.contracts.approvals import AnsweredRequest, ApprovalDecision
 from activities.contracts.fields import MINOR_UNITS
+
+if TYPE_CHECKING:  # SQLAlchemy: imported by whoever hands the trail in
+    from activities.business.audit import SqlAuditTrail
 
 MAX_DAYS = 366
 """The longest range one export covers: a year, an audit's usual period."""
