@@ -155,6 +155,7 @@ def parser() -> argparse.ArgumentParser:
         "--stripe-payment", type=stripe_payment, metavar="pi_...|ch_...",
         help="the order's payment at Stripe, a PaymentIntent or a Charge (for AGENT_PAYMENTS=stripe)",
     )  # fmt: skip
+    answers_parser(commands.add_parser("answers", help="the answers to approval requests, from the audit trail"))
     return cli
 
 
@@ -205,6 +206,18 @@ def currency(text: str) -> str:
     if len(text) != 3 or not text.isascii() or not text.isalpha():
         raise argparse.ArgumentTypeError(f"{text!r} is not a currency: three letters, such as USD, EUR or JPY")
     return text.upper()
+
+
+def answers_parser(answers: argparse.ArgumentParser) -> None:
+    """``agent-worker answers export``: the approval inbox's export for auditors, from the command line."""
+    answers_commands = answers.add_subparsers(dest="answers_command", required=True)
+    export = answers_commands.add_parser(
+        "export", help="the answers given over a range of UTC days as CSV, for auditors (what the inbox's export gives)"
+    )
+    export.add_argument("--from", dest="start", required=True, metavar="YYYY-MM-DD", help="the first day")
+    export.add_argument("--to", dest="end", required=True, metavar="YYYY-MM-DD", help="the last day, included")
+    export.add_argument("--personal", action="store_true", help="with the customer's email and decline reasons")
+    export.add_argument("--output", "-o", type=Path, help="a file to write (default: standard output)")
 
 
 def stripe_payment(text: str) -> str:

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -320,6 +321,26 @@ def run(args: argparse.Namespace) -> None:
     exit_hard(code)
 
 
+def export_answers(settings: Settings, args: argparse.Namespace) -> int:
+    """``agent-worker answers export``: the inbox's export for auditors (``agent_worker.answers``), from the
+    configured business database; exit 2, saying why, for a range it does not take."""
+    from agent_worker import answers, wiring  # noqa: PLC0415 - SQLAlchemy, for the store's commands alone
+
+    store = wiring.business(settings)
+    store.create(seed_demo_orders=False)
+    try:
+        lines = answers.export(store.audit, args.start, args.end, personal=args.personal)
+    except answers.ExportRefusedError as error:
+        print(f"not exported: {error}", file=sys.stderr)
+        return 2
+    if args.output is None:
+        sys.stdout.writelines(lines)
+        return 0
+    with args.output.open("w", newline="", encoding="utf-8") as out:
+        out.writelines(lines)
+    return 0
+
+
 def _settings() -> Settings:
     """The settings, or exit 2 saying what is wrong with them. Pydantic's own text would quote the environment
     it read, secrets included, cut to their first and last characters."""
@@ -354,6 +375,12 @@ def policy(args: argparse.Namespace) -> int:
     return 0
 
 
+DATABASE_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int | None]] = {
+    "orders": business, "migrate": business, "web-sessions": web_sessions, "answers": export_answers,
+}  # fmt: skip
+"""The commands that need the business database, not Temporal."""
+
+
 def _run(args: argparse.Namespace) -> int:
     from agent_worker import logs  # noqa: PLC0415 - its interceptor imports Temporal's worker
 
@@ -374,10 +401,8 @@ def _run(args: argparse.Namespace) -> int:
         from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
 
         asyncio.run(run_demo(settings, decision=args.decision, question=args.question))
-    elif args.command in {"orders", "migrate"}:
-        business(settings, args)
-    elif args.command == "web-sessions":
-        web_sessions(settings, args)
+    elif args.command in DATABASE_COMMANDS:
+        code = DATABASE_COMMANDS[args.command](settings, args) or 0
     elif args.command == "web-user":
         from agent_worker.inbox.server import web_user  # noqa: PLC0415 - only the inbox needs its web stack
 

@@ -440,6 +440,22 @@ async def two_people_approved_in_the_inbox(r: Recorder) -> Handle:
     return handle
 
 
+async def answers_kept_as_rows(r: Recorder) -> Handle:
+    """The path added behind the ``answer-rows`` patch: ann's signed approval of 120.00, 1 of 2, then ben's decline
+    with its reason, each audited with its row for auditors (the policy is ``POLICIES``')."""
+    handle = await r.start(ticket("My parcel for order A-1003 never arrived.", email="cleo@example.com"))
+    await awaiting(handle, 12_000)
+    await handle.execute_update(APPROVE_SIGNAL, _signed(handle, 12_000, "ann"))
+    fields = answer(12_000, approver="ben", request_id="R1", approved=False, reason="It arrived: signed for at 9:12.")
+    unsigned = VouchedApproval(**fields, signature="0" * 64)
+    signed = {**fields, "signature": vouching.sign(INBOX_KEY.encode(), handle.id, unsigned)}
+    await handle.execute_update(APPROVE_SIGNAL, signed)
+    await handle.result()
+    rows = list(r.store.audit.answered(datetime.min.replace(tzinfo=UTC), datetime.now(UTC) + timedelta(days=1)))
+    assert [answer.decision.value for _, answer in rows] == ["partly_approved", "declined"], rows
+    return handle
+
+
 async def limit_across_tickets_met(r: Recorder) -> Handle:
     """A limit across tickets (``operator-policy``): 15.00 is under the 20.00 limit but past bob's 10.00 a day
     without a person, so the provider refuses it unpaid, a request citing the limit waits, and ops approves it."""
@@ -504,7 +520,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
         limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
-        waited_for_a_delivery_scan_across_runs, approved_in_euros,
+        waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows,
     )
 }  # fmt: skip
 
@@ -538,6 +554,9 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
 
 POLICIES: dict[str, MoneyPolicy] = {
     "two_people_approved_in_the_inbox": LOOSE.model_copy(
+        update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)}
+    ),
+    "answers_kept_as_rows": LOOSE.model_copy(
         update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)}
     ),
     "model_budget_spent": LOOSE.model_copy(update={"model": ModelPolicy(max_cost_usd_per_ticket=2.0)}),

@@ -85,8 +85,10 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
         await expect(listed).to_be_visible(timeout=LIVE)  # no reload: the list refreshes itself
         for shown in ("49.00", "ann@example.com", "order A-1001", "request R1"):
             await expect(listed).to_contain_text(shown)
-        later = await start_with_cli(agent, question="Order A-1003 never came", email="cleo@example.com")
-        await expect(page.locator("[data-workflow-id]").first).to_have_attribute(  # newest first
+        later = await start_with_cli(
+            agent, question="Order A-1003 never came", email="cleo@example.com", approval_timeout_seconds=3600
+        )
+        await expect(page.locator("[data-workflow-id]").first).to_have_attribute(  # the soonest deadline first
             "data-workflow-id", later, timeout=LIVE
         )
         screenshots.mkdir(parents=True, exist_ok=True)

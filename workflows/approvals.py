@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from activities.contracts.approvals import (
+        AnsweredRequest,
         Approval,
         ApprovalDecision,
         ApprovalReceipt,
@@ -73,6 +74,10 @@ class ApprovalGate:
         self.unlisted = 0
         """Rejected answers past ``REJECTED_ANSWERS_KEPT``: audited (``_unlisted``), counted, not in the records."""
         self._unlisted = Notes("rejected answers to approval requests")
+        self._requests: dict[str, ApprovalRequest] = {}
+        """The requests this run waited on, by id: what an answer's row for auditors says of its request."""
+        self._digest: str | None = None
+        """The money policy the last request waited under, for the rows of its answers."""
         self.results: dict[str, str] = {}
         """What came of each request this run decided, as the model was told it: what the ``approve`` update
         waits for, to tell the person who answered."""
@@ -213,6 +218,7 @@ class ApprovalGate:
                 )  # fmt: skip
         request = self.desk.waiting
         assert request is not None
+        self._requests[request.request_id], self._digest = request, rules.digest
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
         if strict:
             workflow.upsert_memo({APPROVAL_REQUEST_MEMO: request.model_dump(mode="json")})
@@ -284,9 +290,34 @@ class ApprovalGate:
         while self._audited < len(self.desk.records):
             record = self.desk.records[self._audited]
             self._audited += 1
-            await self._audit(describe(record))
+            await self._audit(describe(record), self._answered(record))
         while (note := self._unlisted.take()) is not None:
             await self._audit(note)
+
+    def _answered(self, record: ApprovalRecord) -> AnsweredRequest | None:
+        """The row for auditors of an answer that counted (the ANSWER_ROWS patch): None for a rejected one, which
+        the audit trail's words keep, and for runs before the patch."""
+        counted = record.decision is not ApprovalDecision.REJECTED and record.request_id is not None
+        if not counted or not workflow.patched(Patch.ANSWER_ROWS):
+            return None
+        waiting = self.desk.waiting
+        request = self._requests.get(record.request_id or "") or (
+            waiting if waiting is not None and waiting.request_id == record.request_id else None
+        )  # fmt: skip
+        timed_out = record.decision is ApprovalDecision.TIMED_OUT
+        return AnsweredRequest.model_validate(
+            {
+                "workflow_id": workflow.info().workflow_id, "request_id": record.request_id,
+                "decision": record.decision, "approver": None if timed_out else record.approver,
+                "channel": None if timed_out else record.channel, "at": record.at,
+                "amount_cents": record.amount_cents if record.amount_cents is not None else (
+                    request.amount_cents if request else None
+                ),
+                "currency": request.currency if request else None, "order_id": request.order_id if request else "",
+                "customer_email": request.customer_email if request else "", "reason": record.reason,
+                "policy_digest": self._digest,
+            }
+        )  # fmt: skip
 
     async def _wait_for_answer(self, request: ApprovalRequest, options: TicketOptions) -> None:
         """Wait for the person until the request's deadline (raise ``TimeoutError`` then). A run that is due

@@ -21,6 +21,7 @@ from temporalio import workflow
 from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
+    from activities.contracts.approvals import AnsweredRequest
     from activities.contracts.continued import ContinuedState
     from activities.contracts.limits import NOTE_BYTES, NOTES_KEPT, cut
     from activities.contracts.world import AuditEntry, AuditQuery
@@ -28,8 +29,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 
-Audit = Callable[[str], Awaitable[None]]
-"""Write an entry to the ticket's audit trail."""
+class Audit(Protocol):
+    """Write an entry to the ticket's audit trail, with the answer it tells of as a row for auditors, if any."""
+
+    def __call__(self, entry: str, answer: AnsweredRequest | None = None, /) -> Awaitable[None]: ...
+
+
 Audited = Callable[[str], Awaitable[bool]]
 """Whether the ticket's audit trail holds an entry the run this one continues wrote."""
 
@@ -92,14 +97,15 @@ class AuditTrail:
         """What ``ContinuedState`` carries of the audit trail."""
         return {"audits": self.written}
 
-    async def write(self, entry: str) -> None:
-        """Write an entry once, however often its activity is retried."""
+    async def write(self, entry: str, answer: AnsweredRequest | None = None, /) -> None:
+        """Write an entry once, however often its activity is retried, and the answer it tells of with it."""
         self.written += 1
         info = workflow.info()
         run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(Patch.AUDIT_KEYS_PER_RUN) else ticket_key()
+        key = f"audit:{run}/{self.written}"
         await workflow.execute_activity_method(
             ToolActivities.audit,
-            AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=f"audit:{run}/{self.written}"),
+            AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=key, answer=answer),
             **policies.AUDIT,
         )
 

@@ -109,3 +109,8 @@ class Patch(StrEnum):
     """Amounts the model and people read name the order's currency, as looked up (``USD 49.00``): the looked-up
     order the model reads says it, and so do a refund's result, why a refund waits, and the approval request.
     Runs before it wrote bare numbers (``49.00``), and showed the model orders without their currency."""
+
+    ANSWER_ROWS = "answer-rows"
+    """Each answer that decides a request, or is one approval of several, goes to the audit trail with a row for
+    auditors beside its entry (``AnsweredRequest``: who, how, when, what, which order and policy), which the
+    export reads by date after Temporal has deleted the history. Runs before it wrote the entry's words alone."""

@@ -2,18 +2,26 @@
 
 The workflow writes it through the ``audit`` activity, because a write in workflow code would run again on
 every replay; the entry's key makes a retried activity write it once. ``SqlAuditTrail`` keeps it in the
-``audit_log`` table of the business database.
+``audit_log`` table of the business database, and an entry that tells of an answer to an approval request
+carries the answer as a row too (``answers``), written in the same transaction under the same key: what the
+export for auditors reads over a date range (``answered``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Protocol
 
 import sqlalchemy as sa
 
 from activities.business.database import Database
-from activities.business.schema import audit_log
+from activities.business.schema import answers, audit_log
+from activities.contracts.approvals import AnsweredRequest
 from activities.contracts.world import AuditEntry, AuditQuery
+
+READ_AT_ONCE = 500
+"""Rows an export fetches from the database at a time, so a long one streams in bounded memory."""
 
 
 class AuditTrail(Protocol):
@@ -40,6 +48,14 @@ class SqlAuditTrail:
                         created_at=self.database.clock())
                 .on_conflict_do_nothing(index_elements=[audit_log.c.idempotency_key])
             )  # fmt: skip
+            if entry.answer is not None:
+                row = entry.answer.model_dump(exclude={"at"}) | {"answered_at": entry.answer.at}
+                db.execute(
+                    self.database.insert(answers)
+                    .values(**row, ticket_id=entry.ticket_id, idempotency_key=entry.idempotency_key,
+                            created_at=self.database.clock())
+                    .on_conflict_do_nothing(index_elements=[answers.c.idempotency_key])
+                )  # fmt: skip
 
     def holds(self, query: AuditQuery) -> bool:
         key = audit_log.c.idempotency_key
@@ -59,3 +75,36 @@ class SqlAuditTrail:
             query = query.where(audit_log.c.ticket_id == ticket_id)
         with self.database.reader.connect() as db:
             return list(db.execute(query).scalars())
+
+    def answered(
+        self,
+        start: datetime,
+        end: datetime,
+        *,
+        approver: str | None = None,
+        limit: int | None = None,
+        latest_first: bool = False,
+    ) -> Iterator[tuple[str, AnsweredRequest]]:
+        """Each answer given from ``start`` up to ``end`` (of one approver, if given), as its ticket's id and the
+        answer, in the order given (or the latest first); fetched ``READ_AT_ONCE`` at a time, so a long export
+        streams."""
+        order = (answers.c.answered_at.desc(), answers.c.id.desc()) if latest_first else (
+            answers.c.answered_at, answers.c.id
+        )  # fmt: skip
+        query = sa.select(answers).where(answers.c.answered_at >= start, answers.c.answered_at < end).order_by(*order)
+        if approver is not None:
+            query = query.where(answers.c.approver == approver)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.database.reader.connect() as db:
+            for row in db.execution_options(yield_per=READ_AT_ONCE).execute(query).mappings():
+                fields = {name: row[name] for name in AnsweredRequest.model_fields if name != "at"}
+                at = row["answered_at"]  # SQLite keeps no offset: every time written is UTC
+                at = at if at.tzinfo else at.replace(tzinfo=UTC)
+                yield row["ticket_id"], AnsweredRequest.model_validate({**fields, "at": at})
+
+    def count_answered(self, start: datetime, end: datetime) -> int:
+        """How many answers were given from ``start`` up to ``end``."""
+        query = sa.select(sa.func.count()).where(answers.c.answered_at >= start, answers.c.answered_at < end)
+        with self.database.reader.connect() as db:
+            return int(db.execute(query).scalar_one())

@@ -3,8 +3,9 @@
 Each outside system's embedded implementation reads and writes its own tables: ``orders`` and
 ``order_events`` (``activities.business.orders``), ``refunds`` (``payments``), ``emails`` (``mail``),
 ``idempotency_keys`` (the key ledger of payments and mail, ``keys``), ``unattended_refunds`` (what was
-refunded without a person, counted against the limits across tickets, ``unattended``), ``audit_log`` (``audit``),
-``model_calls`` (``model_calls``), ``blobs`` (``blobs``), and the approval inbox's ``inbox_sessions`` and
+refunded without a person, counted against the limits across tickets, ``unattended``), ``audit_log`` and
+``answers`` (the audit trail and the answers to approval requests in it, ``audit``), ``model_calls``
+(``model_calls``), ``blobs`` (``blobs``), and the approval inbox's ``inbox_sessions`` and
 ``inbox_sign_in_failures`` (``agent_worker.inbox.sessions`` and ``agent_worker.inbox.throttle``: the business
 database is where every inbox process behind a load balancer finds the same sessions). They are declared
 together because they are one database with one history of revisions: ``metadata`` is what the migrations
@@ -79,6 +80,27 @@ audit_log = sa.Table(
     sa.Column("entry", sa.Text, nullable=False),
     sa.Column("idempotency_key", sa.Text, unique=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)  # fmt: skip
+answers = sa.Table(
+    "answers", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("idempotency_key", sa.Text, nullable=False, unique=True),  # the audit entry's: written once with it
+    sa.Column("ticket_id", sa.Text, nullable=False),
+    sa.Column("workflow_id", sa.Text, nullable=False),
+    sa.Column("request_id", sa.Text, nullable=False),
+    sa.Column("decision", sa.Text, nullable=False),
+    sa.Column("approver", sa.Text),
+    sa.Column("channel", sa.Text),
+    sa.Column("answered_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("amount_cents", sa.BigInteger),
+    sa.Column("currency", sa.Text),
+    sa.Column("order_id", sa.Text, nullable=False),
+    sa.Column("customer_email", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("policy_digest", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_answers_answered_at", "answered_at"),
+    sa.Index("ix_answers_approver_answered_at", "approver", "answered_at"),
 )  # fmt: skip
 blobs = sa.Table(
     "blobs", metadata,

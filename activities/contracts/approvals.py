@@ -108,3 +108,30 @@ class ApprovalReceipt(Contract):
     result: str
     """What came of the refund, in the words the model was given ("Refunded 49.00 on order A-1001 (refund
     #12).", "A person (ann) declined this refund, so it was not made.")."""
+
+
+class AnsweredRequest(Contract):
+    """How a request was answered, as the audit trail keeps it beside the entry that tells it (the ``answers``
+    table): what auditors export, with no Temporal history needed, since histories go after the namespace's
+    retention. One per answer that counted: approved, declined, timed out, or one approval of several."""
+
+    workflow_id: str
+    request_id: str
+    decision: Literal[
+        ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT,
+        ApprovalDecision.PARTLY_APPROVED,
+    ]  # fmt: skip
+    approver: str | None
+    """None when nobody answered (timed out)."""
+    channel: Literal["signal", "web"] | None
+    """``web``, signed by the approval inbox for who signed in; ``signal``, the approver as claimed; None: timed out."""
+    at: datetime
+    """Workflow time of the answer (of the deadline, for a timeout)."""
+    amount_cents: int | None
+    currency: str | None = None
+    order_id: str = ""
+    customer_email: str = ""
+    reason: str = ""
+    """A decline's reason as the person typed it; for one approval of several, how far they have come ("1 of 2")."""
+    policy_digest: str | None = None
+    """The money policy in force when the request was answered (``sha256:...``); None for runs before the policy."""

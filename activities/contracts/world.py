@@ -3,11 +3,16 @@ and its receipt, an email and its receipt, an audit entry, a tool's result for t
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import (
     NonNegativeInt,
+    SerializerFunctionWrapHandler,
+    model_serializer,
     model_validator,
 )
 
+from activities.contracts.approvals import AnsweredRequest
 from activities.contracts.fields import DEFAULT_CURRENCY, Cents, Contract, Currency
 from activities.contracts.policy import Limits
 
@@ -16,6 +21,16 @@ class AuditEntry(Contract):
     ticket_id: str
     entry: str
     idempotency_key: str
+    answer: AnsweredRequest | None = None
+    """The answer the entry tells of, as a row for auditors (the ANSWER_ROWS patch); None for every other entry."""
+
+    @model_serializer(mode="wrap")
+    def _without_no_answer(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An entry without an answer is sent as before, so a worker of the release before takes it."""
+        fields: dict[str, Any] = handler(self)
+        if fields.get("answer") is None:
+            fields.pop("answer", None)
+        return fields
 
 
 class AuditQuery(Contract):

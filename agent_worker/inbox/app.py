@@ -10,6 +10,8 @@ Routes, under the base path:
 - ``POST /tickets/{id}/answer``: approve or decline (a decline with its reason, which the inbox requires). The
   answer is the ``approve`` Workflow Update, signed for the person who signed in; the page shows at once whether
   the ticket took it and what came of the refund.
+- ``GET /export.csv?from=YYYY-MM-DD&to=YYYY-MM-DD[&personal=1]``: the answers given over a range of days, as CSV,
+  for auditors (``agent_worker.answers``), from the business database's audit trail.
 - ``GET|POST /login`` (a throttled attempt is answered 429 with ``Retry-After``), ``POST /logout`` (the session
   ends on the server: a copy of its cookie stops working too); ``GET /healthz`` for a proxy's health check;
   ``/static/`` for the script and the style sheet.
@@ -27,7 +29,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit
 
 import structlog
@@ -45,9 +47,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import vouching
-from activities.contracts.approvals import Approval, ApprovalReceipt, VouchedApproval
+from activities.business.audit import SqlAuditTrail
+from activities.contracts.approvals import AnsweredRequest, Approval, ApprovalReceipt, VouchedApproval
 from activities.contracts.fields import amount, describe_errors
 from activities.contracts.names import APPROVE_SIGNAL
+from agent_worker import answers
 from agent_worker.codec_server import loopback_name
 from agent_worker.inbox.auth import (
     LOGIN_COOKIE,
@@ -58,10 +62,13 @@ from agent_worker.inbox.auth import (
     Throttled,
     same_origin,
 )
-from agent_worker.inbox.desk import TABS, Desk, NotATicketError
+from agent_worker.inbox.desk import TABS, Desk, FilterError, Filters, Listing, NotATicketError
 from agent_worker.inbox.guard import Guard, Site, peer
 from agent_worker.inbox.standing import progress, standing, what_yours_does
 from agent_worker.transcript import CLOSED, SAID
+
+if TYPE_CHECKING:
+    from activities.business.database import Database
 
 log = structlog.get_logger(__name__)
 
@@ -72,6 +79,10 @@ RESULT_TIMEOUT = timedelta(seconds=30)
 """How long the page waits, after the ticket took the answer, for what came of the refund."""
 REASON_MAX: int = Approval.model_json_schema()["properties"]["reason"]["anyOf"][0]["maxLength"]
 """The longest reason the ``approve`` update takes, from its contract: the form holds the person to it as they type."""
+ANSWERED_DAYS = 30
+"""How far back "mine" lists the answers the person gave."""
+ANSWERED_SHOWN = 50
+"""The most of them it lists, the latest first; the export has them all."""
 NO_REASON = (
     "not sent: a decline needs a reason; it goes to the audit trail and to the model, so the customer is told why"
 )
@@ -88,12 +99,15 @@ class Notice:
 class Inbox:
     """The inbox's pages, bound to one desk (Temporal), one authenticator and the key answers are signed with."""
 
-    def __init__(self, desk: Desk, auth: Authenticator, signing_key: bytes, site: Site) -> None:
+    def __init__(self, desk: Desk, auth: Authenticator, signing_key: bytes, site: Site, database: Database) -> None:
         self.desk, self.auth, self.signing_key, self.site = desk, auth, signing_key, site
+        self.trail = SqlAuditTrail(database)
+        """The business database's audit trail, which keeps every answer: "mine" and the export read it."""
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.filters.update(money=shown, ago=ago, utc=utc, path=lambda value: quote(str(value), safe=""))
         self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
         self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID, reason_max=REASON_MAX)
+        self.templates.env.globals.update(answered_days=ANSWERED_DAYS)
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -102,6 +116,7 @@ class Inbox:
             Route("/login", self.login, methods=["POST"]),
             Route("/logout", self.logout, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/export.csv", self.export, methods=["GET"]),
             # A ticket's id may hold a slash; the routes with a suffix come first, so they win.
             Route("/tickets/{workflow_id:path}/events", self.events, methods=["GET"]),
             Route("/tickets/{workflow_id:path}/answer", self.answer, methods=["POST"]),
@@ -161,17 +176,56 @@ class Inbox:
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     async def inbox(self, request: Request) -> Response:
+        """A tab, most urgent first, with every tab's count, narrowed by the filters in the page's query (a GET form
+        that needs no script); a filter it does not take is refused, saying what it takes, and nothing is read."""
         person = await self.person(request)
         if person is None:
             return self.must_sign_in(request)
         tab = request.query_params.get("tab", "approval")
         if tab not in TABS:
             tab = "approval"
-        tickets = await self.desk.listed(tab)
         partial = "partial" in request.query_params
         csrf = self.auth.keys.csrf(person.binding)
-        name = "_list.html" if partial else "inbox.html"
-        return self.page(request, name, person=person, csrf=csrf, tab=tab, tickets=tickets)
+        context: dict[str, Any] = {"person": person, "csrf": csrf, "tab": tab, "counts": {}, "answered": None}
+        try:
+            filters = Filters.of(request.query_params)
+        except FilterError as error:
+            context.update(filters=Filters(), refused=str(error), listing=Listing([], None, 0))
+            return self.page(request, "_list.html" if partial else "inbox.html", 400, **context)
+        counts = await self.desk.counts()
+        listing = await self.desk.listed(tab, filters, person.name, total=counts[tab])
+        answered = await self.answered_by(person.name) if filters.mine else None
+        context.update(filters=filters, refused="", listing=listing, counts=counts, answered=answered)
+        return self.page(request, "_list.html" if partial else "inbox.html", **context)
+
+    async def answered_by(self, name: str) -> list[tuple[str, AnsweredRequest]]:
+        """The answers ``name`` gave in the last ``ANSWERED_DAYS`` days, the latest first, each with its ticket's id,
+        from the audit trail."""
+        until = now()
+
+        def read() -> list[tuple[str, AnsweredRequest]]:
+            since = until - timedelta(days=ANSWERED_DAYS)
+            return list(self.trail.answered(since, until, approver=name, limit=ANSWERED_SHOWN, latest_first=True))
+
+        return await asyncio.to_thread(read)
+
+    async def export(self, request: Request) -> Response:
+        """The answers over a range of days as CSV, for auditors, to a person signed in; the customer's personal
+        data only with ``personal=1``. Refused, saying why, for a range ``answers.days`` does not take."""
+        person = await self.person(request)
+        if person is None:
+            return self.must_sign_in(request, page=False)
+        start, end = request.query_params.get("from", ""), request.query_params.get("to", "")
+        personal = request.query_params.get("personal", "") == "1"
+        try:
+            lines = await asyncio.to_thread(answers.export, self.trail, start, end, personal=personal)
+        except answers.ExportRefusedError as error:
+            return PlainTextResponse(f"not exported: {error}", status_code=400)
+        log.info("inbox export", who=person.name, start=start, end=end, personal=personal)
+        disposition = f'attachment; filename="{answers.filename(start, end, personal=personal)}"'
+        return StreamingResponse(
+            lines, media_type="text/csv; charset=utf-8", headers={"Content-Disposition": disposition}
+        )
 
     async def ticket(self, request: Request, notice: Notice | None = None, status: int = 200) -> Response:
         person = await self.person(request)
@@ -368,8 +422,8 @@ class Inbox:
         return target
 
 
-def make_app(desk: Desk, auth: Authenticator, signing_key: bytes, site: Site) -> ASGIApp:
-    inbox = Inbox(desk, auth, signing_key, site)
+def make_app(desk: Desk, auth: Authenticator, signing_key: bytes, site: Site, database: Database) -> ASGIApp:
+    inbox = Inbox(desk, auth, signing_key, site, database)
     return Guard(Starlette(routes=inbox.routes()), site, auth)
 
 

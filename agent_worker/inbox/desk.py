@@ -13,14 +13,25 @@ update the ticket answered as ``partly_approved`` for that request. Like the res
 
 Only tickets on the inbox's task queue are listed or opened: a ticket of another deployment sharing the namespace
 is not this inbox's to answer.
+
+A tab lists what is most urgent first: the soonest deadline, the wait that ends soonest, the ticket stuck longest,
+the ticket closed last. Visibility lists runs newest first and cannot sort by a memo, so the desk reads up to
+``SCAN`` runs of a tab from visibility (their memos come with the listing, no history read), sorts and filters
+them, and reads the input of the first ``LIMIT`` only; each tab's count is visibility's own (``count_workflows``),
+so a page that did not see every ticket says how many there are. The filters (customer, order, "mine") are applied
+here, to what was read, never written into a visibility query: what a person types cannot change what is asked of
+the server. A customer filter needs each run's input (its first event, decrypted by the data converter), since
+the customer's address is in no search attribute: a plain one would show it to anyone who can list workflows,
+and the codec keeps it encrypted in history.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,12 +42,13 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescri
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
-from activities.contracts.fields import DAY
+from activities.contracts.fields import DAY, ORDER_ID_PATTERN, find_order_id, normalised_address
 from activities.contracts.names import APPROVAL_REQUEST_MEMO, APPROVE_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, TicketState, Waiting
 from activities.contracts.world import OrderLookup
+from agent_worker.inbox.standing import standing
 from agent_worker.operations import AWAITING, WAITING_FOR, run_ids, tickets_query
-from agent_worker.stuck import StuckTicket, find_stuck
+from agent_worker.stuck import STUCK_QUERY, StuckTicket, find_stuck, server_reports_problems
 from agent_worker.transcript import Entry, entries, first
 
 TABS = {
@@ -51,6 +63,13 @@ CLOSED_STATUSES = ("Completed", "Failed", "Canceled", "Terminated", "TimedOut")
 """A ticket that continued as new is not closed: its next run goes on."""
 RECENTLY = timedelta(days=7)
 LIMIT = 100
+"""The most tickets a tab shows."""
+SCAN = 1000
+"""The most runs a tab reads from visibility to sort and filter: one page of the list (memos included), the
+inputs of the shown ones only, or of all of them for a customer filter (kept by run, ``INPUTS_KEPT``)."""
+CUSTOMER_MAX = 254
+"""The longest customer filter: an email address's longest."""
+ORDER_FILTER = re.compile(rf"^{ORDER_ID_PATTERN}$")
 INPUTS_KEPT = 1000
 READ_AT_ONCE = 8
 UPDATE_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
@@ -79,6 +98,15 @@ class Listed:
     @property
     def question(self) -> str:
         return str(self.ticket.get("question", ""))
+
+    @property
+    def order(self) -> str:
+        """The order the ticket is about: its request's, its wait's, else the first its question names."""
+        if self.request is not None and self.request.order_id:
+            return self.request.order_id
+        if self.waiting is not None and self.waiting.order_id:
+            return self.waiting.order_id
+        return find_order_id(self.question) or ""
 
     @property
     def since(self) -> datetime:
@@ -127,6 +155,77 @@ class Ticket:
         return refunds[-1] if refunds else None
 
 
+class FilterError(ValueError):
+    """A filter the inbox does not take: the message says what it takes."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a person narrows a tab to: one customer (their address, or part of it, in any case), one order, and
+    "mine", the requests the person signed in may answer. Checked before anything is read."""
+
+    customer: str = ""
+    order: str = ""
+    mine: bool = False
+
+    @classmethod
+    def of(cls, params: Mapping[str, str]) -> Filters:
+        """The filters a page's query asks for; ``FilterError`` for a value outside what they take."""
+        customer = params.get("customer", "").strip()
+        order = params.get("order", "").strip().upper()
+        if len(customer) > CUSTOMER_MAX or any(c.isspace() or not c.isprintable() for c in customer):
+            raise FilterError(
+                f"a customer is an email address, or part of one: up to {CUSTOMER_MAX} characters, no spaces"
+            )
+        if order and not ORDER_FILTER.match(order):
+            raise FilterError("an order is an order id, a capital letter, a dash and four digits or more (A-1001)")
+        return cls(customer, order, params.get("mine", "") in {"1", "on", "yes"})
+
+    def __bool__(self) -> bool:
+        return bool(self.customer or self.order or self.mine)
+
+    def query(self) -> dict[str, str]:
+        """The page's query parameters that keep these filters (for the tabs' links and the live part)."""
+        kept = {"customer": self.customer, "order": self.order, "mine": "1" if self.mine else ""}
+        return {key: value for key, value in kept.items() if value}
+
+    def keeps(self, ticket: Listed, person: str) -> bool:
+        """Whether ``ticket`` is one of those the filters keep for ``person``. "Mine" keeps the requests that
+        would take ``person``'s answer (``standing``): a ticket that waits for no request is nobody's."""
+        if self.order and ticket.order != self.order:
+            return False
+        if self.customer and normalised_address(self.customer) not in normalised_address(ticket.customer):
+            return False
+        return not self.mine or (ticket.request is not None and standing(ticket.request, person).answer is None)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A tab's tickets, most urgent first, and how many there are: ``total`` runs on the tab as visibility counts
+    them (None where it cannot count them: stuck tickets on a server that does not report them), ``read`` of them
+    sorted and filtered here."""
+
+    tickets: list[Listed]
+    total: int | None
+    read: int
+
+    @property
+    def partial(self) -> bool:
+        """Whether the tab holds more runs than were read, so the most urgent of them may not be shown."""
+        return self.total is not None and self.total > self.read
+
+
+URGENT: dict[str, tuple[Callable[[Listed], datetime], bool]] = {
+    "approval": (lambda t: t.request.deadline if t.request else t.since, False),
+    "customer": (lambda t: t.waiting.until if t.waiting else t.since, False),
+    "event": (lambda t: t.waiting.until if t.waiting else t.since, False),
+    "stuck": (lambda t: t.stuck.since if t.stuck and t.stuck.since else t.started, False),
+    "closed": (lambda t: t.closed or t.started, True),
+}
+"""Each tab's order, most urgent first: by what, and whether the latest comes first. The soonest deadline of a
+request, the soonest end of a wait, the ticket stuck longest, the ticket closed last."""
+
+
 class NotATicketError(LookupError):
     """No such workflow, or not a ticket of this inbox's task queue."""
 
@@ -140,51 +239,86 @@ class Desk:
         self.client, self.task_queue = client, task_queue
         self._inputs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._reading = asyncio.Semaphore(READ_AT_ONCE)
+        self._reports_stuck: bool | None = None
+        """Whether the server marks stuck runs (its namespace's capabilities), asked once."""
 
     def query(self, tab: str) -> str:
+        """The visibility query of a tab, for this inbox's task queue. Nothing a person types goes in it."""
         queue = f" AND TaskQueue = '{self.task_queue}'"
         if tab in WAITING_FOR:
             return tickets_query(waiting_for=tab) + queue
+        if tab == "stuck":
+            return STUCK_QUERY + queue
         since = (datetime.now(UTC) - RECENTLY).strftime("%Y-%m-%dT%H:%M:%SZ")
         statuses = ", ".join(f"'{status}'" for status in CLOSED_STATUSES)
         return f"{tickets_query()}{queue} AND ExecutionStatus IN ({statuses}) AND CloseTime > '{since}'"
 
-    async def listed(self, tab: str, limit: int = LIMIT) -> list[Listed]:
-        """The tickets on a tab, newest first: by when they began waiting, or closed."""
+    async def counts(self) -> dict[str, int | None]:
+        """How many tickets each tab holds, from visibility's count (no listing); stuck ones only where the server
+        reports them (``TemporalReportedProblems``), else None: finding them then means describing every run."""
+        if self._reports_stuck is None:
+            self._reports_stuck = await server_reports_problems(self.client)
+        tabs = [tab for tab in TABS if tab != "stuck" or self._reports_stuck]
+        found = await asyncio.gather(*(self.client.count_workflows(self.query(tab)) for tab in tabs))
+        counted = {tab: count.count for tab, count in zip(tabs, found, strict=True)}
+        return {tab: counted.get(tab) for tab in TABS}
+
+    async def listed(
+        self, tab: str, filters: Filters = Filters(), person: str = "", *, total: int | None = None, limit: int = LIMIT
+    ) -> Listing:
+        """The tickets on a tab that ``filters`` keep for ``person``, most urgent first (``URGENT``), at most
+        ``limit``; ``total``, the tab's count, if the caller has it."""
         if tab == "stuck":
-            return await self._stuck(limit)
-        found = [execution async for execution in self.client.list_workflows(self.query(tab), limit=limit)]
-        tickets = await asyncio.gather(*(self._listed(execution) for execution in found))
-        newest = (lambda t: t.closed or t.started) if tab == "closed" else (lambda t: t.since)
-        return sorted(tickets, key=newest, reverse=True)
+            stuck = await self._stuck(SCAN)
+            return self._sorted(tab, [t for t in stuck if filters.keeps(t, person)][:limit], total, len(stuck))
+        seen = [await self._seen(e) async for e in self.client.list_workflows(self.query(tab), limit=SCAN)]
+        if filters.customer:  # the address is in the run's input alone
+            seen = await asyncio.gather(*(self._with_input(t) for t in seen))
+        kept = self._sorted(tab, [t for t in seen if filters.keeps(t, person)], total, len(seen))
+        shown = await asyncio.gather(*(self._whole(t) for t in kept.tickets[:limit]))
+        return dataclasses.replace(kept, tickets=list(shown))
+
+    def _sorted(self, tab: str, tickets: list[Listed], total: int | None, read: int) -> Listing:
+        key, latest_first = URGENT[tab]
+        return Listing(sorted(tickets, key=key, reverse=latest_first), total, read)
 
     async def _stuck(self, limit: int) -> list[Listed]:
         search = await find_stuck(self.client, limit=limit, within=f"TaskQueue = '{self.task_queue}'")
         tickets = []
         for stuck in search.tickets:
             description = await self.client.get_workflow_handle(stuck.workflow_id, run_id=stuck.run_id).describe()
-            listed = await self._listed(description)
+            listed = await self._whole(await self._seen(description))
             tickets.append(dataclasses.replace(listed, stuck=stuck))
         return tickets
 
-    async def _listed(self, execution: WorkflowExecution) -> Listed:
+    async def _seen(self, execution: WorkflowExecution) -> Listed:
+        """A run as its listing shows it, memos and all, with no history read: enough to sort and filter by."""
         request = None
         if execution.typed_search_attributes.get(AWAITING):
             request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
         waiting = await execution.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
         running = execution.status == WorkflowExecutionStatus.RUNNING
-        if request is not None and running:
-            request = await self.approved_so_far(execution.id, execution.run_id, request)
         return Listed(
             workflow_id=execution.id,
             run_id=execution.run_id,
             status=status_of(execution),
             started=execution.start_time,
             closed=execution.close_time,
-            ticket=await self.ticket_input(execution.id, execution.run_id),
+            ticket={},
             request=request if running else None,
             waiting=waiting if running else None,
         )
+
+    async def _with_input(self, listed: Listed) -> Listed:
+        return dataclasses.replace(listed, ticket=await self.ticket_input(listed.workflow_id, listed.run_id))
+
+    async def _whole(self, listed: Listed) -> Listed:
+        """A listed run with what its page shows beyond its memos: its input, and who has approved its request."""
+        request = listed.request
+        if request is not None:
+            request = await self.approved_so_far(listed.workflow_id, listed.run_id, request)
+        listed = listed if listed.ticket else await self._with_input(listed)
+        return dataclasses.replace(listed, request=request)
 
     async def ticket_input(self, workflow_id: str, run_id: str) -> dict[str, Any]:
         """The run's input (its first event), kept by run: it never changes."""

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import structlog
 import uvicorn
@@ -40,6 +41,9 @@ from agent_worker.inbox.throttle import Throttle
 from agent_worker.wiring import business_database
 
 log = structlog.get_logger(__name__)
+
+if TYPE_CHECKING:
+    from activities.business.database import Database
 
 STARTUP_TIMEOUT = timedelta(seconds=10)
 MIN_PASSWORD = 12
@@ -155,7 +159,7 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
             proxy_header=settings.web_proxy_header, trusted_proxies=[*settings.web_trusted_proxies],
         )  # fmt: skip
         site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
-        app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
+        app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site, database)
         config = uvicorn.Config(
             app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
             server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
