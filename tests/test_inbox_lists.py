@@ -229,7 +229,7 @@ async def test_the_export_holds_each_answer_with_its_policy_leaves_personal_data
     assert f"money policy {digest} in force" in agent.store.audit.entries()
     yes = by_workflow[approved]
     assert {k: yes[k] for k in ("decision", "approver", "channel", "amount", "currency", "order", "reason")} == {
-        "decision": "approved", "approver": "ann", "channel": "inbox, signed in", "amount": "49.00", "currency": "",
+        "decision": "approved", "approver": "ann", "channel": "inbox, signed in", "amount": "49.00", "currency": "USD",
         "order": "A-1001", "reason": "",
     }  # fmt: skip
     no = by_workflow[declined.id]
