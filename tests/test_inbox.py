@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary, free_port
+from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.auth import password_matches
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.stuck import find_stuck
@@ -35,9 +36,12 @@ from tests.support.inbox import (
     ROLES,
     TWO_PEOPLE,
     Person,
+    answer_of,
     button,
     inbox_for,
+    notice_kind,
     notice_of,
+    page_of,
     password_hashes,
     person,
     shown,
@@ -124,10 +128,10 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
         workflow_id = await start_with_cli(agent)
         request = await waiting_request(agent.client, workflow_id)
         listing = await stranger.get("/")
-        partial = await stranger.get(f"/tickets/{workflow_id}?partial=1")
-        stream = await stranger.get(f"/tickets/{workflow_id}/events")
+        partial = await stranger.get(page_of(workflow_id, partial=1))
+        stream = await stranger.get("/" + ticket_path(workflow_id, "events"))
         answered = await stranger.post(
-            f"/tickets/{workflow_id}/answer",
+            answer_of(workflow_id),
             {"request_id": "R1", "amount_cents": "4900", "decision": "approve", "approver": "ann"},
         )
         still = await waiting_request(agent.client, workflow_id)
@@ -153,7 +157,7 @@ async def test_an_answer_records_who_signed_in_not_the_approver_the_form_names(a
         status, page = await ann.answer(workflow_id, request, approver="mallory")
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    assert status == 200
+    assert (status, notice_kind(page)) == (303, "taken")
     assert notice_of(page) == "approved; Refunded 49.00 on order A-1001 (refund #1)."
     (record,) = outcome.approvals
     assert (record.approver, record.channel, record.decision) == ("ann", "web", ApprovalDecision.APPROVED)
@@ -172,7 +176,7 @@ async def test_a_form_without_its_csrf_token_or_with_someone_elses_is_refused_an
         await ann.sign_in("ann")
         await ben.sign_in("ben")
         without = await ann.answer(workflow_id, request, csrf=None)
-        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        _, bens_page = await ben.get(page_of(workflow_id))
         bens_token = re.search(r'name="csrf" value="([^"]+)"', bens_page)
         assert bens_token
         with_bens = await ann.answer(workflow_id, request, csrf=bens_token.group(1))
@@ -205,11 +209,11 @@ async def test_a_form_sent_from_another_origin_is_refused_even_with_a_valid_toke
         workflow_id = await start_with_cli(agent)
         request = await waiting_request(agent.client, workflow_id)
         await ann.sign_in("ann")
-        _, page = await ann.get(f"/tickets/{workflow_id}")
+        _, page = await ann.get(page_of(workflow_id))
         token = re.search(r'name="csrf" value="([^"]+)"', page)
         assert token
         form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": "4900", "decision": "approve"}
-        status, said = await ann.post(f"/tickets/{workflow_id}/answer", form, headers=headers)
+        status, said = await ann.post(answer_of(workflow_id), form, headers=headers)
         still = await waiting_request(agent.client, workflow_id)
         handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
         await handle.cancel()
@@ -234,10 +238,10 @@ async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with
         again = await ben.answer(workflow_id, request, decision="decline", reason="Too late, I know.")
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    assert wrong[0] == 409
+    assert (wrong[0], notice_kind(wrong[1])) == (303, "rejected")
     assert notice_of(wrong[1]) == "rejected: the refund waiting (R1) is 49.00, not 10.00"
-    assert taken[0] == 200
-    assert again[0] == 409
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
+    assert (again[0], notice_kind(again[1])) == (303, "rejected")
     assert notice_of(again[1]).startswith("rejected: request R1 was already answered: approved by ann at ")
     assert outcome.status is Status.RESOLVED
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
@@ -251,7 +255,7 @@ async def test_someone_not_among_the_tickets_approvers_is_shown_no_buttons_and_r
         workflow_id = await start_with_cli(agent, approvers=["ann"])
         request = await waiting_request(agent.client, workflow_id)
         await bob.sign_in("bob")
-        _, bobs_page = await bob.get(f"/tickets/{workflow_id}")
+        _, bobs_page = await bob.get(page_of(workflow_id))
         refused = await bob.answer(workflow_id, request)  # the form, crafted: his page has none
         await ann.sign_in("ann")
         taken = await ann.answer(workflow_id, request)
@@ -259,9 +263,9 @@ async def test_someone_not_among_the_tickets_approvers_is_shown_no_buttons_and_r
 
     assert "are not among this ticket's approvers" in (shown(bobs_page, "may-not-answer") or "")
     assert 'value="approve"' not in bobs_page
-    assert refused[0] == 409
+    assert (refused[0], notice_kind(refused[1])) == (303, "rejected")
     assert notice_of(refused[1]) == "rejected: bob may not approve refunds on this ticket (approvers: ann)"
-    assert taken[0] == 200
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
 
 
@@ -275,14 +279,14 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
         request = await waiting_request(agent.client, workflow_id)
         await ann.sign_in("ann")
         await ben.sign_in("ben")
-        _, before = await ann.get(f"/tickets/{workflow_id}")
+        _, before = await ann.get(page_of(workflow_id))
         _, listed_before = await ann.get("/?tab=approval")
         first = await ann.answer(workflow_id, request)
         paid_after_one = agent.store.payments.refunds()
-        _, after = await ann.get(f"/tickets/{workflow_id}")
+        _, after = await ann.get(page_of(workflow_id))
         _, listed_after = await ann.get("/?tab=approval")
         twice = await ann.answer(workflow_id, request)  # the form, crafted: her button is disabled
-        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        _, bens_page = await ben.get(page_of(workflow_id))
         second = await ben.answer(workflow_id, request)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
@@ -292,7 +296,7 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
     assert "120.00 is above the approval limit of 20.00" in listed_before
     assert "needs 2 approvals" in listed_before
     assert "only signed-in approvals count" in listed_before
-    assert first[0] == 200
+    assert (first[0], notice_kind(first[1])) == (303, "taken")
     assert notice_of(first[1]) == (
         "partly_approved; Approval 1 of 2 recorded; nothing is paid until another person approves."
     )
@@ -305,13 +309,13 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
     )
     assert button(after, "decline") is not None
     assert "1 of 2 approvals, by ann" in listed_after
-    assert twice[0] == 409
+    assert (twice[0], notice_kind(twice[1])) == (303, "rejected")
     assert notice_of(twice[1]) == (
         "rejected: ann already approved request R1 (1 of 2): the next must be another person's"
     )
     assert "disabled" not in (button(bens_page, "approve") or "disabled")
     assert "yours would be 2 of 2: it pays the refund" in bens_page
-    assert second[0] == 200
+    assert (second[0], notice_kind(second[1])) == (303, "taken")
     assert notice_of(second[1]) == "approved; Refunded 120.00 on order A-1003 (refund #1)."
     assert [(a.approver, a.decision) for a in outcome.approvals] == [
         ("ann", ApprovalDecision.PARTLY_APPROVED),
@@ -328,9 +332,9 @@ async def test_under_roles_an_agent_whose_role_does_not_reach_the_amount_gets_no
         request = await waiting_request(agent.client, workflow_id)
         await ann.sign_in("ann")
         await ben.sign_in("ben")
-        _, anns_page = await ann.get(f"/tickets/{workflow_id}")
+        _, anns_page = await ann.get(page_of(workflow_id))
         refused = await ann.answer(workflow_id, request)  # the form, crafted: her page has none
-        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        _, bens_page = await ben.get(page_of(workflow_id))
         taken = await ben.answer(workflow_id, request)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
@@ -341,11 +345,11 @@ async def test_under_roles_an_agent_whose_role_does_not_reach_the_amount_gets_no
         "You (ann) are not among this ticket's approvers for a refund of 120.00 (ben), so it would not take your "
         "answer."
     )
-    assert refused[0] == 409
+    assert (refused[0], notice_kind(refused[1])) == (303, "rejected")
     assert notice_of(refused[1]) == "rejected: ann may not approve refunds on this ticket (approvers: ben)"
     assert shown(bens_page, "progress") == "needs 1 approval; only approvals signed in here count"
     assert button(bens_page, "approve") is not None
-    assert taken[0] == 200
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ben", ApprovalDecision.APPROVED)]
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
 
@@ -377,7 +381,7 @@ async def test_a_decline_without_a_reason_is_not_sent_and_one_with_a_reason_reac
     assert notice_of(too_long[1]).startswith("not sent: reason: ")
     assert accepted == []
     assert still == request
-    assert taken[0] == 200
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     told = f"A person (ann) declined this refund, so it was not made. Their reason: {reason}"
     assert notice_of(taken[1]) == f"declined; {told}"
     assert outcome.status is Status.DECLINED
@@ -402,12 +406,12 @@ async def test_behind_single_sign_on_the_customer_is_shown_no_buttons_for_their_
         request = await waiting_request(agent.client, workflow_id)
         await waiting_request(agent.client, cleos)
         as_ann = {"Host": "inbox.example", "X-Forwarded-Email": "Ann@Example.com"}
-        _, page = await ann.get(f"/tickets/{workflow_id}", headers=as_ann)
-        _, other = await ann.get(f"/tickets/{cleos}", headers=as_ann)
+        _, page = await ann.get(page_of(workflow_id), headers=as_ann)
+        _, other = await ann.get(page_of(cleos), headers=as_ann)
         token = re.search(r'name="csrf" value="([^"]+)"', other)
         assert token
         form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": "4900", "decision": "approve"}
-        refused = await ann.post(f"/tickets/{workflow_id}/answer", form, headers={**as_ann, "Origin": public})
+        refused = await ann.send(answer_of(workflow_id), form, headers={**as_ann, "Origin": public})
         still = await waiting_request(agent.client, workflow_id)
         for closing in (workflow_id, cleos):
             handle = agent.client.get_workflow_handle(closing, result_type=Outcome)
@@ -419,7 +423,7 @@ async def test_behind_single_sign_on_the_customer_is_shown_no_buttons_for_their_
     assert shown(page, "may-not-answer") == (
         "You (Ann@Example.com) are this refund's customer, and nobody answers a request for a refund to themselves."
     )
-    assert refused[0] == 409
+    assert (refused[0], notice_kind(refused[1])) == (303, "rejected")
     assert notice_of(refused[1]) == "rejected: Ann@Example.com may not answer a request for a refund to themselves"
     assert still == request
     assert agent.store.payments.refunds() == []
@@ -435,12 +439,12 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
         request = await waiting_request(agent.client, workflow_id)
         through_proxy = {"Host": "inbox.example", "X-Forwarded-Email": "ann@example.com"}
         wrong_host = await ann.get("/", headers={**through_proxy, "Host": "attacker.example"})
-        status, page = await ann.get(f"/tickets/{workflow_id}", headers=through_proxy)
+        status, page = await ann.get(page_of(workflow_id), headers=through_proxy)
         token = re.search(r'name="csrf" value="([^"]+)"', page)
         assert token
         form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": str(request.amount_cents)}
-        taken = await ann.post(
-            f"/tickets/{workflow_id}/answer",
+        taken = await ann.send(
+            answer_of(workflow_id),
             {**form, "decision": "approve"},
             headers={**through_proxy, "Origin": public},
         )
@@ -454,7 +458,7 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
     assert wrong_host[0] == 421
     assert status == 200
     assert 'data-testid="person">ann@example.com<' in page
-    assert taken[0] == 200, taken
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken"), taken
     assert [(a.approver, a.channel) for a in outcome.approvals] == [("ann@example.com", "web")]
     assert not_from_the_proxy[0] == 401
     assert "did not name you" in not_from_the_proxy[1]
@@ -530,7 +534,7 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
         async with person(inbox) as ann:
             await ann.sign_in("ann")
             pages = {tab: await listed_on(ann, tab, {workflow_id}) for tab, workflow_id in tabs.items()}
-            status, ticket_page = await ann.get(f"/tickets/{waiting.id}")
+            status, ticket_page = await ann.get(page_of(waiting.id))
     finally:
         await inbox.stop()
         for handle in (waiting, replied_to, on_its_way):
@@ -546,6 +550,7 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
     assert status == 200
     assert 'data-testid="amount">49.00<' in ticket_page
     assert "the model asks for issue_refund(order_id=&#39;A-1001&#39;, amount_cents=4900)" in ticket_page
+    assert "The agent asked to refund 49.00 on order A-1001" in ticket_page  # in words, the call in its details
 
 
 async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_how_to_sign_in(tmp_path: Path) -> None:
@@ -570,7 +575,7 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
             assert await someone.sign_in(name, password) == 303
 
             async def request_shown() -> str | None:
-                _, page = await someone.get(f"/tickets/{workflow_id}")
+                _, page = await someone.get(page_of(workflow_id))
                 return page if 'data-testid="request-id"' in page else None
 
             page = await poll(request_shown, timeout=30, interval=0.2, what="the ticket's page to show the request")
@@ -580,5 +585,5 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
     assert url.startswith("http://127.0.0.1:")
     assert "AGENT_WEB_APPROVAL_KEYS is not set" in "".join(said)
     assert 'data-testid="amount">49.00<' in page
-    assert status == 200
+    assert (status, notice_kind(answered)) == (303, "taken")
     assert notice_of(answered) == "approved; Refunded 49.00 on order A-1001 (refund #1)."

@@ -29,7 +29,7 @@ from temporalio.client import Client
 
 from agent_worker.codec_server import loopback_only
 from agent_worker.config import Settings
-from agent_worker.inbox.app import make_app
+from agent_worker.inbox.app import make_app, ticket_path
 from agent_worker.inbox.auth import Authenticator, Keys, hash_password
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
@@ -90,6 +90,10 @@ class RunningInbox:
         self.server.should_exit = True
         await self.task
 
+    def ticket_page(self, workflow_id: str) -> str:
+        """The address of a ticket's page, whatever its id holds."""
+        return f"{self.url}{ticket_path(workflow_id)}"
+
     def describe(self) -> str:
         """Where it is and how to sign in, for a person at the terminal."""
         signing_in = (
@@ -133,7 +137,9 @@ async def start_inbox(
         lifetime=timedelta(hours=settings.web_session_hours),
     )  # fmt: skip
     site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
-    app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site)
+    app = make_app(
+        Desk(client, settings.task_queue), auth, keys[-1], site, confirm_above_cents=settings.web_confirm_above_cents
+    )
     sock = bind(host, port)
     config = uvicorn.Config(
         app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
