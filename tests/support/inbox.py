@@ -3,6 +3,7 @@ started with the ``temporal`` CLI, and a person's HTTP client (cookies, the form
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import json
@@ -14,10 +15,12 @@ from typing import Any
 
 import aiohttp
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from activities.contracts.approvals import ApprovalRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
+from activities.contracts.world import Order
 from agent_worker.devserver import binary
 from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.auth import hash_password
@@ -72,15 +75,35 @@ async def inbox_for(agent: Harness, policy: MoneyPolicy | None = None, **setting
             await inbox.stop()
 
 
-async def start_with_cli(agent: Harness, *codec_flags: str, **options: Any) -> str:
-    """Start a ticket as an integration would, with the ``temporal`` CLI; its workflow id."""
-    workflow_id = f"ticket-{uuid.uuid4()}"
+ODD_IDS = ["x/events", "a%2Fb", "q?x=1", "h#1", "..", "../..", "with space", "ünïcødé", "ends/answer"]
+"""Workflow ids a ticket may have that an address must not misread: a path's suffix, an escape, a query, a
+fragment, the segments browsers normalise away, a space, letters outside ASCII."""
+
+
+async def start_with_cli(agent: Harness, *codec_flags: str, workflow_id: str | None = None, **options: Any) -> str:
+    """Start a ticket as an integration would, with the ``temporal`` CLI; its workflow id (a fresh one unless
+    given: a given one still running from an earlier test is ended first)."""
+    if workflow_id is None:
+        workflow_id = f"ticket-{uuid.uuid4()}"
+    else:
+        with contextlib.suppress(RPCError):
+            await agent.client.get_workflow_handle(workflow_id).terminate("a test starts this id afresh")
     await run(
         binary("temporal"), "--address", address(agent.client), "workflow", "start", "--type", "SupportAgent",
         "--task-queue", agent.task_queue, "--workflow-id", workflow_id, "--input", json.dumps(ticket(**options)),
         *codec_flags,
     )  # fmt: skip
     return workflow_id
+
+
+async def start_odd_tickets(agent: Harness) -> dict[str, str]:
+    """A ticket under each of ``ODD_IDS``, each about an order of its own (so each refund is paid, not refused as
+    already made): each id, and its order."""
+    orders = {workflow_id: f"A-{2001 + n}" for n, workflow_id in enumerate(ODD_IDS)}
+    for workflow_id, order_id in orders.items():
+        agent.store.orders.add(Order(order_id=order_id, amount_cents=4900, customer_email="ann@example.com"))
+        await start_with_cli(agent, workflow_id=workflow_id, question=f"My parcel for order {order_id} never arrived")
+    return orders
 
 
 async def waiting_request(client: Client, workflow_id: str, timeout: float = 20) -> ApprovalRequest:
