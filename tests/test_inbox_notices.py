@@ -41,16 +41,24 @@ def test_an_altered_or_made_up_notice_is_not_believed() -> None:
 
 
 def test_a_confirmation_holds_for_exactly_the_answer_it_was_made_for_until_it_lapses() -> None:
-    about = {"binding": "session:a", "workflow_id": "t", "request_id": "R1", "amount_cents": 120_000}
-    made = confirmation(KEYS, **about, now=NOW)
+    made = confirmation(KEYS, binding="session:a", workflow_id="t", request_id="R1", amount_cents=120_000, now=NOW)
 
-    assert confirmed(KEYS, made, **about, now=NOW)
-    assert not confirmed(KEYS, made, **{**about, "binding": "session:b"}, now=NOW)
-    assert not confirmed(KEYS, made, **{**about, "workflow_id": "u"}, now=NOW)
-    assert not confirmed(KEYS, made, **{**about, "request_id": "R2"}, now=NOW)
-    assert not confirmed(KEYS, made, **{**about, "amount_cents": 120_001}, now=NOW)
-    assert not confirmed(KEYS, made, **about, now=NOW + CONFIRMATION_LIFETIME)
+    def holds(
+        value: str | None = made, *, binding: str = "session:a", workflow_id: str = "t", request_id: str = "R1",
+        amount_cents: int = 120_000, now: datetime = NOW,
+    ) -> bool:  # fmt: skip
+        return confirmed(
+            KEYS, value, binding=binding, workflow_id=workflow_id, request_id=request_id, amount_cents=amount_cents,
+            now=now,
+        )  # fmt: skip
+
     expires, _, mac = made.partition(".")
-    assert not confirmed(KEYS, f"{int(expires) + 3600}.{mac}", **about, now=NOW)  # a later end, claimed
-    assert not confirmed(KEYS, "yes", **about, now=NOW)
-    assert not confirmed(KEYS, None, **about, now=NOW)
+    assert holds()
+    assert not holds(binding="session:b")
+    assert not holds(workflow_id="u")
+    assert not holds(request_id="R2")
+    assert not holds(amount_cents=120_001)
+    assert not holds(now=NOW + CONFIRMATION_LIFETIME)
+    assert not holds(f"{int(expires) + 3600}.{mac}")  # a later end, claimed
+    assert not holds("yes")
+    assert not holds(None)
