@@ -255,6 +255,10 @@ class Settings(BaseSettings):
     """The address people open, e.g. ``https://inbox.example.com/inbox``. Set, the inbox answers only requests for
     that host and takes forms only from that origin; needed behind a single-sign-on proxy. Unset, the origin is
     the request's own, and on a loopback address only loopback host names are served (no DNS rebinding)."""
+    web_confirm_above_cents: NonNegativeInt = 50_000
+    """An approval in the inbox above this amount (in the smallest unit of the order's currency: 500.00) is asked
+    once more, on a page of its own that states the amount, the order and the customer, before it is sent; the
+    inbox refuses to send one without that confirmation. 0: every approval is confirmed."""
     web_users: dict[str, SecretStr] = {}
     """Standalone sign-in: each approver's name and password hash (``agent-worker web-user NAME`` makes one,
     argon2id; a legacy ``scrypt$...`` hash from an earlier version still verifies):

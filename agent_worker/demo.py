@@ -70,7 +70,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 result_type=Outcome,
             )
             customer = Customer(handle)
-            page = f"{inbox.url}tickets/{handle.id}"
+            page = inbox.ticket_page(handle.id)
             await narrate(
                 env.client, handle, follow=True,
                 on_waiting=lambda: ask_for_approval(handle, decision=decision, page=page),

@@ -23,7 +23,7 @@ from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, Work
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from activities.contracts.approvals import Approval, ApprovalRequest
+from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRequest
 from activities.contracts.fields import amount
 from activities.contracts.names import (
     APPROVAL_REQUEST_MEMO,
@@ -47,7 +47,7 @@ from activities.contracts.ticket import (
 )
 from agent_worker.defaults import WAITING_KINDS
 from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, StuckTicket, find_stuck
-from agent_worker.transcript import narrate, say
+from agent_worker.transcript import decided_plainly, narrate, say
 
 AWAITING = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
@@ -167,6 +167,9 @@ async def show(client: Client, ticket: str) -> None:
         for refund in outcome.refunds:
             say(f"refund #{refund.refund_id}: {amount(refund.amount_cents, refund.currency)} on {refund.order_id}")
         for approval in outcome.approvals:
+            if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
+                say(f"approval {approval.decision.value} {approval.amount_cents}: {decided_plainly(approval)}")
+                continue
             say(f"approval {approval.decision.value} {approval.amount_cents} by {approval.approver} at {approval.at}"
                 + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
 

@@ -5,6 +5,8 @@ reach the person at once; and the inbox will not start where it would be useless
 from __future__ import annotations
 
 import asyncio
+import base64
+import html
 import json
 import os
 import re
@@ -12,7 +14,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import aiohttp
 import pytest
@@ -24,6 +26,7 @@ from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary, free_port
+from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.auth import password_matches
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.stuck import find_stuck
@@ -33,28 +36,34 @@ from tests.support.history import events
 from tests.support.inbox import (
     CLEO,
     KEY,
+    ODD_IDS,
     ROLES,
     TWO_PEOPLE,
     Clock,
     Person,
+    answer_of,
     button,
     csrf_of,
     inbox_alone,
     inbox_for,
+    notice_kind,
     notice_of,
+    page_of,
     password_hashes,
     person,
     shown,
+    start_odd_tickets,
     start_with_cli,
     waiting_request,
 )
-from tests.support.processes import AGENT_WORKER, agent_worker_dev, run
+from tests.support.processes import AGENT_WORKER, address, agent_worker_dev, run
 from tests.support.tickets import ticket
 from tests.support.waits import awaiting, poll
 
 pytestmark = pytest.mark.timeout(120)
 
 UPDATES_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+ACTIVITIES_SCHEDULED = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
 
 
 async def refused_to_start(*args: str, **env: str) -> str:
@@ -128,10 +137,10 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
         workflow_id = await start_with_cli(agent)
         request = await waiting_request(agent.client, workflow_id)
         listing = await stranger.get("/")
-        partial = await stranger.get(f"/tickets/{workflow_id}?partial=1")
-        stream = await stranger.get(f"/tickets/{workflow_id}/events")
+        partial = await stranger.get(page_of(workflow_id, partial=1))
+        stream = await stranger.get("/" + ticket_path(workflow_id, "events"))
         answered = await stranger.post(
-            f"/tickets/{workflow_id}/answer",
+            answer_of(workflow_id),
             {"request_id": "R1", "amount_cents": "4900", "decision": "approve", "approver": "ann"},
         )
         still = await waiting_request(agent.client, workflow_id)
@@ -157,7 +166,7 @@ async def test_an_answer_records_who_signed_in_not_the_approver_the_form_names(a
         status, page = await ann.answer(workflow_id, request, approver="mallory")
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    assert status == 200
+    assert (status, notice_kind(page)) == (303, "taken")
     assert notice_of(page) == "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
     (record,) = outcome.approvals
     assert (record.approver, record.channel, record.decision) == ("ann", "web", ApprovalDecision.APPROVED)
@@ -176,7 +185,7 @@ async def test_a_form_without_its_csrf_token_or_with_someone_elses_is_refused_an
         await ann.sign_in("ann")
         await ben.sign_in("ben")
         without = await ann.answer(workflow_id, request, csrf=None)
-        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        _, bens_page = await ben.get(page_of(workflow_id))
         bens_token = re.search(r'name="csrf" value="([^"]+)"', bens_page)
         assert bens_token
         with_bens = await ann.answer(workflow_id, request, csrf=bens_token.group(1))
@@ -209,11 +218,11 @@ async def test_a_form_sent_from_another_origin_is_refused_even_with_a_valid_toke
         workflow_id = await start_with_cli(agent)
         request = await waiting_request(agent.client, workflow_id)
         await ann.sign_in("ann")
-        _, page = await ann.get(f"/tickets/{workflow_id}")
+        _, page = await ann.get(page_of(workflow_id))
         token = re.search(r'name="csrf" value="([^"]+)"', page)
         assert token
         form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": "4900", "decision": "approve"}
-        status, said = await ann.post(f"/tickets/{workflow_id}/answer", form, headers=headers)
+        status, said = await ann.post(answer_of(workflow_id), form, headers=headers)
         still = await waiting_request(agent.client, workflow_id)
         handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
         await handle.cancel()
@@ -238,10 +247,10 @@ async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with
         again = await ben.answer(workflow_id, request, decision="decline", reason="Too late, I know.")
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    assert wrong[0] == 409
+    assert (wrong[0], notice_kind(wrong[1])) == (303, "rejected")
     assert notice_of(wrong[1]) == "rejected: the refund waiting (R1) is 49.00, not 10.00"
-    assert taken[0] == 200
-    assert again[0] == 409
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
+    assert (again[0], notice_kind(again[1])) == (303, "rejected")
     assert notice_of(again[1]).startswith("rejected: request R1 was already answered: approved by ann at ")
     assert outcome.status is Status.RESOLVED
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
@@ -255,7 +264,7 @@ async def test_someone_not_among_the_tickets_approvers_is_shown_no_buttons_and_r
         workflow_id = await start_with_cli(agent, approvers=["ann"])
         request = await waiting_request(agent.client, workflow_id)
         await bob.sign_in("bob")
-        _, bobs_page = await bob.get(f"/tickets/{workflow_id}")
+        _, bobs_page = await bob.get(page_of(workflow_id))
         refused = await bob.answer(workflow_id, request)  # the form, crafted: his page has none
         await ann.sign_in("ann")
         taken = await ann.answer(workflow_id, request)
@@ -263,9 +272,9 @@ async def test_someone_not_among_the_tickets_approvers_is_shown_no_buttons_and_r
 
     assert "are not among this ticket's approvers" in (shown(bobs_page, "may-not-answer") or "")
     assert 'value="approve"' not in bobs_page
-    assert refused[0] == 409
+    assert (refused[0], notice_kind(refused[1])) == (303, "rejected")
     assert notice_of(refused[1]) == "rejected: bob may not approve refunds on this ticket (approvers: ann)"
-    assert taken[0] == 200
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
 
 
@@ -279,14 +288,14 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
         request = await waiting_request(agent.client, workflow_id)
         await ann.sign_in("ann")
         await ben.sign_in("ben")
-        _, before = await ann.get(f"/tickets/{workflow_id}")
+        _, before = await ann.get(page_of(workflow_id))
         _, listed_before = await ann.get("/?tab=approval")
         first = await ann.answer(workflow_id, request)
         paid_after_one = agent.store.payments.refunds()
-        _, after = await ann.get(f"/tickets/{workflow_id}")
+        _, after = await ann.get(page_of(workflow_id))
         _, listed_after = await ann.get("/?tab=approval")
         twice = await ann.answer(workflow_id, request)  # the form, crafted: her button is disabled
-        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        _, bens_page = await ben.get(page_of(workflow_id))
         second = await ben.answer(workflow_id, request)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
@@ -296,7 +305,7 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
     assert "USD 120.00 is above the approval limit of USD 20.00" in listed_before
     assert "needs 2 approvals" in listed_before
     assert "only signed-in approvals count" in listed_before
-    assert first[0] == 200
+    assert (first[0], notice_kind(first[1])) == (303, "taken")
     assert notice_of(first[1]) == (
         "partly_approved; Approval 1 of 2 recorded; nothing is paid until another person approves."
     )
@@ -309,13 +318,13 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
     )
     assert button(after, "decline") is not None
     assert "1 of 2 approvals, by ann" in listed_after
-    assert twice[0] == 409
+    assert (twice[0], notice_kind(twice[1])) == (303, "rejected")
     assert notice_of(twice[1]) == (
         "rejected: ann already approved request R1 (1 of 2): the next must be another person's"
     )
     assert "disabled" not in (button(bens_page, "approve") or "disabled")
     assert "yours would be 2 of 2: it pays the refund" in bens_page
-    assert second[0] == 200
+    assert (second[0], notice_kind(second[1])) == (303, "taken")
     assert notice_of(second[1]) == "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
     assert [(a.approver, a.decision) for a in outcome.approvals] == [
         ("ann", ApprovalDecision.PARTLY_APPROVED),
@@ -332,9 +341,9 @@ async def test_under_roles_an_agent_whose_role_does_not_reach_the_amount_gets_no
         request = await waiting_request(agent.client, workflow_id)
         await ann.sign_in("ann")
         await ben.sign_in("ben")
-        _, anns_page = await ann.get(f"/tickets/{workflow_id}")
+        _, anns_page = await ann.get(page_of(workflow_id))
         refused = await ann.answer(workflow_id, request)  # the form, crafted: her page has none
-        _, bens_page = await ben.get(f"/tickets/{workflow_id}")
+        _, bens_page = await ben.get(page_of(workflow_id))
         taken = await ben.answer(workflow_id, request)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
@@ -342,16 +351,30 @@ async def test_under_roles_an_agent_whose_role_does_not_reach_the_amount_gets_no
     assert button(anns_page, "approve") is None
     assert button(anns_page, "decline") is None
     assert shown(anns_page, "may-not-answer") == (
-        "You (ann) are not among this ticket's approvers for a refund of 120.00 (ben), so it would not take your "
+        "You (ann) are not among this ticket's approvers for a refund of USD 120.00 (ben), so it would not take your "
         "answer."
     )
-    assert refused[0] == 409
+    assert (refused[0], notice_kind(refused[1])) == (303, "rejected")
     assert notice_of(refused[1]) == "rejected: ann may not approve refunds on this ticket (approvers: ben)"
     assert shown(bens_page, "progress") == "needs 1 approval; only approvals signed in here count"
     assert button(bens_page, "approve") is not None
-    assert taken[0] == 200
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ben", ApprovalDecision.APPROVED)]
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
+
+
+async def tool_results_sent_to_the_model(client: Client, workflow_id: str) -> list[str]:
+    """Every tool result the ``think`` activity carried to the model, as its scheduled events recorded them."""
+    sent = []
+    for event in await events(client.get_workflow_handle(workflow_id), ACTIVITIES_SCHEDULED):
+        attributes = event.activity_task_scheduled_event_attributes
+        if attributes.activity_type.name != "think":
+            continue
+        (think,) = await client.data_converter.decode(attributes.input.payloads)
+        for message in think["messages"]:
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            sent += [str(block["content"]) for block in blocks if block.get("type") == "tool_result"]
+    return sent
 
 
 async def test_a_decline_without_a_reason_is_not_sent_and_one_with_a_reason_reaches_the_person_the_audit_and_the_model(
@@ -370,6 +393,7 @@ async def test_a_decline_without_a_reason_is_not_sent_and_one_with_a_reason_reac
         still = await waiting_request(agent.client, workflow_id)
         taken = await ann.answer(workflow_id, request, decision="decline", reason=reason)
         outcome = await handle.result()
+        model_read = await tool_results_sent_to_the_model(agent.client, workflow_id)
 
     for refused in (empty, blank):
         assert refused[0] == 400
@@ -381,7 +405,7 @@ async def test_a_decline_without_a_reason_is_not_sent_and_one_with_a_reason_reac
     assert notice_of(too_long[1]).startswith("not sent: reason: ")
     assert accepted == []
     assert still == request
-    assert taken[0] == 200
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     told = f"A person (ann) declined this refund, so it was not made. Their reason: {reason}"
     assert notice_of(taken[1]) == f"declined; {told}"
     assert outcome.status is Status.DECLINED
@@ -389,6 +413,7 @@ async def test_a_decline_without_a_reason_is_not_sent_and_one_with_a_reason_reac
         ("ann", ApprovalDecision.DECLINED, reason)
     ]
     assert any(call.result == told for call in outcome.tool_calls)
+    assert told in model_read  # the tool result the model was sent, as the history recorded the think activity's input
     assert f"request R1: refund of 49.00 declined by ann (signed in, approval inbox): {reason}" in (
         agent.store.audit.entries(outcome.ticket_id)
     )
@@ -406,12 +431,12 @@ async def test_behind_single_sign_on_the_customer_is_shown_no_buttons_for_their_
         request = await waiting_request(agent.client, workflow_id)
         await waiting_request(agent.client, cleos)
         as_ann = {"Host": "inbox.example", "X-Forwarded-Email": "Ann@Example.com"}
-        _, page = await ann.get(f"/tickets/{workflow_id}", headers=as_ann)
-        _, other = await ann.get(f"/tickets/{cleos}", headers=as_ann)
+        _, page = await ann.get(page_of(workflow_id), headers=as_ann)
+        _, other = await ann.get(page_of(cleos), headers=as_ann)
         token = re.search(r'name="csrf" value="([^"]+)"', other)
         assert token
         form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": "4900", "decision": "approve"}
-        refused = await ann.post(f"/tickets/{workflow_id}/answer", form, headers={**as_ann, "Origin": public})
+        refused = await ann.send(answer_of(workflow_id), form, headers={**as_ann, "Origin": public})
         still = await waiting_request(agent.client, workflow_id)
         for closing in (workflow_id, cleos):
             handle = agent.client.get_workflow_handle(closing, result_type=Outcome)
@@ -423,7 +448,7 @@ async def test_behind_single_sign_on_the_customer_is_shown_no_buttons_for_their_
     assert shown(page, "may-not-answer") == (
         "You (Ann@Example.com) are this refund's customer, and nobody answers a request for a refund to themselves."
     )
-    assert refused[0] == 409
+    assert (refused[0], notice_kind(refused[1])) == (303, "rejected")
     assert notice_of(refused[1]) == "rejected: Ann@Example.com may not answer a request for a refund to themselves"
     assert still == request
     assert agent.store.payments.refunds() == []
@@ -439,12 +464,12 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
         request = await waiting_request(agent.client, workflow_id)
         through_proxy = {"Host": "inbox.example", "X-Forwarded-Email": "ann@example.com"}
         wrong_host = await ann.get("/", headers={**through_proxy, "Host": "attacker.example"})
-        status, page = await ann.get(f"/tickets/{workflow_id}", headers=through_proxy)
+        status, page = await ann.get(page_of(workflow_id), headers=through_proxy)
         token = re.search(r'name="csrf" value="([^"]+)"', page)
         assert token
         form = {"csrf": token.group(1), "request_id": "R1", "amount_cents": str(request.amount_cents)}
-        taken = await ann.post(
-            f"/tickets/{workflow_id}/answer",
+        taken = await ann.send(
+            answer_of(workflow_id),
             {**form, "decision": "approve"},
             headers={**through_proxy, "Origin": public},
         )
@@ -458,7 +483,7 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
     assert wrong_host[0] == 421
     assert status == 200
     assert 'data-testid="person">ann@example.com<' in page
-    assert taken[0] == 200, taken
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken"), taken
     assert [(a.approver, a.channel) for a in outcome.approvals] == [("ann@example.com", "web")]
     assert not_from_the_proxy[0] == 401
     assert "did not name you" in not_from_the_proxy[1]
@@ -669,7 +694,7 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
         async with person(inbox) as ann:
             await ann.sign_in("ann")
             pages = {tab: await listed_on(ann, tab, {workflow_id}) for tab, workflow_id in tabs.items()}
-            status, ticket_page = await ann.get(f"/tickets/{waiting.id}")
+            status, ticket_page = await ann.get(page_of(waiting.id))
     finally:
         await inbox.stop()
         for handle in (waiting, replied_to, on_its_way):
@@ -685,6 +710,7 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
     assert status == 200
     assert 'data-testid="amount">49.00<' in ticket_page
     assert "the model asks for issue_refund(order_id=&#39;A-1001&#39;, amount_cents=4900)" in ticket_page
+    assert "The agent asked to refund USD 49.00 on order A-1001" in ticket_page  # in words, the call in its details
 
 
 async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_how_to_sign_in(tmp_path: Path) -> None:
@@ -709,7 +735,7 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
             assert await someone.sign_in(name, password) == 303
 
             async def request_shown() -> str | None:
-                _, page = await someone.get(f"/tickets/{workflow_id}")
+                _, page = await someone.get(page_of(workflow_id))
                 return page if 'data-testid="request-id"' in page else None
 
             page = await poll(request_shown, timeout=30, interval=0.2, what="the ticket's page to show the request")
@@ -719,5 +745,196 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
     assert url.startswith("http://127.0.0.1:")
     assert "AGENT_WEB_APPROVAL_KEYS is not set" in "".join(said)
     assert 'data-testid="amount">49.00<' in page
-    assert status == 200
+    assert (status, notice_kind(answered)) == (303, "taken")
     assert notice_of(answered) == "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
+
+
+def link_to(listing: str, workflow_id: str) -> str:
+    """The address a list's entry for ``workflow_id`` links to, as a browser reads it from the page."""
+    entry = re.search(rf'data-workflow-id="{re.escape(html.escape(workflow_id))}">\s*<a href="([^"]+)"', listing)
+    assert entry, (workflow_id, listing)
+    return html.unescape(entry.group(1))
+
+
+def form_action(page: str) -> str:
+    found = re.search(r'<form method="post" action="([^"]+)" class="answer approve">', page)
+    assert found, page
+    return html.unescape(found.group(1))
+
+
+async def test_a_ticket_whatever_its_id_holds_is_listed_opened_and_approved_through_the_links_the_inbox_makes(
+    agent: Harness,
+) -> None:
+    """Ids with a path's suffix, an escape, a query, a fragment, ``..``, a space and letters outside ASCII: the
+    list's link opens that ticket and no other, and the page's own form approves it."""
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        orders = await start_odd_tickets(agent)
+        await ann.sign_in("ann")
+        listing = await listed_on(ann, "approval", set(ODD_IDS))
+        opened, answered = {}, {}
+        for workflow_id in ODD_IDS:
+            request = await waiting_request(agent.client, workflow_id)
+            status, page = await ann.get(link_to(listing, workflow_id))
+            opened[workflow_id] = (
+                status,
+                shown(page, "request-id"),
+                f"&middot; {html.escape(workflow_id)}</p>" in page,
+            )
+            form = {"csrf": csrf_of(page), "request_id": request.request_id, "amount_cents": "4900"}
+            sent, landed = await ann.send(form_action(page), {**form, "decision": "approve"})
+            answered[workflow_id] = (sent, notice_of(landed), f"&middot; {html.escape(workflow_id)}</p>" in landed)
+        outcomes = {
+            workflow_id: await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+            for workflow_id in ODD_IDS
+        }
+
+    for workflow_id, order_id in orders.items():
+        assert opened[workflow_id] == (200, "R1", True), workflow_id
+        sent, notice, same_ticket = answered[workflow_id]
+        assert (sent, same_ticket) == (303, True), workflow_id
+        assert re.fullmatch(rf"approved; Refunded USD 49\.00 on order {order_id} \(refund #\d+\)\.", notice), notice
+        assert [(a.approver, a.decision) for a in outcomes[workflow_id].approvals] == [
+            ("ann", ApprovalDecision.APPROVED)
+        ], workflow_id
+        assert [r.amount_cents for r in agent.store.payments.refunds(order_id)] == [4900], workflow_id
+
+
+async def test_an_address_from_before_the_id_moved_to_the_query_string_leads_to_the_same_ticket(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent, workflow_id=f"old-{uuid.uuid4()}/with space")
+        await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        async with ann.http.get(
+            f"{ann.origin}/tickets/{quote(workflow_id, safe='/')}", allow_redirects=False
+        ) as response:
+            status, location = response.status, response.headers["Location"]
+        _, page = await ann.get(location)
+        shared_answer_address = await ann.get(answer_of(workflow_id))
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        accepted = await events(handle, UPDATES_ACCEPTED)
+        await handle.cancel()
+        await handle.result()
+
+    assert (status, location) == (301, page_of(workflow_id))
+    assert shown(page, "request-id") == "R1"
+    assert shared_answer_address[0] == 303  # opened as a page, the answer's address sends nothing
+    assert accepted == []
+
+
+async def test_an_answer_redirects_to_the_tickets_page_whose_notice_only_the_person_who_answered_sees(
+    agent: Harness,
+) -> None:
+    """POST, redirect, GET: a reload shows the result again and sends nothing; the same address opened by someone
+    else, or with the notice altered, shows the ticket without it."""
+    async with inbox_for(agent) as inbox, person(inbox) as ann, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        _, page = await ann.get(page_of(workflow_id))
+        form = {"csrf": csrf_of(page), "request_id": request.request_id, "amount_cents": "4900", "decision": "approve"}
+        async with ann.http.post(
+            ann.origin + answer_of(workflow_id), data=form, headers={"Origin": ann.origin}, allow_redirects=False
+        ) as response:
+            status, location = response.status, response.headers["Location"]
+        _, landed = await ann.get(location)
+        _, reloaded = await ann.get(location)
+        _, bens = await ben.get(location)
+        sealed = parse_qs(urlsplit(location).query)["notice"][0]
+        body, _, mac = sealed.partition(".")
+        fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        altered = base64.urlsafe_b64encode(json.dumps({**fields, "t": "approved; Refunded 4,900.00"}).encode())
+        _, forged = await ann.get(page_of(workflow_id, notice=f"{altered.decode()}.{mac}"))
+        _, made_up = await ann.get(page_of(workflow_id, notice="taken"))
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+        accepted = await events(agent.client.get_workflow_handle(workflow_id), UPDATES_ACCEPTED)
+
+    assert status == 303
+    assert location.startswith(page_of(workflow_id) + "&notice=")
+    for seen in (landed, reloaded):
+        assert (notice_kind(seen), notice_of(seen)) == (
+            "taken",
+            "approved; Refunded USD 49.00 on order A-1001 (refund #1).",
+        )
+    for page_without in (bens, forged, made_up):
+        assert 'data-testid="notice"' not in page_without
+        assert f"&middot; {workflow_id}</p>" in page_without  # the ticket itself opens
+    assert len(accepted) == 1
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+async def test_an_approval_above_the_confirmation_amount_is_sent_only_with_that_persons_confirmation(
+    agent: Harness,
+) -> None:
+    """The first press shows a page stating the amount, the order and the customer, sending nothing; a form that
+    claims a confirmation, or carries someone else's, gets that page again; the page's own button sends it. Below
+    the amount, and a decline, go at once."""
+    async with inbox_for(agent, web_confirm_above_cents=10_000) as inbox, person(inbox) as ann, person(inbox) as ben:
+        large = await start_with_cli(agent, **CLEO)  # 120.00
+        small = await start_with_cli(agent)  # 49.00
+        request = await waiting_request(agent.client, large)
+        small_request = await waiting_request(agent.client, small)
+        await ann.sign_in("ann")
+        await ben.sign_in("ben")
+        asked = await ann.answer(large, request)
+        crafted = await ann.answer(large, request, confirmed="yes")
+        _, bens_confirmation = await ben.answer(large, request)
+        bens = re.search(r'name="confirmed" value="([^"]+)"', bens_confirmation)
+        assert bens
+        borrowed = await ann.answer(large, request, confirmed=html.unescape(bens.group(1)))
+        handle = agent.client.get_workflow_handle(large, result_type=Outcome)
+        accepted_before = await events(handle, UPDATES_ACCEPTED)
+        still = await waiting_request(agent.client, large)
+        taken = await ann.confirm(asked[1])
+        straight = await ann.answer(small, small_request)
+        outcome = await handle.result()
+        await agent.client.get_workflow_handle(small, result_type=Outcome).result()
+
+    assert asked[0] == 200
+    assert shown(asked[1], "confirm-amount") == "USD 120.00"
+    assert shown(asked[1], "confirm-order") == "A-1003"
+    assert shown(asked[1], "confirm-customer") == "cleo@example.com"
+    assert button(asked[1], "approve") is not None
+    for refused in (crafted, borrowed):
+        assert refused[0] == 200
+        assert 'data-testid="confirm"' in refused[1]
+    assert accepted_before == []
+    assert still == request
+    assert (taken[0], notice_kind(taken[1])) == (303, "taken")
+    assert notice_of(taken[1]) == "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
+    assert (straight[0], notice_kind(straight[1])) == (303, "taken")
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+    assert sorted(r.amount_cents for r in agent.store.payments.refunds()) == [4900, 12_000]
+
+
+async def test_a_request_nobody_answered_is_told_as_nobody_answering_and_a_late_answer_hears_the_ticket_closed(
+    agent: Harness,
+) -> None:
+    """A timeout is no answer: the page and ``agent-worker show`` name no approver and no channel. An answer sent
+    after the ticket closed is told so in the desk's words, not Temporal's."""
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent, approval_timeout_seconds=2)
+        request = await waiting_request(agent.client, workflow_id)
+        await ann.sign_in("ann")
+        _, page = await ann.get(page_of(workflow_id))
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+        form = {"csrf": csrf_of(page), "request_id": request.request_id, "amount_cents": "4900", "decision": "approve"}
+        late = await ann.send(answer_of(workflow_id), form)
+        _, closed = await ann.get(page_of(workflow_id))
+    printed = await run(AGENT_WORKER, "show", workflow_id, "--address", address(agent.client))
+
+    assert [(a.decision, a.approver) for a in outcome.approvals] == [(ApprovalDecision.TIMED_OUT, None)]
+    (told,) = re.findall(r'data-testid="approval">([^<]*)<', closed)
+    assert re.fullmatch(r"request R1: nobody answered by \d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49.00 was not "
+                        r"made", html.unescape(told)), told  # fmt: skip
+    assert "signal" not in told
+    assert (late[0], notice_kind(late[1])) == (303, "rejected")
+    assert re.fullmatch(
+        rf"not taken: this ticket has closed: it was {outcome.status.value} at \d{{4}}-\d\d-\d\d \d\d:\d\d UTC",
+        notice_of(late[1]),
+    ), notice_of(late[1])
+    assert "approval timed_out 4900: request R1: nobody answered by " in printed
+    assert "by None" not in printed

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from playwright.async_api import Browser, BrowserContext, Page, expect
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.business import Business
@@ -25,8 +26,10 @@ from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import free_port
+from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.server import RunningInbox
 from tests.support.harness import Harness
+from tests.support.history import events
 from tests.support.inbox import (
     CLEO,
     PASSWORDS,
@@ -35,6 +38,7 @@ from tests.support.inbox import (
     Clock,
     inbox_alone,
     inbox_for,
+    start_odd_tickets,
     start_with_cli,
     waiting_request,
 )
@@ -99,19 +103,22 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
         # A second tab on the ticket whose live updates are cut (a laptop that slept): it keeps its buttons.
         stale = await context.new_page()
         await stale.route(lambda url: "/events" in url, lambda route: route.abort())
-        await stale.goto(f"{inbox.url}tickets/{workflow_id}")
+        await stale.goto(inbox.ticket_page(workflow_id))
 
         await listed.click()
-        await expect(page.get_by_test_id("amount")).to_have_text("49.00")
+        await expect(page.get_by_test_id("amount")).to_have_text("USD 49.00")
         transcript = page.get_by_test_id("transcript")
         await expect(transcript).to_contain_text("Customer (ann@example.com): My parcel for order A-1001 never arrived")
-        await expect(transcript).to_contain_text(
-            "the model asks for issue_refund(order_id='A-1001', amount_cents=4900)"
-        )
+        await expect(transcript).to_contain_text("The agent asked to refund USD 49.00 on order A-1001")
+        await expect(transcript).to_contain_text("Looked up order A-1001: charged USD 49.00, refunded before USD 0.00")
+        raw = transcript.locator("details", has_text="the model asks for issue_refund").first
+        await expect(raw.get_by_text("issue_refund(order_id='A-1001', amount_cents=4900)")).to_be_hidden()
+        await raw.locator("summary").click()  # the raw call, one click away
+        await expect(raw).to_contain_text("the model asks for issue_refund(order_id='A-1001', amount_cents=4900)")
         await expect(page.locator(".orders")).to_contain_text("A-1001")
         await page.screenshot(path=screenshots / "ticket.png", full_page=True)
 
-        await page.get_by_role("button", name="Approve 49.00").click()
+        await page.get_by_role("button", name="Approve USD 49.00").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
             "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
         )
@@ -119,7 +126,7 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
             "the model answers: I have emailed you about order A-1001", timeout=LIVE
         )
 
-        await stale.get_by_role("button", name="Approve 49.00").click()
+        await stale.get_by_role("button", name="Approve USD 49.00").click()
         await expect(stale.get_by_test_id("notice")).to_contain_text(
             "rejected: request R1 was already answered: approved by ann at "
         )
@@ -147,7 +154,7 @@ async def test_a_decline_needs_a_reason_and_the_person_sees_it_quoted_and_nothin
         await waiting_request(agent.client, workflow_id)
         page = await context.new_page()
         await sign_in(page, inbox, "ben")
-        await page.goto(f"{inbox.url}tickets/{workflow_id}")
+        await page.goto(inbox.ticket_page(workflow_id))
         box = page.get_by_label("Why decline?")
         await page.get_by_role("button", name="Decline").click()
         assert await box.evaluate("box => box.validity.valueMissing")  # the browser kept the form
@@ -194,7 +201,7 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
         bens_browser = await browser.new_context(viewport={"width": 960, "height": 720})
         ben = await bens_browser.new_page()
         await sign_in(ben, inbox, "ben")
-        await ben.goto(f"{inbox.url}tickets/{workflow_id}")
+        await ben.goto(inbox.ticket_page(workflow_id))
         await expect(ben.get_by_test_id("progress")).to_have_text(
             "needs 2 approvals; only approvals signed in here count"
         )
@@ -208,7 +215,7 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
         await listed.click()
         await expect(ann.get_by_test_id("why")).to_have_text("USD 120.00 is above the approval limit of USD 20.00")
         await expect(ann.locator("form.approve")).to_contain_text("yours would be 1 of 2")
-        await ann.get_by_role("button", name="Approve 120.00").click()
+        await ann.get_by_role("button", name="Approve USD 120.00").click()
         await expect(ann.get_by_test_id("notice")).to_have_text(
             "partly_approved; Approval 1 of 2 recorded; nothing is paid until another person approves."
         )
@@ -222,7 +229,7 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
         )
         await expect(ben.locator("form.approve")).to_contain_text("yours would be 2 of 2: it pays the refund")
         await expect(ben.get_by_label("Why decline?")).to_have_value("Half a thought")  # the redraw kept it
-        await ben.get_by_role("button", name="Approve 120.00").click()
+        await ben.get_by_role("button", name="Approve USD 120.00").click()
         await expect(ben.get_by_test_id("notice")).to_have_text(
             "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
         )
@@ -245,8 +252,8 @@ async def test_after_approving_the_same_persons_button_is_disabled_with_why_and_
         await waiting_request(agent.client, workflow_id)
         page = await context.new_page()
         await sign_in(page, inbox, "ann")
-        await page.goto(f"{inbox.url}tickets/{workflow_id}")
-        approve = page.get_by_role("button", name="Approve 120.00")
+        await page.goto(inbox.ticket_page(workflow_id))
+        approve = page.get_by_role("button", name="Approve USD 120.00")
         await approve.click()
         await expect(page.get_by_test_id("notice")).to_contain_text("partly_approved; Approval 1 of 2 recorded")
         await expect(approve).to_be_disabled()
@@ -281,19 +288,19 @@ async def test_an_agent_whose_role_does_not_reach_the_amount_sees_no_approve_but
         await waiting_request(agent.client, workflow_id)
         ann = await context.new_page()
         await sign_in(ann, inbox, "ann")
-        await ann.goto(f"{inbox.url}tickets/{workflow_id}")
+        await ann.goto(inbox.ticket_page(workflow_id))
         await expect(ann.get_by_test_id("may-not-answer")).to_have_text(
-            "You (ann) are not among this ticket's approvers for a refund of 120.00 (ben), so it would not take your "
+            "You (ann) are not among this ticket's approvers for a refund of USD 120.00 (ben), so it would not take your "
             "answer."
         )
-        await expect(ann.get_by_role("button", name="Approve 120.00")).to_have_count(0)
+        await expect(ann.get_by_role("button", name="Approve USD 120.00")).to_have_count(0)
         await expect(ann.get_by_role("button", name="Decline")).to_have_count(0)
 
         leads_browser = await browser.new_context()
         ben = await leads_browser.new_page()
         await sign_in(ben, inbox, "ben")
-        await ben.goto(f"{inbox.url}tickets/{workflow_id}")
-        await ben.get_by_role("button", name="Approve 120.00").click()
+        await ben.goto(inbox.ticket_page(workflow_id))
+        await ben.get_by_role("button", name="Approve USD 120.00").click()
         await expect(ben.get_by_test_id("notice")).to_have_text(
             "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
         )
@@ -312,12 +319,12 @@ async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_any
         await waiting_request(agent.client, workflow_id)
         page = await context.new_page()
         await sign_in(page, inbox, "ann")
-        ticket_page = f"{inbox.url}tickets/{workflow_id}"
+        ticket_page = inbox.ticket_page(workflow_id)
 
         # The form with its CSRF token taken out.
         await page.goto(ticket_page)
         await page.evaluate("document.querySelector('form.approve input[name=csrf]').remove()")
-        await page.get_by_role("button", name="Approve 49.00").click()
+        await page.get_by_role("button", name="Approve USD 49.00").click()
         await expect(page.locator("body")).to_contain_text("security token is missing or not yours")
 
         # A page on another origin of the same machine (so the browser sends ann's cookie), holding ann's token as
@@ -325,7 +332,7 @@ async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_any
         await page.goto(ticket_page)
         token = await page.locator("form.approve input[name=csrf]").get_attribute("value")
         assert token
-        attacker = await serve_page(attack(f"{ticket_page}/answer", token))
+        attacker = await serve_page(attack(inbox.url + ticket_path(workflow_id, "answer"), token))
         try:
             await page.goto(attacker.url)
             await expect(page.locator("body")).to_contain_text("sent from another site")
@@ -339,7 +346,7 @@ async def test_an_edited_form_and_a_page_on_another_origin_answer_nothing_in_any
             "document.querySelector('form.approve').insertAdjacentHTML("
             "'beforeend', '<input type=hidden name=approver value=mallory>')"
         )
-        await page.get_by_role("button", name="Approve 49.00").click()
+        await page.get_by_role("button", name="Approve USD 49.00").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
             "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
         )
@@ -370,9 +377,9 @@ async def test_with_encryption_on_the_inbox_shows_the_ticket_decrypted_and_the_a
             await waiting_request(agent.client, workflow_id)
             page = await context.new_page()
             await sign_in(page, inbox, "ann")
-            await page.goto(f"{inbox.url}tickets/{workflow_id}")
+            await page.goto(inbox.ticket_page(workflow_id))
             await expect(page.get_by_test_id("transcript")).to_contain_text(f"Customer (ann@example.com): {question}")
-            await page.get_by_role("button", name="Approve 49.00").click()
+            await page.get_by_role("button", name="Approve USD 49.00").click()
             await expect(page.get_by_test_id("notice")).to_have_text(
                 "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
             )
@@ -385,6 +392,104 @@ async def test_with_encryption_on_the_inbox_shows_the_ticket_decrypted_and_the_a
     assert "ann@example.com" not in stored
     assert outcome.approvals[0].channel == "web"
     assert [r.amount_cents for r in store.payments.refunds()] == [4900]
+
+
+async def test_reloading_after_an_answer_shows_its_result_again_and_sends_nothing(
+    agent: Harness, context: BrowserContext
+) -> None:
+    """After Approve the browser is on the ticket's own address: a reload shows what came of the answer, with no
+    red error and no second answer, and the address opens the ticket when shared."""
+    async with inbox_for(agent) as inbox:
+        workflow_id = await start_with_cli(agent)
+        await waiting_request(agent.client, workflow_id)
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        await page.goto(inbox.ticket_page(workflow_id))
+        await page.get_by_role("button", name="Approve USD 49.00").click()
+        taken = "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
+        await expect(page.get_by_test_id("notice")).to_have_text(taken)
+        landed = page.url
+        for _ in range(2):
+            await page.reload()
+            await expect(page.get_by_test_id("notice")).to_have_text(taken)
+            await expect(page.locator(".notice.error, .notice.rejected")).to_have_count(0)
+        await expect(page.get_by_test_id("outcome")).to_contain_text(
+            "49.00 approved by ann (signed in, approval inbox)", timeout=LIVE
+        )
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        outcome = await handle.result()
+        accepted = await events(handle, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+
+    assert landed.startswith(inbox.ticket_page(workflow_id) + "&notice=")
+    assert len(accepted) == 1
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+@pytest.mark.parametrize("script", [True, False], ids=["with JavaScript", "without JavaScript"])
+async def test_a_large_approval_asks_once_more_stating_amount_order_and_customer(
+    agent: Harness,
+    browser: Browser,
+    script: bool,  # noqa: FBT001 - a parameter of the test, not a flag
+) -> None:
+    async with inbox_for(agent, web_confirm_above_cents=10_000) as inbox:
+        workflow_id = await start_with_cli(agent, **CLEO)  # 120.00
+        await waiting_request(agent.client, workflow_id)
+        context = await browser.new_context(java_script_enabled=script)
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        await page.goto(inbox.ticket_page(workflow_id))
+        await page.get_by_role("button", name="Approve USD 120.00").click()
+        await expect(page.get_by_test_id("confirm-amount")).to_have_text("USD 120.00")
+        await expect(page.get_by_test_id("confirm-order")).to_have_text("A-1003")
+        await expect(page.get_by_test_id("confirm-customer")).to_have_text("cleo@example.com")
+        paid_before = agent.store.payments.refunds()
+        still = await waiting_request(agent.client, workflow_id)
+        await page.get_by_role("button", name="Yes, approve USD 120.00 on order A-1003").click()
+        await expect(page.get_by_test_id("notice")).to_have_text(
+            "approved; Refunded USD 120.00 on order A-1003 (refund #1)."
+        )
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+        await context.close()
+
+    assert paid_before == []
+    assert still.request_id == "R1"
+    assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [12_000]
+
+
+async def test_tickets_with_odd_ids_are_each_opened_from_the_list_and_approved(
+    agent: Harness, context: BrowserContext
+) -> None:
+    """A path's suffix (``x/events``, ``…/answer``), an escape, a query, a fragment, ``..`` (which a browser
+    would normalise in a path), a space, letters outside ASCII: each opens its own ticket from the list, and
+    its Approve pays its own order."""
+    async with inbox_for(agent) as inbox:
+        orders = await start_odd_tickets(agent)
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        for workflow_id, order_id in orders.items():
+            await page.goto(inbox.url)
+            listed = page.locator(f'li[data-workflow-id="{workflow_id}"] a')
+            await expect(listed).to_contain_text(f"order {order_id}", timeout=LIVE)
+            await listed.click()
+            await expect(page.locator("p.meta")).to_contain_text(workflow_id)
+            await expect(page.get_by_test_id("asked")).to_contain_text(f"refund USD 49.00 on order {order_id}")
+            await page.get_by_role("button", name="Approve USD 49.00").click()
+            await expect(page.get_by_test_id("notice")).to_contain_text(
+                f"approved; Refunded USD 49.00 on order {order_id} (refund #"
+            )
+            await expect(page.locator("p.meta")).to_contain_text(workflow_id)
+        outcomes = {
+            workflow_id: await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+            for workflow_id in orders
+        }
+
+    for workflow_id, order_id in orders.items():
+        assert [(a.approver, a.decision) for a in outcomes[workflow_id].approvals] == [
+            ("ann", ApprovalDecision.APPROVED)
+        ], workflow_id
+        assert [r.amount_cents for r in agent.store.payments.refunds(order_id)] == [4900], workflow_id
 
 
 class ServedPage:

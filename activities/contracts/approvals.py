@@ -97,7 +97,8 @@ class ApprovalRecord(Contract):
     """The request the answer decided or was rejected for (None: no request was waiting, or runs before ids)."""
     channel: Literal["signal", "web"] = "signal"
     """How the answer came: ``web``, vouched for by the approval inbox for the person it authenticated; ``signal``,
-    the approver as the sender claims it."""
+    the approver as the sender claims it. A ``timed_out`` record is no answer: nobody sent it, its ``approver`` is
+    None and its ``channel`` means nothing (the default, as recorded), so nothing shown to people names either."""
 
 
 class ApprovalReceipt(Contract):

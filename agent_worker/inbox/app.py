@@ -4,12 +4,17 @@ Routes, under the base path:
 
 - ``GET /``: the tabs (waiting for approval, for the customer, for an event; stuck; recently closed), from
   visibility, so they work with no worker running; the list refreshes itself every few seconds.
-- ``GET /tickets/{id}``: a ticket's page (the request, the order as looked up, what the model asked for and why,
-  the transcript), kept current by ``GET /tickets/{id}/events``, a stream of server-sent events that follows the
-  run's history and tells the page when to fetch its live part again.
-- ``POST /tickets/{id}/answer``: approve or decline (a decline with its reason, which the inbox requires). The
-  answer is the ``approve`` Workflow Update, signed for the person who signed in; the page shows at once whether
-  the ticket took it and what came of the refund.
+- ``GET /ticket?id=ID``: a ticket's page (the request, the order as looked up, what the agent asked for and why,
+  the transcript in sentences), kept current by ``GET /ticket/events?id=ID``, a stream of server-sent events that
+  follows the run's history and tells the page when to fetch its live part again. A ticket's id may be any text
+  (``/``, ``%``, ``?``, ``#``, ``..``, spaces), so it is never part of a path, which browsers and proxies
+  normalise: it rides in the query string, encoded by ``ticket_path`` alone. ``GET /tickets/ID``, the address
+  before, still leads there.
+- ``POST /ticket/answer?id=ID``: approve or decline (a decline with its reason, which the inbox requires). The
+  answer is the ``approve`` Workflow Update, signed for the person who signed in; then a redirect (303) to the
+  ticket's page, which shows whether the ticket took it and what came of the refund (``notices``), so a reload
+  never sends it again. An approval above ``confirm_above_cents`` is sent only with the confirmation the inbox
+  asked for first, on a page of its own.
 - ``GET /export.csv?from=YYYY-MM-DD&to=YYYY-MM-DD[&personal=1]``: the answers given over a range of days, as CSV,
   for auditors (``agent_worker.answers``), from the business database's audit trail.
 - ``GET|POST /login`` (a throttled attempt is answered 429 with ``Retry-After``), ``POST /logout`` (the session
@@ -24,13 +29,13 @@ Every POST must come from the inbox's own origin and carry the CSRF token of the
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode, urlsplit
 
 import structlog
 from pydantic import ValidationError
@@ -42,15 +47,21 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
-from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
+from temporalio.client import (
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import vouching
 from activities.business.audit import SqlAuditTrail
-from activities.contracts.approvals import AnsweredRequest, Approval, ApprovalReceipt, VouchedApproval
+from activities.contracts.approvals import AnsweredRequest, Approval, ApprovalReceipt, ApprovalRequest, VouchedApproval
 from activities.contracts.fields import amount, describe_errors
-from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.names import APPROVAL_REQUEST_MEMO, APPROVE_SIGNAL
+from activities.contracts.ticket import Outcome, Status
 from agent_worker import answers
 from agent_worker.codec_server import loopback_name
 from agent_worker.inbox.auth import (
@@ -64,8 +75,9 @@ from agent_worker.inbox.auth import (
 )
 from agent_worker.inbox.desk import TABS, Desk, FilterError, Filters, Listing, NotATicketError
 from agent_worker.inbox.guard import Guard, Site, peer
+from agent_worker.inbox.notices import Notice, confirmation, confirmed, seal, unseal
 from agent_worker.inbox.standing import progress, standing, what_yours_does
-from agent_worker.transcript import CLOSED, SAID
+from agent_worker.transcript import CLOSED, SAID, asked_plainly, decided_plainly, plainly
 
 if TYPE_CHECKING:
     from activities.business.database import Database
@@ -86,26 +98,47 @@ ANSWERED_SHOWN = 50
 NO_REASON = (
     "not sent: a decline needs a reason; it goes to the audit trail and to the model, so the customer is told why"
 )
+CLOSED_AS = {
+    Status.RESOLVED: "it was resolved",
+    Status.DECLINED: "it was declined",
+    Status.GAVE_UP: "the agent gave up on it",
+    Status.FAILED: "it failed and went to a person",
+    Status.HANDED_OVER: "it was handed to a person",
+    Status.ESCALATED: "it went to a person, past its SLA",
+    Status.CANCELLED: "it was cancelled",
+}
+"""How a closed ticket's outcome is told when an answer reaches it too late."""
 
 
-@dataclass(frozen=True)
-class Notice:
-    """What became of a person's answer, shown at the top of the ticket's page."""
-
-    kind: Literal["taken", "pending", "rejected", "error"]
-    text: str
+def ticket_path(workflow_id: str, action: str = "", **params: object) -> str:
+    """The one way to name a ticket's page (``action``: its ``events`` or ``answer``), relative to the inbox's root:
+    ``ticket?id=...``, every character of the id but letters, digits and ``_.-~`` percent-encoded, so no id can
+    read as a path, another parameter or a fragment."""
+    query = urlencode({"id": workflow_id, **{k: str(v) for k, v in params.items()}}, quote_via=quote, safe="")
+    return f"ticket{'/' + action if action else ''}?{query}"
 
 
 class Inbox:
     """The inbox's pages, bound to one desk (Temporal), one authenticator and the key answers are signed with."""
 
-    def __init__(self, desk: Desk, auth: Authenticator, signing_key: bytes, site: Site, database: Database) -> None:
+    def __init__(  # noqa: PLR0913 - what the inbox is bound to
+        self,
+        desk: Desk,
+        auth: Authenticator,
+        signing_key: bytes,
+        site: Site,
+        database: Database,
+        *,
+        confirm_above_cents: int,
+    ) -> None:
         self.desk, self.auth, self.signing_key, self.site = desk, auth, signing_key, site
         self.trail = SqlAuditTrail(database)
         """The business database's audit trail, which keeps every answer: "mine" and the export read it."""
+        self.confirm_above_cents = confirm_above_cents
         self.templates = Jinja2Templates(directory=HERE / "templates")
-        self.templates.env.filters.update(money=shown, ago=ago, utc=utc, path=lambda value: quote(str(value), safe=""))
+        self.templates.env.filters.update(money=shown, ago=ago, utc=utc, ticket_url=self.ticket_url)
         self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
+        self.templates.env.filters.update(plainly=plainly, asked_plainly=asked_plainly, decided=decided_plainly)
         self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID, reason_max=REASON_MAX)
         self.templates.env.globals.update(answered_days=ANSWERED_DAYS)
 
@@ -117,10 +150,12 @@ class Inbox:
             Route("/logout", self.logout, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/export.csv", self.export, methods=["GET"]),
-            # A ticket's id may hold a slash; the routes with a suffix come first, so they win.
-            Route("/tickets/{workflow_id:path}/events", self.events, methods=["GET"]),
-            Route("/tickets/{workflow_id:path}/answer", self.answer, methods=["POST"]),
-            Route("/tickets/{workflow_id:path}", self.ticket, methods=["GET"]),
+            # The ticket's id is in the query string, whatever it holds (``ticket_path``).
+            Route("/ticket", self.ticket, methods=["GET"]),
+            Route("/ticket/events", self.events, methods=["GET"]),
+            Route("/ticket/answer", self.answer, methods=["POST"]),
+            Route("/ticket/answer", self.back_to_ticket, methods=["GET"]),
+            Route("/tickets/{workflow_id:path}", self.old_address, methods=["GET"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         return [Mount(self.site.base_path, routes=routes)] if self.site.base_path else routes
@@ -227,15 +262,38 @@ class Inbox:
             lines, media_type="text/csv; charset=utf-8", headers={"Content-Disposition": disposition}
         )
 
+    def ticket_url(self, workflow_id: str, action: str = "", **params: object) -> str:
+        """The ``ticket_url`` filter: a ticket's address under this inbox's base path (``ticket_path``)."""
+        return f"{self.site.base_path}/{ticket_path(workflow_id, action, **params)}"
+
+    async def old_address(self, request: Request) -> Response:
+        """``/tickets/ID``, as links shared before the id moved to the query string read: the same ticket's page.
+        (An id that ends in ``/events`` or holds ``..`` never worked there, and is not guessed at now.)"""
+        return RedirectResponse(self.ticket_url(request.path_params["workflow_id"]), status_code=301)
+
+    async def back_to_ticket(self, request: Request) -> Response:
+        """The answer's address opened as a page (shared, or typed): the ticket's page, sending nothing."""
+        workflow_id = request.query_params.get("id")
+        return RedirectResponse(self.ticket_url(workflow_id) if workflow_id else f"{self.site.base_path}/", 303)
+
+    def no_ticket(self, request: Request, person: Person, workflow_id: str | None) -> Response:
+        message = f"There is no ticket {workflow_id}." if workflow_id else "This address names no ticket."
+        return self.page(request, "error.html", 404, person=person, message=message)
+
     async def ticket(self, request: Request, notice: Notice | None = None, status: int = 200) -> Response:
         person = await self.person(request)
         if person is None:
             return self.must_sign_in(request)
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = request.query_params.get("id")
+        if not workflow_id:
+            return self.no_ticket(request, person, workflow_id)
         try:
             ticket = await self.desk.ticket(workflow_id)
         except NotATicketError:
-            return self.page(request, "error.html", 404, person=person, message=f"There is no ticket {workflow_id}.")
+            return self.no_ticket(request, person, workflow_id)
+        if notice is None and request.method == "GET":  # what became of this person's answer, if it was theirs
+            keys, sealed = self.auth.keys, request.query_params.get("notice")
+            notice = unseal(keys, sealed, binding=person.binding, workflow_id=workflow_id, now=now())
         partial = "partial" in request.query_params and request.method == "GET"
         context = {
             "person": person, "csrf": self.auth.keys.csrf(person.binding), "ticket": ticket, "notice": notice,
@@ -250,7 +308,7 @@ class Inbox:
         the browser reconnects to the next one."""
         if await self.person(request, active=False) is None:
             return self.must_sign_in(request, page=False)
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = request.query_params.get("id", "")
         shown_run = request.query_params.get("run", "")
         try:
             shown = int(request.query_params.get("after", "0"))
@@ -281,9 +339,12 @@ class Inbox:
                     yield f"event: closed\ndata: {CLOSED[event.event_type]}\n\n"
                 return  # a run that continued as new: the browser reconnects, and follows the next run
 
-    async def answer(self, request: Request) -> Response:
+    async def answer(self, request: Request) -> Response:  # noqa: PLR0911 - one return per way a form ends
         """Approve or decline, for the person who signed in: the form says which request, which amount and which
-        decision; who answers is never read from it."""
+        decision; who answers is never read from it. A form the inbox refuses before sending (no reason for a
+        decline) is answered with the page and what is missing; an approval above the confirmation amount without
+        this person's confirmation of it, with the page that asks for it; anything sent, with a redirect to the
+        ticket's page, carrying what came of it."""
         person = await self.person(request)
         if person is None:
             return self.must_sign_in(request)
@@ -292,28 +353,56 @@ class Inbox:
         form = await request.form(max_files=0, max_fields=16)
         if not self.auth.keys.csrf_ok(person.binding, str(form.get("csrf", ""))):
             return forbidden("refused: the form's security token is missing or not yours; reload the page, try again")
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = request.query_params.get("id")
+        if not workflow_id:
+            return self.no_ticket(request, person, workflow_id)
         fields = answer_of(form, person.name)
         if isinstance(fields, Notice):
             return await self.ticket(request, fields, 400)
         try:
-            await self.desk.check(workflow_id)
+            description = await self.desk.check(workflow_id)
         except NotATicketError:
-            return await self.ticket(request)
-        notice, status = await self.send(workflow_id, fields)
+            return self.no_ticket(request, person, workflow_id)
+        request_waiting = await waiting_of(description)
+        if fields["approved"] and fields["amount_cents"] > self.confirm_above_cents:
+            about = {
+                "binding": person.binding, "workflow_id": workflow_id, "request_id": fields["request_id"],
+                "amount_cents": fields["amount_cents"], "now": now(),
+            }  # fmt: skip
+            if not confirmed(self.auth.keys, str(form.get("confirmed", "")), **about):
+                return await self.confirm(
+                    request, person, description=description, waiting=request_waiting, fields=fields, about=about
+                )
+        notice = await self.send(workflow_id, fields, request_waiting)
         log.info(
             "inbox answer", workflow_id=workflow_id, request_id=fields["request_id"], approver=person.name,
             signed_in_by=person.how, decision="approve" if fields["approved"] else "decline",
             amount_cents=fields["amount_cents"], result=notice.kind, said=notice.text,
         )  # fmt: skip
-        return await self.ticket(request, notice, status)
+        sealed = seal(self.auth.keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
+        return RedirectResponse(self.ticket_url(workflow_id, notice=sealed), status_code=303)
 
-    async def send(self, workflow_id: str, fields: dict[str, Any]) -> tuple[Notice, int]:
-        """Send the answer, signed, as the ``approve`` update; what the person is told, and the status."""
-        try:
-            answer = VouchedApproval.model_validate({**fields, "signature": "0" * 64})
-        except ValidationError as error:
-            return Notice("error", f"not sent: {describe_errors(error)}"), 400
+    async def confirm(  # noqa: PLR0913 - the answer, and what the page says about it
+        self, request: Request, person: Person, *, description: WorkflowExecutionDescription,
+        waiting: ApprovalRequest | None, fields: dict[str, Any], about: dict[str, Any],
+    ) -> Response:  # fmt: skip
+        """The page that asks once more before a large approval: the amount, the order and the customer, and the
+        one button that sends it, with this person's confirmation of exactly this answer."""
+        same = waiting if waiting is not None and waiting.request_id == fields["request_id"] else None
+        ticket = await self.desk.ticket_input(description.id, description.run_id)
+        context = {
+            "person": person, "csrf": self.auth.keys.csrf(person.binding), "workflow_id": description.id,
+            "ticket": ticket, "request_id": fields["request_id"], "amount_cents": fields["amount_cents"],
+            "order_id": same.order_id if same else "", "currency": same.currency if same else None,
+            "customer": (same.customer_email if same else "") or str(ticket.get("customer_email", "")),
+            "confirmation": confirmation(self.auth.keys, **about), "confirm_above_cents": self.confirm_above_cents,
+        }  # fmt: skip
+        return self.page(request, "confirm.html", **context)
+
+    async def send(self, workflow_id: str, fields: dict[str, Any], waiting: ApprovalRequest | None) -> Notice:
+        """Send the answer (``answer_of``'s), signed, as the ``approve`` update; what the person is told, in the
+        desk's words."""
+        answer = VouchedApproval.model_validate({**fields, "signature": "0" * 64})
         answer = answer.model_copy(update={"signature": vouching.sign(self.signing_key, workflow_id, answer)})
         verb = "approved" if answer.approved else "declined"
         handle = self.desk.client.get_workflow_handle(workflow_id)
@@ -328,17 +417,37 @@ class Inbox:
                 "pending",
                 f"No worker has taken the answer in {ACCEPT_TIMEOUT.seconds} s (a worker checks it first). It may "
                 f"still be taken when one runs: this page shows it if it is.",
-            ), 504
-        except RPCError as error:  # the ticket closed meanwhile
-            return Notice("rejected", f"refused: the ticket takes no more answers ({error.message})"), 409
+            )
+        except RPCError:  # the ticket closed meanwhile
+            return Notice("rejected", f"not taken: {await self.closed_words(workflow_id)}")
         try:
             async with asyncio.timeout(RESULT_TIMEOUT.total_seconds()):
                 receipt = await update.result()
         except WorkflowUpdateFailedError as error:
-            return Notice("rejected", why(error)), 409
+            said = why(error, waiting)
+            return Notice("rejected", said or f"not taken: {await self.closed_words(workflow_id)}")
         except TimeoutError:
-            return Notice("pending", f"{verb}: the ticket took it, and this page shows what comes of it"), 202
-        return Notice("taken", f"{receipt.decision.value}; {receipt.result}"), 200
+            return Notice("pending", f"{verb}: the ticket took it, and this page shows what comes of it")
+        return Notice("taken", f"{receipt.decision.value}; {receipt.result}")
+
+    async def closed_words(self, workflow_id: str) -> str:
+        """Why a ticket takes no answers, as the desk says it: "this ticket has closed: it was resolved at ..."."""
+        try:
+            description = await self.desk.check(workflow_id)
+        except NotATicketError:
+            return "there is no such ticket any more"
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            return "the ticket did not take the answer; reload its page to see what it waits for"
+        how = f"it {description.status.name.lower().replace('_', ' ')}" if description.status else "it ended"
+        if description.status == WorkflowExecutionStatus.COMPLETED:
+            handle = self.desk.client.get_workflow_handle(workflow_id, run_id=description.run_id, result_type=Outcome)
+            try:
+                outcome = await handle.result()
+            except Exception:  # noqa: BLE001 - an outcome of another shape: the status alone says enough
+                how = "it completed"
+            else:
+                how = CLOSED_AS.get(outcome.status, f"it closed as {outcome.status.value}")
+        return f"this ticket has closed: {how} at {utc(description.close_time)}"
 
     # --- signing in and out ----------------------------------------------------------------------------------
 
@@ -422,8 +531,10 @@ class Inbox:
         return target
 
 
-def make_app(desk: Desk, auth: Authenticator, signing_key: bytes, site: Site, database: Database) -> ASGIApp:
-    inbox = Inbox(desk, auth, signing_key, site, database)
+def make_app(  # noqa: PLR0913 - what the inbox is bound to
+    desk: Desk, auth: Authenticator, signing_key: bytes, site: Site, database: Database, *, confirm_above_cents: int
+) -> ASGIApp:
+    inbox = Inbox(desk, auth, signing_key, site, database, confirm_above_cents=confirm_above_cents)
     return Guard(Starlette(routes=inbox.routes()), site, auth)
 
 
@@ -449,16 +560,48 @@ def answer_of(form: FormData, approver: str) -> dict[str, Any] | Notice:
     reason = str(form.get("reason", "")).strip()
     if decision == "decline" and not reason:
         return Notice("error", NO_REASON)
-    return {
+    fields = {
         "amount_cents": amount_cents, "approved": decision == "approve", "approver": approver,
         "request_id": str(form["request_id"]), **({"reason": reason} if decision == "decline" else {}),
     }  # fmt: skip
+    try:
+        VouchedApproval.model_validate({**fields, "signature": "0" * 64})
+    except ValidationError as error:
+        return Notice("error", f"not sent: {describe_errors(error)}")
+    return fields
 
 
-def why(error: WorkflowUpdateFailedError) -> str:
-    """What the ticket said when it refused the answer ("rejected: request R1 was already answered: ...")."""
+async def waiting_of(description: WorkflowExecutionDescription) -> ApprovalRequest | None:
+    """The request the ticket's memo says waits, if any (no worker needed)."""
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return None
+    request: ApprovalRequest | None = await description.memo_value(
+        APPROVAL_REQUEST_MEMO,
+        None,
+        type_hint=ApprovalRequest | None,  # type: ignore[arg-type]
+    )
+    return request
+
+
+TOO_LATE = re.compile(r"^rejected: seen at [^,]+, after request (?P<request>\S+)'s deadline$")
+TIMED_OUT = re.compile(r"^rejected: request (?P<request>\S+) was already closed: nobody answered by (?P<at>.+)$")
+
+
+def why(error: WorkflowUpdateFailedError, waiting: ApprovalRequest | None = None) -> str | None:
+    """What the ticket said when it refused the answer ("rejected: request R1 was already answered: ..."), with a
+    passed deadline told as the desk tells it; None if the refusal is Temporal's, not the ticket's (the ticket
+    closed while the answer was on its way)."""
     cause = error.cause
-    return cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+    if not isinstance(cause, ApplicationError):
+        return None
+    if (late := TOO_LATE.match(cause.message)) and waiting is not None:
+        return f"not taken: the deadline for request {late['request']} passed at {utc(waiting.deadline)}"
+    if expired := TIMED_OUT.match(cause.message):
+        return (
+            f"not taken: the deadline for request {expired['request']} passed at {expired['at'][:16]} UTC; nobody "
+            "had answered, so the refund was not made"
+        )
+    return cause.message
 
 
 def shown(units: int, currency: str | None = None) -> str:

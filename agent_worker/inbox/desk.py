@@ -145,6 +145,15 @@ class Ticket:
         return self.status == "running"
 
     @property
+    def currency(self) -> str | None:
+        """The currency the ticket's amounts are in: its request's, else that of the orders it looked up if they
+        agree (orders looked up before lookups said theirs read as dollars, as they were); None if unknown."""
+        if self.request is not None and self.request.currency:
+            return self.request.currency
+        found = {order.currency for order in self.orders}
+        return found.pop() if len(found) == 1 else None
+
+    @property
     def asked(self) -> Entry | None:
         """The refund the request is about, as the model asked for it (with its words around the call)."""
         refunds = [e for e in self.entries if e.kind == "asks" and isinstance(e.detail, dict)]

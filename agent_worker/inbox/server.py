@@ -32,7 +32,7 @@ from temporalio.client import Client
 from activities.business.database import Database
 from agent_worker.codec_server import loopback_only
 from agent_worker.config import Settings
-from agent_worker.inbox.app import make_app
+from agent_worker.inbox.app import make_app, ticket_path
 from agent_worker.inbox.auth import Authenticator, Keys, hash_password, is_legacy
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
@@ -106,6 +106,10 @@ class RunningInbox:
         if self.owns_database:
             self.auth.sessions.database.close()
 
+    def ticket_page(self, workflow_id: str) -> str:
+        """The address of a ticket's page, whatever its id holds."""
+        return f"{self.url}{ticket_path(workflow_id)}"
+
     def describe(self) -> str:
         """Where it is and how to sign in, for a person at the terminal."""
         signing_in = (
@@ -159,7 +163,10 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
             proxy_header=settings.web_proxy_header, trusted_proxies=[*settings.web_trusted_proxies],
         )  # fmt: skip
         site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
-        app = make_app(Desk(client, settings.task_queue), auth, keys[-1], site, database)
+        app = make_app(
+            Desk(client, settings.task_queue), auth, keys[-1], site, database,
+            confirm_above_cents=settings.web_confirm_above_cents,
+        )  # fmt: skip
         config = uvicorn.Config(
             app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
             server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from activities.contracts.approvals import ApprovalRequest
-from activities.contracts.fields import money, same_address
+from activities.contracts.fields import amount, same_address
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,9 @@ def standing(request: ApprovalRequest, name: str) -> Standing:
     """What the page lets ``name`` do with ``request``, checked as the validator checks: the approvers (under roles,
     only those whose role reaches the amount), the customer themselves, an approval already given."""
     if request.approvers and name not in request.approvers:
+        asked = amount(request.amount_cents, request.currency)
         no = (
-            f"You ({name}) are not among this ticket's approvers for a refund of {money(request.amount_cents)} "
+            f"You ({name}) are not among this ticket's approvers for a refund of {asked} "
             f"({', '.join(request.approvers)}), so it would not take your answer."
         )
         return Standing(no, no)

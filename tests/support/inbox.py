@@ -3,7 +3,9 @@ started with the ``temporal`` CLI, and a person's HTTP client (cookies, the form
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import html
 import json
 import re
 import uuid
@@ -14,12 +16,15 @@ from typing import Any
 
 import aiohttp
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from activities.business.database import Database
 from activities.contracts.approvals import ApprovalRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
+from activities.contracts.world import Order
 from agent_worker.devserver import binary
+from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.auth import hash_password
 from agent_worker.inbox.server import RunningInbox, start_inbox
 from tests.support.desk import LOOSE
@@ -100,15 +105,35 @@ async def inbox_alone(agent: Harness, database: Database | None = None, **settin
         await inbox.stop()
 
 
-async def start_with_cli(agent: Harness, *codec_flags: str, **options: Any) -> str:
-    """Start a ticket as an integration would, with the ``temporal`` CLI; its workflow id."""
-    workflow_id = f"ticket-{uuid.uuid4()}"
+ODD_IDS = ["x/events", "a%2Fb", "q?x=1", "h#1", "..", "../..", "with space", "ünïcødé", "ends/answer"]
+"""Workflow ids a ticket may have that an address must not misread: a path's suffix, an escape, a query, a
+fragment, the segments browsers normalise away, a space, letters outside ASCII."""
+
+
+async def start_with_cli(agent: Harness, *codec_flags: str, workflow_id: str | None = None, **options: Any) -> str:
+    """Start a ticket as an integration would, with the ``temporal`` CLI; its workflow id (a fresh one unless
+    given: a given one still running from an earlier test is ended first)."""
+    if workflow_id is None:
+        workflow_id = f"ticket-{uuid.uuid4()}"
+    else:
+        with contextlib.suppress(RPCError):
+            await agent.client.get_workflow_handle(workflow_id).terminate("a test starts this id afresh")
     await run(
         binary("temporal"), "--address", address(agent.client), "workflow", "start", "--type", "SupportAgent",
         "--task-queue", agent.task_queue, "--workflow-id", workflow_id, "--input", json.dumps(ticket(**options)),
         *codec_flags,
     )  # fmt: skip
     return workflow_id
+
+
+async def start_odd_tickets(agent: Harness) -> dict[str, str]:
+    """A ticket under each of ``ODD_IDS``, each about an order of its own (so each refund is paid, not refused as
+    already made): each id, and its order."""
+    orders = {workflow_id: f"A-{2001 + n}" for n, workflow_id in enumerate(ODD_IDS)}
+    for workflow_id, order_id in orders.items():
+        agent.store.orders.add(Order(order_id=order_id, amount_cents=4900, customer_email="ann@example.com"))
+        await start_with_cli(agent, workflow_id=workflow_id, question=f"My parcel for order {order_id} never arrived")
+    return orders
 
 
 async def waiting_request(client: Client, workflow_id: str, timeout: float = 20) -> ApprovalRequest:
@@ -126,9 +151,19 @@ async def waiting_request(client: Client, workflow_id: str, timeout: float = 20)
     return await poll(memo, timeout=timeout, interval=0.05, what=f"{workflow_id}'s memo to show a request")
 
 
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html
+def page_of(workflow_id: str, **params: object) -> str:
+    """A ticket's page, as the inbox links it."""
+    return "/" + ticket_path(workflow_id, "", **params)
+
+
+def answer_of(workflow_id: str) -> str:
+    """Where a ticket's answer forms post."""
+    return "/" + ticket_path(workflow_id, "answer")
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, page
     return found.group(1)
 
 
@@ -157,13 +192,35 @@ class Person:
     async def answer(
         self, workflow_id: str, request: ApprovalRequest, decision: str = "approve", **form: str | None
     ) -> tuple[int, str]:
-        """Press a button on the ticket's page: the form as the page made it, changed by ``form``."""
-        _, page = await self.get(f"/tickets/{workflow_id}")
+        """Press a button on the ticket's page: the form as the page made it, changed by ``form``. The status the
+        POST was answered with, and the page the person then sees: a redirect followed, as a browser does."""
+        _, page = await self.get(page_of(workflow_id))
         sent = {
             "csrf": csrf_of(page), "request_id": request.request_id, "amount_cents": str(request.amount_cents),
             "decision": decision, **form,
         }  # fmt: skip
-        return await self.post(f"/tickets/{workflow_id}/answer", {k: v for k, v in sent.items() if v is not None})
+        return await self.send(answer_of(workflow_id), {k: v for k, v in sent.items() if v is not None})
+
+    async def send(self, path: str, form: dict[str, str], *, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        """POST a form from the inbox's origin; its status, and the page it leads to (a 303 followed, with the same
+        ``headers``)."""
+        sent = {"Origin": self.origin, **(headers or {})}
+        async with self.http.post(self.origin + path, data=form, headers=sent, allow_redirects=False) as response:
+            status, page, location = response.status, await response.text(), response.headers.get("Location")
+        if status == 303 and location:
+            assert location.startswith("/"), location  # the inbox's own page, never elsewhere
+            _, page = await self.get(location, headers=headers)
+        return status, page
+
+    async def confirm(self, page: str) -> tuple[int, str]:
+        """Press the confirmation page's button: its form as the page made it."""
+        form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+        action = re.search(r'<form method="post" action="([^"]+)" class="answer approve">', page)
+        assert action, page
+        assert "confirmed" in form, page
+        return await self.send(
+            html.unescape(action.group(1)), {**{k: html.unescape(v) for k, v in form.items()}, "decision": "approve"}
+        )
 
 
 @asynccontextmanager
@@ -173,20 +230,27 @@ async def person(inbox: RunningInbox) -> AsyncIterator[Person]:
         yield Person(http, inbox.url)
 
 
-def shown(html: str, testid: str) -> str | None:
+def shown(page: str, testid: str) -> str | None:
     """The text of the page's element marked ``data-testid=testid``, unescaped; None if there is none."""
-    found = re.search(rf'data-testid="{testid}"[^>]*>([^<]*)<', html)
-    return found.group(1).replace("&#39;", "'").replace("&amp;", "&") if found else None
+    found = re.search(rf'data-testid="{testid}"[^>]*>([^<]*)<', page)
+    return html.unescape(found.group(1)) if found else None
 
 
-def button(html: str, decision: str) -> str | None:
+def button(page: str, decision: str) -> str | None:
     """The page's button for ``decision`` (approve, decline), its tag as drawn; None if the page offers none."""
-    found = re.search(rf'<button [^>]*value="{decision}"[^>]*>', html)
+    found = re.search(rf'<button [^>]*value="{decision}"[^>]*>', page)
     return found.group(0) if found else None
 
 
-def notice_of(html: str) -> str:
+def notice_of(page: str) -> str:
     """What the ticket's page tells the person about their answer."""
-    found = re.search(r'data-testid="notice">([^<]*)<', html)
-    assert found, html
-    return found.group(1).replace("&#39;", "'").replace("&amp;", "&")
+    found = re.search(r'data-testid="notice">([^<]*)<', page)
+    assert found, page
+    return html.unescape(found.group(1))
+
+
+def notice_kind(page: str) -> str:
+    """How the page tells it: ``taken``, ``pending`` (green, amber), ``rejected`` or ``error`` (red)."""
+    found = re.search(r'<p class="notice (\w+)" role="status" data-testid="notice">', page)
+    assert found, page
+    return found.group(1)
