@@ -351,8 +351,8 @@ async def test_under_roles_an_agent_whose_role_does_not_reach_the_amount_gets_no
     assert button(anns_page, "approve") is None
     assert button(anns_page, "decline") is None
     assert shown(anns_page, "may-not-answer") == (
-        "You (ann) are not among this ticket's approvers for a refund of USD 120.00 (ben), so it would not take your "
-        "answer."
+        "You (ann) are not among this ticket's approvers for a refund of USD 120.00 (ben), so it would not take "
+        "your answer."
     )
     assert (refused[0], notice_kind(refused[1])) == (303, "rejected")
     assert notice_of(refused[1]) == "rejected: ann may not approve refunds on this ticket (approvers: ben)"
@@ -928,8 +928,8 @@ async def test_a_request_nobody_answered_is_told_as_nobody_answering_and_a_late_
 
     assert [(a.decision, a.approver) for a in outcome.approvals] == [(ApprovalDecision.TIMED_OUT, None)]
     (told,) = re.findall(r'data-testid="approval">([^<]*)<', closed)
-    assert re.fullmatch(r"request R1: nobody answered by \d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49.00 was not "
-                        r"made", html.unescape(told)), told  # fmt: skip
+    assert re.fullmatch(r"request R1: nobody answered by \d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49.00 "
+                        r"was not made", html.unescape(told)), told  # fmt: skip
     assert "signal" not in told
     assert (late[0], notice_kind(late[1])) == (303, "rejected")
     assert re.fullmatch(

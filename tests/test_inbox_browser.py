@@ -290,8 +290,8 @@ async def test_an_agent_whose_role_does_not_reach_the_amount_sees_no_approve_but
         await sign_in(ann, inbox, "ann")
         await ann.goto(inbox.ticket_page(workflow_id))
         await expect(ann.get_by_test_id("may-not-answer")).to_have_text(
-            "You (ann) are not among this ticket's approvers for a refund of USD 120.00 (ben), so it would not take your "
-            "answer."
+            "You (ann) are not among this ticket's approvers for a refund of USD 120.00 (ben), so it would not "
+            "take your answer."
         )
         await expect(ann.get_by_role("button", name="Approve USD 120.00")).to_have_count(0)
         await expect(ann.get_by_role("button", name="Decline")).to_have_count(0)
