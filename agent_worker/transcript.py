@@ -27,7 +27,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
 from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
-from activities.contracts.fields import amount, money
+from activities.contracts.fields import amount
 from activities.contracts.names import (
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
@@ -205,7 +205,7 @@ class Reader:
             if value is None:
                 continue
             if name == AWAITING_APPROVAL_ATTRIBUTE:
-                text = f"a refund of {money(value)} waits for a person (a durable timer runs)"
+                text = f"a refund of {amount(value, None)} waits for a person (a durable timer runs)"
                 found.append(entry(event, "approval", text, detail=value))
             elif value == TicketState.WAITING_FOR_CUSTOMER.value:
                 found.append(entry(event, "open", "the ticket waits for the customer's reply (a durable timer runs)"))
@@ -229,10 +229,10 @@ class Reader:
             return [self.reply(event, payload)]
         if name == APPROVE_SIGNAL and isinstance(payload, dict):
             verb = "approves" if payload.get("approved") else "declines"
-            amount = payload.get("amount_cents")
+            cents = payload.get("amount_cents")
             text = (
                 f"approval inbox: {payload.get('approver')} (signed in) {verb} "
-                f"{money(amount) if isinstance(amount, int) else amount} (request {payload.get('request_id')})"
+                f"{amount(cents, None) if isinstance(cents, int) else cents} (request {payload.get('request_id')})"
             )
             return [entry(event, "answer", text, name, payload)]
         return [entry(event, "update", f"update {name}: {json.dumps(payload)}", name, payload)]

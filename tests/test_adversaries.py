@@ -65,7 +65,7 @@ async def test_a_decline_and_an_approval_sent_while_no_worker_runs_the_first_dec
     assert (rejected.decision, rejected.approver) == (ApprovalDecision.REJECTED, "mallory")
     assert rejected.reason.startswith("request R1 was already answered: declined by ann at ")
     audit = agent.store.audit.entries(outcome.ticket_id)
-    assert "request R1: refund of 49.00 declined by ann" in audit
+    assert "request R1: refund of USD 49.00 declined by ann" in audit
     assert any(e.startswith("request R1: answer from mallory rejected: request R1 was already answered") for e in audit)
     await no_wedge(handle)
 

@@ -81,7 +81,7 @@ async def test_a_ticket_that_continues_as_new_while_a_refund_waits_still_answers
     assert [u.step for u in whole.usage.steps] == [1, 2, 3, 4]
     assert whole.usage.total == outcome.usage.total
     audit = agent.store.audit.entries(outcome.ticket_id)
-    assert len([e for e in audit if e.startswith("refund of 49.00 waits for approval (request R1")]) == 1
+    assert len([e for e in audit if e.startswith("refund of USD 49.00 waits for approval (request R1")]) == 1
     latest = await agent.client.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id
 

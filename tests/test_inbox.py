@@ -171,7 +171,7 @@ async def test_an_answer_records_who_signed_in_not_the_approver_the_form_names(a
     (record,) = outcome.approvals
     assert (record.approver, record.channel, record.decision) == ("ann", "web", ApprovalDecision.APPROVED)
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
-    assert "request R1: refund of 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit.entries(
+    assert "request R1: refund of USD 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit.entries(
         outcome.ticket_id
     )
 
@@ -414,7 +414,7 @@ async def test_a_decline_without_a_reason_is_not_sent_and_one_with_a_reason_reac
     ]
     assert any(call.result == told for call in outcome.tool_calls)
     assert told in model_read  # the tool result the model was sent, as the history recorded the think activity's input
-    assert f"request R1: refund of 49.00 declined by ann (signed in, approval inbox): {reason}" in (
+    assert f"request R1: refund of USD 49.00 declined by ann (signed in, approval inbox): {reason}" in (
         agent.store.audit.entries(outcome.ticket_id)
     )
     assert agent.store.payments.refunds() == []
@@ -708,7 +708,7 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
     assert "order A-1001" in pages["event"]
     assert "UnreadableStateError" in pages["stuck"]
     assert status == 200
-    assert 'data-testid="amount">49.00<' in ticket_page
+    assert 'data-testid="amount">USD 49.00<' in ticket_page
     assert "the model asks for issue_refund(order_id=&#39;A-1001&#39;, amount_cents=4900)" in ticket_page
     assert "The agent asked to refund USD 49.00 on order A-1001" in ticket_page  # in words, the call in its details
 
@@ -744,7 +744,7 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
 
     assert url.startswith("http://127.0.0.1:")
     assert "AGENT_WEB_APPROVAL_KEYS is not set" in "".join(said)
-    assert 'data-testid="amount">49.00<' in page
+    assert 'data-testid="amount">USD 49.00<' in page
     assert (status, notice_kind(answered)) == (303, "taken")
     assert notice_of(answered) == "approved; Refunded USD 49.00 on order A-1001 (refund #1)."
 

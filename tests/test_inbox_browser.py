@@ -21,7 +21,9 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.fields import MAX_CENTS
 from activities.contracts.ticket import Outcome, Status
+from activities.contracts.world import Order
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.codec_server import serve
 from agent_worker.config import DATA_CONVERTER
@@ -184,7 +186,7 @@ async def test_a_decline_needs_a_reason_and_the_person_sees_it_quoted_and_nothin
     assert [(a.approver, a.decision, a.reason) for a in outcome.approvals] == [
         ("ben", ApprovalDecision.DECLINED, reason)
     ]
-    assert f"request R1: refund of 49.00 declined by ben (signed in, approval inbox): {reason}" in (
+    assert f"request R1: refund of USD 49.00 declined by ben (signed in, approval inbox): {reason}" in (
         agent.store.audit.entries(outcome.ticket_id)
     )
     assert agent.store.payments.refunds() == []
@@ -602,3 +604,50 @@ async def test_wrong_passwords_are_throttled_and_the_page_says_for_how_long(
     retry_after = await response.header_value("retry-after")
     assert retry_after is not None
     assert 0 < int(retry_after) <= 15 * 60
+
+
+async def test_every_amount_reads_in_its_orders_currency_with_its_thousands_separated(
+    agent: Harness, browser: Browser
+) -> None:
+    """An order of EUR 2,147,483.64, the most an order may be charged: the list, the page, its buttons, the order
+    as looked up, the transcript, the confirmation, the result and the customer's email all say so, and no page
+    shows the bare number."""
+    agent.store.orders.add(
+        Order(order_id="A-8001", amount_cents=MAX_CENTS // 10, customer_email="dora@example.com", currency="eur")
+    )
+    shown, bare = "EUR 2,147,483.64", "2147483.64"
+    async with inbox_for(agent) as inbox:
+        workflow_id = await start_with_cli(
+            agent, question="My parcel for order A-8001 never arrived.", email="dora@example.com"
+        )
+        await waiting_request(agent.client, workflow_id)
+        context = await browser.new_context()
+        page = await context.new_page()
+        await sign_in(page, inbox, "ann")
+        listed = page.locator(f'li[data-workflow-id="{workflow_id}"]')
+        await expect(listed.locator(".amount")).to_have_text(shown, timeout=LIVE)
+        pages = [await page.content()]
+        await listed.get_by_role("link").click()
+        await expect(page.get_by_test_id("amount")).to_have_text(shown)
+        await expect(page.get_by_test_id("why")).to_have_text(f"{shown} is above the approval limit of EUR 20.00")
+        await expect(page.get_by_test_id("asked")).to_contain_text(f"The agent asked to refund {shown} on order A-8001")
+        await expect(page.locator("section.orders")).to_contain_text(shown)
+        await expect(page.get_by_test_id("transcript")).to_contain_text(f"charged {shown}, refunded before EUR 0.00")
+        pages.append(await page.content())
+        await page.get_by_role("button", name=f"Approve {shown}").click()
+        await expect(page.get_by_test_id("confirm-amount")).to_have_text(shown)
+        pages.append(await page.content())
+        await page.get_by_role("button", name=f"Yes, approve {shown} on order A-8001").click()
+        await expect(page.get_by_test_id("notice")).to_have_text(
+            f"approved; Refunded {shown} on order A-8001 (refund #1)."
+        )
+        await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+        await page.reload()
+        await expect(page.get_by_test_id("outcome")).to_contain_text(f"refund #1: {shown} on A-8001")
+        pages.append(await page.content())
+        await context.close()
+
+    leaks = [html[html.find(bare) - 200 : html.find(bare) + 50] for html in pages if bare in html]
+    assert leaks == []
+    (email,) = agent.store.mail.sent()
+    assert email.body == f"We have refunded {shown} for order A-8001 (refund #1)."

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import html
 import io
 import os
 import re
@@ -20,9 +21,10 @@ import pytest
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from agent_worker.answers import COLUMNS, MAX_DAYS, neutral
+from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.desk import Desk, FilterError, Filters
 from tests.support.harness import Harness
-from tests.support.inbox import CLEO, Person, inbox_for, person, start_with_cli, waiting_request
+from tests.support.inbox import CLEO, Person, inbox_for, notice_kind, person, start_with_cli, waiting_request
 from tests.support.processes import AGENT_WORKER
 from tests.support.tickets import ticket
 from tests.support.waits import poll
@@ -168,8 +170,8 @@ async def test_mine_lists_what_an_approver_may_answer_and_what_they_answered_and
         requests = {w: await waiting_request(agent.client, w) for w in (anns_only, anyones, answered)}
         await ann.sign_in("ann")
         await bob.sign_in("bob")
-        status, _ = await ann.answer(answered, requests[answered])
-        assert status == 200
+        status, page = await ann.answer(answered, requests[answered])
+        assert (status, notice_kind(page)) == (303, "taken")
         await shown_when(ann, "/", lambda html: len(listed(html)) == 2, "the two requests left listed")
         anns_view = (await ann.get("/?mine=1"))[1]
         bobs_view = (await bob.get("/?mine=1"))[1]
@@ -179,7 +181,7 @@ async def test_mine_lists_what_an_approver_may_answer_and_what_they_answered_and
     assert listed(bobs_view) == [anyones]
     anns_answers = anns_view.split('data-testid="answered"', 1)[1]
     assert re.findall(r'data-request="[^"]*/(R\d+)"', anns_answers) == [requests[answered].request_id]
-    assert f"/tickets/{answered}" in anns_answers
+    assert f"/{ticket_path(answered)}" in html.unescape(anns_answers)
     assert "approved" in anns_answers
     bobs_answers = bobs_view.split('data-testid="answered"', 1)[1]
     assert "Nothing yet." in bobs_answers
@@ -209,9 +211,10 @@ async def test_the_export_holds_each_answer_with_its_policy_leaves_personal_data
         timed_out = await agent.start(ticket(approval_timeout_seconds=1))
         await ann.sign_in("ann")
         await ben.sign_in("ben")
-        assert (await ann.answer(approved, await waiting_request(agent.client, approved)))[0] == 200
+        approving = await ann.answer(approved, await waiting_request(agent.client, approved))
         request = await waiting_request(agent.client, declined.id)
-        assert (await ben.answer(declined.id, request, "decline", reason=reason))[0] == 200
+        declining = await ben.answer(declined.id, request, "decline", reason=reason)
+        assert [(status, notice_kind(page)) for status, page in (approving, declining)] == [(303, "taken")] * 2
         outcome: Outcome = await timed_out.result()
         plain = await csv_of(ann, days)
         personal = await csv_of(ann, {**days, "personal": "1"})

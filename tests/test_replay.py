@@ -169,7 +169,7 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
     assert outcome.model_calls == 4
     assert agent.store.audit.entries(outcome.ticket_id) == [
         IN_FORCE,
-        "closed as resolved after 4 steps; refunded 49.00",
+        "closed as resolved after 4 steps; refunded USD 49.00",
     ]
 
 
@@ -197,10 +197,10 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
 
     (policy, waits, approved, closed) = agent.store.audit.entries(outcome.ticket_id)
     assert policy == IN_FORCE
-    assert waits.startswith("refund of 49.00 waits for approval (request R1, answer by ")
+    assert waits.startswith("refund of USD 49.00 waits for approval (request R1, answer by ")
     assert (approved, closed) == (
-        "request R1: refund of 49.00 approved by ann",
-        "closed as resolved after 4 steps; refunded 49.00",
+        "request R1: refund of USD 49.00 approved by ann",
+        "closed as resolved after 4 steps; refunded USD 49.00",
     )
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 

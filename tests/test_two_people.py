@@ -69,7 +69,8 @@ async def test_a_large_refund_is_paid_only_after_two_different_people_approve_it
         ("ben", ApprovalDecision.APPROVED, ""),
     ]
     trail = agent.store.audit.entries(outcome.ticket_id)
-    assert "request R1: refund of 120.00 approved by ann (signed in, approval inbox): 1 of 2, nothing paid yet" in trail
+    first_of_two = "request R1: refund of USD 120.00 approved by ann (signed in, approval inbox): 1 of 2, nothing paid yet"
+    assert first_of_two in trail
 
 
 async def test_a_signal_never_counts_toward_two_people_whatever_approver_it_claims(agent: Harness) -> None:
@@ -102,7 +103,7 @@ async def test_a_decline_by_either_person_ends_the_request_and_its_reason_reache
     )
     assert outcome.status is Status.DECLINED
     assert agent.store.payments.refunds() == []
-    declined = "request R1: refund of 120.00 declined by ben (signed in, approval inbox): The carrier shows it"
+    declined = "request R1: refund of USD 120.00 declined by ben (signed in, approval inbox): The carrier shows it"
     assert f"{declined} delivered to the front desk." in agent.store.audit.entries(outcome.ticket_id)
 
 
@@ -129,7 +130,8 @@ async def test_a_refund_no_role_reaches_is_refused_at_once_without_waiting(agent
     async with agent.worker(policy=desk(roles=roles), web_approval_keys=[KEY]):
         outcome = await (await agent.start(ticket(CLEO["question"], email=CLEO["email"]))).result()
     assert outcome.approvals == []
-    assert any("No one may approve a refund of 120.00 under the desk's policy" in c.result for c in outcome.tool_calls)
+    refused = "No one may approve a refund of USD 120.00 under the desk's policy"
+    assert any(refused in c.result for c in outcome.tool_calls)
     assert agent.store.payments.refunds() == []
 
 

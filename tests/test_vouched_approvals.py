@@ -60,7 +60,7 @@ async def test_an_answer_the_inbox_vouched_for_releases_the_refund_and_says_what
     assert outcome.status is Status.RESOLVED
     (record,) = outcome.approvals
     assert (record.channel, record.approver, record.decision) == ("web", "ann", ApprovalDecision.APPROVED)
-    assert "request R1: refund of 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit.entries(
+    assert "request R1: refund of USD 49.00 approved by ann (signed in, approval inbox)" in agent.store.audit.entries(
         outcome.ticket_id
     )
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]

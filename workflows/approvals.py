@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         VouchRequest,
     )
     from activities.contracts.continued import ContinuedState
-    from activities.contracts.fields import describe_errors, money
+    from activities.contracts.fields import amount, describe_errors, money
     from activities.contracts.limits import REJECTED_ANSWERS_KEPT
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
@@ -108,7 +108,7 @@ class ApprovalGate:
             self._carried = None
             decided = carried.decided
             audited = decided is None or not workflow.patched(Patch.RELAUNCHES_REFUSED) or (
-                await self._audited_entry(describe(decided))
+                await self._audited_entry(describe(decided, carried.request.currency))
             )  # fmt: skip
             self.desk.resume(carried.request, decided, workflow.now(), audited=audited)
         inbox, self._inbox = self._inbox or [], None
@@ -181,7 +181,7 @@ class ApprovalGate:
             self.desk.records.pop()
             self._counted -= 1
             self.unlisted += 1
-            self._unlisted.add(describe(record))
+            self._unlisted.add(describe(record, self._currency_of(record)))
 
     def _past_budget(self) -> bool:
         """Whether the rejected answers listed exceed ``REJECTED_ANSWERS_KEPT`` (the BOUNDED_TOTALS patch): a
@@ -212,7 +212,7 @@ class ApprovalGate:
                 self.desk.open(amount_cents, order_id, deadline, self.approvers or [])
             else:
                 self.desk.open(
-                    amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules),
+                    amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules, currency),
                     needed=rules.approvals_needed(amount_cents), signed_in_only=rules.roles,
                     customer_email=customer, why=why, opened_at=workflow.now(), currency=currency,
                 )  # fmt: skip
@@ -224,7 +224,8 @@ class ApprovalGate:
             workflow.upsert_memo({APPROVAL_REQUEST_MEMO: request.model_dump(mode="json")})
         if not resumed:  # the run this one continues wrote it already
             until = f" (request {request.request_id}, answer by {request.deadline:%Y-%m-%d %H:%M:%S} UTC)"
-            await self._audit(f"refund of {money(amount_cents)} waits for approval{until if strict else ''}")
+            asked = spelled(amount_cents, currency)
+            await self._audit(f"refund of {asked} waits for approval{until if strict else ''}")
         try:
             await self._wait_for_answer(request, options)
         except TimeoutError:  # silence is an answer too: no
@@ -255,16 +256,17 @@ class ApprovalGate:
                 PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
             )
 
-    async def _who_may_approve(self, amount_cents: int, rules: Rules) -> list[str]:
+    async def _who_may_approve(self, amount_cents: int, rules: Rules, currency: str | None) -> list[str]:
         """The approvers whose role reaches the amount; a refund no role reaches is refused, audited, at once."""
         if not rules.roles:
             return self.approvers or []
         able = [person for person in self.approvers or [] if (rules.reach(person) or 0) >= amount_cents]
         if not able:
             refused = (
-                f"No one may approve a refund of {money(amount_cents)} under the desk's policy, so it was not made."
+                f"No one may approve a refund of {spelled(amount_cents, currency)} under the desk's policy, so it was "
+                "not made."
             )
-            await self._audit(f"refund of {money(amount_cents)} refused: no approver's role reaches it")
+            await self._audit(f"refund of {spelled(amount_cents, currency)} refused: no approver's role reaches it")
             raise ToolError(refused)
         return able
 
@@ -290,9 +292,15 @@ class ApprovalGate:
         while self._audited < len(self.desk.records):
             record = self.desk.records[self._audited]
             self._audited += 1
-            await self._audit(describe(record), self._answered(record))
+            await self._audit(describe(record, self._currency_of(record)), self._answered(record))
         while (note := self._unlisted.take()) is not None:
             await self._audit(note)
+
+    def _currency_of(self, record: ApprovalRecord) -> str | None:
+        """The currency of the request an answer is about (None: not known, or runs before requests said it)."""
+        waiting = self.desk.waiting
+        request = self._requests.get(record.request_id or "") or waiting
+        return request.currency if request is not None and request.request_id == record.request_id else None
 
     def _answered(self, record: ApprovalRecord) -> AnsweredRequest | None:
         """The row for auditors of an answer that counted (the ANSWER_ROWS patch): None for a rejected one, which
@@ -412,12 +420,18 @@ def _refusal(decision: ApprovalRecord) -> str | None:
     return None
 
 
-def describe(record: ApprovalRecord) -> str:
+def spelled(units: int, currency: str | None) -> str:
+    """An amount as the audit trail spells it: in its currency where the request names one (CURRENCY_NAMED),
+    bare as runs before wrote it, so a run that continues finds what the run before wrote."""
+    return amount(units, currency) if currency else money(units)
+
+
+def describe(record: ApprovalRecord, currency: str | None = None) -> str:
     """An answer as the audit trail reads it: one the approval inbox vouched for says so, one signalled does not
-    (its approver is as the sender claimed)."""
+    (its approver is as the sender claimed). Amounts in ``currency`` if the request names one."""
     request = f"request {record.request_id}: " if record.request_id else ""
     via = " (signed in, approval inbox)" if record.channel == "web" else ""
-    amount = f"refund of {money(record.amount_cents)}" if record.amount_cents is not None else "refund"
+    amount = f"refund of {spelled(record.amount_cents, currency)}" if record.amount_cents is not None else "refund"
     if record.decision is ApprovalDecision.TIMED_OUT:
         return f"{request}{amount} timed out: nobody answered before the deadline"
     if record.decision is ApprovalDecision.REJECTED:

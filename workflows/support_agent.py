@@ -55,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
-    from activities.contracts.fields import money
     from activities.contracts.limits import ANSWER_BYTES, INLINE_RECORDS_BYTES, cut, encoded_bytes
     from activities.contracts.names import (
         APPROVE_SIGNAL,
@@ -68,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.contracts.ticket import MessageReceipt, Outcome, Status, Turn
     from activities.contracts.world import RefundReceipt, RefundRequest
-    from workflows.approvals import AWAITING_APPROVAL, ApprovalGate
+    from workflows.approvals import AWAITING_APPROVAL, ApprovalGate, spelled
     from workflows.audit import AuditTrail
     from workflows.continuation import Continuation
     from workflows.failures import ProviderUnusableError, ToolError, cause, is_refusal, raise_if_cancelled
@@ -160,9 +159,9 @@ class SupportAgent:
         await self._trail.write_notes()
         if workflow.patched(Patch.CLOSING_AUDIT):
             refunded = sum(r.amount_cents for r in outcome.refunds)
-            await self._trail.write(
-                f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {money(refunded)}"
-            )
+            currencies = {r.currency for r in outcome.refunds}
+            total = spelled(refunded, currencies.pop() if len(currencies) == 1 else None)
+            await self._trail.write(f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {total}")
         workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
         return outcome
 
