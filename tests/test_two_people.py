@@ -69,7 +69,9 @@ async def test_a_large_refund_is_paid_only_after_two_different_people_approve_it
         ("ben", ApprovalDecision.APPROVED, ""),
     ]
     trail = agent.store.audit.entries(outcome.ticket_id)
-    first_of_two = "request R1: refund of USD 120.00 approved by ann (signed in, approval inbox): 1 of 2, nothing paid yet"
+    first_of_two = (
+        "request R1: refund of USD 120.00 approved by ann (signed in, approval inbox): 1 of 2, nothing paid yet"
+    )
     assert first_of_two in trail
 
 
