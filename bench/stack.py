@@ -38,6 +38,11 @@ longer hides the worker's own cost. Each entry is given after ``DEV_SERVER_ARGS`
 (the last ``--dynamic-config-value`` for a key counts)."""
 
 
+BURST_SECONDS = 3.0
+"""How long a warm-up keeps the server busy before anything is measured: longer than the burst of fast dispatch a
+fresh or idle dev server allows, so every figure after it is the server's steady state."""
+
+
 @dataclass
 class Process:
     """A child process whose CPU seconds and resident memory are read from /proc."""

@@ -54,6 +54,7 @@ from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, history_files, replay
 from baseline.plain_loop import PlainLoop
 from bench.stack import (
+    BURST_SECONDS,
     POLL_LIMITS,
     HistorySize,
     Process,
@@ -133,10 +134,6 @@ async def empty_activities_ms(client: Client, task_queue: str, count: int) -> fl
 
 STEPS = 4
 """Model calls in the benchmark's ticket: look up, refund, email, answer."""
-
-BURST_SECONDS = 3.0
-"""How long the warm-up runs empty activities before anything is measured: longer than the burst of fast dispatch
-a fresh or idle dev server allows, so every figure after it is the server's steady state."""
 
 
 async def plain_loop_ms_per_step(store: Business, scratch: Path, runs: int = 20) -> float:
