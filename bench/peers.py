@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
 import shutil
@@ -108,9 +109,10 @@ PEERS = {
 HARNESS = (
     "temporal-agent-harness 0.8.0",
     (
-        "not measured: its agents are long-lived session workflows driven by messages (an `@agent.accepts` handler, a "
-        "turn loop in `AgentWorkflowRunner`, an event stream), not a ticket in and an outcome out; its Pydantic AI path "
-        "runs on the Pydantic AI plugin measured above. A ticket built from it was not attempted in this pass."
+        "not measured yet: its public API looks able to carry the ticket, as a session rather than a run (an "
+        "`@agent.defn` workflow started with an `AgentConfig`, an `@agent.accepts` handler whose turn calls an SDK "
+        "with `@agent.activity_tool_defn` tools, the message sent as an update, then the `close` signal), but that "
+        "agent was not built in this pass; its Pydantic AI path runs on the Pydantic AI plugin measured above."
     ),
 )
 SYSTEMS = (OURS, *PEERS)
@@ -240,6 +242,8 @@ class Figures:
     at_once_ms: list[float] = field(default_factory=list)
     at_once_elapsed_s: float = 0.0
     at_once_cpu: tuple[float, float] = (0.0, 0.0)
+    load: float = 0.0
+    """The machine's 1-minute load average as the measured tickets started."""
 
     @property
     def activities(self) -> float:
@@ -264,6 +268,7 @@ async def measure(system: System, figures: Figures, warm_up: int, server: Proces
     while done < warm_up or time.perf_counter() < warm_until:  # the worker's start-up and the server's burst
         await finish(await system.start(), time.perf_counter())
         done += 1
+    figures.load = os.getloadavg()[0]
     cpu = system.worker.cpu_seconds(), server.cpu_seconds()
     handles = []
     for _ in range(tickets):
@@ -301,8 +306,8 @@ async def main(options: Options) -> str:
     pythons = {key: await peer_python(PEERS[key]) for key in options.systems if key in PEERS}
     installed = {key: await versions(python, PEERS[key].reported) for key, python in pythons.items()}
     installed[OURS] = await versions(Path(sys.executable), ("agent-worker", "temporalio"))
-    commit = await run("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD")
-    installed[OURS] += f" at {commit.strip()}"
+    with contextlib.suppress(OSError, RuntimeError):  # not a git checkout: the versions say enough
+        installed[OURS] += f" at {(await run('git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD')).strip()}"
     results: list[Figures] = []
     failures: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="peers-") as directory:
@@ -342,16 +347,17 @@ def report(
         (
             f"Medians over {n} tickets after a warm-up, one after another and then {n} at once; one "
             f"`temporal server start-dev` per poll limit, the embedded stack's flags otherwise; scripted model, "
-            f"zero think time, {STEPS} model calls a ticket. CPU read from /proc; history from the server."
+            f"zero think time, {STEPS} model calls a ticket. CPU read from /proc; history from the server; load: the "
+            f"machine's 1-minute load average as a system's measured tickets began."
         ),
         "",
         "## One after another",
         "",
         (
             "| system | server | ms / ticket | ms / step | ms / activity | activities | worker CPU ms / activity "
-            "| worker CPU ms / ticket | server CPU ms / ticket | events / ticket | history KB / ticket |"
+            "| worker CPU ms / ticket | server CPU ms / ticket | events / ticket | history KB / ticket | load |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for f in results:
         ms = median(f.sequential_ms)
@@ -359,7 +365,8 @@ def report(
         lines.append(
             f"| {f.system} | {f.setting} | {ms:.0f} | {ms / STEPS:.1f} | {ms / f.activities:.1f} | "
             f"{f.activities:.0f} | {worker / f.activities:.1f} | {worker:.0f} | {server:.0f} | "
-            f"{median([h.events for h in f.histories]):.0f} | {median([h.bytes for h in f.histories]) / 1024:.1f} |"
+            f"{median([h.events for h in f.histories]):.0f} | {median([h.bytes for h in f.histories]) / 1024:.1f} | "
+            f"{f.load:.1f} |"
         )
     lines += [
         "",
