@@ -90,19 +90,22 @@ OURS_DOES = (
     "policy (no approval wait here: 49.00 is under the ticket's limit), the email keyed, an audit activity"
 )
 NOT_IN_PEERS = (
-    "no ownership check, no idempotency key on the refund or the email, no approval rule, no audit trail "
-    "(none is in the integration: the author writes them)"
+    "no ownership check, no idempotency key on the refund or the email, no money policy, no audit trail: the "
+    "integration leaves them to the author (the framework can pause a tool call for a person's approval: "
+    "{approval}; this ticket needs none)"
 )
 PEERS = {
     peer.key: peer
     for peer in (
         Peer(
             "pydantic-ai", "Pydantic AI + Temporal (TemporalDurability)", ("pydantic-ai-slim[temporal]==2.68.0",),
-            "pydantic_ai_ticket", ("pydantic-ai-slim", "temporalio"), NOT_IN_PEERS,
+            "pydantic_ai_ticket", ("pydantic-ai-slim", "temporalio"),
+            NOT_IN_PEERS.format(approval="`requires_approval` deferred tools"),
         ),
         Peer(
             "openai-agents", "OpenAI Agents SDK + Temporal (OpenAIAgentsPlugin)", ("temporalio-openai-agents==1.1.0",),
-            "openai_agents_ticket", ("openai-agents", "temporalio-openai-agents", "temporalio"), NOT_IN_PEERS,
+            "openai_agents_ticket", ("openai-agents", "temporalio-openai-agents", "temporalio"),
+            NOT_IN_PEERS.format(approval="`needs_approval` on a function tool"),
         ),
     )
 }  # fmt: skip
