@@ -112,10 +112,13 @@ PEERS = {
 HARNESS = (
     "temporal-agent-harness 0.8.0",
     (
-        "not measured yet: its public API looks able to carry the ticket, as a session rather than a run (an "
-        "`@agent.defn` workflow started with an `AgentConfig`, an `@agent.accepts` handler whose turn calls an SDK "
-        "with `@agent.activity_tool_defn` tools, the message sent as an update, then the `close` signal), but that "
-        "agent was not built in this pass; its Pydantic AI path runs on the Pydantic AI plugin measured above."
+        "not measured yet: on it a ticket is a session, not a run. The workflow (`@agent.defn`) starts with an "
+        "`AgentConfig`; the question goes in as the `send_agent_message` update, whose reply is only the "
+        "acceptance; the answer comes out on the agent's event stream, read through the harness's own client "
+        "(`AgentClient.send_message`, a stream merge); the `close` signal ends it. Measuring that needs a driver "
+        "process in the harness's environment and a turn on its Pydantic AI glue (`build_harness_toolset`, "
+        "`HarnessDeps`, on the deprecated `TemporalAgent`); neither is built yet. Its Pydantic AI path runs on the "
+        "Pydantic AI plugin measured above."
     ),
 )
 SYSTEMS = (OURS, *PEERS)
