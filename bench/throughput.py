@@ -192,11 +192,9 @@ async def steady_state(
         task_queue = f"bench-{uuid.uuid4()}"
         async with (
             worker_process(address, store, task_queue, options.worker_env or {}) as worker,
-            empty_worker(address) as (
-                plain,
-                empty_queue,
-            ),
+            empty_worker(address) as empty_side,
         ):
+            plain, empty_queue = empty_side
             # The worker's start-up is not part of any figure: a ticket that waited for it took 3 s longer.
             _, first = await one_ticket(client, store, task_queue)
             per_ticket = (await history_size(first)).activities
