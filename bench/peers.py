@@ -9,7 +9,8 @@ one fresh server each), with its worker as a process of its own so its CPU is re
 - this project's worker, a real ``agent-worker worker`` (with its ownership check, idempotency keys and audit);
 - Pydantic AI's Temporal integration (``bench/peer_workers/pydantic_ai_ticket.py``);
 - the OpenAI Agents SDK's Temporal integration (``bench/peer_workers/openai_agents_ticket.py``);
-- temporal-agent-harness, listed with the reason it is not measured (``HARNESS``).
+- temporal-agent-harness, its turn on Pydantic AI (``bench/peer_workers/harness_ticket.py``), its tickets sent
+  through its own client in a process of its own.
 
 Each peer runs in a virtual environment the bench builds itself with uv (under ``.tools/peers/``, once per pinned
 requirement set), so their pins never touch this project's. Its tools act on the bench's SQLite shop
@@ -81,6 +82,8 @@ class Peer:
     reported: tuple[str, ...]
     """Packages whose installed versions the table names."""
     missing: str
+    driven: bool = False
+    """Its tickets are started through a client of its own (``drive`` in its module), in a process of its own."""
 
 
 OURS = "ours"
@@ -107,20 +110,19 @@ PEERS = {
             "openai_agents_ticket", ("openai-agents", "temporalio-openai-agents", "temporalio"),
             NOT_IN_PEERS.format(approval="`needs_approval` on a function tool"),
         ),
+        Peer(
+            "harness", "temporal-agent-harness (Pydantic AI turn)",
+            ("temporal-agent-harness[pydantic-ai]==0.8.0", "pydantic-ai-slim[temporal]==2.68.0"),
+            "harness_ticket", ("temporal-agent-harness", "pydantic-ai-slim", "temporalio"),
+            "no ownership check, no idempotency key on the refund or the email, no money policy: the author writes "
+            "them (its approval gate is on every tool call, set here to pass them all: this ticket needs no person; "
+            "its event stream records each call). A ticket is a session: started, the question sent as an update, "
+            "the turn read off its event stream by the harness's client in a process of its own (its CPU is not "
+            "the worker's), then closed; all of that is in its times",
+            driven=True,
+        ),
     )
 }  # fmt: skip
-HARNESS = (
-    "temporal-agent-harness 0.8.0",
-    (
-        "not measured yet: on it a ticket is a session, not a run. The workflow (`@agent.defn`) starts with an "
-        "`AgentConfig`; the question goes in as the `send_agent_message` update, whose reply is only the "
-        "acceptance; the answer comes out on the agent's event stream, read through the harness's own client "
-        "(`AgentClient.send_message`, a stream merge); the `close` signal ends it. Measuring that needs a driver "
-        "process in the harness's environment and a turn on its Pydantic AI glue (`build_harness_toolset`, "
-        "`HarnessDeps`, on the deprecated `TemporalAgent`); neither is built yet. Its Pydantic AI path runs on the "
-        "Pydantic AI plugin measured above."
-    ),
-)
 SYSTEMS = (OURS, *PEERS)
 
 
@@ -201,32 +203,88 @@ async def peer_system(peer: Peer, python: Path, address: str, scratch: Path) -> 
     shop = Shop(scratch / f"{peer.key}-shop.sqlite3").create()
     client = await Client.connect(address)
     task_queue = f"{peer.key}-{uuid.uuid4()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "PEER_TASK_QUEUE": task_queue, "PEER_SHOP": shop.path}
     log = scratch / f"{peer.key}-worker.log"
     with log.open("wb") as output:
         process = await asyncio.create_subprocess_exec(
             str(python), "run.py", peer.module, cwd=PEER_WORKERS, stdin=asyncio.subprocess.DEVNULL,
-            stdout=output, stderr=output,
-            env={**os.environ, "TEMPORAL_ADDRESS": address, "PEER_TASK_QUEUE": task_queue, "PEER_SHOP": shop.path},
+            stdout=output, stderr=output, env=env,
         )  # fmt: skip
+    worker = Process(process)
+    driver = await Driver.start(python, peer.module, env, scratch / f"{peer.key}-driver.log") if peer.driven else None
 
     async def start() -> WorkflowHandle[Any, Any]:
         order_id = f"B-{uuid.uuid4().int % 10**9:09d}"
         shop.add_order(order_id, 4900, "ann@example.com")
         question = f"My parcel for order {order_id} never arrived"
+        if driver is not None:
+            return client.get_workflow_handle(await driver.ticket(question))
         return await client.start_workflow(
             "PeerTicket", {"question": question}, id=f"{peer.key}-{uuid.uuid4()}", task_queue=task_queue
         )
 
-    worker = Process(process)
     try:
         yield System(worker, start, client)
     except Exception as error:
         error.add_note(f"{peer.name}'s worker said: {log.read_text()[-3000:]}")
         raise
     finally:
+        if driver is not None:
+            await driver.stop()
         await worker.stop()
     if shop.count("refunds") != shop.count("orders") or shop.count("emails") != shop.count("orders"):
         raise RuntimeError(f"{peer.name} did not refund and email every order: {log.read_text()[-3000:]}")
+
+
+def last_words(log: Path) -> str:
+    """The end of what a peer's process wrote: why it failed, most likely."""
+    return log.read_text()[-2000:]
+
+
+@dataclass
+class Driver:
+    """A peer's own client in a process of its own, for a peer whose ticket is more than a workflow started and
+    awaited: it is sent ``<request> <question>`` lines and answers ``<request> <workflow id>`` once the ticket's
+    workflow is on its way to its end (``<request> ! <error>`` if it failed)."""
+
+    process: Process
+    waiting: dict[str, asyncio.Future[str]]
+    reader: asyncio.Task[None]
+
+    @classmethod
+    async def start(cls, python: Path, module: str, env: dict[str, str], log: Path) -> Driver:
+        with log.open("wb") as errors:
+            process = await asyncio.create_subprocess_exec(
+                str(python), "run.py", module, "drive", cwd=PEER_WORKERS, env=env,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errors,
+            )  # fmt: skip
+        waiting: dict[str, asyncio.Future[str]] = {}
+
+        async def read() -> None:
+            assert process.stdout is not None
+            async for raw in process.stdout:
+                request, answer = raw.decode().rstrip("\n").split(" ", 1)
+                if answer.startswith("! "):
+                    waiting.pop(request).set_exception(RuntimeError(f"{answer[2:]}; {last_words(log)}"))
+                else:
+                    waiting.pop(request).set_result(answer)
+            for future in waiting.values():
+                future.set_exception(RuntimeError(f"the driver ended: {last_words(log)}"))
+
+        return cls(Process(process), waiting, asyncio.create_task(read()))
+
+    async def ticket(self, question: str) -> str:
+        request = uuid.uuid4().hex
+        self.waiting[request] = asyncio.get_running_loop().create_future()
+        stdin = self.process.process.stdin
+        assert stdin is not None
+        stdin.write(f"{request} {question}\n".encode())
+        await stdin.drain()
+        return await asyncio.wait_for(self.waiting[request], TICKET_TIMEOUT)
+
+    async def stop(self) -> None:
+        await self.process.stop()
+        await self.reader
 
 
 # --- measuring ----------------------------------------------------------------------------------------------------
@@ -402,7 +460,6 @@ def report(
             missing = OURS_DOES if key == OURS else PEERS[key].missing
         version = installed.get(key, "")
         lines.append(f"| {name} | {version} | {activities} | {missing} |")
-    lines.append(f"| {HARNESS[0]} | | | {HARNESS[1]} |")
     lines += ["", f"Load average at the end: {load()}.", ""]
     return "\n".join(lines)
 
