@@ -64,6 +64,9 @@ from bench.stack import (
 from bench.throughput import fresh_orders, ticket, worker_process
 
 ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BEGIN, END = "<!-- bench.peers: begin -->", "<!-- bench.peers: end -->"
+"""Where ``--readme`` puts the table in the README: between these lines, replacing what was there."""
 RESULTS = Path(__file__).parent / "results"
 PEER_WORKERS = Path(__file__).parent / "peer_workers"
 VENVS = ROOT / ".tools" / "peers"
@@ -363,6 +366,7 @@ class Options:
     warm_up: int = 3
     systems: tuple[str, ...] = SYSTEMS
     quick: bool = False
+    readme: bool = False
 
 
 async def main(options: Options) -> str:
@@ -415,7 +419,7 @@ def report(
             f"machine's 1-minute load average as a system's measured tickets began."
         ),
         "",
-        "## One after another",
+        "**One after another**",
         "",
         (
             "| system | server | ms / ticket | ms / step | ms / activity | activities | worker CPU ms / activity "
@@ -434,7 +438,7 @@ def report(
         )
     lines += [
         "",
-        f"## {n} at once",
+        f"**{n} at once**",
         "",
         (
             "| system | server | tickets / s | ms / ticket (median) | slowest ms | worker CPU ms / ticket "
@@ -448,7 +452,7 @@ def report(
             f"| {f.system} | {f.setting} | {f.tickets / f.at_once_elapsed_s:.1f} | {median(f.at_once_ms):.0f} | "
             f"{max(f.at_once_ms):.0f} | {worker:.0f} | {worker / f.activities:.1f} | {server:.0f} |"
         )
-    lines += ["", "## What each system's ticket does", "", "| system | versions | activities a ticket | missing |"]
+    lines += ["", "**What each system's ticket does**", "", "| system | versions | activities a ticket | missing |"]
     lines.append("|---|---|---|---|")
     for key in options.systems:
         name = OURS_NAME if key == OURS else PEERS[key].name
@@ -464,18 +468,31 @@ def report(
     return "\n".join(lines)
 
 
+def put_in_readme(table: str) -> None:
+    """The table, but for its heading, between the README's markers: the README's copy is the bench's own output."""
+    text = README.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{README} has no {BEGIN} ... {END} block to put the table in")
+    body = table.split("\n", 2)[2].strip()
+    head, rest = text.split(BEGIN, 1)
+    README.write_text(f"{head}{BEGIN}\n{body}\n{END}{rest.split(END, 1)[1]}")
+
+
 def arguments() -> Options:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--tickets", type=int, default=30, help="tickets a system runs one after another, then at once")
     cli.add_argument("--quick", action="store_true", help="a smoke run: 2 tickets, 1 warm-up; no results file")
     cli.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    cli.add_argument("--readme", action="store_true", help="also put the table in README.md, between its markers")
     args = cli.parse_args()
     systems = tuple(args.systems.split(","))
     if unknown := set(systems) - set(SYSTEMS):
         cli.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    if args.quick and args.readme:
+        cli.error("--quick is not a measurement: it does not go in the README")
     if args.quick:
         return Options(tickets=2, warm_up=1, systems=systems, quick=True)
-    return Options(tickets=args.tickets, systems=systems)
+    return Options(tickets=args.tickets, systems=systems, readme=args.readme)
 
 
 if __name__ == "__main__":
@@ -485,4 +502,6 @@ if __name__ == "__main__":
     if not options.quick:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "peers.md").write_text(table)
+    if options.readme:
+        put_in_readme(table)
     exit_hard(0)
