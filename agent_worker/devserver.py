@@ -37,8 +37,13 @@ SEARCH_ATTRIBUTE_ARGS = [
 """``temporal server start-dev`` arguments that register them."""
 
 
+TRANSFER_POLL_RPS = "history.transferProcessorMaxPollRPS"
+"""The dynamic config key of how often a second the history service polls its transfer queue for new tasks (the
+step from a completed activity to the workflow task that follows it); the server's default is 20."""
+
 DEV_SERVER_ARGS = [
     "--dynamic-config-value", "system.enableActivityEagerExecution=true",
+    "--dynamic-config-value", f"{TRANSFER_POLL_RPS}=1000",
     "--dynamic-config-value",
     f"system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute={STUCK_AFTER_FAILURES}",
     "--sqlite-pragma", "journal_mode=wal",
@@ -49,10 +54,18 @@ DEV_SERVER_ARGS = [
 Eager activities: the worker asks for the activity it schedules in the same round trip that completes the
 workflow task, instead of the server queueing it for a poller (37 ms an activity here with it off). CLI 1.9.1
 turns it on already; saying so keeps it on whatever the CLI's default becomes (the OSS server's own default
-was off until temporalio/temporal#10628). The pragmas: the server's SQLite file in WAL mode without an fsync
-per commit (2.6 ms each on this disk), which cut the server's CPU per activity by about 30%; a crash of the
-process loses nothing, a power cut may lose the last commits: fine for a dev server, and why production runs
-on a real cluster.
+was off until temporalio/temporal#10628).
+
+The poll limit: at the server's default of 20 polls a second, the history service takes tens of milliseconds to
+notice each completed activity and schedule the workflow task after it, once the burst a fresh or idle server
+allows is spent. Raised, a ticket one after another takes well under half the time, for no more of the server's CPU
+per activity and none at rest; with hundreds of tickets at once, when the server is the limit anyway, it made no
+difference the noise of a shared machine could show (``bench/throughput.py`` measures both settings; the README's
+throughput section has the figures and a production cluster's equivalent).
+
+The pragmas: the server's SQLite file in WAL mode without an fsync per commit (2.6 ms each on this disk), which
+cut the server's CPU per activity by about 30%; a crash of the process loses nothing, a power cut may lose the
+last commits: fine for a dev server, and why production runs on a real cluster.
 
 Stuck tickets: the server marks a run whose workflow task failed (or timed out) this many times in a row with
 the ``TemporalReportedProblems`` search attribute, which ``agent-worker tickets --stuck``, the

@@ -3,9 +3,13 @@
 Everything runs on this machine in one go, with the scripted model at zero think time, so the figures are
 orchestration and not the model:
 
-1. Per-step overhead. The same ticket (four model calls, three tools) through the plain loop (the
-   baseline in ``baseline/plain_loop.py``: same model, same store, no orchestrator) and through the
-   durable workflow, against the server's own round trip for an empty activity measured in the same run.
+1. Per-step overhead, at both settings of the server's poll limit (``bench.stack.POLL_LIMITS``), each on a fresh
+   server. After a warm-up that spends the burst of fast dispatch a fresh server allows, rounds of one ticket (four
+   model calls, three tools) and then a workflow of as many empty activities as the ticket ran: the baseline is
+   measured in the same state as the tickets, never in the burst alone. Reported: milliseconds per ticket, step and
+   activity against the empty activity; the worker's and the server's CPU per activity and per ticket; history
+   events and bytes per ticket; where an activity's share of the time went, from the histories. The plain loop
+   (``baseline/plain_loop.py``: same model, same store, no orchestrator) runs the same ticket for scale.
 2. Throughput. N tickets started at once on one worker process: tickets per second to completion, p50
    and p99 latency, and the CPU the worker and the Temporal server each used, to show which is the limit.
 3. Parked tickets. M tickets waiting for approval at once: the worker's resident memory before and while
@@ -46,63 +50,27 @@ from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
 from agent_worker.client import connect, ensure_search_attributes
 from agent_worker.config import Settings
-from agent_worker.devserver import DEV_SERVER_ARGS, binary, free_port
 from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, history_files, replay
 from baseline.plain_loop import PlainLoop
+from bench.stack import (
+    BURST_SECONDS,
+    POLL_LIMITS,
+    HistorySize,
+    Process,
+    dev_server,
+    history_size,
+    idle_cpu_ms_per_second,
+    load,
+    machine,
+    median,
+)
 from tests.support import tickets
 from tests.support.processes import spawn_worker, worker_env
 from tests.support.tickets import answer
 from tests.support.waits import poll
 
 RESULTS = Path(__file__).parent / "results"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-@dataclass
-class Process:
-    """A child process whose CPU seconds and resident memory are read from /proc."""
-
-    process: asyncio.subprocess.Process
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-    def rss_mb(self) -> float:
-        return int(Path(f"/proc/{self.process.pid}/statm").read_text().split()[1]) * PAGE / 2**20
-
-    async def stop(self) -> None:
-        if self.process.returncode is None:
-            self.process.terminate()
-            await asyncio.wait_for(self.process.wait(), 60)
-
-
-@asynccontextmanager
-async def dev_server(scratch: Path, extra: list[str]) -> AsyncIterator[tuple[Process, str]]:
-    port = free_port()
-    server = await asyncio.create_subprocess_exec(
-        binary("temporal"), "server", "start-dev", "--headless", "--port", str(port),
-        "--http-port", str(free_port()), "--metrics-port", str(free_port()), "--log-level", "error",
-        "--db-filename", str(scratch / "temporal.sqlite3"), "--search-attribute", "AwaitingApprovalCents=Int", *extra,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    address = f"127.0.0.1:{port}"
-
-    async def serving() -> bool:
-        try:
-            await (await connect(Settings(), address)).count_workflows()
-        except (SystemExit, RuntimeError):
-            return False
-        return True
-
-    try:
-        await poll(serving, timeout=30, interval=0.2, what=f"the dev server on {address}")
-        yield Process(server), address
-    finally:
-        server.terminate()
-        await server.wait()
 
 
 @asynccontextmanager
@@ -144,17 +112,23 @@ class EmptyActivities:
             await workflow.execute_activity(empty, start_to_close_timeout=timedelta(seconds=10))
 
 
-EMPTY_ACTIVITIES = 40
-
-
-async def empty_activity_ms(client: Client, count: int) -> float:
+@asynccontextmanager
+async def empty_worker(address: str) -> AsyncIterator[tuple[Client, str]]:
+    """A worker in this process for the empty activity, on a plain client: none of the product's plugin, so the
+    figure is the server's round trip and the SDK's, not our wiring's. Unsandboxed for the same reason."""
+    client = await Client.connect(address)
     task_queue = f"bench-empty-{uuid.uuid4()}"
-    async with Worker(  # unsandboxed: the figure is the server's round trip, not workflow code's cost
+    async with Worker(
         client, task_queue=task_queue, workflows=[EmptyActivities], activities=[empty],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):  # fmt: skip
-        started = time.perf_counter()
-        await client.execute_workflow(EmptyActivities.run, count, id=f"empty-{uuid.uuid4()}", task_queue=task_queue)
+        yield client, task_queue
+
+
+async def empty_activities_ms(client: Client, task_queue: str, count: int) -> float:
+    """Milliseconds per empty activity over one workflow running ``count`` of them one after another."""
+    started = time.perf_counter()
+    await client.execute_workflow(EmptyActivities.run, count, id=f"empty-{uuid.uuid4()}", task_queue=task_queue)
     return (time.perf_counter() - started) * 1000 / count
 
 
@@ -171,20 +145,79 @@ async def plain_loop_ms_per_step(store: Business, scratch: Path, runs: int = 20)
     return (time.perf_counter() - started) * 1000 / (runs * STEPS)
 
 
-async def durable_ms_per_step(
-    client: Client, store: Business, task_queue: str, runs: int = 20
-) -> tuple[float, list[WorkflowHandle[Any, Outcome]]]:
-    """Milliseconds per agent step, and the tickets' handles (their histories say where the time went)."""
+async def one_ticket(client: Client, store: Business, task_queue: str) -> tuple[float, WorkflowHandle[Any, Outcome]]:
+    """One ticket to its end, waited for: its milliseconds and its handle."""
+    (order_id,) = fresh_orders(store, 1)
     started = time.perf_counter()
-    handles = []
-    for order_id in fresh_orders(store, runs):
-        handle = await client.start_workflow(
-            WORKFLOW_NAME, ticket(order_id, approval_limit_cents=100_000),
-            id=f"bench-{uuid.uuid4()}", task_queue=task_queue, result_type=Outcome,
-        )  # fmt: skip
-        await handle.result()
-        handles.append(handle)
-    return (time.perf_counter() - started) * 1000 / (runs * STEPS), handles
+    handle = await client.start_workflow(
+        WORKFLOW_NAME, ticket(order_id, approval_limit_cents=100_000),
+        id=f"bench-{uuid.uuid4()}", task_queue=task_queue, result_type=Outcome,
+    )  # fmt: skip
+    await handle.result()
+    return (time.perf_counter() - started) * 1000, handle
+
+
+@dataclass
+class SteadyState:
+    """A ticket against the empty activity at one setting of the server, both measured in the same state: after a
+    warm-up that spends the server's burst, one round after another of a ticket and then a workflow of as many empty
+    activities as a ticket runs."""
+
+    setting: str
+    ticket_ms: list[float]
+    empty_ms: list[float]
+    """Milliseconds per empty activity, one figure a round."""
+    activities: float
+    """Activities a ticket runs."""
+    worker_cpu_s: float
+    """The worker process's CPU over the tickets."""
+    server_cpu_tickets_s: float
+    server_cpu_empty_s: float
+    server_idle_ms_per_s: float
+    history: list[HistorySize]
+    split: Breakdown
+
+    @property
+    def runs(self) -> int:
+        return len(self.ticket_ms)
+
+
+async def steady_state(
+    setting: str, server_args: list[str], scratch: Path, store: Business, options: Options
+) -> SteadyState:
+    async with dev_server(scratch, server_args) as (server, address):
+        client = await connect(Settings(), address)
+        await ensure_search_attributes(client)
+        idle = await idle_cpu_ms_per_second(server)
+        task_queue = f"bench-{uuid.uuid4()}"
+        async with (
+            worker_process(address, store, task_queue, options.worker_env or {}) as worker,
+            empty_worker(address) as empty_side,
+        ):
+            plain, empty_queue = empty_side
+            # The worker's start-up is not part of any figure: a ticket that waited for it took 3 s longer.
+            _, first = await one_ticket(client, store, task_queue)
+            per_ticket = (await history_size(first)).activities
+            warm_until = time.perf_counter() + BURST_SECONDS
+            while time.perf_counter() < warm_until:
+                await empty_activities_ms(plain, empty_queue, per_ticket)
+            ticket_ms, empty_ms, handles = [], [], []
+            worker_cpu = server_tickets = server_empty = 0.0
+            for _ in range(options.runs):
+                cpu = worker.cpu_seconds(), server.cpu_seconds()
+                ms, handle = await one_ticket(client, store, task_queue)
+                worker_cpu += worker.cpu_seconds() - cpu[0]
+                server_tickets += server.cpu_seconds() - cpu[1]
+                ticket_ms.append(ms)
+                handles.append(handle)
+                cpu = worker.cpu_seconds(), server.cpu_seconds()
+                empty_ms.append(await empty_activities_ms(plain, empty_queue, per_ticket))
+                server_empty += server.cpu_seconds() - cpu[1]
+            sizes = [await history_size(h) for h in handles]
+            split = await breakdown(handles)
+    return SteadyState(
+        setting, ticket_ms, empty_ms, split.activities, worker_cpu, server_tickets, server_empty, idle, sizes, split
+    )
 
 
 @dataclass
@@ -314,6 +347,8 @@ SECTIONS = ("overhead", "throughput", "parked", "replay")
 class Options:
     tickets: int = 500
     parked: int = 1000
+    runs: int = 20
+    """Rounds of a ticket and the empty activities at each setting of the server's poll limit."""
     only: tuple[str, ...] = SECTIONS
     worker_env: dict[str, str] | None = None
     """Settings for the worker process (``AGENT_MAX_CACHED_WORKFLOWS=150``, ``MALLOC_ARENA_MAX=2``)."""
@@ -326,27 +361,24 @@ Row = tuple[str, str, str]
 
 async def main(options: Options) -> str:
     rows: list[Row] = []
+    load_before = load()
     with tempfile.TemporaryDirectory(prefix="throughput-") as directory:
         scratch = Path(directory)
         store = Business.sqlite(scratch / "business.sqlite3").create()
-        async with dev_server(scratch, [*DEV_SERVER_ARGS, *options.server_args]) as (server, address):
+        worker_settings = options.worker_env or {}
+        if "overhead" in options.only:
+            plain_ms = await plain_loop_ms_per_step(store, scratch)
+            states = [
+                await steady_state(name, [*args, *options.server_args], scratch / f"server-{n}", store, options)
+                for n, (name, args) in enumerate(POLL_LIMITS.items())
+            ]
+            rows += overhead_rows(plain_ms, states)
+        async with dev_server(scratch / "server", options.server_args) as (server, address):
             client = await connect(Settings(), address)
             await ensure_search_attributes(client)
             task_queue = f"bench-{uuid.uuid4()}"
-            empty_cpu = server.cpu_seconds()
-            empty_ms = await empty_activity_ms(client, EMPTY_ACTIVITIES) if "overhead" in options.only else 0.0
-            empty_cpu_ms = (server.cpu_seconds() - empty_cpu) * 1000 / EMPTY_ACTIVITIES
-            if "overhead" in options.only:
-                plain_ms = await plain_loop_ms_per_step(store, scratch)
-            async with worker_process(address, store, task_queue, options.worker_env or {}) as worker:
-                # The worker's start-up is not part of any figure: a ticket that waited for it took 3 s longer.
-                await durable_ms_per_step(client, store, task_queue, runs=1)
-                if "overhead" in options.only:
-                    cpu = worker.cpu_seconds(), server.cpu_seconds()
-                    durable_ms, handles = await durable_ms_per_step(client, store, task_queue)
-                    step_cpu = (worker.cpu_seconds() - cpu[0], server.cpu_seconds() - cpu[1])
-                    split = await breakdown(handles)
-                    rows += overhead_rows((empty_ms, empty_cpu_ms), plain_ms, durable_ms, split, step_cpu)
+            async with worker_process(address, store, task_queue, worker_settings) as worker:
+                await one_ticket(client, store, task_queue)  # the worker's start-up is not part of any figure
                 if "throughput" in options.only:
                     cpu = worker.cpu_seconds(), server.cpu_seconds()
                     flow = await throughput(client, store, task_queue, options.tickets)
@@ -374,42 +406,57 @@ async def main(options: Options) -> str:
     width = max(len(r[0]) for r in rows)
     lines = [f"| {'measure':<{width}} | figure | note |", f"|{'-' * (width + 2)}|---|---|"]
     lines += [f"| {name:<{width}} | {figure} | {note} |" for name, figure, note in rows]
-    settings = " ".join(f"{k}={v}" for k, v in (options.worker_env or {}).items()) or "default worker settings"
+    settings = " ".join(f"{k}={v}" for k, v in worker_settings.items()) or "default worker settings"
+    flags = " ".join(options.server_args) or "the embedded stack's server flags"
     return (
-        f"Throughput on {os.cpu_count()} cores, scripted model, one worker process ({settings})\n\n"
-        + "\n".join(lines)
-        + "\n"
+        f"Throughput: scripted model, one worker process ({settings}), {flags}.\n"
+        f"{machine()}; load average at the start {load_before}.\n\n" + "\n".join(lines) + "\n"
     )
 
 
-def overhead_rows(
-    empty: tuple[float, float], plain_ms: float, durable_ms: float, split: Breakdown, cpu: tuple[float, float]
-) -> list[Row]:
-    empty_ms, empty_cpu_ms = empty
-    per_activity = durable_ms * STEPS / split.activities
+def overhead_rows(plain_ms: float, states: list[SteadyState]) -> list[Row]:
+    """The headline figures at each setting of the server's poll limit, then where a step's time went."""
+    rows: list[Row] = []
+    first = states[0]
+    sizes = [size for state in states for size in state.history]
+    rows.append(("history per ticket", (f"{median([s.events for s in sizes]):.0f} events, "
+                 f"{median([s.bytes for s in sizes]) / 1024:.1f} KB"),
+                 f"{first.activities:.0f} activities and {STEPS} model calls a ticket; medians"))  # fmt: skip
+    rows.append(("plain loop, per step (no orchestrator)", f"{plain_ms:.2f} ms", "same model, store and tools"))
+    for state in states:
+        per_ticket = median(state.ticket_ms)
+        per_activity = per_ticket / state.activities
+        empty = median(state.empty_ms)
+        activities = state.runs * state.activities
+        rows += [
+            (f"**{state.setting}**", "", f"{state.runs} rounds of a ticket, then as many empty activities"),
+            ("  empty activity, steady state", f"{empty:.1f} ms",
+             (f"server CPU {1000 * state.server_cpu_empty_s / activities:.1f} ms each; "
+              f"idle server {state.server_idle_ms_per_s:.1f} CPU-ms/s")),
+            ("  ticket", f"{per_ticket:.0f} ms", f"{per_ticket / STEPS:.1f} ms a step; median"),
+            ("  ticket, per activity", f"{per_activity:.1f} ms", f"{per_activity / empty:.2f}x the empty activity"),
+            ("  worker CPU", f"{1000 * state.worker_cpu_s / activities:.1f} ms an activity",
+             f"{1000 * state.worker_cpu_s / state.runs:.0f} ms a ticket"),
+            ("  server CPU", f"{1000 * state.server_cpu_tickets_s / activities:.1f} ms an activity",
+             f"{1000 * state.server_cpu_tickets_s / state.runs:.0f} ms a ticket"),
+            *breakdown_rows(state.split),
+        ]  # fmt: skip
+    return rows
+
+
+def breakdown_rows(split: Breakdown) -> list[Row]:
     server = split.activity_dispatch_ms + split.workflow_task_dispatch_ms
     ours = split.activity_run_ms + split.workflow_task_run_ms
-    tickets = 20 * STEPS * durable_ms / 1000
     return [
-        ("empty activity, server round trip", f"{empty_ms:.1f} ms",
-         f"baseline for the overhead target; server CPU {empty_cpu_ms:.1f} ms each"),
-        ("plain loop, per step (no orchestrator)", f"{plain_ms:.2f} ms", "same model, store and tools"),
-        ("durable workflow, per step", f"{durable_ms:.1f} ms", f"{durable_ms / plain_ms:.0f}x the plain loop"),
-        ("durable workflow, per activity", f"{per_activity:.1f} ms",
-         f"{per_activity / empty_ms:.2f}x the empty activity ({split.activities:.0f} activities a ticket)"),
-        ("  server: activity task dispatch", f"{split.activity_dispatch_ms:.1f} ms",
+        ("  - server: activity task dispatch", f"{split.activity_dispatch_ms:.1f} ms",
          f"scheduled -> started; {split.eager:.0%} started eagerly"),
-        ("  server: workflow task dispatch", f"{split.workflow_task_dispatch_ms:.1f} ms",
+        ("  - server: workflow task dispatch", f"{split.workflow_task_dispatch_ms:.1f} ms",
          "scheduled -> started, per activity"),
-        ("  worker: activity run + report", f"{split.activity_run_ms:.1f} ms",
+        ("  - worker: activity run + report", f"{split.activity_run_ms:.1f} ms",
          "started -> completed: decode, our code (SQLite, model), encode, one RPC"),
-        ("  worker: workflow task run + report", f"{split.workflow_task_run_ms:.1f} ms",
+        ("  - worker: workflow task run + report", f"{split.workflow_task_run_ms:.1f} ms",
          "started -> completed, per activity: workflow code in the sandbox, one RPC"),
-        ("  split of a step's time", f"server {server:.1f} ms, worker {ours:.1f} ms",
-         f"{per_activity - server - ours:.1f} ms between tasks (client start/result)"),
-        ("CPU for those sequential tickets", f"worker {cpu[0]:.1f} s, server {cpu[1]:.1f} s",
-         (f"{1000 * cpu[0] / (20 * split.activities):.1f} / {1000 * cpu[1] / (20 * split.activities):.1f} "
-          f"CPU-ms per activity over {tickets:.1f} s wall")),
+        ("  - split of an activity's share", f"server {server:.1f} ms, worker {ours:.1f} ms", "from the histories"),
     ]  # fmt: skip
 
 
@@ -442,6 +489,7 @@ def arguments() -> Options:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--tickets", type=int, default=500)
     cli.add_argument("--parked", type=int, default=1000)
+    cli.add_argument("--runs", type=int, default=20, help="rounds of a ticket and the empty activities, per setting")
     cli.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {', '.join(SECTIONS)}")
     cli.add_argument(
         "--worker-env",
@@ -457,7 +505,7 @@ def arguments() -> Options:
     if unknown := set(only) - set(SECTIONS):
         cli.error(f"unknown sections: {', '.join(sorted(unknown))}")
     env = dict(pair.split("=", 1) for pair in args.worker_env)
-    return Options(args.tickets, args.parked, only, env, tuple(args.server_arg))
+    return Options(args.tickets, args.parked, args.runs, only, env, tuple(args.server_arg))
 
 
 if __name__ == "__main__":
