@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from activities.contracts.fields import describe_errors, money
+from activities.contracts.fields import amount, describe_errors
 from activities.contracts.policy import MoneyPolicy, Role
 
 __all__ = ["PolicyFileError", "read", "summary", "to_toml"]
@@ -51,15 +51,15 @@ def summary(policy: MoneyPolicy) -> str:
     approval, limits, budget = policy.approval, policy.limits, policy.model.max_cost_usd_per_ticket
     two = approval.two_people_above_cents
     parts = [
-        f"refunds above {money(approval.limit_cents)} wait up to {_duration(approval.timeout_seconds)} for a person"
-        + ("" if two is None else f", two people above {money(two)}"),
+        f"refunds above {_units(approval.limit_cents)} wait up to {_duration(approval.timeout_seconds)} for a person"
+        + ("" if two is None else f", two people above {_units(two)}"),
         "approvers: " + (", ".join(map(_role, approval.roles)) if approval.roles else "AGENT_APPROVERS, else anyone"),
         "without a person, a day: "
         + ", ".join(
             [
-                f"a customer {_cap(limits.customer_cents_per_day, money)}",
+                f"a customer {_cap(limits.customer_cents_per_day, _units)}",
                 f"in {_cap(limits.customer_refunds_per_day, str)} refunds",
-                f"the desk {_cap(limits.desk_cents_per_day, money)}",
+                f"the desk {_cap(limits.desk_cents_per_day, _units)}",
             ]
         ),
         "model calls per ticket: " + ("no budget" if budget is None else f"up to {budget:.2f} USD"),
@@ -75,7 +75,7 @@ def to_toml(policy: MoneyPolicy) -> str:
 
 
 def _role(role: Role) -> str:
-    return f"{role.name} ({', '.join(role.people)}) up to {money(role.max_cents)}"
+    return f"{role.name} ({', '.join(role.people)}) up to {_units(role.max_cents)}"
 
 
 def _cap(value: int | None, show: Callable[[int], str]) -> str:
@@ -135,3 +135,9 @@ def _string(text: str) -> str:
         for c in text
     )
     return f'"{escaped}"'
+
+
+def _units(units: int) -> str:
+    """A limit as people read it, thousands separated (``5,000.00``): in no currency, since the policy's limits
+    are read in the currency of the order they judge."""
+    return amount(units, None)

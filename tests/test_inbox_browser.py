@@ -607,7 +607,7 @@ async def test_wrong_passwords_are_throttled_and_the_page_says_for_how_long(
 
 
 async def test_every_amount_reads_in_its_orders_currency_with_its_thousands_separated(
-    agent: Harness, browser: Browser
+    agent: Harness, browser: Browser, screenshots: Path
 ) -> None:
     """An order of EUR 2,147,483.64, the most an order may be charged: the list, the page, its buttons, the order
     as looked up, the transcript, the confirmation, the result and the customer's email all say so, and no page
@@ -637,6 +637,7 @@ async def test_every_amount_reads_in_its_orders_currency_with_its_thousands_sepa
         await page.get_by_role("button", name=f"Approve {shown}").click()
         await expect(page.get_by_test_id("confirm-amount")).to_have_text(shown)
         pages.append(await page.content())
+        await page.screenshot(path=screenshots / "confirm.png")
         await page.get_by_role("button", name=f"Yes, approve {shown} on order A-8001").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
             f"approved; Refunded {shown} on order A-8001 (refund #1)."
