@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from activities.contracts.approvals import AnsweredRequest, ApprovalDecision
-from activities.contracts.fields import MINOR_UNITS
+from activities.contracts.fields import number
 
 if TYPE_CHECKING:  # SQLAlchemy: imported by whoever hands the trail in
     from activities.business.audit import SqlAuditTrail
@@ -100,18 +100,10 @@ def row(ticket_id: str, answer: AnsweredRequest, *, personal: bool) -> list[str]
     cells = [
         ticket_id, answer.request_id, DECISIONS[answer.decision], answer.approver or "", CHANNELS[answer.channel],
         answer.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        plain_amount(answer.amount_cents, answer.currency) if answer.amount_cents is not None else "",
+        number(answer.amount_cents, answer.currency, thousands="") if answer.amount_cents is not None else "",
         (answer.currency or "").upper(), answer.order_id, reason, answer.policy_digest or "", answer.workflow_id,
     ]  # fmt: skip
     return [*cells, answer.customer_email] if personal else cells
-
-
-def plain_amount(units: int, currency: str | None) -> str:
-    """An amount as a spreadsheet reads a number: the currency's decimals, no separators (``4900`` -> ``49.00``)."""
-    decimals = MINOR_UNITS.get((currency or "").upper(), 2)
-    whole, part = divmod(abs(units), 10**decimals)
-    sign = "-" if units < 0 else ""
-    return f"{sign}{whole}" + (f".{part:0{decimals}d}" if decimals else "")
 
 
 def line(cells: list[str]) -> str:

@@ -87,12 +87,17 @@ def amount(units: int, currency: str | None) -> str:
     """An amount as people read it: its currency's code, then thousands separated and the currency's own
     decimals (``amount(214748364, "usd")`` is ``USD 2,147,483.64``, ``amount(4900, "JPY")`` is ``JPY 4,900``).
     With no currency known, the number alone, still separated."""
-    code = currency.upper() if currency else None
-    decimals = MINOR_UNITS.get(code or "", 2)
-    sign, units = ("-" if units < 0 else ""), abs(units)
-    whole, part = divmod(units, 10**decimals) if decimals else (units, 0)
-    number = f"{sign}{whole:,}" + (f".{part:0{decimals}d}" if decimals else "")
-    return f"{code} {number}" if code else number
+    shown = number(units, currency)
+    return f"{currency.upper()} {shown}" if currency else shown
+
+
+def number(units: int, currency: str | None, *, thousands: str = ",") -> str:
+    """An amount's number in its currency's decimals, thousands separated by ``thousands``: ``2,147,483.64``, or
+    with ``thousands=""`` ``2147483.64``, as a spreadsheet reads a number."""
+    decimals = MINOR_UNITS.get((currency or "").upper(), 2)
+    whole, part = divmod(abs(units), 10**decimals)
+    sign = "-" if units < 0 else ""
+    return f"{sign}{whole:,}".replace(",", thousands) + (f".{part:0{decimals}d}" if decimals else "")
 
 
 ERRORS_NAMED = 10
