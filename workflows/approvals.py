@@ -421,7 +421,7 @@ def _refusal(decision: ApprovalRecord) -> str | None:
 
 
 def spelled(units: int, currency: str | None) -> str:
-    """An amount as the audit trail spells it: in its currency where the request names one (CURRENCY_NAMED),
+    """An amount as the model and the audit trail read it: in its currency where the run knows one (CURRENCY_NAMED),
     bare as runs before wrote it, so a run that continues finds what the run before wrote."""
     return amount(units, currency) if currency else money(units)
 

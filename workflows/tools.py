@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
-    from activities.contracts.fields import amount, describe_errors, money, same_address
+    from activities.contracts.fields import describe_errors, money, same_address
     from activities.contracts.limits import TOOL_INPUT_BYTES, cut, encoded_bytes
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import policies
 
-from workflows.approvals import ApprovalGate
+from workflows.approvals import ApprovalGate, spelled
 from workflows.audit import ticket_key
 from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled, raise_if_unusable
 from workflows.rules import Rules, RulesInForce
@@ -328,8 +328,7 @@ class Toolbox:
         """An amount of the order as the model and people read it: in its currency (``USD 49.00``) since
         CURRENCY_NAMED, a bare number (``49.00``) before. The policy's limits count the smallest unit of
         whatever currency the order is in, so they read in it too."""
-        currency = self._currency(order_id)
-        return amount(units, currency) if currency else money(units)
+        return spelled(units, self._currency(order_id))
 
     async def _own_order(self, order_id: str, *, look_up: bool = False) -> OrderLookup:
         """The order, if it is this ticket's customer's (looked up unless this run has, or ``look_up``); a
