@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from activities.business import Business
+from activities.contracts.approvals import AnsweredRequest, ApprovalDecision
 from activities.contracts.ticket import Outcome
-from activities.contracts.world import Order
+from activities.contracts.world import AuditEntry, Order
 from agent_worker.answers import COLUMNS, MAX_DAYS, neutral
 from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.desk import Desk, FilterError, Filters
@@ -319,3 +321,24 @@ def test_a_cell_that_would_start_a_formula_is_written_as_text() -> None:
         assert neutral(cell) == f"'{cell}"
     for cell in ("ann", "A-1001", "49.00", "", " =1"):
         assert neutral(cell) == cell
+
+
+def test_an_answer_whose_audit_activity_is_retried_is_one_row_and_another_entrys_answer_is_another(
+    store: Business,
+) -> None:
+    """The ``audit`` activity retried after its first attempt wrote (a worker killed before it reported back): the
+    entry and its answer's row are written once, under the entry's key; another entry's answer is its own row."""
+    at = datetime.now(UTC)
+    answer = AnsweredRequest(
+        workflow_id="ticket-T-1", request_id="R1", decision=ApprovalDecision.APPROVED, approver="ann",
+        channel="web", at=at, amount_cents=4900, currency="USD", order_id="A-1001",
+    )  # fmt: skip
+    entry = AuditEntry(ticket_id="T-1", entry="request R1: approved", idempotency_key="audit:t/r/3", answer=answer)
+
+    for _ in range(3):
+        store.audit.write(entry)
+    store.audit.write(entry.model_copy(update={"idempotency_key": "audit:t/r/4", "answer": answer}))
+
+    found = list(store.audit.answered(at - timedelta(minutes=1), at + timedelta(minutes=1)))
+    assert [(ticket, a.request_id, a.approver) for ticket, a in found] == [("T-1", "R1", "ann")] * 2
+    assert store.audit.entries("T-1") == ["request R1: approved"] * 2
