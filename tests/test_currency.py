@@ -7,17 +7,20 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from activities import vouching
 from activities.business import Business
-from activities.contracts.approvals import ApprovalReceipt, VouchedApproval
+from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest, VouchedApproval
 from activities.contracts.fields import MAX_CENTS, MINOR_UNITS, amount
 from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import RefundRecord
 from activities.contracts.world import Order
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.harness import Harness
@@ -110,3 +113,17 @@ async def test_a_ticket_about_an_order_in_another_currency_names_it_in_the_reque
     assert receipt.result == f"Refunded {shown} on order A-7004 (refund #1)."
     (email,) = store.mail.sent()
     assert email.body == f"We have refunded {shown} for order A-7004 (refund #1)."
+
+
+@pytest.mark.parametrize("currency", ["x" * 10_000, "US", "US$", "€€€", ""])
+def test_a_currency_that_is_not_three_letters_is_refused_wherever_a_run_keeps_or_reports_one(currency: str) -> None:
+    """A request, a refund record and an answer's row are read from carried state, memos and activities: a currency
+    in them is an ISO code or nothing, never a text of any length."""
+    deadline = datetime.now(UTC)
+    with pytest.raises(ValidationError):
+        ApprovalRequest(request_id="R1", amount_cents=4900, deadline=deadline, currency=currency)
+    with pytest.raises(ValidationError):
+        RefundRecord(refund_id=1, order_id="A-1001", amount_cents=4900, currency=currency)
+    with pytest.raises(ValidationError):
+        Order(order_id="A-1001", amount_cents=4900, customer_email="ann@example.com", currency=currency)
+    assert ApprovalRequest(request_id="R1", amount_cents=1, deadline=deadline, currency="eur").currency == "EUR"

@@ -12,7 +12,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from activities.contracts.fields import Cents, Contract
+from activities.contracts.fields import Cents, Contract, Currency
 
 
 class Approval(Contract):
@@ -70,7 +70,7 @@ class ApprovalRequest(Contract):
     """The rule that made it wait: "49.00 is above the approval limit of 20.00"."""
     opened_at: datetime | None = None
     """Workflow time the request opened (None: requests before the money policy): how long it has waited."""
-    currency: str | None = None
+    currency: Currency | None = None
     """The order's currency, as looked up (None: not known when the request opened), for people to read the
     amount in; ``amount_cents`` counts its smallest unit."""
 
@@ -129,7 +129,7 @@ class AnsweredRequest(Contract):
     at: datetime
     """Workflow time of the answer (of the deadline, for a timeout)."""
     amount_cents: int | None
-    currency: str | None = None
+    currency: Currency | None = None
     order_id: str = ""
     customer_email: str = ""
     reason: str = ""

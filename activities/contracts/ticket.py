@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from activities.contracts.approvals import ApprovalRecord
 from activities.contracts.conversation import UsageReport
-from activities.contracts.fields import DAY, MAX_CENTS, Contract, EmailAddress, NonEmpty, OrderId, bounded
+from activities.contracts.fields import DAY, MAX_CENTS, Contract, Currency, EmailAddress, NonEmpty, OrderId, bounded
 from activities.contracts.limits import TEXT_CHARS
 
 CustomerText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TEXT_CHARS)]
@@ -169,7 +169,7 @@ class RefundRecord(Contract):
     refund_id: int
     order_id: str
     amount_cents: int
-    currency: str | None = None
+    currency: Currency | None = None
     """The order's currency as the ticket looked it up (None: runs before refunds said it)."""
 
 
