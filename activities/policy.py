@@ -1,7 +1,7 @@
 """Operator policy the workflow needs but must not read itself: settings live outside workflow code.
 
 Workflow code may not read the environment or a file (a replay on another worker could see other settings and take
-another path), so the money policy in force, the default approvers, and whether the approval inbox vouched for an
+another path), so the money policy in force (with the default approvers), and whether the approval inbox vouched for an
 answer (its key is a secret) are asked for through activities, whose answers are recorded in the history and
 replayed from there: a replay sees the policy that judged each decision, not the one in force today.
 """
@@ -26,18 +26,13 @@ class PolicyActivities:
         self.web_approval_keys = list(web_approval_keys)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.money_policy, self.default_approvers, self.vouched]
+        return [self.money_policy, self.vouched]
 
     @activity.defn(name="money_policy")
     async def money_policy(self) -> PolicyInForce:
         """The desk's money policy (``AGENT_POLICY_FILE``, else the defaults), its digest, the default approvers,
         and whether this worker lets tickets switch safeguards off to demonstrate what they prevent."""
         return self.policy
-
-    @activity.defn(name="default_approvers")
-    async def default_approvers(self) -> list[str]:
-        """Who may approve refunds on tickets that name nobody; empty means anyone."""
-        return self.policy.default_approvers
 
     @activity.defn(name="vouched")
     async def vouched(self, request: VouchRequest) -> bool:

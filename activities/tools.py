@@ -286,9 +286,6 @@ class Tool:
     """The ``ToolActivities`` method that does the work (None: the workflow does it, waiting)."""
     config: ActivityConfig | None = None
     """Its timeouts and retries (Temporal owns every retry: clients inside run with theirs off)."""
-    since: str | None = None
-    """The patch (``workflows.patches.Patch``) a tool added after the first release arrived under: a run started
-    before it reads a call to the tool as to one that does not exist, as it did then."""
 
     def __post_init__(self) -> None:
         if self.effect is not Effect.MAILS and "order_id" not in self.args.model_fields:
@@ -346,15 +343,8 @@ TOOLS: dict[str, Tool] = {
         Tool("issue_refund", IssueRefundArgs, Effect.PAYS, ToolActivities.issue_refund, PAY),
         Tool("send_email", SendEmailArgs, Effect.MAILS, ToolActivities.send_email, MAIL),
         Tool("order_events", OrderEventsArgs, Effect.READS_ORDER, ToolActivities.order_events, READ),
-        Tool("wait_for_delivery_scan", WaitForDeliveryScanArgs, Effect.WAITS_FOR_EVENT, None, since="event-waits"),
-        Tool(
-            "shipping_status",
-            ShippingStatusArgs,
-            Effect.READS_ORDER,
-            ToolActivities.shipping_status,
-            READ,
-            since="shipping-status",
-        ),
+        Tool("wait_for_delivery_scan", WaitForDeliveryScanArgs, Effect.WAITS_FOR_EVENT, None),
+        Tool("shipping_status", ShippingStatusArgs, Effect.READS_ORDER, ToolActivities.shipping_status, READ),
     )
 }
 """Every tool, in the order the model is told of them."""

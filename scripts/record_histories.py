@@ -4,7 +4,8 @@
 
 Each scenario runs a real ticket on a fresh dev server (a real worker process for the crash) and writes
 its history with ``agent-worker history export``'s writer. Re-record only when a change is meant to alter
-what new runs do, and keep the old files: they stand for runs already in flight (see the README).
+what new runs do, and keep the old files: they stand for runs already in flight
+(``docs/changing-workflow-code.md``).
 """
 
 from __future__ import annotations
@@ -132,19 +133,24 @@ async def sla_young_ticket_handled_by_agent(r: Recorder) -> Handle:
 
 
 async def resolved_with_closing_audit(r: Recorder) -> Handle:
-    """The path added behind the ``audit-ticket-close`` patch: the same ticket as ``approved_refund``, recorded
-    on code that writes a closing audit entry (``approved_refund.json`` was recorded before the patch)."""
-    return await approved_refund(r)
+    """Parts of two orders refunded without a person, one in dollars and one in euros: the closing audit entry
+    totals them without naming a currency."""
+    r.store.orders.add(Order(order_id="A-2002", amount_cents=1500, customer_email="ann@example.com", currency="EUR"))
+    return await r.finished(ticket("Please refund part of A-1001 and A-2002.", approval_limit_cents=10_000))
 
 
 async def two_lookups_at_once(r: Recorder) -> Handle:
-    """Two read-only calls in one response run concurrently; recorded before they did, the same scenario is
-    ``two_lookups_one_by_one``."""
+    """Two read-only calls in one response run concurrently, in one workflow task."""
     return await r.finished(ticket("Where are my orders A-1001 and A-1002?"))
 
 
+async def two_lookups_one_by_one(r: Recorder) -> Handle:
+    """The same question, the model looking the orders up in two steps: two workflow tasks."""
+    return await two_lookups_at_once(r)
+
+
 async def approval_from_someone_not_named_then_an_approver(r: Recorder) -> Handle:
-    """The path added behind the ``approver-check`` patch: only the ticket's approvers release a refund."""
+    """Only the ticket's approvers release a refund."""
     handle = await r.start(ticket(approvers=["ben"]))
     await awaiting(handle, 4900)
     await approve(handle, 4900, approver="mallory")
@@ -173,14 +179,14 @@ async def crash_with_retried_activity(r: Recorder) -> Handle:
 
 
 async def linear_history_with_large_results(r: Recorder) -> Handle:
-    """The path added behind the ``linear-history`` patch: think gets only what is new and the conversation's
+    """Think gets only what is new and the conversation's
     key, and 20 KB event logs travel as a preview and a ``sha256:`` key."""
     seed_long_orders(r.store, 4)
     return await r.finished(long_ticket(4, linear=True))
 
 
 async def summarized_old_turns(r: Recorder) -> Handle:
-    """The path added behind the ``summarize-old-turns`` patch: past its token limit, the conversation's older
+    """Past its token limit, the conversation's older
     turns are summarised by the model (a ``summarize`` activity) and the ticket goes on from the summary."""
     seed_long_orders(r.store, 6)
     request = long_ticket(6, linear=True)
@@ -195,7 +201,7 @@ async def continued_as_new_while_awaiting_approval(r: Recorder) -> Handle:
 
 
 async def continued_with_records_archived(r: Recorder) -> Handle:
-    """The path added behind the ``archive-records`` patch: the same ticket as the scenario above, its first
+    """The same ticket as the scenario above, its first
     run handing its tool calls and usage to the content store as it continues (``..._first_run``)."""
     return await _continued_mid_approval(r, "continued_with_records_archived")
 
@@ -216,12 +222,18 @@ async def _continued_mid_approval(r: Recorder, name: str) -> Handle:
 
 
 async def refund_timed_out_reconciled(r: Recorder) -> Handle:
-    """The path added behind the ``reconcile-timed-out-refunds`` patch: a refund pays, then hangs through all
-    its attempts; the workflow asks the provider (``find_refund``) before telling the model.
+    """A refund pays, then hangs through all its attempts; the workflow asks the provider (``find_refund``) before
+    telling the model."""
+    return await _timed_out_refund(r, reconcile_refunds=True)
 
-    ``refund_timed_out_before_reconciliation.json`` is this scenario recorded on the workflow code before the
-    patch (main at 21dbdac): the model was told "the tool failed" and asked again. Keep it; it stands for
-    runs in flight when the patch shipped, and cannot be recorded again from this code."""
+
+async def refund_timed_out_before_reconciliation(r: Recorder) -> Handle:
+    """The same refund on a demonstration worker's ticket that switches reconciliation off: the model is told "the
+    tool failed", asks again, and a key per tool call pays twice."""
+    return await _timed_out_refund(r, reconcile_refunds=False)
+
+
+async def _timed_out_refund(r: Recorder, *, reconcile_refunds: bool) -> Handle:
     settings = Settings(
         task_queue=r.task_queue + "-hang", db_path=r.store.database.path, refund_guard=False,
         faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1, model_backend="scripted",
@@ -230,12 +242,12 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
     business = wiring.business(settings)  # the guard off, as the settings say; a key per tool call, demonstrated
     async with build_worker(r.client, settings, business, policy=allowing_demonstrations(settings)):
         return await Recorder(r.client, r.store, settings.task_queue).finished(
-            ticket(approval_limit_cents=10_000, refund_key="per_tool_call")
+            ticket(approval_limit_cents=10_000, refund_key="per_tool_call", reconcile_refunds=reconcile_refunds)
         )
 
 
 async def approval_answered_twice_the_first_decides(r: Recorder) -> Handle:
-    """The path added behind the ``approval-requests`` patch: a request with an id, its deadline and a memo;
+    """A request with an id, its deadline and a memo;
     ann declines, mallory's later approval is rejected as already answered, and both are audited."""
     handle = await r.start(ticket())
     request = await awaiting(handle, 4900)
@@ -258,13 +270,13 @@ async def approval_signals_without_input_then_approved(r: Recorder) -> Handle:
 
 
 async def another_customers_order_refused(r: Recorder) -> Handle:
-    """The path added behind the ``own-orders-only`` patch: a refund asked for without a lookup is looked up
+    """A refund asked for without a lookup is looked up
     first, and another customer's order reads as no order."""
     return await r.finished(ticket("Refund A-1004, it is mine", approval_limit_cents=10_000))
 
 
 async def refund_in_two_parts(r: Recorder) -> Handle:
-    """The path added behind the ``refund-parts`` patch: keys name the part, and a second part of the same
+    """Keys name the part, and a second part of the same
     order waits for a person even below the limit."""
     handle = await r.start(ticket(approval_limit_cents=3000))
     await awaiting(handle, 500)
@@ -280,7 +292,7 @@ async def continued_while_a_request_waits(r: Recorder) -> Handle:
 
 
 async def cancelled_while_a_refund_waits(r: Recorder) -> Handle:
-    """The path added behind the ``cancel-cleanly`` patch: cancelled while request R1 waits, the ticket clears
+    """Cancelled while request R1 waits, the ticket clears
     what visibility shows, writes who cancelled and why, and completes as ``cancelled``."""
     handle = await r.start(ticket())
     await awaiting(handle, 4900)
@@ -312,13 +324,13 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
 
 
 async def approved_refund_keyed_per_ticket(r: Recorder) -> Handle:
-    """The path added behind the ``keys-per-ticket`` patch: the same ticket as ``approved_refund``, its refund
+    """The same ticket as ``approved_refund``, its refund
     and email keyed by the ticket's id and the call's place in its step."""
     return await approved_refund(r)
 
 
 async def customer_replied_twice(r: Recorder) -> Handle:
-    """The path added behind the ``customer-replies`` patch: the first answer asks which order, a reply by update
+    """The first answer asks which order, a reply by update
     names it (refunded, mailed), a signalled reply thanks the agent, and the window then passes with no more."""
     handle = await r.start(ticket("My parcel never arrived", reply_window_seconds=5, approval_limit_cents=10_000))
     await waiting_for_customer(handle, turns=1)
@@ -330,7 +342,7 @@ async def customer_replied_twice(r: Recorder) -> Handle:
 
 
 async def waited_for_a_delivery_scan(r: Recorder) -> Handle:
-    """The path added behind the ``event-waits`` patch: the model waits for the carrier; a malformed event and one
+    """The model waits for the carrier; a malformed event and one
     about another order come first, then the scan of the order, which ends the wait."""
     handle = await r.start(ticket("My parcel for order A-1001 is late. Is it still on its way?"))
     await waiting_for_event(handle)
@@ -342,7 +354,7 @@ async def waited_for_a_delivery_scan(r: Recorder) -> Handle:
 
 
 async def replies_past_a_turns_budget(r: Recorder) -> Handle:
-    """The path added behind the ``bounded-totals`` patch: while a refund waits, short replies by update until the
+    """While a refund waits, short replies by update until the
     next turn reads as many as it may (the one past it is refused by the validator, so not in the history), two
     more signalled (audited, not taken), then the approval; the next turn reads the replies taken. (The bound by
     size is the same path; its replies would make this file half a megabyte.)"""
@@ -359,13 +371,13 @@ async def replies_past_a_turns_budget(r: Recorder) -> Handle:
 
 
 async def answers_cut_to_their_budget(r: Recorder) -> Handle:
-    """The ``bounded-totals`` patch on what the model writes: a call to no tool with an input past its budget, and
+    """What the model writes: a call to no tool with an input past its budget, and
     an answer past its own, each recorded in the outcome as a head and a size."""
     return await r.finished(ticket())
 
 
 async def waited_for_a_delivery_scan_across_runs(r: Recorder) -> Handle:
-    """The path added behind the ``waits-continue`` patch: a relay floods a ticket waiting for the carrier (on a
+    """A relay floods a ticket waiting for the carrier (on a
     server that suggests continuing at 60 events), which continues as new while it waits; the scan then ends the
     wait in the new run (this file; ``..._first_run`` is the run that waited first)."""
     handle = await r.start(
@@ -408,13 +420,13 @@ async def approved_in_the_inbox(r: Recorder) -> Handle:
 
 
 async def shipping_status_read(r: Recorder) -> Handle:
-    """The path added behind the ``shipping-status`` patch: a tool added by its declaration alone."""
+    """A tool added by its declaration alone."""
     r.store.orders.add_event("A-1001", "scanned at the Leeds depot")
     return await r.finished(ticket("Where is my parcel for order A-1001?"))
 
 
 async def stripe_refused_the_workers_key(r: Recorder) -> Handle:
-    """The path added behind the ``unusable-provider`` patch: Stripe refuses the worker's API key at the first
+    """Stripe refuses the worker's API key at the first
     lookup, and the ticket ends as failed, for a person (the business is ``stripe_with_a_revoked_key``'s)."""
     handle = await r.start(ticket(approval_limit_cents=10_000))
     await handle.result()
@@ -428,7 +440,7 @@ def _signed(handle: Handle, amount: int, approver: str, request_id: str = "R1") 
 
 
 async def two_people_approved_in_the_inbox(r: Recorder) -> Handle:
-    """The paths added behind the ``operator-policy`` patch: the policy read and audited, 120.00 above its
+    """The policy read and audited, 120.00 above its
     two-person threshold, a signal's claimed approval rejected, ann's signed one recorded as 1 of 2, ben's
     second one paying (the policy is ``POLICIES``')."""
     handle = await r.start(ticket("My parcel for order A-1003 never arrived.", email="cleo@example.com"))
@@ -441,7 +453,7 @@ async def two_people_approved_in_the_inbox(r: Recorder) -> Handle:
 
 
 async def answers_kept_as_rows(r: Recorder) -> Handle:
-    """The path added behind the ``answer-rows`` patch: ann's signed approval of 120.00, 1 of 2, then ben's decline
+    """Ann's signed approval of 120.00, 1 of 2, then ben's decline
     with its reason, each audited with its row for auditors (the policy is ``POLICIES``')."""
     handle = await r.start(ticket("My parcel for order A-1003 never arrived.", email="cleo@example.com"))
     await awaiting(handle, 12_000)
@@ -473,7 +485,7 @@ async def model_budget_spent(r: Recorder) -> Handle:
 
 
 async def approved_in_euros(r: Recorder) -> Handle:
-    """The path added behind the ``currency-named`` patch: an order in euros, looked up with its currency, whose
+    """An order in euros, looked up with its currency, whose
     refund waits with a request naming it, and whose result the model reads as ``EUR 49.00``."""
     r.store.orders.add(Order(order_id="A-2001", amount_cents=4900, customer_email="ann@example.com", currency="EUR"))
     handle = await r.start(ticket("My parcel for order A-2001 never arrived."))
@@ -517,7 +529,8 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         continued_with_records_archived, summarized_old_turns, approval_answered_twice_the_first_decides,
         approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
         continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
-        approved_refund_keyed_per_ticket, customer_replied_twice, waited_for_a_delivery_scan, approved_in_the_inbox,
+        approved_refund_keyed_per_ticket, customer_replied_twice, two_lookups_one_by_one,
+        refund_timed_out_before_reconciliation, waited_for_a_delivery_scan, approved_in_the_inbox,
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
         limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
         waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows,
@@ -531,6 +544,14 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
             says("Both orders are on their way."),
         ],
         name="two-lookups",
+    ),
+    "two_lookups_one_by_one": lambda: plays_back(
+        [("lookup_order", {"order_id": "A-1001"})], [("lookup_order", {"order_id": "A-1002"})]
+    ),
+    "resolved_with_closing_audit": lambda: plays_back(
+        [("lookup_order", {"order_id": "A-1001"}), ("lookup_order", {"order_id": "A-2002"})],
+        [("issue_refund", {"order_id": "A-1001", "amount_cents": 1000})],
+        [("issue_refund", {"order_id": "A-2002", "amount_cents": 500})],
     ),
     "linear_history_with_large_results": lambda: LongTicketModel(4),
     "summarized_old_turns": lambda: ContextBoundModel(6),

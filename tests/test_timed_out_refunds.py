@@ -19,18 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.replay import HISTORIES, replay
 from tests.support.crashlab import Lab
-from tests.support.history import activity_attempts, events
+from tests.support.history import activity_attempts
 from tests.support.tickets import Handle, ticket
-from tests.support.variants import ReconcilesWithoutPatch
 from tests.support.waits import poll
-from workflows.patches import Patch
 
 pytestmark = pytest.mark.slow
 
@@ -138,8 +135,6 @@ async def test_a_timed_out_refund_is_looked_up_before_the_model_hears_of_it_so_a
     assert run.refund_results() == [(False, "Refunded USD 49.00 on order A-1001 (refund #1).")]
     assert [r.amount_cents for r in run.outcome.refunds] == [4900]
     assert run.model_calls() == 4
-    markers = await events(run.handle, EventType.EVENT_TYPE_MARKER_RECORDED)
-    assert Patch.RECONCILE_TIMED_OUT_REFUNDS.value in str(markers)
 
 
 async def test_a_timed_out_refund_that_never_paid_is_reported_as_not_made_and_is_paid_once_when_asked_again(
@@ -150,20 +145,19 @@ async def test_a_timed_out_refund_that_never_paid_is_reported_as_not_made_and_is
     assert run.refunds() == [4900]
     (first_failed, first), second = run.refund_results()
     assert first_failed
-    assert "The refund of 49.00 on order A-1001 was not made" in first
+    assert "The refund of USD 49.00 on order A-1001 was not made" in first
     assert second == (False, "Refunded USD 49.00 on order A-1001 (refund #1).")
     assert run.model_calls() == 5
 
 
-async def test_reconciliation_shipped_without_its_patch_would_break_the_runs_already_in_flight() -> None:
-    before = HISTORIES / "refund_timed_out_before_reconciliation.json"
-
-    (with_patch,) = await replay([before])
-    (without_patch,) = await replay([before], workflows=[ReconcilesWithoutPatch])
-
-    assert with_patch.ok, with_patch.failure
-    assert "Nondeterminism" in str(without_patch.failure)
-    assert "'find_refund'" in str(without_patch.failure)
+async def test_the_stored_histories_of_a_timed_out_refund_replay_with_and_without_reconciliation() -> None:
+    """Reconciliation asks the provider (``find_refund``) before the model hears; a demonstration worker's ticket
+    that switches it off tells the model the tool failed. Both paths are in the replay gate."""
+    reconciled = HISTORIES / "refund_timed_out_reconciled.json"
+    told_the_model = HISTORIES / "refund_timed_out_before_reconciliation.json"
+    assert all(r.ok for r in await replay([reconciled, told_the_model]))
+    assert '"find_refund"' in reconciled.read_text()
+    assert '"find_refund"' not in told_the_model.read_text()
 
 
 async def test_an_attempt_that_pays_after_reconciliation_said_not_made_is_refused(

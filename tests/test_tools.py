@@ -22,7 +22,6 @@ from tests.support.harness import Harness
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import ticket
 from workflows import policies
-from workflows.patches import Patch
 from workflows.tools import Toolbox
 
 
@@ -34,10 +33,8 @@ def test_every_declared_tool_is_offered_to_the_model_as_declared() -> None:
         assert definition["input_schema"] == tool.args.model_json_schema()
 
 
-def test_the_workflow_has_a_step_for_every_effect_and_each_tool_arrived_under_a_patch_it_names() -> None:
+def test_the_workflow_has_a_step_for_every_effect() -> None:
     assert set(Toolbox.STEPS) == set(Effect)
-    for tool in TOOLS.values():
-        assert tool.since is None or tool.since in {p.value for p in Patch}, tool.name
 
 
 def test_every_tool_activity_is_a_temporal_activity_and_counts_towards_the_longest_attempt() -> None:

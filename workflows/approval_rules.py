@@ -26,9 +26,6 @@ The rules:
   signal's approver is a claim.
 - Nobody answers a request for a refund to themselves (an approver named as the customer's address).
 - Every answer received is recorded, in the order received.
-
-Runs started before these rules (``strict`` off) keep the rules they were started under: the last valid
-answer wins and the deadline is the timer's alone. Their histories replay only that way.
 """
 
 from __future__ import annotations
@@ -56,7 +53,6 @@ class ApprovalDesk:
         """What decided the request waiting: the first valid answer, or its timing out."""
         self.records: list[ApprovalRecord] = []
         self.requests_made = 0
-        self.strict = True
 
     def open(  # noqa: PLR0913 - the request's fields, by name
         self,
@@ -186,7 +182,7 @@ class ApprovalDesk:
             return f"request {approval.request_id} is not waiting for an answer{now}"
         if waiting is None:
             return "no refund is waiting for approval"
-        if self.decision is not None and self.strict:
+        if self.decision is not None:
             return f"request {waiting.request_id} was already {_decided(self.decision)}"
         if approval.amount_cents != waiting.amount_cents:
             return (
@@ -198,7 +194,7 @@ class ApprovalDesk:
                 f"{approval.approver} may not approve refunds on this ticket "
                 f"(approvers: {', '.join(waiting.approvers)})"
             )
-        if self.strict and at >= waiting.deadline:
+        if at >= waiting.deadline:
             return f"seen at {at:%Y-%m-%d %H:%M:%S}, after request {waiting.request_id}'s deadline"
         if waiting.customer_email and same_address(approval.approver, waiting.customer_email):
             return f"{approval.approver} may not answer a request for a refund to themselves"

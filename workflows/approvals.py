@@ -20,8 +20,6 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
-from workflows.patches import Patch
-
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
@@ -62,7 +60,7 @@ class ApprovalGate:
         self._audited_entry = audited
         self._continuation = continuation
         self.desk = ApprovalDesk()
-        self.approvers: list[str] | None = None
+        self.approvers: list[str] = []
         self._audited = 0
         """How many of the desk's records are in the audit trail."""
         self._counted = 0
@@ -70,7 +68,8 @@ class ApprovalGate:
         self._inbox: list[tuple[Sequence[Any], datetime]] | None = []
         """Answers that arrived before the run had read its ticket and what the last run handed over: they
         are judged once it has, in the order they came (None from then on)."""
-        self._carried: ContinuedState | None = None
+        self._carried: tuple[ApprovalRequest, ApprovalRecord | None] | None = None
+        """The request the last run waited on, and the answer that decided it, until ``ready`` takes them over."""
         self.unlisted = 0
         """Rejected answers past ``REJECTED_ANSWERS_KEPT``: audited (``_unlisted``), counted, not in the records."""
         self._unlisted = Notes("rejected answers to approval requests")
@@ -103,14 +102,10 @@ class ApprovalGate:
         then, so that answers are judged against it from now on, and judge the answers that came meanwhile. An
         answer handed over with the request counts only if the last run's audit trail holds it: carried state
         is checked, not believed."""
-        carried = self._carried
-        if carried is not None and carried.request is not None:
-            self._carried = None
-            decided = carried.decided
-            audited = decided is None or not workflow.patched(Patch.RELAUNCHES_REFUSED) or (
-                await self._audited_entry(describe(decided, carried.request.currency))
-            )  # fmt: skip
-            self.desk.resume(carried.request, decided, workflow.now(), audited=audited)
+        if self._carried is not None:
+            (request, decided), self._carried = self._carried, None
+            audited = decided is None or await self._audited_entry(describe(decided, request.currency))
+            self.desk.resume(request, decided, workflow.now(), audited=audited)
         inbox, self._inbox = self._inbox or [], None
         for args, at in inbox:
             self._judge(args, at)
@@ -184,10 +179,10 @@ class ApprovalGate:
             self._unlisted.add(describe(record, self._currency_of(record)))
 
     def _past_budget(self) -> bool:
-        """Whether the rejected answers listed exceed ``REJECTED_ANSWERS_KEPT`` (the BOUNDED_TOTALS patch): a
-        flood of bad signals must not grow the outcome, or what a run hands the next, without bound."""
+        """Whether the rejected answers listed exceed ``REJECTED_ANSWERS_KEPT``: a flood of bad signals must not
+        grow the outcome, or what a run hands the next, without bound."""
         rejected = sum(r.decision is ApprovalDecision.REJECTED for r in self.desk.records)
-        return rejected > REJECTED_ANSWERS_KEPT and workflow.patched(Patch.BOUNDED_TOTALS)
+        return rejected > REJECTED_ANSWERS_KEPT
 
     async def wait(  # noqa: PLR0913 - the refund, and the rules it waits under
         self,
@@ -203,36 +198,29 @@ class ApprovalGate:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
         must hear otherwise. ``rules`` say who may answer, how many and by when (the policy's, tightened by the
         ticket); ``customer`` may not, and ``why`` the refund waits is shown with the request."""
-        strict = self.desk.strict = self._requests_patched()
-        await self._know_approvers(options, rules)
+        self.approvers = list(rules.approvers)
         resumed = self._resume(amount_cents)
         if not resumed:
             deadline = workflow.now() + timedelta(seconds=rules.timeout_seconds)
-            if rules.policy is None:  # runs before the policy file: one approval, by anyone allowed
-                self.desk.open(amount_cents, order_id, deadline, self.approvers or [])
-            else:
-                self.desk.open(
-                    amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules, currency),
-                    needed=rules.approvals_needed(amount_cents), signed_in_only=rules.roles,
-                    customer_email=customer, why=why, opened_at=workflow.now(), currency=currency,
-                )  # fmt: skip
+            self.desk.open(
+                amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules, currency),
+                needed=rules.approvals_needed(amount_cents), signed_in_only=rules.roles,
+                customer_email=customer, why=why, opened_at=workflow.now(), currency=currency,
+            )  # fmt: skip
         request = self.desk.waiting
         assert request is not None
         self._requests[request.request_id], self._digest = request, rules.digest
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(amount_cents)])
-        if strict:
-            workflow.upsert_memo({APPROVAL_REQUEST_MEMO: request.model_dump(mode="json")})
+        workflow.upsert_memo({APPROVAL_REQUEST_MEMO: request.model_dump(mode="json")})
         if not resumed:  # the run this one continues wrote it already
-            until = f" (request {request.request_id}, answer by {request.deadline:%Y-%m-%d %H:%M:%S} UTC)"
-            asked = spelled(amount_cents, currency)
-            await self._audit(f"refund of {asked} waits for approval{until if strict else ''}")
+            until = f"request {request.request_id}, answer by {request.deadline:%Y-%m-%d %H:%M:%S} UTC"
+            await self._audit(f"refund of {spelled(amount_cents, currency)} waits for approval ({until})")
         try:
             await self._wait_for_answer(request, options)
         except TimeoutError:  # silence is an answer too: no
             self.desk.expire(workflow.now())
         except asyncio.CancelledError:
-            if strict:
-                self._leave()
+            self._leave()
             raise
         # Not in a ``finally``: continue-as-new raises through here (having cleared it), and a run evicted
         # from the worker's cache while it waits is closed with GeneratorExit, when a workflow call would run
@@ -240,27 +228,17 @@ class ApprovalGate:
         self._leave()
         decision = self.desk.close()
         self._count()
-        await self._audit_decision(decision)
+        await self.flush()
         if refused := _refusal(decision):
             self.settled(request.request_id, refused)
             raise ToolError(refused)
         return request.request_id
 
-    async def _know_approvers(self, options: TicketOptions, rules: Rules) -> None:
-        """Who may answer this ticket's requests: the policy's, tightened by the ticket, as of this refund; runs
-        before the policy asked the worker once, at their first request."""
-        if rules.approvers is not None:
-            self.approvers = list(rules.approvers)
-        elif workflow.patched(Patch.APPROVER_CHECK) and self.approvers is None:
-            self.approvers = options.approvers or await workflow.execute_activity_method(
-                PolicyActivities.default_approvers, **policies.DEFAULT_APPROVERS
-            )
-
     async def _who_may_approve(self, amount_cents: int, rules: Rules, currency: str | None) -> list[str]:
         """The approvers whose role reaches the amount; a refund no role reaches is refused, audited, at once."""
         if not rules.roles:
-            return self.approvers or []
-        able = [person for person in self.approvers or [] if (rules.reach(person) or 0) >= amount_cents]
+            return self.approvers
+        able = [person for person in self.approvers if (rules.reach(person) or 0) >= amount_cents]
         if not able:
             refused = (
                 f"No one may approve a refund of {spelled(amount_cents, currency)} under the desk's policy, so it was "
@@ -274,21 +252,8 @@ class ApprovalGate:
         """What came of a request's refund, for the person who answered it through the ``approve`` update."""
         self.results[request_id] = result
 
-    async def _audit_decision(self, decision: ApprovalRecord) -> None:
-        if self.desk.strict:
-            await self.flush()
-        else:  # as runs before APPROVAL_REQUESTS did: the deciding answer alone
-            amount = money(decision.amount_cents or 0)
-            await self._audit(
-                f"refund of {amount} "
-                + (f"{decision.decision.value} by {decision.approver}" if decision.approver else "timed out")
-            )
-
     async def flush(self) -> None:
-        """Write every answer not yet in the audit trail, in the order received (runs under the
-        APPROVAL_REQUESTS patch; runs before it audited only the deciding answer)."""
-        if (self._audited == len(self.desk.records) and not len(self._unlisted)) or not self._requests_patched():
-            return
+        """Write every answer not yet in the audit trail, in the order received."""
         while self._audited < len(self.desk.records):
             record = self.desk.records[self._audited]
             self._audited += 1
@@ -297,16 +262,15 @@ class ApprovalGate:
             await self._audit(note)
 
     def _currency_of(self, record: ApprovalRecord) -> str | None:
-        """The currency of the request an answer is about (None: not known, or runs before requests said it)."""
+        """The currency of the request an answer is about (None: not known)."""
         waiting = self.desk.waiting
         request = self._requests.get(record.request_id or "") or waiting
         return request.currency if request is not None and request.request_id == record.request_id else None
 
     def _answered(self, record: ApprovalRecord) -> AnsweredRequest | None:
-        """The row for auditors of an answer that counted (the ANSWER_ROWS patch): None for a rejected one, which
-        the audit trail's words keep, and for runs before the patch."""
-        counted = record.decision is not ApprovalDecision.REJECTED and record.request_id is not None
-        if not counted or not workflow.patched(Patch.ANSWER_ROWS):
+        """The row for auditors of an answer that counted: None for a rejected one, which the audit trail's words
+        keep."""
+        if record.decision is ApprovalDecision.REJECTED or record.request_id is None:
             return None
         waiting = self.desk.waiting
         request = self._requests.get(record.request_id or "") or (
@@ -344,20 +308,13 @@ class ApprovalGate:
             await self._hand_over()
 
     async def _hand_over(self) -> None:
-        if self.desk.strict:
-            self._leave()  # the closed run must not be listed as waiting beside the one that waits on
+        self._leave()  # the closed run must not be listed as waiting beside the one that waits on
         await self._continuation.continue_waiting()
-
-    def _requests_patched(self) -> bool:
-        """Whether this run follows the APPROVAL_REQUESTS rules (a method, so that ``tests/support/variants.py`` can
-        ship the rules without their patch and show that the replay gate catches it)."""
-        return workflow.patched(Patch.APPROVAL_REQUESTS)
 
     def _leave(self) -> None:
         """Nothing waits any more, as far as visibility can tell: cleared on every way out of a wait."""
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_unset()])
-        if self.desk.strict:
-            workflow.upsert_memo({APPROVAL_REQUEST_MEMO: None})
+        workflow.upsert_memo({APPROVAL_REQUEST_MEMO: None})
 
     def _resume(self, amount_cents: int) -> bool:
         """Take over the request the last run was waiting on, if this is the refund it was for."""
@@ -366,15 +323,7 @@ class ApprovalGate:
             if waiting.amount_cents == amount_cents:
                 return True
             self.desk.waiting = self.desk.decision = None  # not this refund's: it cannot be answered any more
-        carried, self._carried = self._carried, None
-        if carried is None or carried.awaiting != amount_cents or carried.approval_deadline is None:
-            return False
-        # Handed over by a run before request ids: the same wait, and the answer judged by today's rules.
-        request = self.desk.open(amount_cents, "", carried.approval_deadline, self.approvers or [])
-        if carried.answer is not None:
-            self.desk.receive([{**carried.answer.model_dump(), "request_id": request.request_id}], workflow.now())
-        self._count()
-        return True
+        return False
 
     def refused(self, since: int = 0) -> bool:
         """Whether a person declined a refund, or let one time out (in the records from ``since`` on)."""
@@ -383,13 +332,13 @@ class ApprovalGate:
 
     def restore(self, state: ContinuedState) -> None:
         """Take over the approvers, the records, and a wait (with any answer to it) from the run continued."""
-        self.approvers = state.approvers
+        self.approvers = list(state.approvers or [])
         self.desk.records = list(state.approvals)
         self.desk.requests_made = state.requests_made
         self._audited = self._counted = len(self.desk.records)
         self.unlisted = state.unlisted_answers
-        if state.request is not None or (state.awaiting is not None and state.approval_deadline is not None):
-            self._carried = state
+        if state.request is not None:
+            self._carried = (state.request, state.decided)
 
     def hand_over(self) -> dict[str, Any]:
         """What ``ContinuedState`` carries of the gate."""
@@ -421,8 +370,8 @@ def _refusal(decision: ApprovalRecord) -> str | None:
 
 
 def spelled(units: int, currency: str | None) -> str:
-    """An amount as the model and the audit trail read it: in its currency where the run knows one (CURRENCY_NAMED),
-    bare as runs before wrote it, so a run that continues finds what the run before wrote."""
+    """An amount as the model and the audit trail read it: in its currency where the run knows one (the order was
+    looked up), bare otherwise."""
     return amount(units, currency) if currency else money(units)
 
 

@@ -2,9 +2,9 @@
 
 Each entry is an activity (``audit``) that Temporal may retry, and a run may be replayed or continued as new,
 so an entry carries an idempotency key and the store writes a key once. The key numbers the entry across the
-ticket's runs (the count is handed to the run that continues the ticket) and names the run that writes it (the
-AUDIT_KEYS_PER_RUN patch): a run a reset started numbers its entries from the reset point again, and they must
-be new entries, not taken for the failed run's. Runs before the patch named the ticket's first run instead.
+ticket's runs (the count is handed to the run that continues the ticket) and names the run that writes it: a run
+a reset started numbers its entries from the reset point again, and they must be new entries, not taken for the
+failed run's.
 
 What arrived and could not be taken (a malformed reply or event signal) is noted by the piece that refused it
 and written here before the run goes on: one entry each up to ``NOTES_KEPT``, and the rest counted in one, so a
@@ -17,8 +17,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from temporalio import workflow
-
-from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.approvals import AnsweredRequest
@@ -41,8 +39,8 @@ Audited = Callable[[str], Awaitable[bool]]
 
 class Notes:
     """What a piece was sent and could not take, and why, until the audit trail writes it: the first
-    ``NOTES_KEPT`` since the last writing one by one, the rest counted, with the last of them (the
-    BOUNDED_TOTALS patch; runs before it kept every note). Each note is cut to ``NOTE_BYTES``."""
+    ``NOTES_KEPT`` since the last writing one by one, the rest counted, with the last of them. Each note is cut
+    to ``NOTE_BYTES``."""
 
     def __init__(self, what: str) -> None:
         self._what = what
@@ -52,7 +50,7 @@ class Notes:
         self._last = ""
 
     def add(self, note: str) -> None:
-        if len(self._kept) >= NOTES_KEPT and workflow.patched(Patch.BOUNDED_TOTALS):
+        if len(self._kept) >= NOTES_KEPT:
             self._more, self._last = self._more + 1, cut(note, NOTE_BYTES)
             return
         self._kept.append(cut(note, NOTE_BYTES))
@@ -101,8 +99,7 @@ class AuditTrail:
         """Write an entry once, however often its activity is retried, and the answer it tells of with it."""
         self.written += 1
         info = workflow.info()
-        run = f"{info.workflow_id}/{info.run_id}" if workflow.patched(Patch.AUDIT_KEYS_PER_RUN) else ticket_key()
-        key = f"audit:{run}/{self.written}"
+        key = f"audit:{info.workflow_id}/{info.run_id}/{self.written}"
         await workflow.execute_activity_method(
             ToolActivities.audit,
             AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=key, answer=answer),
@@ -124,10 +121,3 @@ class AuditTrail:
         for source in self._sources:
             while (note := source.notes.take()) is not None:  # more may come meanwhile: all are written
                 await self.write(note)
-
-
-def ticket_key() -> str:
-    """What names this run of the ticket in the audit trail's keys (and, before KEYS_PER_TICKET, in refunds'
-    and emails'): the workflow id and the id of its first run, which every run that continues it shares."""
-    info = workflow.info()
-    return f"{info.workflow_id}/{info.first_execution_run_id}"

@@ -15,8 +15,6 @@ from typing import NoReturn
 
 from temporalio import workflow
 
-from workflows.patches import Patch
-
 with workflow.unsafe.imports_passed_through():
     from activities.content_store import ContentActivities
     from activities.contracts.continued import RecordsArchive
@@ -32,7 +30,7 @@ pieces that keep it hand over themselves)."""
 
 
 class Continuation:
-    """This run's progress towards continuing as new (the LINEAR_HISTORY patch), and the archive of records
+    """This run's progress towards continuing as new, and the archive of records
     the runs before it left behind. The hand-over itself is the workflow's: only it knows all that is carried."""
 
     def __init__(self, hand_over: HandOver) -> None:
@@ -59,16 +57,16 @@ class Continuation:
         await self._hand_over(self.step, [])
 
     def due(self) -> bool:
-        """Whether a run that waits should continue as new now: the server suggests it, or (the WAITS_CONTINUE
-        patch, which the caller checks) its history has grown to ``WAIT_EVENTS_BEFORE_CONTINUING`` events."""
+        """Whether a run that waits should continue as new now: the server suggests it, or its history has grown
+        to ``WAIT_EVENTS_BEFORE_CONTINUING`` events."""
         info = workflow.info()
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= WAIT_EVENTS_BEFORE_CONTINUING
 
     async def archive(self, tool_calls: list[ToolCallRecord], usage: UsageReport, turns: Sequence[Turn] = ()) -> bool:
-        """Hand tool calls, per-call usage and turns to the content store (the ARCHIVE_RECORDS patch), chained to
+        """Hand tool calls, per-call usage and turns to the content store, chained to
         the archive of the records handed there before; whether it did, and the run need no longer carry them.
         The run continuing as new hands its own; a run whose records outgrow their budget hands the oldest."""
-        if not (workflow.patched(Patch.ARCHIVE_RECORDS) and (tool_calls or usage.steps or turns)):
+        if not (tool_calls or usage.steps or turns):
             return False
         self.archive_ref = await workflow.execute_activity_method(
             ContentActivities.archive_records,

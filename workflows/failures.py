@@ -13,8 +13,6 @@ import asyncio
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from workflows.patches import Patch
-
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.names import PAYMENTS_UNUSABLE
 
@@ -52,11 +50,7 @@ def cause(error: ActivityError) -> str:
 def raise_if_unusable(error: ActivityError, step: int) -> None:
     """A tool that failed at ``step`` because its provider refuses the worker (``PAYMENTS_UNUSABLE``) ends the
     ticket."""
-    if (
-        isinstance(error.cause, ApplicationError)
-        and error.cause.type == PAYMENTS_UNUSABLE
-        and workflow.patched(Patch.UNUSABLE_PROVIDER)
-    ):
+    if isinstance(error.cause, ApplicationError) and error.cause.type == PAYMENTS_UNUSABLE:
         raise ProviderUnusableError(
             f"The agent could not use the payment provider ({cause(error)}). A person will take this ticket over.",
             step,
@@ -66,9 +60,5 @@ def raise_if_unusable(error: ActivityError, step: int) -> None:
 def raise_if_cancelled(error: ActivityError) -> None:
     """A cancel of the ticket reaches an activity in flight, which fails with it: make it the cancel again,
     so that it ends the ticket instead of reading to the model as "the tool failed" or ending it as failed."""
-    if (
-        isinstance(error.cause, CancelledError)
-        and workflow.cancellation_reason() is not None
-        and workflow.patched(Patch.CANCEL_CLEANLY)
-    ):
+    if isinstance(error.cause, CancelledError) and workflow.cancellation_reason() is not None:
         raise asyncio.CancelledError from error

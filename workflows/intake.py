@@ -23,8 +23,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from workflows.patches import Patch
-
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
@@ -74,10 +72,8 @@ def _relaunched_by_the_server() -> str | None:
     same way (``continued_run_id``) as a cron run and a retry attempt, which take the original caller's
     arguments again: a second argument forged at the start would be carried into them. So a ticket is never
     run on a cron schedule or with a retry policy (its retries are its activities'), and what is left with a
-    ``continued_run_id`` is a run this workflow continued (the RELAUNCHES_REFUSED patch)."""
+    ``continued_run_id`` is a run this workflow continued."""
     info = workflow.info()
-    if not workflow.patched(Patch.RELAUNCHES_REFUSED):
-        return None
     if info.cron_schedule:
         return (
             f"cron_schedule: a ticket runs once; a cron schedule ({info.cron_schedule}) would start it again "

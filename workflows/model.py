@@ -4,8 +4,8 @@ Every call to the model is an activity (``think`` for a step, ``summarize`` to f
 workflow keeps of them is what outlives the call. The outcome and the ``usage`` query report every call and
 its tokens and cost, summed across the ticket's runs. With linear history the conversation so far lives in the
 content store, and the workflow holds only its key, which each answer replaces. And the tokens the model read at
-its last call say how close the conversation is to its context window: past ``summarize_above_tokens`` (the
-SUMMARIZE_OLD_TURNS patch), the older turns are summarised before the next step, so a long ticket is not handed
+its last call say how close the conversation is to its context window: past ``summarize_above_tokens``, the older
+turns are summarised before the next step, so a long ticket is not handed
 over for a full window. A model that refuses to summarise is not asked again; the ticket goes on without.
 
 The loop decides what an answer means; this piece keeps the state behind the calls, which a continued run
@@ -19,8 +19,6 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
-
-from workflows.patches import Patch
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.continued import ContinuedState
@@ -54,7 +52,7 @@ class Model:
         self.calls = 0
         self.usage = UsageReport()
         self.conversation_ref: str | None = None
-        """With linear history (the LINEAR_HISTORY patch), the conversation so far, in the content store."""
+        """With linear history, the conversation so far, in the content store."""
         self._context_tokens = 0
         """Tokens the model read at its last call: how close the conversation is to its context window."""
         self._can_summarize = True
@@ -98,7 +96,6 @@ class Model:
             and self.conversation_ref is not None
             and limit is not None
             and self._context_tokens > limit
-            and workflow.patched(Patch.SUMMARIZE_OLD_TURNS)
         )
 
     async def summarize(self, step: int, messages: list[Message]) -> list[Message]:

@@ -46,18 +46,15 @@ AUDIT: ActivityConfig = {
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
-DEFAULT_APPROVERS: ActivityConfig = {
-    # It answers from the worker's settings at once, so it needs no heartbeat: a start-to-close as short as
-    # the others' heartbeat timeout makes a worker killed in the middle cost no more than elsewhere.
+MONEY_POLICY: ActivityConfig = {
+    # It answers from what the worker read at start, so it needs no heartbeat: a start-to-close as short as the
+    # others' heartbeat timeout makes a worker killed in the middle cost no more than elsewhere.
     "start_to_close_timeout": HEARTBEAT,
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }
 
-VOUCHED: ActivityConfig = DEFAULT_APPROVERS
-
-MONEY_POLICY: ActivityConfig = DEFAULT_APPROVERS
-"""Answers from what the worker read at start, like ``default_approvers``."""
-"""Checks a signature against the worker's keys at once, like ``default_approvers``."""
+VOUCHED: ActivityConfig = MONEY_POLICY
+"""Checks a signature against the worker's keys at once, like ``money_policy``."""
 
 
 ARCHIVE_RECORDS: ActivityConfig = {
@@ -69,7 +66,7 @@ ARCHIVE_RECORDS: ActivityConfig = {
 
 
 ALL: tuple[ActivityConfig, ...] = (
-    THINK, FIND_REFUND, AUDIT, DEFAULT_APPROVERS, ARCHIVE_RECORDS, *(t.config for t in TOOLS.values() if t.config),
+    THINK, FIND_REFUND, AUDIT, MONEY_POLICY, ARCHIVE_RECORDS, *(t.config for t in TOOLS.values() if t.config),
 )  # fmt: skip
 LONGEST_ATTEMPT: timedelta = max(options.get("start_to_close_timeout") or timedelta(0) for options in ALL)
 """The longest one attempt of any activity may run: a model call's two minutes. A worker told to stop gives its

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts.fields import DAY, money
+    from activities.contracts.fields import money
     from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
     from activities.contracts.ticket import RefundKey, TicketOptions
     from activities.policy import PolicyActivities
@@ -28,10 +28,6 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.audit import Audit
 from workflows.intake import invalid_input
-
-LEGACY_LIMIT_CENTS = 2000
-LEGACY_TIMEOUT_SECONDS = DAY
-"""What a ticket that named no limit or timeout got before the policy file (runs before OPERATOR_POLICY)."""
 
 
 @dataclass(frozen=True)
@@ -41,37 +37,35 @@ class Rules:
     limit_cents: int
     """Above this a refund waits for a person."""
     timeout_seconds: int
-    approvers: tuple[str, ...] | None
-    """Who may answer a request; empty: anyone; None: not known yet (runs before the policy ask the worker when
-    their first request opens)."""
+    approvers: tuple[str, ...]
+    """Who may answer a request; empty: anyone."""
+    policy: MoneyPolicy
+    digest: str
     refund_key: RefundKey = RefundKey.PER_ORDER
     reconcile_refunds: bool = True
     linear_history: bool = True
-    policy: MoneyPolicy | None = None
-    """None for runs before the policy file: one approval by anyone allowed, no limits across tickets, no budget."""
-    digest: str | None = None
 
     def approvals_needed(self, amount_cents: int) -> int:
-        return 1 if self.policy is None else self.policy.approval.approvals_needed(amount_cents)
+        return self.policy.approval.approvals_needed(amount_cents)
 
     def reach(self, person: str) -> int | None:
         """The largest refund ``person`` may approve; None: any (the policy names no roles)."""
-        if self.policy is None or not self.policy.approval.roles:
+        if not self.policy.approval.roles:
             return None
         return self.policy.approval.reach(person)
 
     @property
     def roles(self) -> bool:
         """Whether the policy names roles: then only authenticated answers approve."""
-        return self.policy is not None and bool(self.policy.approval.roles)
+        return bool(self.policy.approval.roles)
 
     @property
     def limits(self) -> Limits | None:
-        return None if self.policy is None else self.policy.limits
+        return self.policy.limits
 
     @property
     def max_cost_usd(self) -> float | None:
-        return None if self.policy is None else self.policy.model.max_cost_usd_per_ticket
+        return self.policy.model.max_cost_usd_per_ticket
 
 
 class LooserThanPolicyError(ValueError):
@@ -79,18 +73,6 @@ class LooserThanPolicyError(ValueError):
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"options.{field}: {reason}")
-
-
-def legacy_rules(options: TicketOptions) -> Rules:
-    """The rules of runs before the policy file: the ticket's options as they were, defaults included."""
-    return Rules(
-        limit_cents=LEGACY_LIMIT_CENTS if options.approval_limit_cents is None else options.approval_limit_cents,
-        timeout_seconds=options.approval_timeout_seconds or LEGACY_TIMEOUT_SECONDS,
-        approvers=None,  # asked for when the first request opens, as those runs did
-        refund_key=options.refund_key,
-        reconcile_refunds=options.reconcile_refunds,
-        linear_history=options.linear_history,
-    )
 
 
 def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool) -> Rules:
@@ -158,19 +140,26 @@ class RulesInForce:
     def __init__(self, options: TicketOptions, audit: Audit) -> None:
         self._options = options
         self._audit = audit
-        self.rules = legacy_rules(options)
+        self._rules: Rules | None = None
         self._written: str | None = None
+
+    @property
+    def rules(self) -> Rules:
+        """The rules as last read (``read``), which the run does before anything it does is judged."""
+        if self._rules is None:
+            raise RuntimeError("the money policy is read when the run starts, before any rule is asked for")
+        return self._rules
 
     async def read(self, *, starting: bool) -> Rules:
         """Read the policy now in force; a ticket ``starting`` with an option looser than it fails as invalid
         input, naming the field."""
         in_force = await workflow.execute_activity_method(PolicyActivities.money_policy, **policies.MONEY_POLICY)
         try:
-            self.rules = rules_for(self._options, in_force, starting=starting)
+            self._rules = rules_for(self._options, in_force, starting=starting)
         except LooserThanPolicyError as error:
             raise invalid_input(str(error)) from None
         if in_force.digest != self._written:
             changed = "" if self._written is None else f" (was {self._written})"
             self._written = in_force.digest
             await self._audit(f"money policy {in_force.digest} in force{changed}")
-        return self.rules
+        return self._rules

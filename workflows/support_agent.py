@@ -41,8 +41,6 @@ from typing import Any, NoReturn
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from workflows.patches import Patch
-
 # Everything this module imports is passed through the sandbox: loaded once per worker, not once per run.
 # The sandbox re-imports the module a workflow is defined in for every run it starts or replays; for the
 # rest (contracts, activity references, and the workflow's own helpers, deterministic modules in files of
@@ -66,7 +64,6 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
     )
     from activities.contracts.ticket import MessageReceipt, Outcome, Status, Turn
-    from activities.contracts.world import RefundReceipt, RefundRequest
     from workflows.approvals import AWAITING_APPROVAL, ApprovalGate, spelled
     from workflows.audit import AuditTrail
     from workflows.continuation import Continuation
@@ -74,7 +71,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.intake import UnreadableStateError, past_sla, read_input
     from workflows.model import Model
     from workflows.rules import RulesInForce
-    from workflows.tools import Toolbox, reconcile
+    from workflows.tools import Toolbox
     from workflows.waits import Events, Replies
 
 __all__ = [
@@ -124,14 +121,13 @@ class SupportAgent:
         self._trail.open(ticket.ticket_id)
         self._model.open(ticket)
         self._rules = RulesInForce(ticket.options, audit=self._trail.write)
-        self._tools = Toolbox(ticket, self._rules, self._gate, self._events, reconcile=self._reconcile)
+        self._tools = Toolbox(ticket, self._rules, self._gate, self._events)
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
             self._restore(carried)
         await self._gate.ready()  # first: the request a continued run waits on is answered by the query at once
-        if workflow.patched(Patch.OPERATOR_POLICY):
-            await self._rules.read(starting=carried is None)
+        await self._rules.read(starting=carried is None)
         if carried is None:
             self._replies.open(ticket.question, 1)
             workflow.logger.info("ticket opened", extra={"ticket_id": ticket.ticket_id})
@@ -145,23 +141,21 @@ class SupportAgent:
         try:
             outcome = await self._converse(carried)
         except asyncio.CancelledError:
-            if not workflow.patched(Patch.CANCEL_CLEANLY):
-                raise
             outcome = await self._cancelled()
         self._replies.closed = self._replies.closed or "it is closed"
         if unread := len(self._replies.pending):  # taken, and then the ticket was cancelled or handed over
             self._replies.notes.add(
                 f"{unread} repl{'y' if unread == 1 else 'ies'} taken and not answered: {self._replies.closed}"
             )
-        if await self._within_budgets():
-            outcome = outcome.model_copy(update=self._records())
+        await self._within_budgets()
+        outcome = outcome.model_copy(update=self._records())
         await self._gate.flush()
         await self._trail.write_notes()
-        if workflow.patched(Patch.CLOSING_AUDIT):
-            refunded = sum(r.amount_cents for r in outcome.refunds)
-            currencies = {r.currency for r in outcome.refunds}
-            total = spelled(refunded, currencies.pop() if len(currencies) == 1 else None)
-            await self._trail.write(f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {total}")
+        refunded = sum(r.amount_cents for r in outcome.refunds)
+        currencies = {r.currency for r in outcome.refunds}
+        total = spelled(refunded, currencies.pop() if len(currencies) == 1 else None)
+        await self._trail.write(f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {total}")
+        await workflow.wait_condition(workflow.all_handlers_finished)  # an ``approve`` update is told the end
         workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
         return outcome
 
@@ -234,9 +228,7 @@ class SupportAgent:
         With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
         so far is ``self._model.conversation_ref``. Without it, ``messages`` is the whole conversation."""
         ticket = self._ticket
-        self._continuation.linear = carried is not None or (
-            ticket.options.linear_history and workflow.patched(Patch.LINEAR_HISTORY)
-        )
+        self._continuation.linear = carried is not None or ticket.options.linear_history
         messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
         first = 1 if carried is None else carried.steps_taken + 1
         if carried is not None and carried.reply_until is not None:  # it continued while it waited for a reply
@@ -331,12 +323,6 @@ class SupportAgent:
         spent = self._model.usage.total.cost_usd
         return f"${spent:.2f} of ${budget:.2f}" if budget is not None and spent > budget else None
 
-    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
-        """What the refund tool makes of a refund whose outcome is unknown (``tools.reconcile``). A method of
-        the workflow so that a release can change it: ``tests/support/variants.py`` ships one without its patch, to
-        show that the replay gate catches it."""
-        return await reconcile(self._rules.rules, request, error)
-
     async def _cancelled(self) -> Outcome:
         """The ticket was cancelled: say who and why in the audit trail (the request's reason; ``agent-worker
         cancel`` puts who asked in it), and close it with what was done before. It completes rather than ending
@@ -380,19 +366,16 @@ class SupportAgent:
         workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
 
-    async def _within_budgets(self) -> bool:
+    async def _within_budgets(self) -> None:
         """Hand the oldest turns, or the tool calls and per-call usage, to the content store once they outgrow
-        what the outcome and the ``turns`` query may carry (the BOUNDED_TOTALS patch; ``INLINE_TURNS_BYTES``,
-        ``INLINE_RECORDS_BYTES``), as a run continuing as new hands its records; whether this run follows it."""
-        if not (workflow.patched(Patch.BOUNDED_TOTALS) and workflow.patched(Patch.ARCHIVE_RECORDS)):
-            return False
+        what the outcome and the ``turns`` query may carry (``INLINE_TURNS_BYTES``, ``INLINE_RECORDS_BYTES``), as
+        a run continuing as new hands its records."""
         turns, calls, usage = self._replies.overflow(), self._tools.tool_calls, self._model.usage
         records = encoded_bytes(calls) + encoded_bytes(usage.steps) > INLINE_RECORDS_BYTES
         if turns or records:
             await self._continuation.archive(calls if records else [], usage if records else UsageReport(), turns)
             if records:
                 self._tools.tool_calls, self._model.usage = [], UsageReport(total=usage.total)
-        return True
 
     def _records(self) -> dict[str, Any]:
         """What the outcome carries of the records that go to the content store past their budgets."""
@@ -415,8 +398,7 @@ class SupportAgent:
         ticket is ``declined`` if a person refused a refund on it and none was made, whichever turn it was in:
         a customer who says thanks after a decline has still not had the money."""
         workflow.logger.info("ticket answered", extra={"status": status.value, "steps": steps})
-        if workflow.patched(Patch.BOUNDED_TOTALS):  # the whole answer is in the conversation
-            answer = cut(answer, ANSWER_BYTES)
+        answer = cut(answer, ANSWER_BYTES)  # the whole answer is in the conversation
         replies = self._replies
         if replies.working:
             replies.answered(

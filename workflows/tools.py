@@ -30,15 +30,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityConfig
 
-from workflows.patches import Patch
-
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
     from pydantic_core import to_json
 
     from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
-    from activities.contracts.fields import describe_errors, money, same_address
+    from activities.contracts.fields import describe_errors, same_address
     from activities.contracts.limits import TOOL_INPUT_BYTES, cut, encoded_bytes
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
@@ -57,13 +55,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.approvals import ApprovalGate, spelled
-from workflows.audit import ticket_key
 from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled, raise_if_unusable
 from workflows.rules import Rules, RulesInForce
 from workflows.waits import Events
-
-Reconcile = Callable[[RefundRequest, ActivityError], Awaitable[RefundReceipt]]
-"""What a refund that failed turns into: the refund the provider made after all, or the error to report."""
 
 Step = Callable[["Toolbox", int, ToolUseBlock, Any, Tool], Awaitable[str | ToolOutput]]
 """How the workflow runs a call to a tool of one ``Effect``: given the step, the call, its validated arguments,
@@ -73,17 +67,13 @@ and the tool's declaration."""
 class Toolbox:
     """Runs the tool calls of one ticket and keeps what they did (the calls and their results, the refunds
     made) and the step in progress. Given the ticket, the rules it is judged by, the approval gate a large refund
-    waits at, the events about orders a wait takes, and what to do with a refund whose outcome is unknown
-    (``reconcile``, unless the workflow says otherwise)."""
+    waits at, and the events about orders a wait takes."""
 
-    def __init__(
-        self, ticket: TicketInput, rules: RulesInForce, gate: ApprovalGate, events: Events, reconcile: Reconcile
-    ) -> None:
+    def __init__(self, ticket: TicketInput, rules: RulesInForce, gate: ApprovalGate, events: Events) -> None:
         self._ticket = ticket
         self._rules = rules
         self._gate = gate
         self._events = events
-        self._reconcile = reconcile
         self.tool_calls: list[ToolCallRecord] = []
         self.refunds: list[RefundRecord] = []
         self.orders: dict[str, OrderLookup] = {}
@@ -148,11 +138,11 @@ class Toolbox:
         self, step: int, call: ToolUseBlock, result: str | ToolOutput, *, is_error: bool
     ) -> ToolResultBlock:
         """Record a tool call with its result in the outcome, and make the block that answers it. A result kept
-        in the content store is recorded as its preview and key, and an input past ``TOOL_INPUT_BYTES`` (the
-        BOUNDED_TOTALS patch) as a head of it: the whole call is in the conversation."""
+        in the content store is recorded as its preview and key, and an input past ``TOOL_INPUT_BYTES`` as a head
+        of it: the whole call is in the conversation."""
         output = result if isinstance(result, ToolOutput) else ToolOutput(content=result)
         recorded = call.input
-        if encoded_bytes(recorded) > TOOL_INPUT_BYTES and workflow.patched(Patch.BOUNDED_TOTALS):
+        if encoded_bytes(recorded) > TOOL_INPUT_BYTES:
             recorded = {"cut": cut(to_json(recorded).decode(), TOOL_INPUT_BYTES)}
         self.tool_calls.append(
             ToolCallRecord(
@@ -170,10 +160,9 @@ class Toolbox:
         )
 
     async def _invoke(self, step: int, call: ToolUseBlock) -> str | ToolOutput:
-        """Validate the call against its tool's declaration, then run it by the step for the tool's effect. A tool
-        declared ``since`` a patch does not exist for runs started before it, as it did not then."""
+        """Validate the call against its tool's declaration, then run it by the step for the tool's effect."""
         tool = TOOLS.get(call.name)
-        if tool is None or (tool.since is not None and not workflow.patched(tool.since)):
+        if tool is None:
             raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(TOOLS)}.")
         try:
             args = tool.args.model_validate(call.input)
@@ -183,35 +172,25 @@ class Toolbox:
 
     # --- the steps, one per effect ---
 
-    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs, tool: Tool) -> str:
-        if workflow.patched(Patch.OWN_ORDERS):
-            return _as_read(await self._own_order(args.order_id, look_up=True))
-        return _as_read(await workflow.execute_activity_method(ToolActivities.lookup_order, args, **_config(tool)))
+    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs, _tool: Tool) -> str:
+        return _as_read(await self._own_order(args.order_id, look_up=True))
 
     async def _read(self, _step: int, _call: ToolUseBlock, args: Any, tool: Tool) -> str | ToolOutput:
         """A read about one of the customer's orders: the order is checked first, then the tool's activity runs and
         its result goes to the model as it is."""
-        if workflow.patched(Patch.OWN_ORDERS):
-            await self._own_order(args.order_id)
+        await self._own_order(args.order_id)
         assert tool.activity is not None
         result = await workflow.execute_activity_method(tool.activity, args, **_config(tool))
         return result if isinstance(result, (str, ToolOutput)) else result.model_dump_json()
 
     async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs, _tool: Tool) -> str:
         options = self._ticket.options
-        rules = self._rules.rules
-        if not workflow.patched(Patch.OWN_ORDERS):
-            if args.amount_cents > rules.limit_cents:
-                await self._gate.wait(args.amount_cents, args.order_id, options, rules, customer="", why="")
-            return await self._refund(args, self._refund_key(step, call, args))
         await self._own_order(args.order_id)
-        if rules.policy is not None:  # a policy changed since the ticket read it judges this refund
-            rules = await self._rules.read(starting=False)
-        parts = workflow.patched(Patch.REFUND_PARTS)
-        why = self._needs_person(args, rules, parts=parts)
+        rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this refund
+        why = self._needs_person(args, rules)
         if why is None:
             try:  # held to the limits across tickets where the refund is booked, with nobody's approval
-                return await self._pay(step, call, args, parts=parts, unattended=rules.limits)
+                return await self._pay(step, call, args, unattended=rules.limits)
             except ActivityError as error:
                 if not _needs_approval(error):
                     raise
@@ -222,7 +201,7 @@ class Toolbox:
             currency=self._currency(args.order_id),
         )  # fmt: skip
         try:
-            text = await self._pay(step, call, args, parts=parts)
+            text = await self._pay(step, call, args)
         except (ToolError, ActivityError) as error:
             self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
             raise
@@ -230,12 +209,12 @@ class Toolbox:
         return text
 
     async def _pay(
-        self, step: int, call: ToolUseBlock, args: IssueRefundArgs, *, parts: bool, unattended: Limits | None = None
+        self, step: int, call: ToolUseBlock, args: IssueRefundArgs, *, unattended: Limits | None = None
     ) -> str:
         """Make the refund (a person approved it, or it needed none: then it is held to ``unattended``, the limits
         across tickets, if the policy sets them), under the key its rule gives it."""
-        if not (parts and self._rules.rules.refund_key is RefundKey.PER_ORDER):
-            return await self._refund(args, self._refund_key(step, call, args), unattended)
+        if self._rules.rules.refund_key is not RefundKey.PER_ORDER:  # a demonstration's key, or none
+            return await self._refund(args, self._refund_key(step, call), unattended)
         part = self.parts.get(args.order_id, 0) + 1
         key = f"refund:{self._ticket_key()}/{args.order_id}/{part}"
         try:
@@ -252,14 +231,12 @@ class Toolbox:
         self.parts[args.order_id] = part
         return text
 
-    def _needs_person(self, args: IssueRefundArgs, rules: Rules, *, parts: bool) -> str | None:
+    def _needs_person(self, args: IssueRefundArgs, rules: Rules) -> str | None:
         """Why this refund must wait for a person, or None."""
         limit = rules.limit_cents
         said = functools.partial(self._money, order_id=args.order_id)
         if args.amount_cents > limit:
             return f"{said(args.amount_cents)} is above the approval limit of {said(limit)}"
-        if not parts:
-            return None
         refunded = sum(r.amount_cents for r in self.refunds)
         if refunded + args.amount_cents > limit:
             return f"with {said(refunded)} already refunded, the ticket's total would pass {said(limit)}"
@@ -272,16 +249,13 @@ class Toolbox:
         return None
 
     async def _refund(self, args: IssueRefundArgs, key: str | None, unattended: Limits | None = None) -> str:
-        """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short (the
-        CANCEL_CLEANLY patch): it waits for the refund to end paid and counted, or refused for good, and then
-        ends the ticket. Runs before the patch cancelled the refund where it stood."""
+        """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short: it waits
+        for the refund to end paid and counted, or refused for good, and then ends the ticket."""
         request = RefundRequest(
             order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key,
             **({"customer_email": self._ticket.customer_email, "limits": unattended} if unattended else {}),
         )  # fmt: skip
         settle = asyncio.ensure_future(self._settle(request))
-        if not workflow.patched(Patch.CANCEL_CLEANLY):
-            return await settle
         try:
             return await asyncio.shield(settle)
         except asyncio.CancelledError:
@@ -319,15 +293,45 @@ class Toolbox:
             )
         return f"Refunded {paid} on order {receipt.order_id} (refund #{receipt.refund_id})."
 
+    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+        """A refund that failed without a refusal (timed out, out of retries) may well have been paid: ask
+        the provider what it recorded under the key, and tell the model that, not "the tool failed".
+
+        Without this, the model hears of a failure, asks for the refund again, and a key per tool call pays
+        twice. Only a keyed refund can be looked up. "Not found" is the truth when asked:
+        every attempt of the refund has been given up on by then, so none will pay later unless a hung
+        attempt outlives its timeout, and with the default per-order key even that could not pay twice.
+        """
+        key = request.idempotency_key
+        if key is None or not self._rules.rules.reconcile_refunds or is_refusal(error):
+            raise error
+        found = await workflow.execute_activity_method(ToolActivities.find_refund, key, **policies.FIND_REFUND)
+        workflow.logger.warning(
+            "refund outcome unknown, reconciled with the provider",
+            extra={"cause": cause(error), "key": key, "refund_id": found.refund_id if found else None},
+        )
+        asked = f"The refund of {self._money(request.amount_cents, request.order_id)} on order {request.order_id}"
+        if found is None:
+            raise ToolError(
+                f"{asked} was not made: the payment provider did not answer in time ({cause(error)}) and has no "
+                "refund under this request's key."
+            )
+        if (found.order_id, found.amount_cents) != (request.order_id, request.amount_cents):
+            held = self._money(found.amount_cents, found.order_id)
+            raise ToolError(
+                f"{asked} was not made: the provider holds refund #{found.refund_id} of {held} on {found.order_id} "
+                "under the same key, and refuses a key reused for another amount."
+            )
+        return found
+
     def _currency(self, order_id: str) -> str | None:
-        """The order's currency as this run looked it up (CURRENCY_NAMED; None before, or not looked up)."""
+        """The order's currency as this run looked it up (None: not looked up)."""
         order = self.orders.get(order_id)
-        return order.currency if order is not None and workflow.patched(Patch.CURRENCY_NAMED) else None
+        return order.currency if order is not None else None
 
     def _money(self, units: int, order_id: str) -> str:
-        """An amount of the order as the model and people read it: in its currency (``USD 49.00``) since
-        CURRENCY_NAMED, a bare number (``49.00``) before. The policy's limits count the smallest unit of
-        whatever currency the order is in, so they read in it too."""
+        """An amount of the order as the model and people read it, in its currency (``USD 49.00``). The policy's
+        limits count the smallest unit of whatever currency the order is in, so they read in it too."""
         return spelled(units, self._currency(order_id))
 
     async def _own_order(self, order_id: str, *, look_up: bool = False) -> OrderLookup:
@@ -372,21 +376,19 @@ class Toolbox:
         run of the ticket (steps are numbered across runs). Keyed per ticket, a call is named by its place in
         the step rather than by the id the model gave it: a duplicate run of the ticket, whose model named its
         calls anew, sends the same email under the same key, and so sends nothing."""
-        if not workflow.patched(Patch.KEYS_PER_TICKET):
-            return f"{ticket_key()}/{step}/{call.id}"
         index = next(n for n, c in enumerate(self.step_calls) if c.id == call.id)
         return f"{self._ticket_key()}/{step}/{index}"
 
     def _ticket_key(self) -> str:
-        """What names the ticket in the keys of what it does to the world (the KEYS_PER_TICKET patch)."""
-        return f"ticket:{self._ticket.ticket_id}" if workflow.patched(Patch.KEYS_PER_TICKET) else ticket_key()
+        """What names the ticket in the keys of what it does to the world: its id, not the workflow's or a run's,
+        so the same ticket started twice pays and mails once."""
+        return f"ticket:{self._ticket.ticket_id}"
 
-    def _refund_key(self, step: int, call: ToolUseBlock, args: IssueRefundArgs) -> str | None:
-        return {
-            RefundKey.NONE: None,
-            RefundKey.PER_TOOL_CALL: f"refund:{self._call_key(step, call)}",
-            RefundKey.PER_ORDER: f"refund:{args.order_id}",
-        }[self._rules.rules.refund_key]
+    def _refund_key(self, step: int, call: ToolUseBlock) -> str | None:
+        """The key of a refund under a demonstration's rule (``PER_ORDER``, the rule in production, keys the
+        part in ``_pay``): one per tool call, which a model asking again pays twice under, or none at all."""
+        per_call = self._rules.rules.refund_key is RefundKey.PER_TOOL_CALL
+        return f"refund:{self._call_key(step, call)}" if per_call else None
 
     STEPS: ClassVar[dict[Effect, Step]] = {
         Effect.LOOKS_UP_ORDER: _lookup_order,
@@ -396,42 +398,6 @@ class Toolbox:
         Effect.WAITS_FOR_EVENT: _wait_for_event,
     }
     """The workflow's side of each effect; which tool has which effect is declared in ``TOOLS``."""
-
-
-async def reconcile(rules: Rules, request: RefundRequest, error: ActivityError) -> RefundReceipt:
-    """A refund that failed without a refusal (timed out, out of retries) may well have been paid: ask
-    the provider what it recorded under the key, and tell the model that, not "the tool failed".
-
-    Without this, the model hears of a failure, asks for the refund again, and a key per tool call pays
-    twice (the seed's row 5). Only a keyed refund can be looked up. "Not found" is the truth when asked:
-    every attempt of the refund has been given up on by then, so none will pay later unless a hung
-    attempt outlives its timeout, and with the default per-order key even that could not pay twice.
-    """
-    key = request.idempotency_key
-    if (
-        key is None
-        or not rules.reconcile_refunds
-        or is_refusal(error)
-        or not workflow.patched(Patch.RECONCILE_TIMED_OUT_REFUNDS)
-    ):
-        raise error
-    found = await workflow.execute_activity_method(ToolActivities.find_refund, key, **policies.FIND_REFUND)
-    workflow.logger.warning(
-        "refund outcome unknown, reconciled with the provider",
-        extra={"cause": cause(error), "key": key, "refund_id": found.refund_id if found else None},
-    )
-    if found is None:
-        raise ToolError(
-            f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
-            f"payment provider did not answer in time ({cause(error)}) and has no refund under this request's key."
-        )
-    if (found.order_id, found.amount_cents) != (request.order_id, request.amount_cents):
-        raise ToolError(
-            f"The refund of {money(request.amount_cents)} on order {request.order_id} was not made: the "
-            f"provider holds refund #{found.refund_id} of {money(found.amount_cents)} on {found.order_id} under "
-            "the same key, and refuses a key reused for another amount."
-        )
-    return found
 
 
 def _needs_approval(error: ActivityError) -> bool:
@@ -457,8 +423,8 @@ def _reads_only(call: ToolUseBlock) -> bool:
 
 
 def _as_read(order: OrderLookup) -> str:
-    """The looked-up order as the model reads it: with its currency since CURRENCY_NAMED."""
-    return order.model_dump_json(exclude=None if workflow.patched(Patch.CURRENCY_NAMED) else {"currency"})
+    """The looked-up order as the model reads it, its currency included."""
+    return order.model_dump_json()
 
 
 def _config(tool: Tool) -> ActivityConfig:

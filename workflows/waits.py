@@ -54,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.audit import Notes
 from workflows.continuation import Continuation
-from workflows.patches import Patch
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 
@@ -131,13 +130,13 @@ class Replies:
 
     def take_signalled(self, args: Sequence[Any]) -> None:
         """A reply sent as a signal, which cannot be refused: what cannot be taken goes to the audit trail, and
-        so does a reply the next turn has no room for (the BOUNDED_TOTALS patch)."""
+        so does a reply the next turn has no room for."""
         try:
             reply = self._read(args)
         except ValueError as error:
             why: str | None = str(error)
         else:
-            why = self._no_room_for(reply.text) if workflow.patched(Patch.BOUNDED_TOTALS) else None
+            why = self._no_room_for(reply.text)
         if why is None:
             self.take(args)
             return
@@ -170,13 +169,13 @@ class Replies:
         self, answered: Outcome, window_seconds: int, continuation: Continuation, notes: Callable[[], Awaitable[None]]
     ) -> str | None:
         """The customer's reply the next turn reads, after a turn ``answered``: taken while the agent worked, or
-        waited for (the CUSTOMER_REPLIES patch, only on tickets that meet it), once the audit trail has its
+        waited for up to the reply window, once the audit trail has its
         ``notes``. None: the ticket closes with this turn's outcome. A ticket the agent did not answer (it failed,
         gave up, handed over) goes to a person, not back to the customer."""
         if answered.status not in {Status.RESOLVED, Status.DECLINED}:
             self.closed = f"it was closed as {answered.status.value}, for a person to take over"
             return None
-        if not (window_seconds or self.pending) or not workflow.patched(Patch.CUSTOMER_REPLIES):
+        if not (window_seconds or self.pending):
             self.closed = "it is closed"
             return None
         await notes()
@@ -187,19 +186,19 @@ class Replies:
         none came and the ticket closes (from then on, the validator refuses replies).
 
         A ticket parked this long may be flooded with signals: when the server suggests it, the ticket continues
-        as new while it waits, and the next run waits on until the same moment (``until``, carried over)."""
+        as new while it waits (or once its history has grown long), and the next run waits on until the same
+        moment (``until``, carried over)."""
         if not self.pending and (window_seconds or self.until):
             self.until = self.until or workflow.now() + timedelta(seconds=window_seconds)
-            suggested = continuation.due if workflow.patched(Patch.WAITS_CONTINUE) else _suggested
             remaining = self.until - workflow.now()  # a run that took over late may find the window gone
             if remaining > timedelta(0):
                 async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=self.until)):
                     with contextlib.suppress(TimeoutError):
                         await workflow.wait_condition(
-                            lambda: bool(self.pending) or (continuation.linear and suggested()),
+                            lambda: bool(self.pending) or (continuation.linear and continuation.due()),
                             timeout=remaining,
                         )
-            if not self.pending and continuation.linear and suggested() and workflow.now() < self.until:
+            if not self.pending and continuation.linear and continuation.due() and workflow.now() < self.until:
                 await continuation.continue_waiting()
         self.until = None
         if not self.pending:
@@ -257,7 +256,7 @@ class Events:
         """The first event about the order, kept or to come within the hours; None if none came.
 
         A wait may last thirty days, and a relay may flood it meanwhile: when the server suggests it or the
-        history has grown long (the WAITS_CONTINUE patch), the ticket continues as new while it waits, and the
+        history has grown long, the ticket continues as new while it waits, and the
         next run, which runs the step's calls it had not finished, waits on until the same moment."""
         if self._first(order_id) is None:
             carried = self.waiting
@@ -267,7 +266,7 @@ class Events:
                 until = workflow.now() + timedelta(hours=hours)
             self.waiting = EventWait(order_id=order_id, until=until)
             continuation = self._continuation
-            continues = continuation.linear and workflow.patched(Patch.WAITS_CONTINUE)
+            continues = continuation.linear
             remaining = until - workflow.now()
             if remaining > timedelta(0):
                 async with _Visible(Waiting(state=TicketState.WAITING_FOR_EVENT, until=until, order_id=order_id)):
@@ -293,11 +292,6 @@ class Events:
 
     def hand_over(self) -> dict[str, Any]:
         return {"events": self.kept, "event_wait": self.waiting}
-
-
-def _suggested() -> bool:
-    """Whether the server suggests continuing as new (what waits asked, before the WAITS_CONTINUE patch)."""
-    return workflow.info().is_continue_as_new_suggested()
 
 
 class _Visible:

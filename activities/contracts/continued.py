@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import (
-    NonNegativeInt,
-    PositiveInt,
-)
+from pydantic import NonNegativeInt
 
-from activities.contracts.approvals import Approval, ApprovalRecord, ApprovalRequest
+from activities.contracts.approvals import ApprovalRecord, ApprovalRequest
 from activities.contracts.conversation import Message, StepUsage, ToolResultBlock, ToolUseBlock, UsageReport
 from activities.contracts.fields import Contract
 from activities.contracts.ticket import OrderEvent, RefundRecord, ToolCallRecord, Turn
@@ -36,12 +33,7 @@ class ContinuedState(Contract):
     """The tool calls of the step cut short, all of them, in order."""
     results: list[ToolResultBlock] = []
     """Results of the first of ``calls``, those that ran before the continuation."""
-    awaiting: PositiveInt | None = None
-    """The amount a person was being asked to approve when the run continued (runs before request ids)."""
-    approval_deadline: datetime | None = None
-    answer: Approval | None = None
-    """An answer to that approval the last run received but had not acted on yet (runs before request ids)."""
-    approvers: list[str] | None = None
+    approvers: list[str] = []
     request: ApprovalRequest | None = None
     """The request waiting when the run continued; it waits on in the next run, until the same deadline."""
     decided: ApprovalRecord | None = None

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.names import WORKFLOW_NAME
     from activities.contracts.ticket import Outcome, Status, TicketInput
-    from activities.contracts.world import AuditEntry, RefundReceipt, RefundRequest
+    from activities.contracts.world import AuditEntry
+    from activities.policy import PolicyActivities
     from activities.tools import TOOLS, LookupOrderArgs, ToolActivities
     from workflows import policies
     from workflows.approvals import ApprovalGate
@@ -71,8 +71,9 @@ class DrawsRandomnessInTheSandbox(SupportAgent):
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ClosingAuditWithoutPatch(SupportAgent):
-    """The closing audit entry shipped without ``workflow.patched``: runs started before it break."""
+class AuditsMoreWithoutPatch(SupportAgent):
+    """One more audit entry when the ticket closes, shipped without ``workflow.patched``: every run in flight
+    replays a command its history does not have."""
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
@@ -81,37 +82,20 @@ class ClosingAuditWithoutPatch(SupportAgent):
         return outcome
 
 
-@workflow.defn(name=WORKFLOW_NAME)
-class ReconcilesWithoutPatch(SupportAgent):
-    """Reconciliation of timed-out refunds shipped without ``workflow.patched``: a run whose refund timed out
-    before the release asked the model next, and now asks the provider first."""
-
-    @workflow.run
-    async def run(self, *args: Any) -> Outcome:
-        return await super().run(*args)
-
-    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
-        found = await workflow.execute_activity_method(
-            ToolActivities.find_refund, request.idempotency_key or "", **policies.FIND_REFUND
-        )
-        if found is None:
-            raise error
-        return found
-
-
-class _GateWithoutPatch(ApprovalGate):
-    def _requests_patched(self) -> bool:
-        return True
+class _GateThatRereadsThePolicy(ApprovalGate):
+    async def wait(self, *args: Any, **kwargs: Any) -> str:
+        await workflow.execute_activity_method(PolicyActivities.money_policy, **policies.MONEY_POLICY)
+        return await super().wait(*args, **kwargs)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ApprovalRequestsWithoutPatch(SupportAgent):
-    """The approval requests (ids, first answer decides, audits, the memo) shipped without their patch: a run
-    that was waiting before the release would take the new path on replay."""
+class ApprovalGateChangedWithoutPatch(SupportAgent):
+    """A gate that reads the money policy again as a refund starts to wait, shipped without its patch: a run that
+    waited before the release finds an activity where its history has the wait."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._gate = _GateWithoutPatch(
+        self._gate = _GateThatRereadsThePolicy(
             audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation
         )
 
