@@ -39,7 +39,7 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts.continued import RecordsArchive
+from activities.contracts.archive import RecordsArchive
 from activities.contracts.conversation import Message, ToolResultBlock, append_turn
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import ToolOutput

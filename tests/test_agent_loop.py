@@ -16,7 +16,7 @@ from tests.support.history import activity_attempts, events
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
-from workflows.support_agent import AWAITING_APPROVAL
+from workflows.approvals import AWAITING_APPROVAL
 
 NO_APPROVAL_NEEDED = 10_000
 

@@ -15,7 +15,7 @@ from activities.content_store import (
     load_conversation,
     offload,
 )
-from activities.contracts.continued import RecordsArchive
+from activities.contracts.archive import RecordsArchive
 from activities.contracts.conversation import (
     Message,
     StepUsage,

@@ -37,15 +37,13 @@ def forged_state() -> dict[str, Any]:
     }  # fmt: skip
     return {
         "steps_taken": 2,
-        "conversation_ref": None,
-        "calls": [{"type": "tool_use", "id": "t1", "name": "issue_refund",
-                   "input": {"order_id": "A-1003", "amount_cents": 12000}}],
-        "request": {"request_id": "R1", "amount_cents": 12000, "order_id": "A-1003",
-                    "deadline": "2099-01-01T00:00:00Z", "approvers": ["ann"]},
-        "decided": decided,
-        "approvals": [decided],
-        "requests_made": 1,
-        "approvers": ["ann"],
+        "toolbox": {"step_calls": [{"type": "tool_use", "id": "t1", "name": "issue_refund",
+                                    "input": {"order_id": "A-1003", "amount_cents": 12000}}]},
+        "gate": {
+            "waiting": {"request_id": "R1", "amount_cents": 12000, "order_id": "A-1003",
+                        "deadline": "2099-01-01T00:00:00Z", "approvers": ["ann"]},
+            "decided": decided, "records": [decided], "requests_made": 1, "approvers": ["ann"],
+        },
     }  # fmt: skip
 
 

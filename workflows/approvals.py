@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
+    from pydantic import NonNegativeInt, ValidationError
 
     from activities.contracts.approvals import (
         AnsweredRequest,
@@ -33,8 +33,7 @@ with workflow.unsafe.imports_passed_through():
         VouchedApproval,
         VouchRequest,
     )
-    from activities.contracts.continued import ContinuedState
-    from activities.contracts.fields import amount, describe_errors, money
+    from activities.contracts.fields import Contract, amount, describe_errors, money
     from activities.contracts.limits import REJECTED_ANSWERS_KEPT
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
@@ -48,6 +47,19 @@ from workflows.failures import ToolError
 from workflows.rules import Rules
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
+
+
+class GateSnapshot(Contract):
+    """What a run hands the next of the gate: who may answer, every answer so far, and the request waiting with
+    the answer that decided it, if any (checked again by the next run against the audit trail, not believed)."""
+
+    approvers: list[str] = []
+    records: list[ApprovalRecord] = []
+    waiting: ApprovalRequest | None = None
+    decided: ApprovalRecord | None = None
+    requests_made: NonNegativeInt = 0
+    unlisted: NonNegativeInt = 0
+    """Rejected answers audited but not listed in ``records`` (past their budget)."""
 
 
 class ApprovalGate:
@@ -296,7 +308,7 @@ class ApprovalGate:
         to continue as new does so first, and one the server asks to continue while it waits does so then:
         the next run waits on for the same request until the same deadline, and answers the same query."""
         if self.desk.decision is None and self._continuation.should_continue(options.continue_as_new_after_steps):
-            await self._hand_over()
+            self._hand_over()
         remaining = request.deadline - workflow.now()
         if remaining <= timedelta(0):
             raise TimeoutError
@@ -305,11 +317,11 @@ class ApprovalGate:
             lambda: self.desk.decision is not None or (self._continuation.linear and suggested()), timeout=remaining
         )
         if self.desk.decision is None:
-            await self._hand_over()
+            self._hand_over()
 
-    async def _hand_over(self) -> None:
+    def _hand_over(self) -> NoReturn:
         self._leave()  # the closed run must not be listed as waiting beside the one that waits on
-        await self._continuation.continue_waiting()
+        self._continuation.continue_waiting()
 
     def _leave(self) -> None:
         """Nothing waits any more, as far as visibility can tell: cleared on every way out of a wait."""
@@ -330,26 +342,22 @@ class ApprovalGate:
         refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
         return any(a.decision in refused for a in self.desk.records[since:])
 
-    def restore(self, state: ContinuedState) -> None:
-        """Take over the approvers, the records, and a wait (with any answer to it) from the run continued."""
-        self.approvers = list(state.approvers or [])
-        self.desk.records = list(state.approvals)
-        self.desk.requests_made = state.requests_made
+    def restore(self, snapshot: GateSnapshot) -> None:
+        """Take over the approvers, the records, and a wait (with any answer to it) from the run continued; the
+        wait is taken over in ``ready``, once the answer handed over with it has been checked."""
+        self.approvers = list(snapshot.approvers)
+        self.desk.records = list(snapshot.records)
+        self.desk.requests_made = snapshot.requests_made
         self._audited = self._counted = len(self.desk.records)
-        self.unlisted = state.unlisted_answers
-        if state.request is not None:
-            self._carried = (state.request, state.decided)
+        self.unlisted = snapshot.unlisted
+        if snapshot.waiting is not None:
+            self._carried = (snapshot.waiting, snapshot.decided)
 
-    def hand_over(self) -> dict[str, Any]:
-        """What ``ContinuedState`` carries of the gate."""
-        return {
-            "approvers": self.approvers,
-            "approvals": self.desk.records,
-            "request": self.desk.waiting,
-            "decided": self.desk.decision,
-            "requests_made": self.desk.requests_made,
-            "unlisted_answers": self.unlisted,
-        }
+    def snapshot(self) -> GateSnapshot:
+        return GateSnapshot(
+            approvers=self.approvers, records=self.desk.records, waiting=self.desk.waiting,
+            decided=self.desk.decision, requests_made=self.desk.requests_made, unlisted=self.unlisted,
+        )  # fmt: skip
 
     def _count(self) -> None:
         """Count new records in the metric: metrics from workflow code are not emitted while replaying."""

@@ -14,13 +14,15 @@ flood of bad signals costs the history one audit activity, not one per signal.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import NonNegativeInt
+
     from activities.contracts.approvals import AnsweredRequest
-    from activities.contracts.continued import ContinuedState
+    from activities.contracts.fields import Contract
     from activities.contracts.limits import NOTE_BYTES, NOTES_KEPT, cut
     from activities.contracts.world import AuditEntry, AuditQuery
     from activities.tools import ToolActivities
@@ -72,34 +74,37 @@ class Notes:
 class Noted(Protocol):
     """A piece that keeps notes for the audit trail: what it was sent and could not take, and why."""
 
-    notes: Notes
+    def take_note(self) -> str | None:
+        """The next note to write, oldest first; None when there is none."""
+        ...
+
+
+class AuditSnapshot(Contract):
+    """What a run hands the next of the audit trail: how many entries the ticket's runs have written."""
+
+    written: NonNegativeInt = 0
 
 
 class AuditTrail:
-    """Writes the ticket's audit entries, numbered across its runs, and the notes the pieces given to it keep.
-    Told the ticket once the run has read it (``open``)."""
+    """Writes the ticket's audit entries, numbered across its runs, and the notes the pieces given to it keep."""
 
-    def __init__(self, notes_from: Sequence[Noted]) -> None:
+    def __init__(self, ticket_id: str, notes_from: Sequence[Noted]) -> None:
+        self._ticket_id = ticket_id
         self._sources = notes_from
-        self._ticket_id: str
-        self.written = 0
+        self._written = 0
         """Entries written by the ticket's runs so far: the number of the last one."""
 
-    def open(self, ticket_id: str) -> None:
-        self._ticket_id = ticket_id
+    def snapshot(self) -> AuditSnapshot:
+        return AuditSnapshot(written=self._written)
 
-    def restore(self, state: ContinuedState) -> None:
-        self.written = state.audits
-
-    def hand_over(self) -> dict[str, Any]:
-        """What ``ContinuedState`` carries of the audit trail."""
-        return {"audits": self.written}
+    def restore(self, snapshot: AuditSnapshot) -> None:
+        self._written = snapshot.written
 
     async def write(self, entry: str, answer: AnsweredRequest | None = None, /) -> None:
         """Write an entry once, however often its activity is retried, and the answer it tells of with it."""
-        self.written += 1
+        self._written += 1
         info = workflow.info()
-        key = f"audit:{info.workflow_id}/{info.run_id}/{self.written}"
+        key = f"audit:{info.workflow_id}/{info.run_id}/{self._written}"
         await workflow.execute_activity_method(
             ToolActivities.audit,
             AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=key, answer=answer),
@@ -119,5 +124,5 @@ class AuditTrail:
     async def write_notes(self) -> None:
         """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""
         for source in self._sources:
-            while (note := source.notes.take()) is not None:  # more may come meanwhile: all are written
+            while (note := source.take_note()) is not None:  # more may come meanwhile: all are written
                 await self.write(note)

@@ -17,6 +17,11 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.names import PAYMENTS_UNUSABLE
 
 
+def invalid_input(problem: str) -> ApplicationError:
+    """What a caller's bad input fails the run with, at once, naming the field: no retry can mend it."""
+    return ApplicationError(f"Invalid ticket input: {problem}", type="InvalidTicketInput", non_retryable=True)
+
+
 class ToolError(Exception):
     """A tool result the model must see as an error (``is_error``), not a reason to fail the run."""
 

@@ -17,6 +17,7 @@ moment the decision was first made, or it takes the other branch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -26,18 +27,36 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.contracts.continued import ContinuedState
     from activities.contracts.fields import describe_errors
     from activities.contracts.ticket import TicketInput
+
+from workflows.continued import ContinuedState
+from workflows.failures import invalid_input
 
 
 class UnreadableStateError(RuntimeError):
     """Not an ``ApplicationError``, so it fails the workflow task, which is retried, and not the run."""
 
 
-def invalid_input(problem: str) -> ApplicationError:
-    """What a caller's bad input fails the run with, at once, naming the field."""
-    return ApplicationError(f"Invalid ticket input: {problem}", type="InvalidTicketInput", non_retryable=True)
+@dataclass(frozen=True)
+class Intake:
+    """What a run starts from: the ticket, and the state a continued run carries; or only why it cannot start
+    (``problem``), which the run raises first thing: a caller's bad input (``InvalidTicketInput``) fails the run,
+    state only a newer worker can read (``UnreadableStateError``) fails the workflow task. Read where the workflow
+    is made, so every piece is made knowing the ticket; raised there, either would fail the task and leave the
+    run's coroutine unstarted, so it is kept until the run raises it."""
+
+    ticket: TicketInput | None
+    carried: ContinuedState | None = None
+    problem: ApplicationError | UnreadableStateError | None = None
+
+    @staticmethod
+    def read(args: tuple[Any, ...]) -> Intake:
+        try:
+            ticket, carried = read_input(args)
+        except (ApplicationError, UnreadableStateError) as problem:
+            return Intake(None, problem=problem)
+        return Intake(ticket, carried)
 
 
 def read_input(args: tuple[Any, ...]) -> tuple[TicketInput, ContinuedState | None]:

@@ -9,19 +9,18 @@ turns are summarised before the next step, so a long ticket is not handed
 over for a full window. A model that refuses to summarise is not asked again; the ticket goes on without.
 
 The loop decides what an answer means; this piece keeps the state behind the calls, which a continued run
-takes over (``hand_over``, ``restore``). Given the run's continuation (whether history is linear, the step in
-progress) and the audit trail, which records each summary.
+takes over (``snapshot``, ``restore``). Given the ticket, whether history is linear, and the audit trail, which
+records each summary.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts.continued import ContinuedState
+    from pydantic import NonNegativeInt
+
     from activities.contracts.conversation import (
         Decision,
         Message,
@@ -32,23 +31,31 @@ with workflow.unsafe.imports_passed_through():
         TicketContext,
         UsageReport,
     )
+    from activities.contracts.fields import Contract
     from activities.contracts.ticket import TicketInput
     from activities.model import ModelActivities
     from workflows import policies
 
 from workflows.audit import Audit
-from workflows.continuation import Continuation
 from workflows.failures import cause, is_refusal, raise_if_cancelled
 
 
-class Model:
-    """The ticket's calls to the model: made through here, counted here. Given the run's continuation and the
-    audit trail; told the ticket once the run has read it (``open``)."""
+class ModelSnapshot(Contract):
+    """What a run hands the next of the model's calls: the conversation's key, and what the calls cost so far."""
 
-    def __init__(self, continuation: Continuation, audit: Audit) -> None:
-        self._continuation = continuation
+    conversation_ref: str | None = None
+    calls: NonNegativeInt = 0
+    usage: UsageReport = UsageReport()
+
+
+class Model:
+    """The ticket's calls to the model: made through here, counted here. Given the ticket, whether this run keeps
+    the conversation in the content store (``linear``), and the audit trail."""
+
+    def __init__(self, ticket: TicketInput, *, linear: bool, audit: Audit) -> None:
+        self._ticket = ticket
+        self._linear = linear
         self._audit = audit
-        self._ticket: TicketInput
         self.calls = 0
         self.usage = UsageReport()
         self.conversation_ref: str | None = None
@@ -57,30 +64,31 @@ class Model:
         """Tokens the model read at its last call: how close the conversation is to its context window."""
         self._can_summarize = True
 
-    def open(self, ticket: TicketInput) -> None:
-        self._ticket = ticket
+    def snapshot(self) -> ModelSnapshot:
+        return ModelSnapshot(conversation_ref=self.conversation_ref, calls=self.calls, usage=self.usage)
 
-    def restore(self, state: ContinuedState) -> None:
+    def restore(self, snapshot: ModelSnapshot) -> None:
         """Take over the conversation and the count of calls from the run continued."""
-        self.conversation_ref = state.conversation_ref
-        self.calls = state.model_calls
-        self.usage = state.usage
+        self.conversation_ref = snapshot.conversation_ref
+        self.calls = snapshot.calls
+        self.usage = snapshot.usage
 
-    def hand_over(self) -> dict[str, Any]:
-        """What ``ContinuedState`` carries of the model's calls."""
-        return {"conversation_ref": self.conversation_ref, "model_calls": self.calls, "usage": self.usage}
+    def archived(self) -> list[StepUsage]:
+        """Hand over the per-call usage for the content store's archive; only the total stays."""
+        steps, self.usage = self.usage.steps, UsageReport(total=self.usage.total)
+        return steps
 
     async def think(self, step: int, messages: list[Message]) -> Decision:
         """The model's next move at ``step``, given what it has not been sent yet (or, without linear history,
         the whole conversation)."""
         context = self._context()
         request = ThinkRequest(ticket=context, step=step, messages=messages)
-        if self._continuation.linear:
+        if self._linear:
             request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
                                    conversation_ref=self.conversation_ref)  # fmt: skip
         decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
-        self._continuation.run_steps += 1
-        self._continuation.step = step
+        if self._linear:  # the activity stored the conversation with this answer in it
+            self.conversation_ref = decision.conversation_ref
         self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
         usage = decision.usage
         self._context_tokens = (
@@ -91,7 +99,7 @@ class Model:
     def should_summarize(self) -> bool:
         limit = self._ticket.options.summarize_above_tokens
         return (
-            self._continuation.linear
+            self._linear
             and self._can_summarize
             and self.conversation_ref is not None
             and limit is not None

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 from workflows.audit import Audit
-from workflows.intake import invalid_input
+from workflows.failures import invalid_input
 
 
 @dataclass(frozen=True)

@@ -1,36 +1,22 @@
 """``SupportAgent``: the agent loop as a deterministic Temporal workflow.
 
-The model picks tools, the tools run, their results go back to the model, until it answers. Every call to
-the world is an activity, so after a crash a new worker replays this code against the recorded history
-and carries on from the last recorded step: it does not ask the model again about a recorded decision and
-does not repeat a finished tool. What this code must never do is take another path on replay: no clock,
-no randomness, no I/O except through ``temporalio.workflow``; the sandbox enforces it and the stored
-histories in ``replay_histories/`` check it in CI.
+The model picks tools, the tools run, their results go back to the model, until it answers. Every call to the
+world is an activity, so after a crash a new worker replays this code against the recorded history and carries on
+from the last recorded step, never asking the model again about a recorded decision nor repeating a finished tool.
+So this code must never take another path on replay: no clock, no randomness, no I/O but through
+``temporalio.workflow`` (the sandbox enforces it; ``replay_histories/`` checks it in CI). Which amounts need a
+person, which key a refund carries and who may be emailed are decided here, not in the prompt: a model can be
+talked out of a rule but not past an ``if``.
 
-Three decisions stay in this code and out of the prompt, because a model can be talked out of a rule
-but not past an ``if``: which amounts need a person's approval, which idempotency key a refund carries,
-and who may be emailed.
-
-This module is the loop; the rest of the workflow is in pieces that each keep their own state and are handed
-what they need: ``intake`` (the run's arguments, read and validated, and the SLA), ``model`` (the calls to the
-model, what they cost, and summarising a long conversation), ``approvals`` (the gate a large refund waits at,
-and the answers to it), ``tools`` (the tools, their idempotency keys, and refund reconciliation), ``waits`` (the
-customer's replies, events about orders), ``audit`` (the audit trail, each entry once), ``continuation``
-(handing the ticket to a new run), and ``failures`` (how an error reads to the model and to a person).
-
-How the loop reads each model response (its ``stop_reason``, as the Messages API reports it):
-
-- ``tool_use``: every tool call in it runs, and all their results go back in one user turn, in the order
-  the calls were made. Consecutive read-only calls (``lookup_order``) run at once; a call with a side effect
-  (a refund, an email) runs alone, after everything before it and before everything after it.
-- ``end_turn`` (or ``stop_sequence``): the text is the answer, and the ticket is closed.
-- ``max_tokens``: the response was cut off, so a tool call in it may be cut off too (a refund of "49"
-  instead of "4900" would still validate). Nothing in it runs: each call is answered with an error saying
-  so, and the model is asked to carry on more briefly. It costs a step, within ``max_steps``.
-- ``pause_turn``: the API paused a long turn; it goes back as it is, and the next response continues the
-  same assistant turn.
-- ``refusal`` or ``model_context_window_exceeded``: the model will not, or cannot, go on. The ticket is
-  closed as ``handed_over`` with an answer that says a person will take it.
+This module is the loop; the rest of the workflow is in pieces that each keep their own state, take a typed
+snapshot of it for the run that continues the ticket (``continued``), and are handed what they need when the
+workflow is made: ``intake`` (the run's arguments, read and validated, and the SLA), ``rules`` (the operator's
+money policy, tightened by the ticket), ``model`` (the calls to the model, what they cost, and summarising a long
+conversation), ``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools,
+their idempotency keys, and refund reconciliation), ``waits`` (the customer's replies, events about orders),
+``audit`` (the audit trail, each entry once), ``continuation`` (when the ticket goes on in a new run), and
+``failures`` (how an error reads to the model and to a person).
+How it reads each response's ``stop_reason`` is in ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -41,17 +27,12 @@ from typing import Any, NoReturn
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-# Everything this module imports is passed through the sandbox: loaded once per worker, not once per run.
-# The sandbox re-imports the module a workflow is defined in for every run it starts or replays; for the
-# rest (contracts, activity references, and the workflow's own helpers, deterministic modules in files of
-# their own, as Temporal recommends) a copy per run costs memory and time and buys nothing (README, "Throughput
-# and cost per ticket", from ``bench/throughput.py``).
+# Everything this module imports is passed through the sandbox: loaded once per worker, not once per run. The
+# sandbox re-imports the module a workflow is defined in for every run it starts or replays; for the rest
+# (contracts, activity references, and the workflow's own pieces, deterministic modules of their own, as
+# Temporal recommends) a copy per run costs memory and time and buys nothing.
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts.approvals import (
-        ApprovalReceipt,
-        ApprovalRequest,
-    )
-    from activities.contracts.continued import ContinuedState
+    from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest
     from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
     from activities.contracts.limits import ANSWER_BYTES, INLINE_RECORDS_BYTES, cut, encoded_bytes
     from activities.contracts.names import (
@@ -63,31 +44,17 @@ with workflow.unsafe.imports_passed_through():
         USAGE_QUERY,
         WORKFLOW_NAME,
     )
-    from activities.contracts.ticket import MessageReceipt, Outcome, Status, Turn
-    from workflows.approvals import AWAITING_APPROVAL, ApprovalGate, spelled
+    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
+    from workflows.approvals import ApprovalGate, spelled
     from workflows.audit import AuditTrail
-    from workflows.continuation import Continuation
-    from workflows.failures import ProviderUnusableError, ToolError, cause, is_refusal, raise_if_cancelled
-    from workflows.intake import UnreadableStateError, past_sla, read_input
+    from workflows.continuation import Continuation, HandOver
+    from workflows.continued import ContinuedState
+    from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
+    from workflows.intake import Intake, past_sla
     from workflows.model import Model
     from workflows.rules import RulesInForce
     from workflows.tools import Toolbox
     from workflows.waits import Events, Replies
-
-__all__ = [
-    "AWAITING_APPROVAL",
-    "CUT_OFF",
-    "REFUSED",
-    "STOPPED",
-    "TOO_LONG",
-    "SupportAgent",
-    "ToolError",
-    "UnreadableStateError",
-    "cause",
-    "is_refusal",
-]
-"""The workflow, and the names other modules and tests import from here (defined where they belong)."""
-
 
 CUT_OFF = (
     "Your reply was cut off at the maximum length before it was complete, so none of its tool calls ran. "
@@ -102,30 +69,37 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
-    def __init__(self) -> None:
-        self._continuation = Continuation(hand_over=self._continue_as_new)
+    @workflow.init
+    def __init__(self, *args: Any) -> None:
+        """Read the run's arguments and make the pieces, each told what it needs, before any signal, update or
+        query reaches them. A caller's bad input is kept for ``run`` to fail the run with; the pieces that need
+        the ticket are made only when there is one."""
+        self._intake = Intake.read(args)
+        ticket, carried = self._intake.ticket, self._intake.carried
+        linear = carried is not None or (ticket is not None and ticket.options.linear_history)
+        self._continuation = Continuation(linear=linear)
         self._replies = Replies()
         self._events = Events(self._continuation)
-        """Made here, not in ``run``: a reply or an event may come before the run has read its ticket."""
-        self._trail = AuditTrail(notes_from=(self._replies, self._events))
+        self._trail = AuditTrail(ticket.ticket_id if ticket else "", notes_from=(self._replies, self._events))
         self._gate = ApprovalGate(audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation)
-        """Made here too: an approval may be signalled before the run has read its ticket."""
-        self._model = Model(self._continuation, audit=self._trail.write)
-        """And here: the ``usage`` query may be asked of a run whose input could not be read."""
         self._handing_over = False
-
-    @workflow.run
-    async def run(self, *args: Any) -> Outcome:
-        self._ticket, carried = read_input(args)
-        ticket = self._ticket
-        self._trail.open(ticket.ticket_id)
-        self._model.open(ticket)
+        if ticket is None:
+            return
+        self._ticket: TicketInput = ticket
+        self._model = Model(ticket, linear=linear, audit=self._trail.write)
         self._rules = RulesInForce(ticket.options, audit=self._trail.write)
         self._tools = Toolbox(ticket, self._rules, self._gate, self._events)
         if carried is not None:
+            self._restore(carried)
+
+    @workflow.run
+    async def run(self, *_args: Any) -> Outcome:
+        if self._intake.problem is not None:
+            raise self._intake.problem
+        ticket, carried = self._ticket, self._intake.carried
+        if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
             workflow.logger.info("ticket continued", extra=extra)
-            self._restore(carried)
         await self._gate.ready()  # first: the request a continued run waits on is answered by the query at once
         await self._rules.read(starting=carried is None)
         if carried is None:
@@ -139,14 +113,10 @@ class SupportAgent:
                     "Your ticket has waited longer than we promised, so a colleague is taking it over.",
                 )  # fmt: skip
         try:
-            outcome = await self._converse(carried)
+            outcome = await self._until_closed(carried)
         except asyncio.CancelledError:
             outcome = await self._cancelled()
-        self._replies.closed = self._replies.closed or "it is closed"
-        if unread := len(self._replies.pending):  # taken, and then the ticket was cancelled or handed over
-            self._replies.notes.add(
-                f"{unread} repl{'y' if unread == 1 else 'ies'} taken and not answered: {self._replies.closed}"
-            )
+        self._replies.close("it is closed")
         await self._within_budgets()
         outcome = outcome.model_copy(update=self._records())
         await self._gate.flush()
@@ -170,7 +140,7 @@ class SupportAgent:
     async def approve_vouched(self, *args: Any) -> ApprovalReceipt:
         """A person's answer as the approval inbox sends it (``VouchedApproval``): the same rules as the signal,
         but the answer counts only if the inbox's signature checks, is recorded as ``web``, and the person is told
-        what came of it, once it has: "approved; Refunded 49.00 on order A-1001 (refund #12)."."""
+        what came of it, once it has: "approved; Refunded USD 49.00 on order A-1001 (refund #12)."."""
         return await self._gate.answer_vouched(
             args[0], closed=lambda: self._replies.closed is not None, handing_over=lambda: self._handing_over
         )
@@ -217,8 +187,17 @@ class SupportAgent:
     @workflow.query(name=USAGE_QUERY)
     def usage(self) -> UsageReport:
         """Tokens and estimated cost so far: in total, and per model call of this run (a ticket that continued
-        as new keeps its earlier runs' in the content store, under ``Outcome.archive_ref``)."""
-        return self._model.usage
+        as new keeps its earlier runs' in the content store, under ``Outcome.archive_ref``). None for a run whose
+        input could not be read."""
+        return self._model.usage if self._intake.ticket is not None else UsageReport()
+
+    async def _until_closed(self, carried: ContinuedState | None) -> Outcome:
+        """The ticket's turns until it closes; or, where this run has done its share (``HandOver``: the loop at its
+        budget of model calls, a long wait the server asks to end), the ticket handed to a new run."""
+        try:
+            return await self._converse(carried)
+        except HandOver as handover:
+            await self._continue_as_new(handover)
 
     async def _converse(self, carried: ContinuedState | None) -> Outcome:
         """The ticket's turns: the question, answered, then each reply of the customer's while the ticket stays
@@ -226,20 +205,25 @@ class SupportAgent:
         and approvals. Steps are numbered across turns, so no two calls of the ticket share a key.
 
         With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
-        so far is ``self._model.conversation_ref``. Without it, ``messages`` is the whole conversation."""
-        ticket = self._ticket
-        self._continuation.linear = carried is not None or ticket.options.linear_history
-        messages = [Message.user_text(ticket.question)] if carried is None else await self._resume(carried)
-        first = 1 if carried is None else carried.steps_taken + 1
-        if carried is not None and carried.reply_until is not None:  # it continued while it waited for a reply
+        so far is in the content store, under the model's key. Without it, ``messages`` is the whole conversation."""
+        window = self._ticket.options.reply_window_seconds
+        if carried is None:
+            messages, first = [Message.user_text(self._ticket.question)], 1
+        else:  # first the calls of the step the last run was in the middle of (a refund waiting for approval)
+            messages, first = list(carried.pending), carried.steps_taken + 1
+            if results := await self._tools.resume(carried.steps_taken):
+                append_turn(messages, "user", list(results))
+        if carried is not None and carried.replies.until is not None:  # it continued while it waited for a reply
             last = self._replies.turns[-1]
             outcome = self._outcome(last.status, last.last_step, last.answer)
         else:
             outcome, messages = await self._turn(first, messages)
         while True:
             await self._within_budgets()
-            window = self._ticket.options.reply_window_seconds
-            reply = await self._replies.after(outcome, window, self._continuation, self._trail.write_notes)
+            if self._replies.closes_after(outcome, window):
+                return outcome
+            await self._trail.write_notes()
+            reply = await self._replies.wait(window, self._continuation)
             if reply is None:
                 return outcome
             first = outcome.steps + 1
@@ -259,13 +243,13 @@ class SupportAgent:
     async def _steps(self, first: int, messages: list[Message]) -> tuple[Outcome, list[Message]]:
         """Think, use the tools asked for, repeat until the model answers or the turn's steps (``max_steps`` from
         its first) run out. Returns how it ended, and what is still unsent."""
-        ticket = self._ticket
-        last = self._replies.first_step + ticket.options.max_steps - 1
+        options = self._ticket.options
+        last = self._replies.first_step + options.max_steps - 1
         for step in range(first, last + 1):
             if self._model.should_summarize():
                 messages = await self._model.summarize(step, messages)
-            if self._continuation.should_continue(ticket.options.continue_as_new_after_steps):
-                await self._continue_as_new(step - 1, messages)
+            if self._continuation.should_continue(options.continue_as_new_after_steps):
+                raise HandOver(step - 1, messages)
             try:
                 decision = await self._model.think(step, messages)
             except ActivityError as error:
@@ -276,10 +260,11 @@ class SupportAgent:
                     f"The agent could not get an answer from the model ({cause(error)}). "
                     "A person will take this ticket over.",
                 ), messages
+            self._continuation.stepped(step)
             if handed_over := await self._hands_over(step, decision.stop_reason):
                 return handed_over, messages
-            if self._continuation.linear:  # the activity stored the conversation with this answer in it
-                self._model.conversation_ref, messages = decision.conversation_ref, []
+            if self._continuation.linear:  # the model's key names the conversation with this answer in it
+                messages = []
             else:
                 append_turn(messages, "assistant", decision.content)
             if decision.stop_reason == "max_tokens":
@@ -293,17 +278,8 @@ class SupportAgent:
                 return self._outcome(status, step, decision.text), messages
             append_turn(messages, "user", list(await self._tools.use_all(step, decision.tool_calls)))
             await self._within_budgets()
-        gave_up = f"Gave up after {ticket.options.max_steps} steps. A person will take this ticket over."
+        gave_up = f"Gave up after {options.max_steps} steps. A person will take this ticket over."
         return self._outcome(Status.GAVE_UP, last, gave_up), messages
-
-    async def _resume(self, carried: ContinuedState) -> list[Message]:
-        """What the model has not been sent yet, after running the calls of the step the last run was in the
-        middle of (a refund waiting for approval) that it did not get to."""
-        messages = list(carried.pending)
-        if carried.calls:
-            step = self._continuation.step = carried.steps_taken
-            append_turn(messages, "user", list(await self._tools.use_all(step, carried.calls, carried.results)))
-        return messages
 
     async def _hands_over(self, step: int, stop_reason: str | None) -> Outcome | None:
         """The ticket handed to a person after this model call, with its conversation kept: the model will not or
@@ -328,7 +304,7 @@ class SupportAgent:
         cancel`` puts who asked in it), and close it with what was done before. It completes rather than ending
         as Temporal's CANCELED, so that its outcome still says what was refunded and approved."""
         reason = workflow.cancellation_reason() or "no reason given"
-        self._replies.closed = f"it was cancelled ({reason})"
+        self._replies.close(f"it was cancelled ({reason})")
         workflow.logger.info("ticket cancelled", extra={"reason": reason})
         await self._trail.write(f"cancelled: {reason}")
         return self._outcome(
@@ -342,40 +318,42 @@ class SupportAgent:
 
     # --- continuing as a new run ---
 
-    async def _continue_as_new(self, steps_taken: int, pending: list[Message]) -> NoReturn:
-        """Hand everything to a new run of this ticket: same workflow id, a fresh history."""
+    async def _continue_as_new(self, handover: HandOver) -> NoReturn:
+        """Hand everything to a new run of this ticket: same workflow id, a fresh history, and each piece's
+        snapshot of its state."""
         self._handing_over = True  # an ``approve`` update waiting for its refund returns: the next run pays
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
-        if await self._continuation.archive(self._tools.tool_calls, self._model.usage):
-            self._tools.tool_calls, self._model.usage = [], UsageReport(total=self._model.usage.total)
+        await self._continuation.archive(self._tools.archived(), self._model.archived())
         await self._trail.write_notes()  # last: nothing that arrives meanwhile is left unwritten
         state = ContinuedState(
-            steps_taken=steps_taken,
-            pending=pending,
-            calls=self._tools.step_calls,
-            results=self._tools.step_results,
-            archive_ref=self._continuation.archive_ref,
-            **self._trail.hand_over(),
-            **self._model.hand_over(),
-            **self._gate.hand_over(),
-            **self._tools.hand_over(),
-            **self._replies.hand_over(),
-            **self._events.hand_over(),
-        )
-        workflow.logger.info("ticket continues as a new run", extra={"steps": steps_taken})
+            steps_taken=handover.steps_taken, pending=handover.pending, archive_ref=self._continuation.archive_ref,
+            audit=self._trail.snapshot(), model=self._model.snapshot(), gate=self._gate.snapshot(),
+            toolbox=self._tools.snapshot(), replies=self._replies.snapshot(), events=self._events.snapshot(),
+        )  # fmt: skip
+        workflow.logger.info("ticket continues as a new run", extra={"steps": handover.steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
+
+    def _restore(self, carried: ContinuedState) -> None:
+        """Each piece takes over its own state from the run this one continues."""
+        self._continuation.resume(carried.steps_taken, carried.archive_ref)
+        self._trail.restore(carried.audit)
+        self._model.restore(carried.model)
+        self._gate.restore(carried.gate)
+        self._tools.restore(carried.toolbox)
+        self._replies.restore(carried.replies)
+        self._events.restore(carried.events)
 
     async def _within_budgets(self) -> None:
         """Hand the oldest turns, or the tool calls and per-call usage, to the content store once they outgrow
         what the outcome and the ``turns`` query may carry (``INLINE_TURNS_BYTES``, ``INLINE_RECORDS_BYTES``), as
         a run continuing as new hands its records."""
-        turns, calls, usage = self._replies.overflow(), self._tools.tool_calls, self._model.usage
-        records = encoded_bytes(calls) + encoded_bytes(usage.steps) > INLINE_RECORDS_BYTES
-        if turns or records:
-            await self._continuation.archive(calls if records else [], usage if records else UsageReport(), turns)
-            if records:
-                self._tools.tool_calls, self._model.usage = [], UsageReport(total=usage.total)
+        turns = self._replies.overflow()
+        records = encoded_bytes(self._tools.tool_calls) + encoded_bytes(self._model.usage.steps) > INLINE_RECORDS_BYTES
+        if records:
+            await self._continuation.archive(self._tools.archived(), self._model.archived(), turns)
+        elif turns:
+            await self._continuation.archive([], [], turns)
 
     def _records(self) -> dict[str, Any]:
         """What the outcome carries of the records that go to the content store past their budgets."""
@@ -383,15 +361,6 @@ class SupportAgent:
             "tool_calls": self._tools.tool_calls, "usage": self._model.usage, "turns": self._replies.turns,
             "archive_ref": self._continuation.archive_ref,
         }  # fmt: skip
-
-    def _restore(self, state: ContinuedState) -> None:
-        self._trail.restore(state)
-        self._model.restore(state)
-        self._continuation.archive_ref = state.archive_ref
-        self._tools.restore(state)
-        self._gate.restore(state)
-        self._replies.restore(state, self._ticket.question)
-        self._events.restore(state)
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
         """How the ticket stands with this answer: the turn in progress ends with it, as ``status``. An answered

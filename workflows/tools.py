@@ -31,12 +31,11 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
+    from pydantic import NonNegativeInt, ValidationError
     from pydantic_core import to_json
 
-    from activities.contracts.continued import ContinuedState
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
-    from activities.contracts.fields import describe_errors, same_address
+    from activities.contracts.fields import Contract, describe_errors, same_address
     from activities.contracts.limits import TOOL_INPUT_BYTES, cut, encoded_bytes
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
@@ -64,6 +63,18 @@ Step = Callable[["Toolbox", int, ToolUseBlock, Any, Tool], Awaitable[str | ToolO
 and the tool's declaration."""
 
 
+class ToolboxSnapshot(Contract):
+    """What a run hands the next of the tools: the calls made and refunds paid, the refund parts settled per
+    order, and the step in progress (its calls, and the results of those that ran) if it continued mid-step."""
+
+    tool_calls: list[ToolCallRecord] = []
+    refunds: list[RefundRecord] = []
+    parts: dict[str, NonNegativeInt] = {}
+    """Per order, the refund parts whose outcome is known: the next part's key counts on from here."""
+    step_calls: list[ToolUseBlock] = []
+    step_results: list[ToolResultBlock] = []
+
+
 class Toolbox:
     """Runs the tool calls of one ticket and keeps what they did (the calls and their results, the refunds
     made) and the step in progress. Given the ticket, the rules it is judged by, the approval gate a large refund
@@ -85,16 +96,32 @@ class Toolbox:
         self.step_calls: list[ToolUseBlock] = []
         self.step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
+        self._carried_step: tuple[list[ToolUseBlock], list[ToolResultBlock]] = ([], [])
 
-    def restore(self, state: ContinuedState) -> None:
-        """Take over the tool calls and refunds from the run continued (its step in progress runs anew)."""
-        self.tool_calls = list(state.tool_calls)
-        self.refunds = list(state.refunds)
-        self.parts = dict(state.refund_parts)
+    def snapshot(self) -> ToolboxSnapshot:
+        return ToolboxSnapshot(
+            tool_calls=self.tool_calls, refunds=self.refunds, parts=self.parts, step_calls=self.step_calls,
+            step_results=self.step_results,
+        )  # fmt: skip
 
-    def hand_over(self) -> dict[str, Any]:
-        """What ``ContinuedState`` carries of the tools (besides the step in progress)."""
-        return {"tool_calls": self.tool_calls, "refunds": self.refunds, "refund_parts": self.parts}
+    def restore(self, snapshot: ToolboxSnapshot) -> None:
+        """Take over the tool calls and refunds from the run continued; its step in progress runs on in
+        ``resume``."""
+        self.tool_calls = list(snapshot.tool_calls)
+        self.refunds = list(snapshot.refunds)
+        self.parts = dict(snapshot.parts)
+        self._carried_step = (list(snapshot.step_calls), list(snapshot.step_results))
+
+    async def resume(self, step: int) -> list[ToolResultBlock]:
+        """The results of the step the run continued was in the middle of (a refund waiting for approval), after
+        running its calls that did not run then; none if it was not in the middle of one."""
+        (calls, done), self._carried_step = self._carried_step, ([], [])
+        return await self.use_all(step, calls, done) if calls else []
+
+    def archived(self) -> list[ToolCallRecord]:
+        """Hand over the tool calls for the content store's archive; the outcome no longer carries them."""
+        calls, self.tool_calls = self.tool_calls, []
+        return calls
 
     async def use_all(
         self, step: int, calls: list[ToolUseBlock], done: list[ToolResultBlock] | None = None

@@ -21,7 +21,7 @@ cleared on every way out of the wait that runs code (an answer, the time running
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,10 +29,9 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
+    from pydantic import NonNegativeInt, ValidationError
 
-    from activities.contracts.continued import ContinuedState, EventWait
-    from activities.contracts.fields import describe_errors
+    from activities.contracts.fields import Contract, describe_errors
     from activities.contracts.limits import (
         EVENTS_KEPT,
         INLINE_TURNS_BYTES,
@@ -58,6 +57,38 @@ from workflows.continuation import Continuation
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 
 
+class RepliesSnapshot(Contract):
+    """What a run hands the next of the conversation's turns: those answered, the one in progress, the replies no
+    turn has read yet, and, if it continued while it waited for a reply, until when."""
+
+    turns: list[Turn] = []
+    archived: NonNegativeInt = 0
+    """Turns that went to the content store, before ``turns``."""
+    message: str = ""
+    """What the customer wrote that the turn in progress answers."""
+    first_step: NonNegativeInt = 1
+    """The first step of the turn in progress: its steps are counted against ``max_steps`` from there."""
+    refunds_before: NonNegativeInt = 0
+    approvals_before: NonNegativeInt = 0
+    """Refunds and approval records before the turn in progress: whether it ends declined is judged by its own."""
+    pending: list[str] = []
+    until: datetime | None = None
+
+
+class EventWait(Contract):
+    """A wait for news about an order, as a run hands it on: about which order, until when (workflow time)."""
+
+    order_id: str
+    until: datetime
+
+
+class EventsSnapshot(Contract):
+    """What a run hands the next of the events about orders: those no wait has taken, and the wait in progress."""
+
+    kept: list[OrderEvent] = []
+    waiting: EventWait | None = None
+
+
 class Replies:
     """The ticket's turns (the question, then each reply, with the answer to each), and the replies taken that
     no turn has read yet."""
@@ -78,8 +109,11 @@ class Replies:
         self.refunds_before = self.approvals_before = 0
         self.working = True
         """Whether a turn is in progress (a reply taken now is read by the turn after it)."""
-        self.notes = Notes("replies signalled to the ticket")
+        self._notes = Notes("replies signalled to the ticket")
         """What the audit trail must still be told: replies that could not be taken, and why."""
+
+    def take_note(self) -> str | None:
+        return self._notes.take()
 
     @property
     def count(self) -> int:
@@ -141,7 +175,7 @@ class Replies:
             self.take(args)
             return
         workflow.logger.warning("a reply could not be taken", extra={"reason": why})
-        self.notes.add(f"a reply signalled to the ticket was not taken: {why}")
+        self._notes.add(f"a reply signalled to the ticket was not taken: {why}")
 
     def open(self, message: str, first_step: int, *, refunds: int = 0, approvals: int = 0) -> None:
         """A turn begins at ``first_step``, answering ``message``, after the ticket's first ``refunds`` refunds
@@ -165,21 +199,24 @@ class Replies:
         self.archived += len(gone)
         return gone
 
-    async def after(
-        self, answered: Outcome, window_seconds: int, continuation: Continuation, notes: Callable[[], Awaitable[None]]
-    ) -> str | None:
-        """The customer's reply the next turn reads, after a turn ``answered``: taken while the agent worked, or
-        waited for up to the reply window, once the audit trail has its
-        ``notes``. None: the ticket closes with this turn's outcome. A ticket the agent did not answer (it failed,
-        gave up, handed over) goes to a person, not back to the customer."""
+    def closes_after(self, answered: Outcome, window_seconds: int) -> bool:
+        """Whether the ticket closes with the turn that ``answered``: it does unless the agent answered and a reply
+        came meanwhile or may still come within the window. A ticket the agent did not answer (it failed, gave up,
+        handed over) goes to a person, not back to the customer."""
         if answered.status not in {Status.RESOLVED, Status.DECLINED}:
-            self.closed = f"it was closed as {answered.status.value}, for a person to take over"
-            return None
-        if not (window_seconds or self.pending):
-            self.closed = "it is closed"
-            return None
-        await notes()
-        return await self.wait(window_seconds, continuation)
+            self.close(f"it was closed as {answered.status.value}, for a person to take over")
+        elif not (window_seconds or self.pending):
+            self.close("it is closed")
+        return self.closed is not None
+
+    def close(self, why: str) -> None:
+        """The ticket takes no more replies, for this reason (the first one given stands); replies taken and not
+        read are noted for the audit trail."""
+        if self.closed is not None:
+            return
+        self.closed = why
+        if unread := len(self.pending):
+            self._notes.add(f"{unread} repl{'y' if unread == 1 else 'ies'} taken and not answered: {why}")
 
     async def wait(self, window_seconds: int, continuation: Continuation) -> str | None:
         """The replies the next turn reads, waiting up to the window for one if none came meanwhile; None when
@@ -199,32 +236,31 @@ class Replies:
                             timeout=remaining,
                         )
             if not self.pending and continuation.linear and continuation.due() and workflow.now() < self.until:
-                await continuation.continue_waiting()
+                continuation.continue_waiting()
         self.until = None
         if not self.pending:
-            self.closed = "the ticket is closed"
+            self.close("the ticket is closed")
             return None
         text, self.pending = "\n\n".join(self.pending), []
         return text
 
-    def restore(self, state: ContinuedState, question: str) -> None:
-        self.turns = list(state.turns)
-        self.archived = state.turns_archived
-        self.pending = list(state.replies)
-        self.open(
-            state.turn_message or question, state.turn_first_step or 1,
-            refunds=state.turn_refunds_before, approvals=state.turn_approvals_before,
+    def snapshot(self) -> RepliesSnapshot:
+        return RepliesSnapshot(
+            turns=self.turns, archived=self.archived, message=self.message, first_step=self.first_step,
+            refunds_before=self.refunds_before, approvals_before=self.approvals_before, pending=self.pending,
+            until=self.until,
         )  # fmt: skip
-        self.until = state.reply_until
-        self.working = state.reply_until is None  # a ticket handed over while it waited has answered its turn
 
-    def hand_over(self) -> dict[str, Any]:
-        """What ``ContinuedState`` carries of the replies."""
-        return {
-            "turns": self.turns, "turn_message": self.message, "turn_first_step": self.first_step,
-            "turn_refunds_before": self.refunds_before, "turn_approvals_before": self.approvals_before,
-            "replies": self.pending, "reply_until": self.until, "turns_archived": self.archived,
-        }  # fmt: skip
+    def restore(self, snapshot: RepliesSnapshot) -> None:
+        self.turns = list(snapshot.turns)
+        self.archived = snapshot.archived
+        self.pending = list(snapshot.pending)
+        self.open(
+            snapshot.message, snapshot.first_step,
+            refunds=snapshot.refunds_before, approvals=snapshot.approvals_before,
+        )  # fmt: skip
+        self.until = snapshot.until
+        self.working = snapshot.until is None  # a ticket handed over while it waited has answered its turn
 
 
 class Events:
@@ -234,7 +270,7 @@ class Events:
     def __init__(self, continuation: Continuation) -> None:
         self._continuation = continuation
         self.kept: list[OrderEvent] = []
-        self.notes = Notes("order events")
+        self._notes = Notes("order events")
         self.waiting: EventWait | None = None
         """The wait in progress: the order, and until when; handed to the run that continues the ticket."""
 
@@ -250,7 +286,7 @@ class Events:
                 self.kept = [*self.kept, event][-EVENTS_KEPT:]
                 return
         workflow.logger.warning("an order event could not be read", extra={"reason": why})
-        self.notes.add(f"an order event was not taken: {why}")
+        self._notes.add(f"an order event was not taken: {why}")
 
     async def wait_for(self, order_id: str, hours: int) -> OrderEvent | None:
         """The first event about the order, kept or to come within the hours; None if none came.
@@ -276,7 +312,7 @@ class Events:
                             timeout=remaining,
                         )
             if self._first(order_id) is None and continues and continuation.due() and workflow.now() < until:
-                await continuation.continue_waiting()
+                continuation.continue_waiting()
         self.waiting = None
         event = self._first(order_id)
         if event is not None:
@@ -286,12 +322,15 @@ class Events:
     def _first(self, order_id: str) -> OrderEvent | None:
         return next((event for event in self.kept if event.order_id == order_id), None)
 
-    def restore(self, state: ContinuedState) -> None:
-        self.kept = list(state.events)
-        self.waiting = state.event_wait
+    def take_note(self) -> str | None:
+        return self._notes.take()
 
-    def hand_over(self) -> dict[str, Any]:
-        return {"events": self.kept, "event_wait": self.waiting}
+    def snapshot(self) -> EventsSnapshot:
+        return EventsSnapshot(kept=self.kept, waiting=self.waiting)
+
+    def restore(self, snapshot: EventsSnapshot) -> None:
+        self.kept = list(snapshot.kept)
+        self.waiting = snapshot.waiting
 
 
 class _Visible:

@@ -14,7 +14,7 @@ from tests.support.tickets import Handle, ticket
 
 RELAY = f"relay-{uuid.uuid4()}"
 """The task queue of the relay worker that runs ``NewerWorkerHandsOver`` for ``hand_over_unreadable_state``."""
-NEWER_STATE = {"steps_taken": 2, "conversation_ref": None, "written_by_a_newer_worker": True}
+NEWER_STATE = {"steps_taken": 2, "written_by_a_newer_worker": True}
 """Continued state with a field this worker does not know."""
 
 
