@@ -1,8 +1,8 @@
 """A history's payloads for a capture: found in every event, opened through the codec as the worker read them,
 and sealed again once rewritten; and ``CaptureError``, why a history is not captured.
 
-A payload that cannot be seen into (kept in external storage, not JSON, encrypted under keys the capture lacks)
-stops the capture: nothing is written rather than a history redacted in part.
+A payload that cannot be seen into (kept in external storage, not JSON, or written by the worker under keys the
+capture lacks) stops the capture: nothing is written rather than a history redacted in part.
 """
 
 from __future__ import annotations
