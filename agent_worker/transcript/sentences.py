@@ -1,0 +1,108 @@
+"""A transcript in words for people: the sentences a ticket's page tells its entries in, where the terminal
+shows the raw form ("The agent asked to refund USD 49.00 on order A-1001", not ``issue_refund(...)``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
+from activities.contracts.fields import amount
+from activities.contracts.names import APPROVE_SIGNAL
+from agent_worker.transcript.entry import Entry
+
+ASKED = {
+    "lookup_order": "The agent asked to look up order {order_id}",
+    "order_events": "The agent asked for the events of order {order_id}",
+    "shipping_status": "The agent asked where the parcel of order {order_id} is",
+    "wait_for_delivery_scan": "The agent asked to wait for news of order {order_id}",
+}
+"""The tools whose call says all it needs with the order it is about."""
+
+
+def plainly(entry: Entry, currency: str | None = None) -> str:  # noqa: PLR0911 - one sentence per kind
+    """An entry as a person at the desk reads it: a sentence, not a call or a JSON object ("The agent asked to
+    refund USD 49.00 on order A-1001"). Entries that already read as words are told as they are; the raw form
+    stays in ``entry.text``, for a page's details and for the terminal."""
+    detail = entry.detail if isinstance(entry.detail, dict) else {}
+    if entry.kind == "asks":
+        return asked_plainly(detail, currency)
+    if entry.kind == "result" and detail:
+        return _result_plainly(entry.name, detail, currency)
+    if entry.kind == "failed":
+        return f"The step {entry.name} did not finish: {entry.text.removeprefix('the activity failed: ')}"
+    if entry.kind == "signal" and entry.name == APPROVE_SIGNAL and detail:
+        return _answer_plainly(detail, "by signal: the approver is as the sender claimed", currency)
+    if entry.kind == "signal":
+        return f"The ticket received the signal {entry.name}"
+    if entry.kind == "answer" and detail:
+        return _answer_plainly(detail, "signed in to the approval inbox", currency)
+    if entry.kind == "approval" and isinstance(entry.detail, int):
+        return f"A refund of {amount(entry.detail, currency)} waits for a person"
+    if entry.kind == "update":
+        return f"The ticket took the update {entry.name}"
+    if entry.kind == "step":
+        return "The agent asks the model what to do next"
+    return entry.text
+
+
+def asked_plainly(call: dict[str, Any], currency: str | None = None) -> str:
+    """A tool the model asked for (``{"name", "input", ...}``), as a sentence."""
+    name, args = str(call.get("name", "")), call.get("input") or {}
+    args = args if isinstance(args, dict) else {}
+    cents = args.get("amount_cents")
+    if name == "issue_refund" and isinstance(cents, int):
+        return f"The agent asked to refund {amount(cents, currency)} on order {args.get('order_id')}"
+    if name == "send_email":
+        return f"The agent asked to email {args.get('to') or 'the customer'}: \u201c{args.get('subject', '')}\u201d"
+    if name in ASKED and args.get("order_id"):
+        return ASKED[name].format(order_id=args["order_id"])
+    return f"The agent asked to use {name}"
+
+
+def _result_plainly(name: str, result: dict[str, Any], currency: str | None) -> str:
+    def cents(key: str) -> str:
+        value = result.get(key)
+        return amount(value, currency) if isinstance(value, int) else "?"
+
+    if name == "lookup_order":
+        return (
+            f"Looked up order {result.get('order_id')}: charged {cents('amount_cents')}, refunded before "
+            f"{cents('refunded_cents')}, customer {result.get('customer_email')}"
+        )
+    if name == "issue_refund":
+        again = " (made before under the same key: not paid twice)" if result.get("replayed") else ""
+        refund = f"refund #{result.get('refund_id')}"
+        return f"Refunded {cents('amount_cents')} on order {result.get('order_id')} ({refund}){again}"
+    if name == "send_email":
+        again = " (sent before: not sent twice)" if result.get("replayed") else ""
+        return f"Emailed {result.get('to')} (email #{result.get('email_id')}){again}"
+    if name in {"order_events", "shipping_status"} and "content" in result:
+        return f"{'Order events' if name == 'order_events' else 'Shipping'}: {result['content']}"
+    return f"The step {name} finished"
+
+
+def _answer_plainly(answer: dict[str, Any], how: str, currency: str | None) -> str:
+    cents = answer.get("amount_cents")
+    shown = amount(cents, currency) if isinstance(cents, int) else "an amount"
+    verb = "approves" if answer.get("approved") else "declines"
+    request = f" (request {answer['request_id']})" if answer.get("request_id") else ""
+    return f"{answer.get('approver') or 'Someone'}, {how}, {verb} the refund of {shown}{request}"
+
+
+def decided_plainly(record: ApprovalRecord, currency: str | None = None) -> str:
+    """An answer the ticket recorded, as a person reads it. A timeout is what it is, not an answer: nobody sent it,
+    by no channel, so it names neither (the record's approver is empty and its channel meaningless)."""
+    request = f"request {record.request_id}: " if record.request_id else ""
+    shown = amount(record.amount_cents, currency) if record.amount_cents is not None else "the amount asked"
+    if record.decision is ApprovalDecision.TIMED_OUT:
+        return f"{request}nobody answered by {record.at:%Y-%m-%d %H:%M} UTC; the refund of {shown} was not made"
+    via = "signed in, approval inbox" if record.channel == "web" else "by signal, as claimed"
+    who = f"{record.approver or 'an unknown sender'} ({via})"
+    at = f"at {record.at:%Y-%m-%d %H:%M} UTC: "
+    request = f"request {record.request_id}, {at}" if record.request_id else at
+    if record.decision is ApprovalDecision.REJECTED:
+        return f"{request}an answer from {who} was rejected: {record.reason}"
+    if record.decision is ApprovalDecision.PARTLY_APPROVED:
+        return f"{request}{shown} approved by {who}, approval {record.reason}; nothing is paid by it alone"
+    because = f": {record.reason}" if record.decision is ApprovalDecision.DECLINED and record.reason else ""
+    return f"{request}{shown} {record.decision.value} by {who}{because}"
