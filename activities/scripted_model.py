@@ -1,6 +1,6 @@
 """A scripted stand-in for the model: for tests, benchmarks and the demo, and a worker told to run it on purpose.
 
-It plays the seed article's support script for whatever order the customer names: look the order up,
+It plays a support desk's script for whatever order the customer names: look the order up,
 refund its amount, email the customer, answer. It keeps the one property of a real model that matters to
 durability: asked again about the same step, it answers differently. Each time it has already been asked
 about the refund step, it proposes 10.00 more, as a model at a non-zero temperature might change its mind.
@@ -42,7 +42,7 @@ ON_ITS_WAY = "on its way"
 WAIT_HOURS = 48
 MAX_REFUND_REQUESTS = 2
 """A refund whose outcome the agent was not told is asked for once more, as a model told to resolve the
-ticket plausibly would (the seed's table row 5), and then handed over."""
+ticket plausibly would, and then handed over: what a refund told "the tool failed" leads to."""
 
 
 @dataclass(frozen=True)

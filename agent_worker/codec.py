@@ -96,7 +96,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
     history exactly as the worker did. What it reads depends on the keys configured, though: a key id that
     was unknown when a ticket received a signal, and is configured later, turns the marker back into the
     signal on the next replay of that ticket, and the replay no longer matches its history. So every worker
-    must hold a key before anything writes with it (README, "Rotating keys").
+    must hold a key before anything writes with it (``docs/security.md``, "Rotating keys").
 
     A payload that is not encrypted at all was written by a client without this codec: ``temporal workflow
     start`` or ``signal`` without ``--codec-endpoint``, say, so the customer's words sit in history in plain

@@ -60,8 +60,8 @@ The poll limit: at the server's default of 20 polls a second, the history servic
 notice each completed activity and schedule the workflow task after it, once the burst a fresh or idle server
 allows is spent. Raised, a ticket one after another takes well under half the time, for no more of the server's CPU
 per activity and none at rest; with hundreds of tickets at once, when the server is the limit anyway, it made no
-difference the noise of a shared machine could show (``bench/throughput.py`` measures both settings; the README's
-throughput section has the figures and a production cluster's equivalent).
+difference the noise of a shared machine could show (``bench/throughput.py`` measures both settings; ``docs/benchmarks.md`` has the figures and a production
+cluster's equivalent).
 
 The pragmas: the server's SQLite file in WAL mode without an fsync per commit (2.6 ms each on this disk), which
 cut the server's CPU per activity by about 30%; a crash of the process loses nothing, a power cut may lose the

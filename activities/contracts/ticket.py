@@ -33,7 +33,7 @@ class RefundKey(StrEnum):
     on a demonstration worker (``PolicyInForce.demonstrations``): the others exist to show what goes wrong."""
 
     NONE = "none"
-    """No key: every attempt is a new payment. Exists to show what Temporal alone does (seed, table row 1)."""
+    """No key: every attempt is a new payment. Exists to show what retries alone do: pay again."""
     PER_TOOL_CALL = "per_tool_call"
     """The same for every retry of one tool call: covers a crash, not a model that asks again."""
     PER_ORDER = "per_order"
@@ -75,7 +75,7 @@ class TicketOptions(Contract):
     reconcile_refunds: bool = True
     """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what it
     recorded under the key before telling the model anything. A safeguard: off only on a demonstration worker,
-    to show the seed's row 5."""
+    to show a refund paid twice when the model asks again."""
 
 
 class TicketInput(Contract):

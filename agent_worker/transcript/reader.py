@@ -181,9 +181,6 @@ def describe(activity: str, request: Any, result: Any) -> list[tuple[Kind, str, 
         return [("result", f"the approval inbox's signature {checks}", result)]
     if activity == "money_policy" and isinstance(result, dict):
         return [("approvers", _policy_line(result), result)]
-    if activity == "default_approvers":
-        who = ", ".join(result) if result else "anyone (no approvers configured)"
-        return [("approvers", f"who may approve: {who}", result)]
     return [("result", f"{activity} returned {json.dumps(result)}", result)]
 
 
