@@ -16,21 +16,17 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from temporalio.common import SearchAttributeKey
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES
+from agent_worker.tickets import SEARCH_ATTRIBUTE_KEYS
 
 if TYPE_CHECKING:
     from agent_worker.inbox.server import RunningInbox
 
-SEARCH_ATTRIBUTE_KEYS = [
-    SearchAttributeKey.for_int(name) if kind == "Int" else SearchAttributeKey.for_keyword(name)
-    for name, kind in SEARCH_ATTRIBUTES.items()
-]
 SEARCH_ATTRIBUTE_ARGS = [
     arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")
 ]

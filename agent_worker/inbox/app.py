@@ -73,7 +73,8 @@ from agent_worker.inbox.auth import (
     Throttled,
     same_origin,
 )
-from agent_worker.inbox.desk import TABS, Desk, FilterError, Filters, Listing, NotATicketError
+from agent_worker.inbox.desk import TABS, Desk, Listing, NotATicketError
+from agent_worker.inbox.filters import FilterError, Filters
 from agent_worker.inbox.guard import Guard, Site, peer
 from agent_worker.inbox.notices import Notice, confirmation, confirmed, seal, unseal
 from agent_worker.inbox.standing import progress, standing, what_yours_does
