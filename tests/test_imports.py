@@ -93,17 +93,18 @@ def test_the_command_line_and_the_commands_do_not_import_each_other_when_importe
 def test_every_command_names_a_function_that_implements_it() -> None:
     from agent_worker import cli  # noqa: PLC0415 - the parser itself, which imports no command
 
-    def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-        commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not commands:
-            yield parser
-        for action in commands:
+    def commands(parser: argparse.ArgumentParser, runs: object = None) -> Iterator[tuple[str, object]]:
+        """Each command's prog and what it runs: its own default, else the one its parent command set."""
+        runs = parser.get_default("func") or runs
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subcommands:
+            yield parser.prog, runs
+        for action in subcommands:
             for sub in action.choices.values():
-                yield from parsers(sub)
+                yield from commands(sub, runs)
 
-    found = [*parsers(cli.parser()), cli.capture_parser()]
-    for parser in found:
-        runs = parser.get_default("func")
-        assert isinstance(runs, cli.Runs), parser.prog
-        assert callable(runs.implementation()), parser.prog
+    found = [*commands(cli.parser()), *commands(cli.capture_parser())]
+    for prog, runs in found:
+        assert isinstance(runs, cli.Runs), prog
+        assert callable(runs.implementation()), prog
     assert len(found) > 20

@@ -1,10 +1,11 @@
-"""What the approval inbox reads from Temporal: the lists of tickets on its tabs, and one ticket whole.
+"""What the approval inbox reads from Temporal: the lists of tickets on its tabs, and one ticket whole. Every call is
+``agent_worker.tickets``'s, the client the command line uses too; this module sorts, filters and keeps.
 
 Lists come from the visibility store (what ``agent-worker tickets`` reads), so they work with no worker running:
 the search attributes say what a ticket waits for, the memos say which request, until when. What visibility does
 not hold (the customer, the question, the ticket's approval timeout) comes from the first event of the run's
 history, read once per run and kept, since a run's input never changes. A ticket's page is its history, read into
-the same transcript entries ``agent-worker show`` prints (``agent_worker.transcript``), plus the request waiting,
+the same transcript entries ``agent-worker show`` prints (``tickets.transcript``), plus the request waiting,
 from the run's memo.
 
 The memo is written when a request opens and not again when one of the approvals it needs is recorded ("1 of 2"),
