@@ -36,13 +36,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from activities.contracts.approvals import (
-    Approval,
-    ApprovalDecision,
-    ApprovalReceipt,
-    ApprovalRequest,
-    VouchedApproval,
-)
+from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalReceipt, ApprovalRequest, VouchedApproval
 from activities.contracts.names import (
     APPROVAL_REQUEST_MEMO,
     APPROVE_SIGNAL,
@@ -163,6 +157,7 @@ async def listed(client: Client, visibility_query: str, *, limit: int | None = N
 
 
 async def count(client: Client, visibility_query: str) -> int:
+    """How many runs ``visibility_query`` finds, counted by the server (nothing listed)."""
     return (await client.count_workflows(visibility_query)).count
 
 
