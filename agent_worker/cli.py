@@ -1,22 +1,39 @@
 """``agent-worker``: run a worker, the embedded dev stack or the demo, and manage the business data.
 
-This module is only the command line: it parses, then imports the command it runs (``agent_worker.commands``),
-so that ``--help`` and a typo cost no import of Temporal, the workflow or the database (``bench/cold_start.py``).
+This module is only the command line: it parses, and each command's parser names the function that implements it
+(``set_defaults(func=Runs(...))``), which is imported only when it runs, so that ``--help`` and a typo cost no
+import of Temporal, the workflow or the database (``bench/cold_start.py``). Nothing here is imported by the
+commands, nor imports them before one runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import importlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from activities.contracts.fields import DEFAULT_CURRENCY
 from agent_worker.defaults import DEFAULT_CODEC_PORT, DEFAULT_PORT, DEFAULT_UI_PORT, WAITING_KINDS
 
-OPERATOR_COMMANDS: set[str] = set()
-"""The commands that talk to Temporal as a client (``operate``), filled in as their parsers are made."""
+
+@dataclass(frozen=True)
+class Runs:
+    """What a command runs: the function ``name`` of ``agent_worker.<module>``, called with the parsed arguments
+    and returning the exit code (None for 0). Named rather than imported, so that parsing imports none of it."""
+
+    module: str
+    name: str
+
+    def implementation(self) -> Any:
+        return getattr(importlib.import_module(f"agent_worker.{self.module}"), self.name)
+
+    def __call__(self, args: argparse.Namespace) -> int | None:
+        code: int | None = self.implementation()(args)
+        return code
 
 
 def _operator_commands(commands: Any) -> None:
@@ -54,9 +71,11 @@ def _operator_commands(commands: Any) -> None:
     retry = commands.add_parser("retry", help="reset a closed ticket to its last model call, to go on from there")
     retry.add_argument("ticket")
     retry.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
+    tickets.set_defaults(func=Runs("operations", "list_tickets"))
+    for command in (show, approve, start, cancel, reply, retry):
+        command.set_defaults(func=Runs("operations", command.prog.split()[-1]))
     for command in (tickets, show, approve, start, cancel, reply, retry):
         _where(command)
-        OPERATOR_COMMANDS.add(command.prog.split()[-1])
 
 
 def _web_commands(commands: Any) -> None:
@@ -65,8 +84,10 @@ def _web_commands(commands: Any) -> None:
     web.add_argument("--host", help="default AGENT_WEB_HOST (127.0.0.1)")
     web.add_argument("--port", type=int, help="default AGENT_WEB_PORT (8088)")
     _where(web)
+    web.set_defaults(func=Runs("commands", "web"))
     web_user = commands.add_parser("web-user", help="hash a person's inbox password, for AGENT_WEB_USERS")
     web_user.add_argument("name", help="who signs in: the approver the tickets record")
+    web_user.set_defaults(func=Runs("commands", "web_user"))
     web_sessions = commands.add_parser("web-sessions", help="the inbox's live sessions: list them, or end a person's")
     web_sessions_commands = web_sessions.add_subparsers(dest="web_sessions_command", required=True)
     listed = web_sessions_commands.add_parser("list", help="who is signed in, since when, last seen, from where")
@@ -75,59 +96,15 @@ def _web_commands(commands: Any) -> None:
         "end", help="sign a person out everywhere at once, in every inbox process (a lost laptop, someone leaving)"
     )
     ended.add_argument("name", help="whose sessions to end")
+    web_sessions.set_defaults(func=Runs("store_commands", "web_sessions"))
 
 
-def _where(command: argparse.ArgumentParser) -> None:
-    """Which Temporal to talk to, as the ``temporal`` CLI reads it, overridable here."""
-    command.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
-    command.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
-
-
-def parser() -> argparse.ArgumentParser:
-    cli = argparse.ArgumentParser(prog="agent-worker", description=(__doc__ or "").split("\n\n")[0])
-    commands = cli.add_subparsers(dest="command", required=True)
-
-    worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
-    _where(worker)
-
-    dev = commands.add_parser("dev", help="embedded Temporal dev server with its Web UI, and a worker beside it")
-    dev.add_argument("--port", type=int, default=DEFAULT_PORT)
-    dev.add_argument("--ui-port", type=int, default=DEFAULT_UI_PORT)
-
-    demo = commands.add_parser("demo", help="one support ticket end to end, with the approval asked here")
-    answer = demo.add_mutually_exclusive_group()
-    answer.add_argument("--approve", dest="decision", action="store_true", default=None, help="approve without asking")
-    answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
-    demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
-
-    replay = commands.add_parser(
-        "replay",
-        help="replay stored histories against the current workflow code (replay capture: add a real ticket's)",
-        epilog="agent-worker replay capture TICKET_ID --redact --out replay_histories/NAME.json writes a real "
-        "ticket's history for the gate (agent-worker replay capture --help); to replay a file named capture, "
-        "write ./capture.",
-    )
-    replay.add_argument("paths", nargs="*", type=Path, help="history files or folders (default: replay_histories/)")
-
-    history = commands.add_parser("history", help="record a run's history for the replayer")
-    history_commands = history.add_subparsers(dest="history_command", required=True)
-    export = history_commands.add_parser("export", help="write a run's history as JSON")
-    export.add_argument("--workflow-id", required=True)
-    export.add_argument("--run-id", help="a particular run (default: the latest)")
-    export.add_argument("--out", type=Path, required=True)
-    _where(export)
-
-    _operator_commands(commands)
-
-    _web_commands(commands)
-
-    codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
-    codec.add_argument("--host", default="127.0.0.1")
-    codec.add_argument("--port", type=int, default=DEFAULT_CODEC_PORT)
-
-    commands.add_parser(
+def _store_commands(commands: Any) -> None:
+    """The business store's schema and orders, the money policy file, and the answers for auditors."""
+    migrate = commands.add_parser(
         "migrate", help="upgrade the business store's schema to this version's newest revision (workers also do it)"
     )
+    migrate.set_defaults(func=Runs("store_commands", "migrate"))
 
     policy = commands.add_parser("policy", help="check a money policy file, or show the policy in force")
     policy_commands = policy.add_subparsers(dest="policy_command", required=True)
@@ -136,9 +113,11 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("file", type=Path, help="a TOML policy file, as AGENT_POLICY_FILE names one")
     policy_commands.add_parser("show", help="the policy in force (AGENT_POLICY_FILE, else the defaults) as TOML")
+    policy.set_defaults(func=Runs("store_commands", "policy"))
 
     orders = commands.add_parser("orders", help="list orders, add one, or add the demo's")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
+    orders.set_defaults(func=Runs("store_commands", "orders"))
     orders_commands.add_parser("list")
     orders_commands.add_parser(
         "seed-demo", help="add the demo's orders (A-1001 ..., ann@example.com ...): for a store nobody is paid from"
@@ -156,6 +135,63 @@ def parser() -> argparse.ArgumentParser:
         help="the order's payment at Stripe, a PaymentIntent or a Charge (for AGENT_PAYMENTS=stripe)",
     )  # fmt: skip
     answers_parser(commands.add_parser("answers", help="the answers to approval requests, from the audit trail"))
+
+
+def _where(command: argparse.ArgumentParser) -> None:
+    """Which Temporal to talk to, as the ``temporal`` CLI reads it, overridable here."""
+    command.add_argument("--address", help="host:port, overriding TEMPORAL_ADDRESS and the config file")
+    command.add_argument("--namespace", help="overriding TEMPORAL_NAMESPACE and the config file")
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(prog="agent-worker", description=(__doc__ or "").split("\n\n")[0])
+    commands = cli.add_subparsers(dest="command", required=True)
+
+    worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
+    _where(worker)
+    worker.set_defaults(func=Runs("commands", "worker"))
+
+    dev = commands.add_parser("dev", help="embedded Temporal dev server with its Web UI, and a worker beside it")
+    dev.add_argument("--port", type=int, default=DEFAULT_PORT)
+    dev.add_argument("--ui-port", type=int, default=DEFAULT_UI_PORT)
+    dev.set_defaults(func=Runs("commands", "dev"))
+
+    demo = commands.add_parser("demo", help="one support ticket end to end, with the approval asked here")
+    answer = demo.add_mutually_exclusive_group()
+    answer.add_argument("--approve", dest="decision", action="store_true", default=None, help="approve without asking")
+    answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
+    demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
+    demo.set_defaults(func=Runs("commands", "demo"))
+
+    replay = commands.add_parser(
+        "replay",
+        help="replay stored histories against the current workflow code (replay capture: add a real ticket's)",
+        epilog="agent-worker replay capture TICKET_ID --redact --out replay_histories/NAME.json writes a real "
+        "ticket's history for the gate (agent-worker replay capture --help); to replay a file named capture, "
+        "write ./capture.",
+    )
+    replay.add_argument("paths", nargs="*", type=Path, help="history files or folders (default: replay_histories/)")
+    replay.set_defaults(func=Runs("commands", "replay"))
+
+    history = commands.add_parser("history", help="record a run's history for the replayer")
+    history_commands = history.add_subparsers(dest="history_command", required=True)
+    export = history_commands.add_parser("export", help="write a run's history as JSON")
+    export.add_argument("--workflow-id", required=True)
+    export.add_argument("--run-id", help="a particular run (default: the latest)")
+    export.add_argument("--out", type=Path, required=True)
+    _where(export)
+    export.set_defaults(func=Runs("commands", "export_history"))
+
+    _operator_commands(commands)
+
+    _web_commands(commands)
+
+    codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
+    codec.add_argument("--host", default="127.0.0.1")
+    codec.add_argument("--port", type=int, default=DEFAULT_CODEC_PORT)
+    codec.set_defaults(func=Runs("commands", "codec_server"))
+
+    _store_commands(commands)
     return cli
 
 
@@ -186,7 +222,7 @@ def capture_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     capture.add_argument("--force", action="store_true", help="replace --out if it exists")
     _where(capture)
-    capture.set_defaults(command="replay-capture")
+    capture.set_defaults(command="replay-capture", func=Runs("commands", "capture_history"))
     return capture
 
 
@@ -211,6 +247,7 @@ def currency(text: str) -> str:
 def answers_parser(answers: argparse.ArgumentParser) -> None:
     """``agent-worker answers export``: the approval inbox's export for auditors, from the command line."""
     answers_commands = answers.add_subparsers(dest="answers_command", required=True)
+    answers.set_defaults(func=Runs("store_commands", "export_answers"))
     export = answers_commands.add_parser(
         "export", help="the answers given over a range of UTC days as CSV, for auditors (what the inbox's export gives)"
     )
@@ -231,6 +268,6 @@ def stripe_payment(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
-    from agent_worker import commands  # noqa: PLC0415 - only now: see the module's docstring
+    from agent_worker.commands import run  # noqa: PLC0415 - only now: see the module's docstring
 
-    commands.run(args)
+    run(args)

@@ -1,9 +1,11 @@
 """Connecting to Temporal the way the ``temporal`` CLI does, with the data converter every side must share.
 
 The connection comes from ``temporalio.envconfig``: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
-``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*``, ``TEMPORAL_PROFILE`` and the CLI's TOML config file. The pydantic
-data converter is part of the contract with stored histories: the worker, the starter, the replayer and
-the tests must all use the same one, so it is defined once here.
+``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*``, ``TEMPORAL_PROFILE`` and the CLI's TOML config file. The data
+converter is part of the contract with stored histories: the worker, the starter, the replayer and the tests must
+all use the same one, so there is one route to it, ``wiring.data_converter(settings)``, which every client made
+here gets through ``AgentPlugin``; a command that needs the converter itself takes the connected client's
+(``client.data_converter``) rather than building another.
 """
 
 from __future__ import annotations

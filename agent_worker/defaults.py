@@ -1,5 +1,5 @@
 """Defaults the command line shows before it imports anything heavy: the dev server's ports, the codec server's,
-the kinds of wait ``agent-worker tickets --waiting-for`` lists (``agent_worker.operations.WAITING_FOR``), and the
+the kinds of wait ``agent-worker tickets --waiting-for`` lists (``agent_worker.tickets.WAITING_FOR``), and the
 JWT algorithms the codec server accepts (settings validate against them without importing a JWT library)."""
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client
 
 from activities.contracts import fields
-from activities.contracts.approvals import Approval, ApprovalRequest
+from activities.contracts.approvals import Approval
 from activities.contracts.conversation import UsageReport
 from activities.contracts.names import (
     APPROVE_SIGNAL,
@@ -28,12 +28,12 @@ from activities.contracts.names import (
 )
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketOptions
 from activities.contracts.world import Order
-from agent_worker import wiring
+from agent_worker import tickets, wiring
 from agent_worker.config import Settings
 from agent_worker.defaults import DEFAULT_PORT, DEFAULT_UI_PORT
 from agent_worker.devserver import dev_stack, free_port
 from agent_worker.inbox.server import with_key_for_this_process
-from agent_worker.transcript import INDENT, narrate, say
+from agent_worker.transcript.terminal import INDENT, narrate, say
 from agent_worker.worker import build_worker
 
 
@@ -62,21 +62,16 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
                 f"Order {order.order_id} was charged {fields.amount(order.amount_cents, order.currency)}; refunds "
                 f"above {fields.amount(settings.money_policy.approval.limit_cents, order.currency)} wait for a person.",
             )
-            handle = await env.client.start_workflow(
-                WORKFLOW_NAME,
-                ticket.model_dump(mode="json"),
-                id=f"ticket-{ticket_id}",
-                task_queue=settings.task_queue,
-                result_type=Outcome,
-            )
-            customer = Customer(handle)
+            started = await tickets.start(env.client, ticket, settings.task_queue, anew=True)
+            handle = tickets.handle(env.client, started.workflow_id, run_id=started.run_id)
+            customer = Customer(env.client, handle.id)
             page = inbox.ticket_page(handle.id)
             await narrate(
                 env.client, handle, follow=True,
-                on_waiting=lambda: ask_for_approval(handle, decision=decision, page=page),
+                on_waiting=lambda: ask_for_approval(env.client, handle.id, decision=decision, page=page),
                 on_answered=customer.reply,
             )  # fmt: skip
-            outcome: Outcome = await handle.result()
+            outcome = await handle.result()
         say(
             "",
             f"Outcome: {outcome.status.value} after {len(outcome.turns)} turns, {outcome.steps} steps and "
@@ -97,15 +92,15 @@ DEMO_REPLY = "Thank you! Will the refund show on my card statement?"
 class Customer:
     """The demo's customer: replies once to the first answer, then lets the ticket close."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Outcome]) -> None:
-        self.handle, self.replied = handle, False
+    def __init__(self, client: Client, workflow_id: str) -> None:
+        self.client, self.workflow_id, self.replied = client, workflow_id, False
 
     async def reply(self) -> None:
         if self.replied:
             say(f"{INDENT}(no more replies: the ticket closes when its {REPLY_WINDOW_SECONDS} s window passes)")
             return
         self.replied = True  # the transcript tells the reply, from the history, once the ticket has taken it
-        await self.handle.execute_update(CUSTOMER_MESSAGE, CustomerMessage(text=DEMO_REPLY))
+        await tickets.reply(self.client, self.workflow_id, CustomerMessage(text=DEMO_REPLY))
 
 
 def describe_usage(report: UsageReport) -> str:
@@ -125,10 +120,10 @@ def next_demo_order(refunds: Sequence[Any], customer: str) -> Order:
     return Order(order_id=f"A-{number}", amount_cents=4900, customer_email=customer)
 
 
-async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bool | None, page: str) -> None:
+async def ask_for_approval(client: Client, workflow_id: str, *, decision: bool | None, page: str) -> None:
     """Answer the request as ``--approve`` or ``--decline`` says, or ask the person: at the terminal, or in the
     approval inbox, whichever they answer first."""
-    request = await handle.query(AWAITING_APPROVAL_QUERY, result_type=ApprovalRequest | None)  # type: ignore[arg-type]
+    request = await tickets.awaiting_approval(client, workflow_id)
     if request is None:
         return
     amount = request.amount_cents
@@ -137,7 +132,7 @@ async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bo
         shown = fields.amount(amount, request.currency)
         prompt = f"{INDENT}approve a refund of {shown} (request {request.request_id})? [y/N] "
         terminal = asyncio.create_task(read_line(prompt))
-        inbox = asyncio.create_task(answered_elsewhere(handle, request.request_id))
+        inbox = asyncio.create_task(answered_elsewhere(client, workflow_id, request.request_id))
         await asyncio.wait({terminal, inbox}, return_when=asyncio.FIRST_COMPLETED)
         for task in (terminal, inbox):
             task.cancel()
@@ -148,15 +143,15 @@ async def ask_for_approval(handle: WorkflowHandle[Any, Outcome], *, decision: bo
     else:
         say(f"{INDENT}{'approving' if decision else 'declining'} it, as --{'approve' if decision else 'decline'} says")
     answer = Approval(amount_cents=amount, approved=decision, approver="demo-operator", request_id=request.request_id)
-    await handle.signal(APPROVE_SIGNAL, answer)
+    await tickets.approve(client, workflow_id, answer)
 
 
-async def answered_elsewhere(handle: WorkflowHandle[Any, Outcome], request_id: str) -> None:
+async def answered_elsewhere(client: Client, workflow_id: str, request_id: str) -> None:
     """Return once the request no longer waits: someone answered it in the approval inbox (a bounded poll of the
     query; the worker runs in this process)."""
     while True:
         await asyncio.sleep(0.5)
-        waiting = await handle.query(AWAITING_APPROVAL_QUERY, result_type=ApprovalRequest | None)  # type: ignore[arg-type]
+        waiting = await tickets.awaiting_approval(client, workflow_id)
         if waiting is None or waiting.request_id != request_id:
             return
 

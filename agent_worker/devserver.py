@@ -16,21 +16,17 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from temporalio.common import SearchAttributeKey
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES
+from agent_worker.tickets import SEARCH_ATTRIBUTE_KEYS
 
 if TYPE_CHECKING:
     from agent_worker.inbox.server import RunningInbox
 
-SEARCH_ATTRIBUTE_KEYS = [
-    SearchAttributeKey.for_int(name) if kind == "Int" else SearchAttributeKey.for_keyword(name)
-    for name, kind in SEARCH_ATTRIBUTES.items()
-]
 SEARCH_ATTRIBUTE_ARGS = [
     arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")
 ]
@@ -60,8 +56,8 @@ The poll limit: at the server's default of 20 polls a second, the history servic
 notice each completed activity and schedule the workflow task after it, once the burst a fresh or idle server
 allows is spent. Raised, a ticket one after another takes well under half the time, for no more of the server's CPU
 per activity and none at rest; with hundreds of tickets at once, when the server is the limit anyway, it made no
-difference the noise of a shared machine could show (``bench/throughput.py`` measures both settings; ``docs/benchmarks.md`` has the figures and a production
-cluster's equivalent).
+difference the noise of a shared machine could show (``bench/throughput.py`` measures both settings;
+``docs/benchmarks.md`` has the figures and a production cluster's equivalent).
 
 The pragmas: the server's SQLite file in WAL mode without an fsync per commit (2.6 ms each on this disk), which
 cut the server's CPU per activity by about 30%; a crash of the process loses nothing, a power cut may lose the

@@ -16,12 +16,8 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from activities.contracts.names import AWAITING_APPROVAL_ATTRIBUTE, WORKFLOW_NAME
-from agent_worker.stuck import STUCK_QUERY, server_reports_problems
-
-WAITING_QUERY = (
-    f"WorkflowType = '{WORKFLOW_NAME}' AND {AWAITING_APPROVAL_ATTRIBUTE} > 0 AND ExecutionStatus = 'Running'"
-)
+from agent_worker import tickets
+from agent_worker.stuck import server_reports_problems
 
 
 def runtime(bind_address: str | None) -> Runtime | None:
@@ -47,8 +43,8 @@ async def report_from_visibility(client: Client, every: timedelta = timedelta(se
     )
     while True:
         with contextlib.suppress(Exception):  # a visibility hiccup must not stop the worker
-            waiting.set((await client.count_workflows(WAITING_QUERY)).count)
+            waiting.set(await tickets.count(client, tickets.query(waiting_for="approval")))
         with contextlib.suppress(Exception):
             if await server_reports_problems(client):
-                stuck.set((await client.count_workflows(STUCK_QUERY)).count)
+                stuck.set(await tickets.count(client, tickets.STUCK_QUERY))
         await asyncio.sleep(every.total_seconds())

@@ -1,122 +1,221 @@
-"""Operator commands: list tickets, show one, approve or decline a refund, pass on a customer's reply.
+"""The operator commands, as a terminal shows them: list tickets, show one, approve or decline a refund, start,
+cancel, retry a ticket, pass on a customer's reply.
 
-Each is what a ``temporal`` CLI user would type, made readable: ``tickets`` is ``temporal workflow list``
-over Temporal's visibility store (so it works with no worker running; ``--stuck`` adds what the run's
-description and history say of its failing workflow task), ``show`` reads the run's history (plus a query
-while it runs), ``approve`` is ``temporal workflow signal --name approve``, ``reply`` is
-``temporal workflow update execute --name customer_message``, and ``retry`` is ``temporal workflow reset`` to
-the last model call.
+Each is what a ``temporal`` CLI user would type, made readable: ``tickets`` is ``temporal workflow list`` over
+Temporal's visibility store (so it works with no worker running; ``--stuck`` adds what the run's description and
+history say of its failing workflow task), ``show`` reads the run's history (plus a query while it runs),
+``approve`` is ``temporal workflow signal --name approve``, ``reply`` is ``temporal workflow update execute --name
+customer_message``, and ``retry`` is ``temporal workflow reset`` to the last model call. The calls themselves are
+``agent_worker.tickets``'s; this module words what came of them, and gives each its exit code: 0 done, 1 refused
+(by the ticket or the server), 2 bad input.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
-import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
 
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRequest
-from activities.contracts.fields import amount
-from activities.contracts.names import (
-    APPROVAL_REQUEST_MEMO,
-    APPROVE_SIGNAL,
-    AWAITING_APPROVAL_ATTRIBUTE,
-    AWAITING_APPROVAL_QUERY,
-    CUSTOMER_MESSAGE,
-    TICKET_STATE_ATTRIBUTE,
-    TURNS_QUERY,
-    WAITING_FOR_MEMO,
-    WORKFLOW_NAME,
-)
-from activities.contracts.ticket import (
-    CustomerMessage,
-    MessageReceipt,
-    Outcome,
-    TicketInput,
-    TicketState,
-    Turn,
-    Waiting,
-)
-from agent_worker.defaults import WAITING_KINDS
-from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, StuckTicket, find_stuck
-from agent_worker.transcript import decided_plainly, narrate, say
+from activities.contracts.fields import amount, describe_errors
+from activities.contracts.ticket import CustomerMessage, TicketInput, TicketState, Waiting
+from agent_worker import tickets
+from agent_worker.client import connect
+from agent_worker.commands import settings
+from agent_worker.config import Settings
+from agent_worker.stuck import StuckTicket, find_stuck
+from agent_worker.transcript import decided_plainly
+from agent_worker.transcript.terminal import lines, say
 
-AWAITING = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
-STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
-WAITING_FOR = dict(
-    zip(
-        WAITING_KINDS,
-        (
-            f"{AWAITING_APPROVAL_ATTRIBUTE} > 0",
-            f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_CUSTOMER.value}'",
-            f"{TICKET_STATE_ATTRIBUTE} = '{TicketState.WAITING_FOR_EVENT.value}'",
-        ),
-        strict=True,
-    )
-)
-"""What ``tickets --waiting-for`` lists (the kinds the command line offers), as visibility queries."""
 QUERY_TIMEOUT = timedelta(seconds=3)
+"""How long ``show`` waits for a worker to answer what the ticket waits for; the history needs none."""
+
+Operation = Callable[[Client, Settings, argparse.Namespace], Awaitable[int | None]]
 
 
-def workflow_id(ticket: str) -> str:
-    """Tickets run as ``ticket-<ticket id>``; a full workflow id is taken as it is."""
-    return ticket if ticket.startswith("ticket-") else f"ticket-{ticket}"
+def operator_command(operation: Operation) -> Callable[[argparse.Namespace], int]:
+    """An operator command: ``operation`` with a client connected as the settings, ``--address`` and
+    ``--namespace`` say, and the refusals it may meet turned into their words and exit codes."""
+
+    def command(args: argparse.Namespace) -> int:
+        return asyncio.run(operate(operation, settings(), args))
+
+    command.__doc__ = operation.__doc__
+    return command
 
 
-def tickets_query(*, waiting_for: str | None = None) -> str:
-    query = f"WorkflowType = '{WORKFLOW_NAME}'"
-    # A run that was terminated while it waited could clear nothing: it ends with the attribute still set.
-    return f"{query} AND {WAITING_FOR[waiting_for]} AND ExecutionStatus = 'Running'" if waiting_for else query
+async def operate(operation: Operation, settings: Settings, args: argparse.Namespace) -> int:
+    client = await connect(settings, args.address, args.namespace)
+    try:
+        return await operation(client, settings, args) or 0
+    except ValidationError as error:
+        print(f"not sent: {describe_errors(error)}", file=sys.stderr)
+        return 2
+    except tickets.NotWaitingError as error:
+        print(not_waiting(error), file=sys.stderr)
+        return 1
+    except tickets.NotRetryableError as error:
+        print(error, file=sys.stderr)
+        return 1
+    except WorkflowUpdateFailedError as error:  # the ticket's validator refused it
+        print(f"refused: {cause_of(error)}", file=sys.stderr)
+        return 1
+    except RPCError as error:  # no such ticket, or it is closed
+        print(f"refused: {error.message}", file=sys.stderr)
+        return 1
 
 
-class NotWaitingError(RuntimeError):
-    """The ticket waits for no approval, or for another amount than the person was shown."""
+def cause_of(error: BaseException) -> str:
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return str(error)
 
 
-async def list_tickets(client: Client, *, waiting_for: str | None, limit: int) -> int:
-    count = 0
-    async for execution in client.list_workflows(tickets_query(waiting_for=waiting_for), limit=limit):
-        amount = execution.typed_search_attributes.get(AWAITING)
-        request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
-        waiting = await execution.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
-        status = execution.status.name.lower() if execution.status else "unknown"
+@operator_command
+async def list_tickets(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
+    """``tickets [--waiting-for KIND] [--stuck]``: one line a ticket, from visibility."""
+    if args.stuck:
+        await list_stuck(client, limit=args.limit)
+        return
+    async for run in tickets.listed(client, tickets.query(waiting_for=args.waiting_for), limit=args.limit):
+        status = run.status.name.lower() if run.status else "unknown"
+        waits = run.awaiting_cents
         say(
-            f"{execution.id:<40} {status:<11} {when(execution.start_time)}"
-            + (f"  waiting for approval of {amount_of(amount, request)}" if amount else "")
-            + (f" ({describe_request(request)})" if amount and request else "")
-            + (f"  {describe_waiting(waiting)}" if waiting and execution.typed_search_attributes.get(STATE) else "")
+            f"{run.workflow_id:<40} {status:<11} {when(run.started)}"
+            + (f"  waiting for approval of {amount_of(waits, run.request)}" if waits else "")
+            + (f" ({describe_request(run.request)})" if waits and run.request else "")
+            + (f"  {describe_waiting(run.waiting)}" if run.waiting and run.state else "")
         )
-        count += 1
-    return count
 
 
-def describe_waiting(waiting: Waiting) -> str:
-    what = "the customer's reply" if waiting.state is TicketState.WAITING_FOR_CUSTOMER else "an event"
-    about = f" about {waiting.order_id}" if waiting.order_id else ""
-    return f"waiting for {what}{about} until {when(waiting.until)} UTC"
-
-
-async def list_stuck(client: Client, *, limit: int) -> int:
+async def list_stuck(client: Client, *, limit: int) -> None:
     """One line per stuck ticket; on stderr, how they were found (the server's report, or every running ticket)."""
     search = await find_stuck(client, limit=limit)
     if not search.reported_by_server:
         print(
-            f"(this server does not set {REPORTED_PROBLEMS_ATTRIBUTE}: read the pending workflow task of "
+            f"(this server does not set {tickets.REPORTED_PROBLEMS_ATTRIBUTE}: read the pending workflow task of "
             f"{search.examined} running tickets)",
             file=sys.stderr,
             flush=True,
         )
     for ticket in search.tickets:
         say(describe_stuck(ticket))
-    return len(search.tickets)
+
+
+@operator_command
+async def show(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
+    """``show T-1``: the transcript of every run, then what it waits for (a worker asked) or its outcome."""
+    workflow_id = tickets.workflow_id_of(args.ticket)
+    description = await tickets.describe(client, workflow_id)
+    say(f"{workflow_id}: {description.status.name.lower() if description.status else 'unknown'}")
+    for entry in await tickets.transcript(client, workflow_id, description.run_id):
+        say(*lines(entry))
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        try:
+            request = await tickets.awaiting_approval(client, workflow_id, rpc_timeout=QUERY_TIMEOUT)
+        except RPCError as error:  # a query needs a worker; the history above does not
+            say(f"(no worker answered the query: {error.message or error.status.name})")
+        else:
+            say(
+                f"waiting for approval of {amount_of(request.amount_cents, request)} ({describe_request(request)})"
+                if request
+                else "not waiting for an approval"
+            )
+    elif description.status == WorkflowExecutionStatus.COMPLETED:
+        outcome = await tickets.outcome(client, workflow_id)
+        say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
+        say(f"answer: {outcome.answer}")
+        for refund in outcome.refunds:
+            say(f"refund #{refund.refund_id}: {amount(refund.amount_cents, refund.currency)} on {refund.order_id}")
+        for approval in outcome.approvals:
+            if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
+                say(f"approval {approval.decision.value} {approval.amount_cents}: {decided_plainly(approval)}")
+                continue
+            say(f"approval {approval.decision.value} {approval.amount_cents} by {approval.approver} at {approval.at}"
+                + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
+
+
+@operator_command
+async def approve(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
+    """``approve T-1 --amount-cents N --approver NAME [--decline] [--request-id R1]``: the ``approve`` signal."""
+    answer = Approval(
+        amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver, request_id=args.request_id
+    )
+    sent = await tickets.approve(client, tickets.workflow_id_of(args.ticket), answer)
+    verb = "approved" if sent.answer.approved else "declined"
+    shown = amount_of(sent.answer.amount_cents, sent.request)
+    say(f"{verb} {shown} ({sent.answer.request_id}) on {sent.workflow_id} as {sent.answer.approver}")
+
+
+def not_waiting(error: tickets.NotWaitingError) -> str:
+    request = error.request
+    if request is None:
+        return f"{error.workflow_id} is not waiting for an approval; nothing was sent"
+    return (
+        f"{error.workflow_id} waits for {amount_of(request.amount_cents, request)} ({describe_request(request)}), "
+        f"not {amount_of(error.shown_cents, request)}; nothing was sent"
+    )
+
+
+@operator_command
+async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
+    """``start ticket.json``: a ticket checked here first, so bad input is refused before anything starts."""
+    source = args.input
+    text = await asyncio.to_thread(sys.stdin.read if str(source) == "-" else source.read_text)
+    try:
+        ticket = TicketInput.model_validate_json(text)
+    except ValidationError as error:
+        print(f"not started: {describe_errors(error)}", file=sys.stderr)
+        return 2
+    try:
+        started = await tickets.start(client, ticket, settings.task_queue)
+    except tickets.DuplicateTicketError as error:
+        print(error, file=sys.stderr)
+        return 1
+    if started.already_running:
+        say(f"{started.workflow_id} is already running (run {started.run_id}); nothing was started")
+    else:
+        say(f"started {started.workflow_id} (run {started.run_id})")
+    return 0
+
+
+@operator_command
+async def cancel(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
+    """``cancel T-1 --reason WHY [--by NAME]``: the ticket's audit trail records who asked, and why."""
+    workflow_id = tickets.workflow_id_of(args.ticket)
+    await tickets.cancel(client, workflow_id, reason=args.reason, by=args.by)
+    say(f"cancel requested for {workflow_id} by {args.by}: {args.reason}")
+
+
+@operator_command
+async def reply(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
+    """``reply T-1 TEXT [--wait]``: the customer's reply, and with ``--wait`` the agent's answer to it."""
+    workflow_id = tickets.workflow_id_of(args.ticket)
+    receipt = await tickets.reply(client, workflow_id, CustomerMessage(text=args.text))
+    say(f"reply taken by {workflow_id}: turn {receipt.turn}")
+    if args.wait:
+        answered = await tickets.answer_to(client, workflow_id, receipt.turn)
+        say(f"answer ({answered.status.value}): {answered.answer}")
+
+
+@operator_command
+async def retry(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
+    """``retry T-1 [--by NAME]``: a closed ticket reset to its last model call."""
+    workflow_id = tickets.workflow_id_of(args.ticket)
+    run_id = await tickets.retry(client, workflow_id, by=args.by)
+    say(f"{workflow_id} retried from its last model call by {args.by}: run {run_id}")
+
+
+def describe_waiting(waiting: Waiting) -> str:
+    what = "the customer's reply" if waiting.state is TicketState.WAITING_FOR_CUSTOMER else "an event"
+    about = f" about {waiting.order_id}" if waiting.order_id else ""
+    return f"waiting for {what}{about} until {when(waiting.until)} UTC"
 
 
 def describe_stuck(ticket: StuckTicket) -> str:
@@ -131,173 +230,9 @@ def describe_request(request: ApprovalRequest) -> str:
     return f"request {request.request_id}{order}, answer by {when(request.deadline)} UTC"
 
 
-async def waiting_request(handle: WorkflowHandle[Any, Any]) -> ApprovalRequest | None:
-    """The request a ticket waits on, from visibility: it needs no worker running."""
-    description = await handle.describe()
-    request: ApprovalRequest | None = await description.memo_value(
-        APPROVAL_REQUEST_MEMO,
-        None,
-        type_hint=ApprovalRequest | None,  # type: ignore[arg-type]
-    )
-    return request
-
-
-async def show(client: Client, ticket: str) -> None:
-    handle: WorkflowHandle[object, Outcome] = client.get_workflow_handle(workflow_id(ticket), result_type=Outcome)
-    description = await handle.describe()
-    say(f"{handle.id}: {description.status.name.lower() if description.status else 'unknown'}")
-    for run_id in await run_ids(client, handle.id, description.run_id):
-        await narrate(client, client.get_workflow_handle(handle.id, run_id=run_id), follow=False)
-    if description.status == WorkflowExecutionStatus.RUNNING:
-        try:
-            waiting = await handle.query(AWAITING_APPROVAL_QUERY, rpc_timeout=QUERY_TIMEOUT)
-        except RPCError as error:  # a query needs a worker; the history above does not
-            say(f"(no worker answered the query: {error.message or error.status.name})")
-        else:
-            request = ApprovalRequest.model_validate(waiting) if waiting else None
-            say(
-                f"waiting for approval of {amount_of(request.amount_cents, request)} ({describe_request(request)})"
-                if request
-                else "not waiting for an approval"
-            )
-    elif description.status == WorkflowExecutionStatus.COMPLETED:
-        outcome = await handle.result()
-        say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
-        say(f"answer: {outcome.answer}")
-        for refund in outcome.refunds:
-            say(f"refund #{refund.refund_id}: {amount(refund.amount_cents, refund.currency)} on {refund.order_id}")
-        for approval in outcome.approvals:
-            if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
-                say(f"approval {approval.decision.value} {approval.amount_cents}: {decided_plainly(approval)}")
-                continue
-            say(f"approval {approval.decision.value} {approval.amount_cents} by {approval.approver} at {approval.at}"
-                + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
-
-
 def amount_of(units: int, request: ApprovalRequest | None) -> str:
     """An amount a request is about, in its order's currency when the request says it."""
     return amount(units, request.currency if request else None)
-
-
-async def run_ids(client: Client, workflow_id: str, last: str) -> list[str]:
-    """Every run of a ticket that continued as new, first to last, each named by the next one's start."""
-    runs = [last]
-    while True:
-        history = client.get_workflow_handle(workflow_id, run_id=runs[-1]).fetch_history_events()
-        previous = ""
-        async for started in history:  # the first event: the run's start
-            previous = started.workflow_execution_started_event_attributes.continued_execution_run_id
-            break
-        if not previous:
-            return runs[::-1]
-        runs.append(previous)
-
-
-async def approve(client: Client, ticket: str, answer: Approval) -> None:
-    """Answer the request the ticket waits on, always naming it: an answer sent twice, or late, can then never
-    release a later refund. Without ``answer.request_id``, the one waiting is read from visibility (no worker
-    needed), and nothing is sent unless it is for the amount the person was shown."""
-    handle = client.get_workflow_handle(workflow_id(ticket))
-    request = None
-    if answer.request_id is None:
-        request = await waiting_request(handle)
-        if request is None:
-            raise NotWaitingError(f"{handle.id} is not waiting for an approval; nothing was sent")
-        if request.amount_cents != answer.amount_cents:
-            raise NotWaitingError(
-                f"{handle.id} waits for {amount_of(request.amount_cents, request)} ({describe_request(request)}), "
-                f"not {amount_of(answer.amount_cents, request)}; nothing was sent"
-            )
-        answer = answer.model_copy(update={"request_id": request.request_id})
-    await handle.signal(APPROVE_SIGNAL, answer)
-    verb = "approved" if answer.approved else "declined"
-    say(f"{verb} {amount_of(answer.amount_cents, request)} ({answer.request_id}) on {handle.id} as {answer.approver}")
-
-
-class DuplicateTicketError(RuntimeError):
-    """The ticket was started before and has ended: a ticket is one run, never two."""
-
-
-async def start(client: Client, ticket: TicketInput, task_queue: str) -> str:
-    """Start a ticket as its one workflow, ``ticket-<ticket id>``. Started twice while it runs (a retried
-    webhook), the second start is a no-op; started again after it ended, it is refused: the server enforces
-    both (a duplicate id is rejected, whatever its state), so two callers racing cannot both start it."""
-    try:
-        handle = await client.start_workflow(
-            WORKFLOW_NAME, ticket, id=workflow_id(ticket.ticket_id), task_queue=task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        )  # fmt: skip
-    except WorkflowAlreadyStartedError as already:
-        description = await client.get_workflow_handle(already.workflow_id).describe()
-        if description.status == WorkflowExecutionStatus.RUNNING:
-            say(f"{already.workflow_id} is already running (run {description.run_id}); nothing was started")
-            return description.run_id
-        status = description.status.name.lower() if description.status else "closed"
-        raise DuplicateTicketError(
-            f"{already.workflow_id} was already handled ({status}); a ticket is one run, nothing was started"
-        ) from None
-    say(f"started {handle.id} (run {handle.result_run_id})")
-    return handle.result_run_id or ""
-
-
-async def reply(client: Client, ticket: str, message: CustomerMessage, *, wait: bool) -> Turn | None:
-    """Pass on the customer's reply (the ``customer_message`` update: refused at once if the ticket takes no more
-    replies); with ``wait``, wait for the answer to the turn it starts, and return it."""
-    handle = client.get_workflow_handle(workflow_id(ticket))
-    receipt = await handle.execute_update(CUSTOMER_MESSAGE, message, result_type=MessageReceipt)
-    say(f"reply taken by {handle.id}: turn {receipt.turn}")
-    if not wait:
-        return None
-    while True:
-        turns: list[Turn] = await handle.query(TURNS_QUERY, result_type=list[Turn])
-        if len(turns) >= receipt.turn:
-            answered: Turn = turns[receipt.turn - 1]
-            say(f"answer ({answered.status.value}): {answered.answer}")
-            return answered
-        await asyncio.sleep(0.5)
-
-
-class NotRetryableError(RuntimeError):
-    """The ticket cannot be retried from a model call: it is still running, or it never asked the model."""
-
-
-async def retry(client: Client, ticket: str, *, by: str) -> str:
-    """Reset a closed ticket to just before its last model call (``temporal workflow reset``), so that a ticket
-    that failed because the model could not be reached goes on from there once it can; return the new run's id.
-
-    Safe for money and mail: what ran before that point is replayed from history, not run again, and what runs
-    again carries the keys it carried the first time (per ticket, step and place in the step), so a refund or
-    an email the failed run made after that point is not made twice either."""
-    handle = client.get_workflow_handle(workflow_id(ticket))
-    description = await handle.describe()
-    if description.status == WorkflowExecutionStatus.RUNNING:
-        raise NotRetryableError(f"{handle.id} is still running: only a closed ticket can be retried")
-    think = None
-    async for event in client.get_workflow_handle(handle.id, run_id=description.run_id).fetch_history_events():
-        scheduled = event.activity_task_scheduled_event_attributes
-        if event.HasField("activity_task_scheduled_event_attributes") and scheduled.activity_type.name == "think":
-            think = scheduled
-    if think is None:
-        raise NotRetryableError(f"{handle.id} never asked the model, so there is no model call to retry")
-    reset = await client.workflow_service.reset_workflow_execution(
-        ResetWorkflowExecutionRequest(
-            namespace=client.namespace,
-            workflow_execution=WorkflowExecution(workflow_id=handle.id, run_id=description.run_id),
-            reason=f"agent-worker retry by {by}: the last model call again",
-            workflow_task_finish_event_id=think.workflow_task_completed_event_id,
-            request_id=str(uuid.uuid4()),
-        )
-    )
-    say(f"{handle.id} retried from its last model call by {by}: run {reset.run_id}")
-    return reset.run_id
-
-
-async def cancel(client: Client, ticket: str, *, reason: str, by: str) -> None:
-    """``temporal workflow cancel`` with a reason the ticket writes to its audit trail: who asked, and why."""
-    handle = client.get_workflow_handle(workflow_id(ticket))
-    await handle.cancel(reason=f"by {by}: {reason}")
-    say(f"cancel requested for {handle.id} by {by}: {reason}")
 
 
 def when(moment: datetime | None) -> str:

@@ -28,7 +28,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts.names import WORKFLOW_NAME
+from agent_worker import tickets
 
 STUCK_AFTER_FAILURES = 2
 """Workflow task failures (or time-outs) in a row after which a ticket counts as stuck.
@@ -37,14 +37,6 @@ A healthy ticket's workflow task does not fail: a worker killed in the middle of
 next worker completes it. Two in a row are no glitch. Temporal's default for the search attribute, 5, is reached
 about a minute after the first failure (the retries of a stuck ticket came 10, 10, 14 and 20 s apart on the dev
 server); 2, about 10 s after it."""
-
-REPORTED_PROBLEMS_ATTRIBUTE = "TemporalReportedProblems"
-WORKFLOW_TASK_PROBLEMS = ("category=WorkflowTaskFailed", "category=WorkflowTaskTimedOut")
-RUNNING_QUERY = f"WorkflowType = '{WORKFLOW_NAME}' AND ExecutionStatus = 'Running'"
-STUCK_QUERY = (
-    f"{RUNNING_QUERY} AND {REPORTED_PROBLEMS_ATTRIBUTE} IN ({', '.join(repr(p) for p in WORKFLOW_TASK_PROBLEMS)})"
-)
-"""The tickets the server reports, as the Web UI's "Task Failures" view asks for them."""
 
 MESSAGE_WIDTH = 300
 """A failure's first line is cut to this many characters: enough for a field name at the end of a validation
@@ -95,7 +87,7 @@ async def find_stuck(client: Client, *, limit: int, within: str | None = None) -
     """Up to ``limit`` stuck tickets, from the server's report where it makes one, else from every running ticket;
     ``within``, a visibility condition, narrows the search (the approval inbox's: its task queue)."""
     reported = await server_reports_problems(client)
-    query = STUCK_QUERY if reported else RUNNING_QUERY
+    query = tickets.STUCK_QUERY if reported else tickets.RUNNING_QUERY
     # The server has already counted the failures of a ticket it reports; a ticket that recovered since (the
     # attribute is cleared a moment after the success) shows a first attempt.
     at_least = 2 if reported else STUCK_AFTER_FAILURES + 1
@@ -113,7 +105,7 @@ async def find_stuck(client: Client, *, limit: int, within: str | None = None) -
 
 async def examine(client: Client, workflow_id: str, run_id: str, *, at_least: int) -> StuckTicket | None:
     """The run as a stuck ticket if it runs and its pending workflow task is at attempt ``at_least`` or later."""
-    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    handle = tickets.handle(client, workflow_id, run_id=run_id)
     try:
         description = await handle.describe()
     except RPCError as error:

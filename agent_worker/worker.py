@@ -10,7 +10,6 @@ another worker within seconds.
 from __future__ import annotations
 
 import asyncio
-import signal
 from datetime import timedelta
 
 import structlog
@@ -23,6 +22,7 @@ from activities.model import LanguageModel
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.metrics import report_from_visibility
+from agent_worker.stopping import stop_signals
 from agent_worker.wiring import AgentPlugin
 
 log = structlog.get_logger(__name__)
@@ -58,33 +58,21 @@ async def run_worker(
     the worker stopped."""
     await ensure_search_attributes(client)
     worker = worker or build_worker(client, settings)
-    stop = stop or asyncio.Event()
-    reason = "stop requested"
-
-    def on_signal(signum: signal.Signals) -> None:
-        nonlocal reason
-        reason = f"received {signum.name}"
-        stop.set()
-
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
-    gauge = asyncio.create_task(report_from_visibility(client))
-    try:
-        async with worker:
-            log.info(
-                "worker started", task_queue=settings.task_queue, namespace=client.namespace,
-                metrics=f"http://{settings.metrics_bind}/metrics" if settings.metrics_bind else None,
-            )  # fmt: skip
-            await stop.wait()
-            log.info(
-                "worker stopping: no new tasks, in-flight activities get a grace period",
-                reason=reason,
-                grace_seconds=settings.graceful_shutdown_seconds,
-            )
-    finally:
-        gauge.cancel()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-    log.info("worker stopped", reason=reason)
-    return reason
+    with stop_signals(stop) as stopping:
+        gauge = asyncio.create_task(report_from_visibility(client))
+        try:
+            async with worker:
+                log.info(
+                    "worker started", task_queue=settings.task_queue, namespace=client.namespace,
+                    metrics=f"http://{settings.metrics_bind}/metrics" if settings.metrics_bind else None,
+                )  # fmt: skip
+                reason = await stopping.wait()
+                log.info(
+                    "worker stopping: no new tasks, in-flight activities get a grace period",
+                    reason=reason,
+                    grace_seconds=settings.graceful_shutdown_seconds,
+                )
+        finally:
+            gauge.cancel()
+    log.info("worker stopped", reason=stopping.reason)
+    return stopping.reason

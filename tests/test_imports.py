@@ -6,6 +6,7 @@ here by file and line instead of surfacing as an import-order surprise in pytest
 
 from __future__ import annotations
 
+import argparse
 import ast
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,3 +71,40 @@ def test_the_check_sees_every_way_of_importing_a_test_module() -> None:
     for source in spellings:
         assert any(is_test_module(name) for _, name in imports(source)), source
     assert not any(is_test_module(name) for _, name in imports("from tests.support.waits import poll"))
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """What a module imports when it is imported: its top-level import statements, not those inside functions."""
+    top = [node for node in ast.parse(path.read_text()).body if isinstance(node, ast.Import | ast.ImportFrom)]
+    return {name for node in top for _, name in imports(ast.unparse(node))}
+
+
+def test_the_command_line_and_the_commands_do_not_import_each_other_when_imported() -> None:
+    """``cli`` parses and names each command's function; the commands never reach back into ``cli``. Neither
+    imports the other at import time, so ``--help`` loads no command and there is no cycle to break."""
+    implementing = ("agent_worker.commands", "agent_worker.operations", "agent_worker.store_commands")
+    cli = module_level_imports(ROOT / "agent_worker" / "cli.py")
+    assert [name for name in cli if any(under(name, module) for module in implementing)] == []
+    for module in implementing:
+        path = ROOT / Path(*module.split(".")).with_suffix(".py")
+        assert [name for name in module_level_imports(path) if under(name, "agent_worker.cli")] == [], module
+
+
+def test_every_command_names_a_function_that_implements_it() -> None:
+    from agent_worker import cli  # noqa: PLC0415 - the parser itself, which imports no command
+
+    def commands(parser: argparse.ArgumentParser, runs: object = None) -> Iterator[tuple[str, object]]:
+        """Each command's prog and what it runs: its own default, else the one its parent command set."""
+        runs = parser.get_default("func") or runs
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subcommands:
+            yield parser.prog, runs
+        for action in subcommands:
+            for sub in action.choices.values():
+                yield from commands(sub, runs)
+
+    found = [*commands(cli.parser()), *commands(cli.capture_parser())]
+    for prog, runs in found:
+        assert isinstance(runs, cli.Runs), prog
+        assert callable(runs.implementation()), prog
+    assert len(found) > 20

@@ -24,7 +24,8 @@ from activities.contracts.ticket import Outcome
 from activities.contracts.world import AuditEntry, Order
 from agent_worker.answers import COLUMNS, MAX_DAYS, neutral
 from agent_worker.inbox.app import ticket_path
-from agent_worker.inbox.desk import Desk, FilterError, Filters
+from agent_worker.inbox.desk import Desk
+from agent_worker.inbox.filters import FilterError, Filters
 from tests.support.harness import Harness
 from tests.support.inbox import CLEO, Person, inbox_for, notice_kind, person, start_with_cli, waiting_request
 from tests.support.processes import AGENT_WORKER

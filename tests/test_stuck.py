@@ -21,7 +21,8 @@ from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from agent_worker.devserver import start_dev_server
 from agent_worker.operations import when
-from agent_worker.stuck import REPORTED_PROBLEMS_ATTRIBUTE, server_reports_problems
+from agent_worker.stuck import server_reports_problems
+from agent_worker.tickets import REPORTED_PROBLEMS_ATTRIBUTE
 from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
 from tests.support.harness import Harness
 from tests.support.history import events

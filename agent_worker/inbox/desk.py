@@ -1,10 +1,11 @@
-"""What the approval inbox reads from Temporal: the lists of tickets on its tabs, and one ticket whole.
+"""What the approval inbox reads from Temporal: the lists of tickets on its tabs, and one ticket whole. Every call is
+``agent_worker.tickets``'s, the client the command line uses too; this module sorts, filters and keeps.
 
 Lists come from the visibility store (what ``agent-worker tickets`` reads), so they work with no worker running:
 the search attributes say what a ticket waits for, the memos say which request, until when. What visibility does
 not hold (the customer, the question, the ticket's approval timeout) comes from the first event of the run's
 history, read once per run and kept, since a run's input never changes. A ticket's page is its history, read into
-the same transcript entries ``agent-worker show`` prints (``agent_worker.transcript``), plus the request waiting,
+the same transcript entries ``agent-worker show`` prints (``tickets.transcript``), plus the request waiting,
 from the run's memo.
 
 The memo is written when a request opens and not again when one of the approvals it needs is recorded ("1 of 2"),
@@ -29,27 +30,25 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
-from activities.contracts.fields import DAY, ORDER_ID_PATTERN, find_order_id, normalised_address
-from activities.contracts.names import APPROVAL_REQUEST_MEMO, APPROVE_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
+from activities.contracts.approvals import ApprovalRequest
+from activities.contracts.fields import DAY, find_order_id
+from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, TicketState, Waiting
 from activities.contracts.world import OrderLookup
-from agent_worker.inbox.standing import standing
-from agent_worker.operations import AWAITING, WAITING_FOR, run_ids, tickets_query
-from agent_worker.stuck import STUCK_QUERY, StuckTicket, find_stuck, server_reports_problems
-from agent_worker.transcript import Entry, entries, first
+from agent_worker import tickets
+from agent_worker.inbox.filters import Filters
+from agent_worker.stuck import StuckTicket, find_stuck, server_reports_problems
+from agent_worker.tickets import Entry, Seen
 
 TABS = {
     "approval": "For approval",
@@ -67,13 +66,9 @@ LIMIT = 100
 SCAN = 1000
 """The most runs a tab reads from visibility to sort and filter: one page of the list (memos included), the
 inputs of the shown ones only, or of all of them for a customer filter (kept by run, ``INPUTS_KEPT``)."""
-CUSTOMER_MAX = 254
-"""The longest customer filter: an email address's longest."""
-ORDER_FILTER = re.compile(rf"^{ORDER_ID_PATTERN}$")
+UNFILTERED = Filters()
 INPUTS_KEPT = 1000
 READ_AT_ONCE = 8
-UPDATE_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
-UPDATE_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
 
 
 @dataclass(frozen=True)
@@ -164,50 +159,6 @@ class Ticket:
         return refunds[-1] if refunds else None
 
 
-class FilterError(ValueError):
-    """A filter the inbox does not take: the message says what it takes."""
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What a person narrows a tab to: one customer (their address, or part of it, in any case), one order, and
-    "mine", the requests the person signed in may answer. Checked before anything is read."""
-
-    customer: str = ""
-    order: str = ""
-    mine: bool = False
-
-    @classmethod
-    def of(cls, params: Mapping[str, str]) -> Filters:
-        """The filters a page's query asks for; ``FilterError`` for a value outside what they take."""
-        customer = params.get("customer", "").strip()
-        order = params.get("order", "").strip().upper()
-        if len(customer) > CUSTOMER_MAX or any(c.isspace() or not c.isprintable() for c in customer):
-            raise FilterError(
-                f"a customer is an email address, or part of one: up to {CUSTOMER_MAX} characters, no spaces"
-            )
-        if order and not ORDER_FILTER.match(order):
-            raise FilterError("an order is an order id, a capital letter, a dash and four digits or more (A-1001)")
-        return cls(customer, order, params.get("mine", "") in {"1", "on", "yes"})
-
-    def __bool__(self) -> bool:
-        return bool(self.customer or self.order or self.mine)
-
-    def query(self) -> dict[str, str]:
-        """The page's query parameters that keep these filters (for the tabs' links and the live part)."""
-        kept = {"customer": self.customer, "order": self.order, "mine": "1" if self.mine else ""}
-        return {key: value for key, value in kept.items() if value}
-
-    def keeps(self, ticket: Listed, person: str) -> bool:
-        """Whether ``ticket`` is one of those the filters keep for ``person``. "Mine" keeps the requests that
-        would take ``person``'s answer (``standing``): a ticket that waits for no request is nobody's."""
-        if self.order and ticket.order != self.order:
-            return False
-        if self.customer and normalised_address(self.customer) not in normalised_address(ticket.customer):
-            return False
-        return not self.mine or (ticket.request is not None and standing(ticket.request, person).answer is None)
-
-
 @dataclass(frozen=True)
 class Listing:
     """A tab's tickets, most urgent first, and how many there are: ``total`` runs on the tab as visibility counts
@@ -254,13 +205,13 @@ class Desk:
     def query(self, tab: str) -> str:
         """The visibility query of a tab, for this inbox's task queue. Nothing a person types goes in it."""
         queue = f" AND TaskQueue = '{self.task_queue}'"
-        if tab in WAITING_FOR:
-            return tickets_query(waiting_for=tab) + queue
+        if tab in tickets.WAITING_FOR:
+            return tickets.query(waiting_for=tab) + queue
         if tab == "stuck":
-            return STUCK_QUERY + queue
+            return tickets.STUCK_QUERY + queue
         since = (datetime.now(UTC) - RECENTLY).strftime("%Y-%m-%dT%H:%M:%SZ")
         statuses = ", ".join(f"'{status}'" for status in CLOSED_STATUSES)
-        return f"{tickets_query()}{queue} AND ExecutionStatus IN ({statuses}) AND CloseTime > '{since}'"
+        return f"{tickets.query()}{queue} AND ExecutionStatus IN ({statuses}) AND CloseTime > '{since}'"
 
     async def counts(self) -> dict[str, int | None]:
         """How many tickets each tab holds, from visibility's count (no listing); stuck ones only where the server
@@ -268,19 +219,19 @@ class Desk:
         if self._reports_stuck is None:
             self._reports_stuck = await server_reports_problems(self.client)
         tabs = [tab for tab in TABS if tab != "stuck" or self._reports_stuck]
-        found = await asyncio.gather(*(self.client.count_workflows(self.query(tab)) for tab in tabs))
-        counted = {tab: count.count for tab, count in zip(tabs, found, strict=True)}
+        found = await asyncio.gather(*(tickets.count(self.client, self.query(tab)) for tab in tabs))
+        counted = dict(zip(tabs, found, strict=True))
         return {tab: counted.get(tab) for tab in TABS}
 
     async def listed(
-        self, tab: str, filters: Filters = Filters(), person: str = "", *, total: int | None = None, limit: int = LIMIT
+        self, tab: str, filters: Filters = UNFILTERED, person: str = "", *, total: int | None = None, limit: int = LIMIT
     ) -> Listing:
         """The tickets on a tab that ``filters`` keep for ``person``, most urgent first (``URGENT``), at most
         ``limit``; ``total``, the tab's count, if the caller has it."""
         if tab == "stuck":
             stuck = await self._stuck(SCAN)
             return self._sorted(tab, [t for t in stuck if filters.keeps(t, person)][:limit], total, len(stuck))
-        seen = [await self._seen(e) async for e in self.client.list_workflows(self.query(tab), limit=SCAN)]
+        seen = [self._seen(run) async for run in tickets.listed(self.client, self.query(tab), limit=SCAN)]
         if filters.customer:  # the address is in the run's input alone
             seen = await asyncio.gather(*(self._with_input(t) for t in seen))
         kept = self._sorted(tab, [t for t in seen if filters.keeps(t, person)], total, len(seen))
@@ -293,29 +244,25 @@ class Desk:
 
     async def _stuck(self, limit: int) -> list[Listed]:
         search = await find_stuck(self.client, limit=limit, within=f"TaskQueue = '{self.task_queue}'")
-        tickets = []
+        found = []
         for stuck in search.tickets:
-            description = await self.client.get_workflow_handle(stuck.workflow_id, run_id=stuck.run_id).describe()
-            listed = await self._whole(await self._seen(description))
-            tickets.append(dataclasses.replace(listed, stuck=stuck))
-        return tickets
+            description = await tickets.handle(self.client, stuck.workflow_id, run_id=stuck.run_id).describe()
+            listed = await self._whole(self._seen(await tickets.seen(description)))
+            found.append(dataclasses.replace(listed, stuck=stuck))
+        return found
 
-    async def _seen(self, execution: WorkflowExecution) -> Listed:
-        """A run as its listing shows it, memos and all, with no history read: enough to sort and filter by."""
-        request = None
-        if execution.typed_search_attributes.get(AWAITING):
-            request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
-        waiting = await execution.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
-        running = execution.status == WorkflowExecutionStatus.RUNNING
+    def _seen(self, run: Seen) -> Listed:
+        """A run as its listing shows it, memos and all, with no history read: enough to sort and filter by. Only
+        a running ticket waits; a request counts while its search attribute says it waits."""
         return Listed(
-            workflow_id=execution.id,
-            run_id=execution.run_id,
-            status=status_of(execution),
-            started=execution.start_time,
-            closed=execution.close_time,
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+            status=status_name(run.status),
+            started=run.started,
+            closed=run.closed,
             ticket={},
-            request=request if running else None,
-            waiting=waiting if running else None,
+            request=run.request if run.running and run.awaiting_cents else None,
+            waiting=run.waiting if run.running else None,
         )
 
     async def _with_input(self, listed: Listed) -> Listed:
@@ -335,13 +282,7 @@ class Desk:
             self._inputs.move_to_end(run_id)
             return self._inputs[run_id]
         async with self._reading:
-            handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-            ticket: Any = None
-            async for event in handle.fetch_history_events(page_size=1):
-                started = event.workflow_execution_started_event_attributes
-                ticket = first(await self.client.data_converter.decode(started.input.payloads))
-                break
-        found = ticket if isinstance(ticket, dict) else {}
+            found = await tickets.ticket_input(self.client, workflow_id, run_id)
         self._inputs[run_id] = found
         if len(self._inputs) > INPUTS_KEPT:
             self._inputs.popitem(last=False)
@@ -352,35 +293,18 @@ class Desk:
         approvals its last run took), then each approval this run recorded as one of several, in order."""
         if request.approvals_needed <= len(request.approved_by):
             return request
-        approved_by = list(request.approved_by)
-        approvers: dict[int, str] = {}
         async with self._reading:
-            handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-            async for event in handle.fetch_history_events():
-                if event.event_type == UPDATE_ACCEPTED:
-                    accepted = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
-                    answer = first(await self.client.data_converter.decode(accepted.args.payloads))
-                    if accepted.name == APPROVE_SIGNAL and isinstance(answer, dict):
-                        approvers[event.event_id] = str(answer.get("approver", ""))
-                elif event.event_type == UPDATE_COMPLETED:
-                    completed = event.workflow_execution_update_completed_event_attributes
-                    approver = approvers.get(completed.accepted_event_id)
-                    if approver is None or not completed.outcome.HasField("success"):
-                        continue
-                    receipt = first(await self.client.data_converter.decode(completed.outcome.success.payloads))
-                    if (
-                        isinstance(receipt, dict)
-                        and receipt.get("request_id") == request.request_id
-                        and receipt.get("decision") == ApprovalDecision.PARTLY_APPROVED.value
-                        and approver not in approved_by
-                    ):
-                        approved_by.append(approver)
+            recorded = await tickets.partly_approved_by(self.client, workflow_id, run_id, request.request_id)
+        approved_by = list(request.approved_by)
+        for approver in recorded:
+            if approver not in approved_by:
+                approved_by.append(approver)
         return request.model_copy(update={"approved_by": approved_by})
 
     async def check(self, workflow_id: str) -> WorkflowExecutionDescription:
         """The ticket's description if it is a ticket of this inbox's task queue, else ``NotATicketError``."""
         try:
-            description = await self.client.get_workflow_handle(workflow_id).describe()
+            description = await tickets.describe(self.client, workflow_id)
         except RPCError as error:
             if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
                 raise NotATicketError(workflow_id) from None
@@ -393,32 +317,28 @@ class Desk:
         """A ticket whole: every run's entries, the request waiting (from the memo: no worker needed), the orders
         the model looked up, the outcome once it has one. ``NotATicketError`` if it is not this inbox's."""
         description = await self.check(workflow_id)
-        told: list[Entry] = []
-        for run_id in await run_ids(self.client, workflow_id, description.run_id):
-            run = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-            told += [entry async for entry in entries(self.client, run, follow=False)]
-        running = description.status == WorkflowExecutionStatus.RUNNING
-        request = await description.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
-        waiting = await description.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
-        if request is not None and running:
+        told = await tickets.transcript(self.client, workflow_id, description.run_id)
+        run = await tickets.seen(description)
+        request, waiting = (run.request, run.waiting) if run.running else (None, None)
+        if request is not None:
             request = await self.approved_so_far(workflow_id, description.run_id, request)
         question = next((e.detail for e in told if e.kind == "customer" and isinstance(e.detail, dict)), None)
         return Ticket(
             workflow_id=workflow_id,
             run_id=description.run_id,
-            status=status_of(description),
+            status=status_name(description.status),
             entries=told,
             ticket=question or await self.ticket_input(workflow_id, description.run_id),
-            request=request if running else None,
-            waiting=waiting if running else None,
+            request=request,
+            waiting=waiting,
             history_length=description.history_length,
             outcome=outcome_of(told),
             orders=orders_of(told),
         )
 
 
-def status_of(execution: WorkflowExecution) -> str:
-    return execution.status.name.lower().replace("_", " ") if execution.status else "unknown"
+def status_name(status: WorkflowExecutionStatus | None) -> str:
+    return status.name.lower().replace("_", " ") if status else "unknown"
 
 
 def outcome_of(told: Sequence[Entry]) -> Outcome | None:

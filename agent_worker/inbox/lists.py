@@ -13,7 +13,8 @@ from starlette.responses import Response
 
 from activities.business.audit import SqlAuditTrail
 from activities.contracts.approvals import AnsweredRequest
-from agent_worker.inbox.desk import TABS, FilterError, Filters, Listing
+from agent_worker.inbox.desk import TABS, Listing
+from agent_worker.inbox.filters import FilterError, Filters
 from agent_worker.inbox.formats import now
 from agent_worker.inbox.pages import Pages
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-import uuid
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError, WorkflowUpdateStage
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import vouching
-from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest, VouchedApproval
-from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.approvals import ApprovalRequest, VouchedApproval
 from activities.contracts.ticket import Outcome, Status
+from agent_worker import tickets
 from agent_worker.inbox.desk import Desk, NotATicketError
 from agent_worker.inbox.formats import utc
 from agent_worker.inbox.notices import Notice
@@ -52,13 +51,9 @@ class Sender:
         answer = VouchedApproval.model_validate({**fields, "signature": "0" * 64})
         answer = answer.model_copy(update={"signature": vouching.sign(self.signing_key, workflow_id, answer)})
         verb = "approved" if answer.approved else "declined"
-        handle = self.desk.client.get_workflow_handle(workflow_id)
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT.total_seconds()):
-                update = await handle.start_update(
-                    APPROVE_SIGNAL, answer, wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=f"inbox-{uuid.uuid4()}",
-                    result_type=ApprovalReceipt,
-                )  # fmt: skip
+                update = await tickets.send_vouched(self.desk.client, workflow_id, answer)
         except TimeoutError:
             return Notice(
                 "pending",

@@ -16,7 +16,6 @@ import contextlib
 import getpass
 import json
 import secrets
-import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
 from agent_worker.inbox.sessions import configured
 from agent_worker.inbox.throttle import Throttle
+from agent_worker.stopping import stop_signals
 from agent_worker.wiring import business_database
 
 log = structlog.get_logger(__name__)
@@ -219,14 +219,11 @@ def bind(host: str, port: int) -> socket.socket:
 
 async def serve_until_stopped(settings: Settings, client: Client, *, host: str | None, port: int | None) -> None:
     """``agent-worker web``: serve until SIGTERM or SIGINT, saying where (and how to sign in) on stderr."""
-    inbox = await start_inbox(settings, client, host=host, port=port)
-    print(f"{inbox.describe()}; Ctrl-C stops it.", file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    await inbox.stop()
+    with stop_signals() as stopping:
+        inbox = await start_inbox(settings, client, host=host, port=port)
+        print(f"{inbox.describe()}; Ctrl-C stops it.", file=sys.stderr, flush=True)
+        await stopping.wait()
+        await inbox.stop()
 
 
 def read_password(name: str) -> str:

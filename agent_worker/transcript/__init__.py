@@ -6,17 +6,16 @@ has more to show than a line, the thing itself (the order as looked up, the tool
 it, the outcome). ``reader`` reads them from the history as the server recorded it, so it works with no worker
 running; ``terminal`` prints them as lines (the demo, ``show``); ``sentences`` tells them in words for people (a
 ticket's page, ``approve``). The inbox renders the same entries as the terminal prints, so the two cannot tell a
-ticket differently.
+ticket differently. The package exports the reading and the sentences; what prints for a terminal is imported
+from ``terminal`` by the commands that print, so the inbox never loads it.
 """
 
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind
 from agent_worker.transcript.reader import Reader, entries, first
 from agent_worker.transcript.sentences import asked_plainly, decided_plainly, plainly
-from agent_worker.transcript.terminal import INDENT, lines, narrate, say
 
 __all__ = [
     "CLOSED",
-    "INDENT",
     "SAID",
     "Entry",
     "Kind",
@@ -25,8 +24,5 @@ __all__ = [
     "decided_plainly",
     "entries",
     "first",
-    "lines",
-    "narrate",
     "plainly",
-    "say",
 ]
