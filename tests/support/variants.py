@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.approvals import ApprovalGate
     from workflows.support_agent import SupportAgent
+    from workflows.tools import Toolbox
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -93,11 +94,13 @@ class ApprovalGateChangedWithoutPatch(SupportAgent):
     """A gate that reads the money policy again as a refund starts to wait, shipped without its patch: a run that
     waited before the release finds an activity where its history has the wait."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    @workflow.init
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self._gate = _GateThatRereadsThePolicy(
             audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation
         )
+        self._tools = Toolbox(self._ticket, self._rules, self._gate, self._events)  # the toolbox waits at it
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
