@@ -40,7 +40,7 @@ from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from agent_worker import policy_file
 from agent_worker.defaults import ASYMMETRIC_ALGORITHMS
-from agent_worker.inbox.auth import check_hash, origin_of
+from agent_worker.passwords import check_hash
 
 DATA_CONVERTER: DataConverter = pydantic_data_converter
 """Part of the contract with stored histories: worker, clients and replayer must all decode the same way."""
@@ -302,7 +302,8 @@ class Settings(BaseSettings):
     @field_validator("web_public_url")
     @classmethod
     def _public_url(cls, value: str | None) -> str | None:
-        if value and (origin_of(value) is None or not value.lower().startswith(("http://", "https://"))):
+        parts = urlsplit(value or "")
+        if value and (parts.scheme.lower() not in {"http", "https"} or not parts.netloc):
             raise ValueError("an address such as https://inbox.example.com")
         return value or None
 

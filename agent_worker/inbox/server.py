@@ -33,11 +33,12 @@ from activities.business.database import Database
 from agent_worker.codec_server import loopback_only
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app, ticket_path
-from agent_worker.inbox.auth import Authenticator, Keys, hash_password, is_legacy
+from agent_worker.inbox.auth import Authenticator, Keys
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
 from agent_worker.inbox.sessions import configured
 from agent_worker.inbox.throttle import Throttle
+from agent_worker.passwords import hash_password, is_legacy
 from agent_worker.wiring import business_database
 
 log = structlog.get_logger(__name__)
