@@ -469,4 +469,4 @@ def test_the_proxys_header_is_not_configurable_without_its_addresses_and_the_inb
         web_proxy_header="X-Forwarded-Email", web_trusted_proxies=["10.0.0.0/24"],
         web_public_url="https://inbox.example.com", web_base_path="/inbox/",
     )  # fmt: skip
-    assert settings.web_base_path == "/inbox"
+    assert settings.web.base_path == "/inbox"
