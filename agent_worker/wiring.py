@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from activities.contracts.policy import PolicyInForce
     from activities.model import LanguageModel
     from agent_worker.codec_auth import BearerAuth
-    from agent_worker.faults import Faults
 
 log = structlog.get_logger(__name__)
 
@@ -197,16 +196,6 @@ def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend
     return EncryptedBlobs(backend, sealer, accept_plaintext=settings.codec.blobs_accept_plaintext)
 
 
-def fault_injector(settings: Settings) -> Faults | None:
-    from agent_worker.faults import Faults, parse  # noqa: PLC0415 - Temporal's worker, for workers alone
-
-    faults = parse(settings.faults)
-    if not faults:
-        return None
-    business_db = settings.business_db
-    return Faults(faults, settings.faults_dir or business_db.with_name(business_db.name + ".faults"))
-
-
 NO_CREDENTIALS = (
     "no Anthropic credentials, and without them a script would decide refunds: set ANTHROPIC_API_KEY (or "
     "ANTHROPIC_AUTH_TOKEN, or an Anthropic profile) to run the agent on Claude, or AGENT_MODEL_BACKEND=scripted to "
@@ -303,8 +292,8 @@ def policy_in_force(settings: Settings) -> PolicyInForce:
 
 class AgentPlugin(SimplePlugin):
     """The service as a Temporal plugin. On a client (and a replayer): the shared data converter. On a worker:
-    the workflow, its activities over the business ports and the model, and the interceptors (logging context,
-    and fault injection for crash tests). The business, the model and the policy in force are built from the
+    the workflow, its activities over the business ports and the model, and the interceptor that puts each task's
+    context in the logs. The business, the model and the policy in force are built from the
     settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders and a model
     that may be the script; tests hand in a scratch business, a model where a script needs it, and, for the crash
     table and the history benchmarks alone, a policy that allows demonstrations (``tests/support``). Built here,
@@ -322,7 +311,6 @@ class AgentPlugin(SimplePlugin):
         self._business = business
         self._model = model
         self._policy = policy
-        self._faults: Faults | None = None
         converter = data_converter(settings)
         super().__init__(
             "agent-worker",
@@ -332,17 +320,13 @@ class AgentPlugin(SimplePlugin):
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """A worker also gets the interceptors (the log context of each task, and fault injection for crash tests)
-        and its build id."""
-        from agent_worker.faults import FaultInterceptor  # noqa: PLC0415 - for workers alone, like all below
-        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415
+        """A worker also gets the interceptor that puts each task's context in the logs, and its build id."""
+        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415 - for workers alone, like all below
 
-        self._faults = fault_injector(self.settings)  # before the activities: they are checked against it
         config = super().configure_worker(config)
         if not (config.get("build_id") or config.get("deployment_config")):
             config["build_id"] = build_id()
-        added = [LogContextInterceptor(), *([FaultInterceptor(self._faults)] if self._faults else [])]
-        config["interceptors"] = [*config.get("interceptors", []), *added]
+        config["interceptors"] = [*config.get("interceptors", []), LogContextInterceptor()]
         return config
 
     def _workflows(self, given: Sequence[type] | None) -> Sequence[type]:
@@ -383,14 +367,6 @@ class AgentPlugin(SimplePlugin):
             log.warning(
                 "DEMONSTRATIONS ARE ON: tickets on this worker may switch safeguards off (refund keys, reconciling "
                 "refunds, linear history) to show what goes wrong without them. Only tests and benchmarks build it."
-            )
-        if self._faults is not None:
-            self._faults.check({fn.__name__ for fn in activities})  # each is registered under its method's name
-            log.warning(
-                "FAULT INJECTION IS ON: this worker will kill or hang itself on purpose. It is for crash tests; "
-                "unset AGENT_FAULTS anywhere else.",
-                faults=[str(f) for f in self._faults.faults],
-                markers=str(self._faults.markers),
             )
         bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
         log.info(

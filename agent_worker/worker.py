@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Sequence
 from datetime import timedelta
 
 import structlog
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Plugin, Worker
 
 from activities.business import Business
 from activities.contracts.policy import PolicyInForce
@@ -70,24 +71,26 @@ def grace_period(settings: Settings) -> timedelta:
     return LONGEST_ATTEMPT
 
 
-def build_worker(
+def build_worker(  # noqa: PLR0913 - what the dev stack or a test hands in, each optional
     client: Client,
     settings: Settings,
     business: Business | None = None,
     model: LanguageModel | None = None,
     policy: PolicyInForce | None = None,
+    *,
+    plugins: Sequence[Plugin] = (),
 ) -> Worker:
     """The worker for the settings: what it runs comes from ``AgentPlugin`` (the client's, if it was connected
     with one; otherwise one made here, with what the dev stack or a test hands in); what is left here is how it
-    polls and how it stops. It refuses to build with a client timeout that would outlive its activity's attempt
-    (``check_client_timeouts``)."""
+    polls and how it stops. ``plugins`` come after the service's, and see the worker it configured. It refuses to
+    build with a client timeout that would outlive its activity's attempt (``check_client_timeouts``)."""
     check_client_timeouts(settings)
     carried = any(isinstance(plugin, AgentPlugin) for plugin in client.config()["plugins"])
     handed_in = business is not None or model is not None or policy is not None
     return Worker(
         client,
         task_queue=settings.task_queue,
-        plugins=[] if carried and not handed_in else [AgentPlugin(settings, business, model, policy)],
+        plugins=[*([] if carried and not handed_in else [AgentPlugin(settings, business, model, policy)]), *plugins],
         graceful_shutdown_timeout=grace_period(settings),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,

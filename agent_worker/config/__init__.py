@@ -148,18 +148,3 @@ class Settings(BaseSettings):
                 "which also say up to how much each person may approve, or AGENT_APPROVERS without roles)"
             )
         return self
-
-    faults: str = ""
-    """Crash tests only: kill or hang this worker at activity boundaries (``agent_worker/faults.py``). Empty,
-    the default, injects nothing; anything else is logged as a warning on every start."""
-    faults_dir: Path | None = None
-    """Where faults count how often each point was reached, across worker processes; default beside the
-    business database (``<db>.faults``)."""
-
-    @field_validator("faults")
-    @classmethod
-    def _faults_must_parse(cls, value: str) -> str:
-        from agent_worker.faults import parse  # noqa: PLC0415 - only when faults are set: it loads Temporal's worker
-
-        parse(value)  # a typo must stop the worker, not leave a crash test silently crash-free
-        return value
