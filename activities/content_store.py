@@ -41,7 +41,6 @@ from temporalio.exceptions import ApplicationError
 
 from activities.contracts.archive import RecordsArchive
 from activities.contracts.conversation import Message, ToolResultBlock, append_turn
-from activities.contracts.ticket import Outcome
 from activities.contracts.world import ToolOutput
 from activities.heartbeat import heartbeating
 
@@ -251,22 +250,6 @@ def load_records(store: ContentStore, key: str | None) -> RecordsArchive:
         tool_calls=[c for a in archives for c in a.tool_calls],
         usage=[u for a in archives for u in a.usage],
         turns=[t for a in archives for t in a.turns],
-    )
-
-
-def complete(store: ContentStore, outcome: Outcome) -> Outcome:
-    """The outcome with the tool calls, per-call usage and turns of the whole ticket, not only those it carried.
-    Its size then grows with the ticket's: it is for reading here, not for a payload."""
-    if outcome.archive_ref is None:
-        return outcome
-    archived = load_records(store, outcome.archive_ref)
-    return outcome.model_copy(
-        update={
-            "tool_calls": [*archived.tool_calls, *outcome.tool_calls],
-            "usage": outcome.usage.model_copy(update={"steps": [*archived.usage, *outcome.usage.steps]}),
-            "turns": [*archived.turns, *outcome.turns],
-            "archive_ref": None,
-        }
     )
 
 

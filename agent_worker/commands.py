@@ -146,16 +146,16 @@ async def _codec_server(settings: Settings, host: str, port: int) -> None:
     auth = wiring.codec_server_auth(settings)
     with stop_signals() as stopping:
         try:
-            runner = await serve(codec, auth, settings.codec_server_origin, host, port)
+            runner = await serve(codec, auth, settings.codec_server.origin, host, port)
         except UnsafeBindError as error:
             raise SystemExit(str(error)) from None
         log.info(
             "codec server listening",
             url=f"http://{host}:{port}",
-            cors_origin=settings.codec_server_origin,
+            cors_origin=settings.codec_server.origin,
             mode="local (loopback, no authentication)" if auth is None else "authenticated",
-            jwt=settings.codec_server_jwks_url is not None,
-            static_token=settings.codec_server_token is not None,
+            jwt=settings.codec_server.jwks_url is not None,
+            static_token=settings.codec_server.token is not None,
         )
         await stopping.wait()
         await runner.cleanup()
@@ -171,7 +171,7 @@ async def _web(settings: Settings, args: argparse.Namespace) -> None:
     from agent_worker.inbox.server import InboxRefusedError, check, serve_until_stopped  # noqa: PLC0415 - see main
 
     try:
-        check(settings, settings.web_host if args.host is None else args.host)
+        check(settings, settings.web.host if args.host is None else args.host)
         client = await connect(settings, args.address, args.namespace)
         await serve_until_stopped(settings, client, host=args.host, port=args.port)
     except InboxRefusedError as error:

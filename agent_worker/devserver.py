@@ -140,7 +140,7 @@ async def dev_stack(
     inbox = None
     try:
         try:
-            inbox = await start_inbox(settings, env.client, port=free_port(settings.web_port))
+            inbox = await start_inbox(settings, env.client, port=free_port(settings.web.port))
         except InboxRefusedError as error:
             raise SystemExit(str(error)) from None
         yield env, inbox

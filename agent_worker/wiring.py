@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from activities.contracts.policy import PolicyInForce
     from activities.model import LanguageModel
     from agent_worker.codec_auth import BearerAuth
-    from agent_worker.faults import Faults
 
 log = structlog.get_logger(__name__)
 
@@ -54,13 +53,13 @@ class NoCredentialsError(RuntimeError):
 
 def codec(settings: Settings) -> EncryptionCodec | None:
     """The payload codec for the configured keys; None when no key is set (payloads stay plain JSON)."""
-    if not settings.codec_keys:
+    if not settings.codec.keys:
         return None
     keys = {
-        key_id: base64.b64decode(key.get_secret_value(), validate=True) for key_id, key in settings.codec_keys.items()
+        key_id: base64.b64decode(key.get_secret_value(), validate=True) for key_id, key in settings.codec.keys.items()
     }
     return EncryptionCodec(
-        keys, settings.codec_key_id or list(keys)[-1], require_encrypted=settings.require_encrypted_input
+        keys, settings.codec.key_id or list(keys)[-1], require_encrypted=settings.codec.require_encrypted_input
     )
 
 
@@ -68,12 +67,12 @@ def data_converter(settings: Settings) -> DataConverter:
     """The converter the worker, every client and the replayer must share: pydantic, then the codec's
     encryption, then (with a bucket) large payloads to S3, in the order temporalio applies them."""
     converter = with_codec(DATA_CONVERTER, codec(settings))
-    if settings.s3_bucket is None:
+    if settings.s3.bucket is None:
         return converter
     from agent_worker.s3 import external_storage, s3_client  # noqa: PLC0415 - boto3 takes a second to import
 
-    client = s3_client(settings.s3_endpoint_url, settings.s3_region, retries=True)
-    storage = external_storage(client, settings.s3_bucket, settings.s3_prefix, settings.s3_payload_threshold_bytes)
+    client = s3_client(settings.s3.endpoint_url, settings.s3.region, retries=True)
+    storage = external_storage(client, settings.s3.bucket, settings.s3.prefix, settings.s3.payload_threshold_bytes)
     return dataclasses.replace(converter, external_storage=storage)
 
 
@@ -102,16 +101,16 @@ def codec_server_auth(settings: Settings) -> BearerAuth | None:
     from agent_worker.codec_auth import BearerAuth, JwtValidator  # noqa: PLC0415 - a JWT library, for this alone
 
     validator = None
-    if settings.codec_server_jwks_url is not None:
-        assert settings.codec_server_audience is not None  # the settings' validator sees to these
-        assert settings.codec_server_issuer is not None
+    if settings.codec_server.jwks_url is not None:
+        assert settings.codec_server.audience is not None  # the settings' validator sees to these
+        assert settings.codec_server.issuer is not None
         validator = JwtValidator(
-            settings.codec_server_jwks_url,
-            settings.codec_server_audience,
-            settings.codec_server_issuer,
-            tuple(settings.codec_server_algorithms),
+            settings.codec_server.jwks_url,
+            settings.codec_server.audience,
+            settings.codec_server.issuer,
+            tuple(settings.codec_server.algorithms),
         )
-    token = settings.codec_server_token.get_secret_value() if settings.codec_server_token else None
+    token = settings.codec_server.token.get_secret_value() if settings.codec_server.token else None
     return None if token is None and validator is None else BearerAuth(token, validator)
 
 
@@ -148,16 +147,16 @@ def business_database(settings: Settings) -> Database:
 
 def mail_relay(settings: Settings) -> Relay | None:
     """The mail server the outbox delivers through (``AGENT_MAIL=smtp``); None for the embedded outbox."""
-    if settings.mail == "embedded":
+    smtp = settings.smtp
+    if smtp.mail == "embedded":
         return None
     from activities.business.smtp import SmtpRelay, SmtpServer  # noqa: PLC0415 - the SMTP client, for this alone
 
-    assert settings.smtp_host is not None  # the settings' validator sees to these
-    assert settings.mail_from is not None
+    assert smtp.host is not None  # the settings' validator sees to these
+    assert smtp.mail_from is not None
     server = SmtpServer(
-        host=settings.smtp_host, sender=settings.mail_from, port=settings.smtp_port, security=settings.smtp_security,
-        username=settings.smtp_username, password=settings.smtp_password, ca_file=settings.smtp_ca_file,
-        timeout_seconds=settings.smtp_timeout_seconds,
+        host=smtp.host, sender=smtp.mail_from, port=smtp.port, security=smtp.security, username=smtp.username,
+        password=smtp.password, ca_file=smtp.ca_file, timeout_seconds=smtp.timeout_seconds,
     )  # fmt: skip
     return SmtpRelay(server)
 
@@ -165,16 +164,16 @@ def mail_relay(settings: Settings) -> Relay | None:
 def stripe_client(settings: Settings) -> StripeClient | None:
     """Stripe's client (``AGENT_PAYMENTS=stripe``), one per worker; None for the embedded provider. The SDK's own
     retries are off: Temporal's retry policy is the only one, so every attempt is in the ticket's history."""
-    if settings.payments == "embedded":
+    if settings.stripe.payments == "embedded":
         return None
     import stripe  # noqa: PLC0415 - the SDK, for a worker that refunds through Stripe alone
 
-    assert settings.stripe_api_key is not None  # the settings' validator sees to it
+    assert settings.stripe.api_key is not None  # the settings' validator sees to it
     return stripe.StripeClient(
-        settings.stripe_api_key.get_secret_value(),
-        base_addresses={"api": settings.stripe_api_base} if settings.stripe_api_base else None,
+        settings.stripe.api_key.get_secret_value(),
+        base_addresses={"api": settings.stripe.api_base} if settings.stripe.api_base else None,
         max_network_retries=0,
-        http_client=stripe.RequestsClient(timeout=settings.stripe_timeout_seconds),
+        http_client=stripe.RequestsClient(timeout=settings.stripe.timeout_seconds),
     )
 
 
@@ -185,26 +184,16 @@ def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend
     from agent_worker.codec import EncryptedBlobs  # noqa: PLC0415
 
     backend: BlobBackend = database_blobs
-    if settings.s3_bucket is not None:
+    if settings.s3.bucket is not None:
         from activities.s3_blobs import S3BlobBackend  # noqa: PLC0415 - boto3's import time, as above
         from agent_worker.s3 import s3_client  # noqa: PLC0415
 
-        client = s3_client(settings.s3_endpoint_url, settings.s3_region, retries=False)
-        backend = S3BlobBackend(client, settings.s3_bucket, settings.s3_prefix, fallback=database_blobs)
+        client = s3_client(settings.s3.endpoint_url, settings.s3.region, retries=False)
+        backend = S3BlobBackend(client, settings.s3.bucket, settings.s3.prefix, fallback=database_blobs)
     sealer = codec(settings)
     if sealer is None:
         return backend
-    return EncryptedBlobs(backend, sealer, accept_plaintext=settings.blobs_accept_plaintext)
-
-
-def fault_injector(settings: Settings) -> Faults | None:
-    from agent_worker.faults import Faults, parse  # noqa: PLC0415 - Temporal's worker, for workers alone
-
-    faults = parse(settings.faults)
-    if not faults:
-        return None
-    business_db = settings.business_db
-    return Faults(faults, settings.faults_dir or business_db.with_name(business_db.name + ".faults"))
+    return EncryptedBlobs(backend, sealer, accept_plaintext=settings.codec.blobs_accept_plaintext)
 
 
 NO_CREDENTIALS = (
@@ -222,7 +211,7 @@ def anthropic_client(settings: Settings) -> AsyncAnthropic | None:
     import anthropic  # noqa: PLC0415
 
     try:
-        client = anthropic.AsyncAnthropic(max_retries=0, timeout=settings.anthropic_timeout_seconds)
+        client = anthropic.AsyncAnthropic(max_retries=0, timeout=settings.claude.timeout_seconds)
     except anthropic.CredentialsError as error:
         # Credentials were configured (a profile, a config directory) but are broken: running the script
         # instead would hide that, and the script refunds for real.
@@ -233,10 +222,10 @@ def anthropic_client(settings: Settings) -> AsyncAnthropic | None:
 def require_model(settings: Settings) -> None:
     """What ``agent-worker worker`` checks before it connects anywhere: a model it may run. The script only when
     ``AGENT_MODEL_BACKEND=scripted`` asks for it, never as a fallback, since it refunds for real."""
-    if settings.model_backend != "scripted" and anthropic_client(settings) is None:
+    if settings.claude.backend != "scripted" and anthropic_client(settings) is None:
         raise NoCredentialsError(
             "AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)"
-            if settings.model_backend == "claude"
+            if settings.claude.backend == "claude"
             else NO_CREDENTIALS
         )
 
@@ -249,8 +238,8 @@ def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool
     the script outside the dev stack warns at start and on every ticket."""
     from activities.scripted_model import ScriptedModel  # noqa: PLC0415
 
-    script = ScriptedModel(model_calls, think_seconds=settings.scripted_think_seconds, announce=not dev_stack)
-    if settings.model_backend == "scripted":
+    script = ScriptedModel(model_calls, think_seconds=settings.claude.scripted_think_seconds, announce=not dev_stack)
+    if settings.claude.backend == "scripted":
         if dev_stack:
             log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
         else:
@@ -262,7 +251,7 @@ def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool
         return script
     client = anthropic_client(settings)
     if client is None:
-        if settings.model_backend == "claude" or not dev_stack:
+        if settings.claude.backend == "claude" or not dev_stack:
             require_model(settings)  # raises, saying what to set
         log.warning(
             "model: the scripted stand-in, because no Anthropic API key is configured; "
@@ -271,16 +260,16 @@ def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool
         return script
     from activities.claude_model import ClaudeModel  # noqa: PLC0415
 
-    if settings.anthropic_model not in settings.anthropic_prices:
-        log.warning("no price for this model: its cost is reported as 0", model=settings.anthropic_model)
-    log.info("model: Claude", model=settings.anthropic_model, base_url=str(client.base_url))
+    if settings.claude.model not in settings.claude.prices:
+        log.warning("no price for this model: its cost is reported as 0", model=settings.claude.model)
+    log.info("model: Claude", model=settings.claude.model, base_url=str(client.base_url))
     return ClaudeModel(
         client,
-        model=settings.anthropic_model,
-        max_tokens=settings.anthropic_max_tokens,
-        temperature=settings.anthropic_temperature,
-        system_prompt=settings.anthropic_system_prompt,
-        prices=settings.anthropic_prices,
+        model=settings.claude.model,
+        max_tokens=settings.claude.max_tokens,
+        temperature=settings.claude.temperature,
+        system_prompt=settings.claude.system_prompt,
+        prices=settings.claude.prices,
     )
 
 
@@ -303,8 +292,8 @@ def policy_in_force(settings: Settings) -> PolicyInForce:
 
 class AgentPlugin(SimplePlugin):
     """The service as a Temporal plugin. On a client (and a replayer): the shared data converter. On a worker:
-    the workflow, its activities over the business ports and the model, and the interceptors (logging context,
-    and fault injection for crash tests). The business, the model and the policy in force are built from the
+    the workflow, its activities over the business ports and the model, and the interceptor that puts each task's
+    context in the logs. The business, the model and the policy in force are built from the
     settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders and a model
     that may be the script; tests hand in a scratch business, a model where a script needs it, and, for the crash
     table and the history benchmarks alone, a policy that allows demonstrations (``tests/support``). Built here,
@@ -322,7 +311,6 @@ class AgentPlugin(SimplePlugin):
         self._business = business
         self._model = model
         self._policy = policy
-        self._faults: Faults | None = None
         converter = data_converter(settings)
         super().__init__(
             "agent-worker",
@@ -332,17 +320,13 @@ class AgentPlugin(SimplePlugin):
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """A worker also gets the interceptors (the log context of each task, and fault injection for crash tests)
-        and its build id."""
-        from agent_worker.faults import FaultInterceptor  # noqa: PLC0415 - for workers alone, like all below
-        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415
+        """A worker also gets the interceptor that puts each task's context in the logs, and its build id."""
+        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415 - for workers alone, like all below
 
-        self._faults = fault_injector(self.settings)  # before the activities: they are checked against it
         config = super().configure_worker(config)
         if not (config.get("build_id") or config.get("deployment_config")):
             config["build_id"] = build_id()
-        added = [LogContextInterceptor(), *([FaultInterceptor(self._faults)] if self._faults else [])]
-        config["interceptors"] = [*config.get("interceptors", []), *added]
+        config["interceptors"] = [*config.get("interceptors", []), LogContextInterceptor()]
         return config
 
     def _workflows(self, given: Sequence[type] | None) -> Sequence[type]:
@@ -377,22 +361,14 @@ class AgentPlugin(SimplePlugin):
             models.summarize,
             ContentActivities(content).archive_records,
             *tools.all(),
-            *PolicyActivities(policy, settings.web_approval_key_bytes()).all(),
+            *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
         ]
         if policy.demonstrations:
             log.warning(
                 "DEMONSTRATIONS ARE ON: tickets on this worker may switch safeguards off (refund keys, reconciling "
                 "refunds, linear history) to show what goes wrong without them. Only tests and benchmarks build it."
             )
-        if self._faults is not None:
-            self._faults.check({fn.__name__ for fn in activities})  # each is registered under its method's name
-            log.warning(
-                "FAULT INJECTION IS ON: this worker will kill or hang itself on purpose. It is for crash tests; "
-                "unset AGENT_FAULTS anywhere else.",
-                faults=[str(f) for f in self._faults.faults],
-                markers=str(self._faults.markers),
-            )
-        bucket = f"s3://{settings.s3_bucket}/{settings.s3_prefix}" if settings.s3_bucket else None
+        bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
         log.info(
             "worker configured",
             task_queue=settings.task_queue,

@@ -10,41 +10,88 @@ another worker within seconds.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 
 import structlog
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Plugin, Worker
 
 from activities.business import Business
 from activities.contracts.policy import PolicyInForce
 from activities.model import LanguageModel
+from activities.tools import TOOLS
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.metrics import report_from_visibility
 from agent_worker.stopping import stop_signals
 from agent_worker.wiring import AgentPlugin
+from workflows.policies import LONGEST_ATTEMPT, THINK
 
 log = structlog.get_logger(__name__)
 
 
-def build_worker(
+class ClientTimeoutError(SystemExit):
+    """A client's timeout at or above the attempt of the activity it runs in: the worker does not start, and says
+    which (a ``SystemExit``, so every entry point stops with the sentence, as ``connect`` refuses)."""
+
+
+def attempts() -> dict[str, timedelta]:
+    """Each activity's attempt (its ``start_to_close_timeout``) by the name the worker registers it under: the
+    workflow's policies and the tools' declarations, read here alone."""
+    configs = {"think": THINK, **{name: tool.config for name, tool in TOOLS.items() if tool.config}}
+    return {name: timeout for name, c in configs.items() if (timeout := c.get("start_to_close_timeout")) is not None}
+
+
+def check_client_timeouts(settings: Settings) -> None:
+    """Every outside system's client gives up before the attempt of the activity it runs in: a slow answer then
+    ends the attempt with a retryable error the activity reports, not an attempt Temporal gave up on while the call
+    went on (a refund or an email that may still land). Every client is checked, in use or not, as any setting is;
+    ``ClientTimeoutError`` names the setting, its value, the activity and its attempt."""
+    clients = (
+        ("AGENT_ANTHROPIC_TIMEOUT_SECONDS", settings.claude.timeout_seconds, "think"),
+        ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, "issue_refund"),
+        ("AGENT_SMTP_TIMEOUT_SECONDS", settings.smtp.timeout_seconds, "send_email"),
+    )
+    for name, seconds, activity in clients:
+        attempt = attempts()[activity].total_seconds()
+        if seconds >= attempt:
+            raise ClientTimeoutError(
+                f"agent-worker cannot start: {name}={seconds:g} is not below the {activity} activity's attempt "
+                f"(start_to_close_timeout {attempt:g} s): a call that slow would outlive the attempt it runs in"
+            )
+
+
+def grace_period(settings: Settings) -> timedelta:
+    """How long a worker told to stop gives its activities in flight: ``AGENT_GRACEFUL_SHUTDOWN_SECONDS`` if set, else
+    the longest attempt of any activity, so that a deploy never cuts a call short that the next worker would then
+    make, and pay for, again."""
+    if settings.graceful_shutdown_seconds is not None:
+        return timedelta(seconds=settings.graceful_shutdown_seconds)
+    return LONGEST_ATTEMPT
+
+
+def build_worker(  # noqa: PLR0913 - what the dev stack or a test hands in, each optional
     client: Client,
     settings: Settings,
     business: Business | None = None,
     model: LanguageModel | None = None,
     policy: PolicyInForce | None = None,
+    *,
+    plugins: Sequence[Plugin] = (),
 ) -> Worker:
     """The worker for the settings: what it runs comes from ``AgentPlugin`` (the client's, if it was connected
     with one; otherwise one made here, with what the dev stack or a test hands in); what is left here is how it
-    polls and how it stops."""
+    polls and how it stops. ``plugins`` come after the service's, and see the worker it configured. It refuses to
+    build with a client timeout that would outlive its activity's attempt (``check_client_timeouts``)."""
+    check_client_timeouts(settings)
     carried = any(isinstance(plugin, AgentPlugin) for plugin in client.config()["plugins"])
     handed_in = business is not None or model is not None or policy is not None
     return Worker(
         client,
         task_queue=settings.task_queue,
-        plugins=[] if carried and not handed_in else [AgentPlugin(settings, business, model, policy)],
-        graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
+        plugins=[*([] if carried and not handed_in else [AgentPlugin(settings, business, model, policy)]), *plugins],
+        graceful_shutdown_timeout=grace_period(settings),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
@@ -70,7 +117,7 @@ async def run_worker(
                 log.info(
                     "worker stopping: no new tasks, in-flight activities get a grace period",
                     reason=reason,
-                    grace_seconds=settings.graceful_shutdown_seconds,
+                    grace_seconds=grace_period(settings).total_seconds(),
                 )
         finally:
             gauge.cancel()

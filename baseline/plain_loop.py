@@ -42,7 +42,7 @@ from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
 from agent_worker import logs, wiring
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
-from agent_worker.faults import Faults, FaultSpecError, kill_this_process
+from tests.support.faults import Faults, FaultSpecError, injector, kill_this_process
 
 MAX_STEPS = 10
 CONVERSATION = TypeAdapter(list[Message])
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings()
     logs.configure(settings.log_level, settings.log_format)
     store = wiring.business(settings).create()
-    faults = wiring.fault_injector(settings)
+    faults = injector(settings)
     if faults is not None and any(f.action != "kill" for f in faults.faults):
         raise FaultSpecError("The plain loop has no timeouts to hang past: only kill faults apply to it")
     saves = store.database.path.with_name(store.database.path.name + ".plain-loop")

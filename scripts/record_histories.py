@@ -39,7 +39,7 @@ from agent_worker.devserver import start_dev_server
 from agent_worker.exits import exit_hard
 from agent_worker.replay import HISTORIES, export
 from agent_worker.worker import build_worker
-from tests.support import tickets
+from tests.support import faults, tickets
 from tests.support.demonstrations import allowing_demonstrations
 from tests.support.desk import LOOSE, LOOSE_FILE
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
@@ -236,11 +236,11 @@ async def refund_timed_out_before_reconciliation(r: Recorder) -> Handle:
 async def _timed_out_refund(r: Recorder, *, reconcile_refunds: bool) -> Handle:
     settings = Settings(
         task_queue=r.task_queue + "-hang", db_path=r.store.database.path, refund_guard=False,
-        faults="after:issue_refund=hang*5", graceful_shutdown_seconds=1, model_backend="scripted",
-        policy_file=LOOSE_FILE,
+        graceful_shutdown_seconds=1, model_backend="scripted", policy_file=LOOSE_FILE,
     )  # fmt: skip
     business = wiring.business(settings)  # the guard off, as the settings say; a key per tool call, demonstrated
-    async with build_worker(r.client, settings, business, policy=allowing_demonstrations(settings)):
+    hangs = faults.plugins(settings, "after:issue_refund=hang*5")
+    async with build_worker(r.client, settings, business, policy=allowing_demonstrations(settings), plugins=hangs):
         return await Recorder(r.client, r.store, settings.task_queue).finished(
             ticket(approval_limit_cents=10_000, refund_key="per_tool_call", reconcile_refunds=reconcile_refunds)
         )
@@ -307,10 +307,11 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
     """The refund's first attempt hangs, the cancel comes meanwhile: the refund is waited for, paid on its retry
     and recorded, and nothing follows."""
     settings = Settings(
-        task_queue=r.task_queue + "-hang", db_path=r.store.database.path, faults="before:issue_refund=hang",
-        graceful_shutdown_seconds=1, model_backend="scripted", policy_file=LOOSE_FILE,
+        task_queue=r.task_queue + "-hang", db_path=r.store.database.path, graceful_shutdown_seconds=1,
+        model_backend="scripted", policy_file=LOOSE_FILE,
     )  # fmt: skip
-    async with build_worker(r.client, settings, wiring.business(settings)):
+    hangs = faults.plugins(settings, "before:issue_refund=hang")
+    async with build_worker(r.client, settings, wiring.business(settings), plugins=hangs):
         handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
 
         async def refunding() -> bool:

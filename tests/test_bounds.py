@@ -16,7 +16,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
-from activities.content_store import ContentStore, complete
+from activities.content_store import ContentStore
 from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.limits import (
     ANSWER_BYTES,
@@ -38,6 +38,7 @@ from activities.contracts.ticket import MessageReceipt, Status, Turn
 from tests.support.harness import Harness
 from tests.support.history import failed_workflow_tasks
 from tests.support.models import PlaybackModel, calls, says
+from tests.support.outcomes import complete
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import awaiting, poll, waiting_for_event
 

@@ -34,7 +34,8 @@ from activities.pricing import DEFAULT_PRICES, ModelPrice
 from activities.prompt import SUPPORT_POLICY
 from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
-from agent_worker.config import DEFAULT_MODEL, Settings
+from agent_worker.config import Settings
+from agent_worker.config.model import DEFAULT_MODEL
 from agent_worker.wiring import NoCredentialsError, choose_model
 from tests.support.fake_messages_api import (
     FakeMessagesAPI,
@@ -76,7 +77,7 @@ def sdk_env(monkeypatch: pytest.MonkeyPatch, fake_api: FakeMessagesAPI, tmp_path
 
 
 def claude_settings(agent: Harness, **overrides: Any) -> Settings:
-    return agent.settings().model_copy(update={"model_backend": "auto", **overrides})
+    return agent.settings(**{"model_backend": "auto", **overrides})
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 
 
 async def test_claude_looks_up_refunds_the_order_total_emails_the_customer_and_answers(agent: Harness) -> None:
-    model = choose_model(agent.settings().model_copy(update={"model_backend": "claude"}), agent.store.model_calls)
+    model = choose_model(agent.settings(model_backend="claude"), agent.store.model_calls)
     assert isinstance(model, ClaudeModel)
     try:
         outcome = await agent.run(ticket(approval_limit_cents=10_000, max_steps=8), model)

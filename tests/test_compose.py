@@ -16,6 +16,7 @@ import yaml
 from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker import wiring
 from agent_worker.config import Settings
+from agent_worker.worker import grace_period
 from workflows import policies
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +77,7 @@ def test_the_worker_image_runs_as_a_non_root_user_with_a_health_check_and_no_sec
 def test_docker_waits_for_the_workers_grace_period_before_it_kills_one() -> None:
     """A deploy is a pause: SIGTERM, the model call in flight finishes (up to the worker's grace period, the
     longest attempt), then the worker exits. Docker's SIGKILL must come later than that."""
-    grace = Settings().graceful_shutdown_seconds
+    grace = grace_period(Settings()).total_seconds()
     stop = SERVICES["worker"]["stop_grace_period"]
     assert re.fullmatch(r"\d+s", stop), stop
     assert int(stop[:-1]) > grace >= policies.LONGEST_ATTEMPT.total_seconds()

@@ -10,7 +10,6 @@ from activities.content_store import (
     BlobBackend,
     ContentStore,
     archive_records,
-    complete,
     extend,
     load_conversation,
     offload,
@@ -26,6 +25,7 @@ from activities.contracts.conversation import (
     UsageReport,
 )
 from activities.contracts.ticket import Outcome, Status, ToolCallRecord
+from tests.support.outcomes import complete
 from tests.support.stores import MemoryBlobs
 
 

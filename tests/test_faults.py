@@ -10,10 +10,9 @@ import pytest
 from temporalio.client import Client
 
 from activities.business import Business
-from agent_worker import wiring
 from agent_worker.config import Settings
-from agent_worker.faults import Fault, Faults, FaultSpecError, parse
 from tests.support.crashlab import Lab, WorkerProcess
+from tests.support.faults import Fault, Faults, FaultSettings, FaultSpecError, injector, parse
 from tests.support.waits import poll
 
 
@@ -24,7 +23,7 @@ async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
 
 
 def test_no_setting_means_no_faults(tmp_path: Path) -> None:
-    assert wiring.fault_injector(Settings(db_path=tmp_path / "b.sqlite3")) is None
+    assert injector(Settings(db_path=tmp_path / "b.sqlite3")) is None
 
 
 def test_a_fault_names_its_point_its_first_reach_how_many_times_and_what_it_does() -> None:
@@ -48,7 +47,7 @@ def test_a_fault_names_its_point_its_first_reach_how_many_times_and_what_it_does
 )
 def test_a_fault_setting_that_says_nothing_exact_stops_the_worker(spec: str) -> None:
     with pytest.raises(ValueError, match=r"(?i)fault"):
-        Settings(faults=spec)
+        FaultSettings(faults=spec)
 
 
 def test_reaches_are_counted_across_processes_so_a_fault_fires_a_bounded_number_of_times(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from temporalio.client import WorkflowExecutionStatus
 
-from activities.content_store import ContentStore, complete
+from activities.content_store import ContentStore
 from activities.contracts.conversation import Decision, ThinkRequest, Usage
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
@@ -20,6 +20,7 @@ from tests.support.long_tickets import (
     long_ticket,
     seed_long_orders,
 )
+from tests.support.outcomes import complete
 from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting, poll, waiting_request
 

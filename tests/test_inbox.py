@@ -27,8 +27,8 @@ from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.devserver import binary, free_port
 from agent_worker.inbox.app import ticket_path
-from agent_worker.inbox.auth import password_matches
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
+from agent_worker.passwords import password_matches
 from agent_worker.stuck import find_stuck
 from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
 from tests.support.harness import Harness

@@ -26,15 +26,12 @@ from agent_worker.inbox.auth import (
     SignedIn,
     Throttled,
     WrongPassword,
-    check_hash,
-    hash_password,
-    is_legacy,
-    password_matches,
     same_origin,
 )
 from agent_worker.inbox.guard import host_name
 from agent_worker.inbox.sessions import MAX_PER_PERSON, TOUCH_EVERY, Sessions, token_hash
 from agent_worker.inbox.throttle import Attempt, Throttle, network
+from agent_worker.passwords import check_hash, hash_password, is_legacy, password_matches
 from tests.support.inbox import Clock
 from tests.support.stores import StoreFactory
 
@@ -254,7 +251,7 @@ def test_expired_sessions_are_deleted_and_a_person_keeps_at_most_so_many(databas
 def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The passwords the authenticator checked against a hash, in order."""
     seen: list[str] = []
-    real = auth_module.password_matches
+    real = password_matches
 
     def counting(stored: str, password: str) -> bool:
         seen.append(password)
@@ -472,4 +469,4 @@ def test_the_proxys_header_is_not_configurable_without_its_addresses_and_the_inb
         web_proxy_header="X-Forwarded-Email", web_trusted_proxies=["10.0.0.0/24"],
         web_public_url="https://inbox.example.com", web_base_path="/inbox/",
     )  # fmt: skip
-    assert settings.web_base_path == "/inbox"
+    assert settings.web.base_path == "/inbox"

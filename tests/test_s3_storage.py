@@ -203,7 +203,7 @@ async def test_an_encrypted_ticket_puts_only_ciphertext_in_the_bucket(
 
 
 def test_the_prefix_is_a_folder_and_an_empty_bucket_variable_means_no_bucket() -> None:
-    assert Settings(s3_prefix="/agent/").s3_prefix == "agent/"
-    assert Settings(s3_prefix="").s3_prefix == ""
-    assert Settings(s3_bucket="").s3_bucket is None
+    assert Settings(s3_prefix="/agent/").s3.prefix == "agent/"
+    assert Settings(s3_prefix="").s3.prefix == ""
+    assert Settings(s3_bucket="").s3.bucket is None
     assert wiring.data_converter(Settings(s3_bucket="")).external_storage is None

@@ -237,8 +237,8 @@ def test_mail_settings_left_empty_by_compose_are_unset(monkeypatch: pytest.Monke
 
     settings = Settings()
 
-    unset = (settings.smtp_host, settings.smtp_port, settings.smtp_username, settings.smtp_password)
-    assert (*unset, settings.smtp_ca_file, settings.mail_from) == (None,) * 6
+    unset = (settings.smtp.host, settings.smtp.port, settings.smtp.username, settings.smtp.password)
+    assert (*unset, settings.smtp.ca_file, settings.smtp.mail_from) == (None,) * 6
     assert wiring.mail_relay(settings) is None
 
 

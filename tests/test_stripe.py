@@ -404,9 +404,9 @@ def test_the_key_is_read_as_stripe_names_it_and_never_shown(monkeypatch: pytest.
     monkeypatch.setenv("AGENT_STRIPE_API_BASE", "")  # compose passes an unset variable through as ""
     settings = Settings()
 
-    assert settings.stripe_api_key is not None
-    assert settings.stripe_api_key.get_secret_value() == "sk_test_secret_value_42"
-    assert settings.stripe_api_base is None
+    assert settings.stripe.api_key is not None
+    assert settings.stripe.api_key.get_secret_value() == "sk_test_secret_value_42"
+    assert settings.stripe.api_base is None
     assert "sk_test_secret_value_42" not in repr(settings) + str(settings) + settings.model_dump_json()
     assert wiring.stripe_client(Settings(payments="embedded")) is None
 

@@ -5,9 +5,12 @@ added by its declaration and its activity body alone; here it answers on a real 
 from __future__ import annotations
 
 import inspect
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -18,6 +21,8 @@ from activities.contracts.names import NEEDS_APPROVAL
 from activities.contracts.policy import Limits
 from activities.contracts.world import RefundRequest
 from activities.tools import TOOLS, Effect, ToolActivities
+from agent_worker.config import Settings
+from agent_worker.worker import ClientTimeoutError, attempts, build_worker, check_client_timeouts
 from tests.support.harness import Harness
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import ticket
@@ -67,15 +72,32 @@ async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_cu
     assert (other.is_error, other.result) == (True, "The tool failed: There is no order A-1004")
 
 
-def test_a_mail_servers_delivery_must_fit_in_one_attempt_of_send_email() -> None:
-    """The settings bound the SMTP timeout without importing the tools (cold start); this holds the bound to them."""
-    from annotated_types import Lt  # noqa: PLC0415
+@pytest.mark.parametrize(
+    ("setting", "activity"),
+    [
+        ("anthropic_timeout_seconds", "think"),
+        ("stripe_timeout_seconds", "issue_refund"),
+        ("smtp_timeout_seconds", "send_email"),
+    ],
+)
+def test_a_client_timeout_that_would_outlive_its_activitys_attempt_stops_the_worker_naming_both(
+    setting: str, activity: str
+) -> None:
+    """Every provider's client gives up before the attempt it runs in, checked in one place against the activities'
+    own timeouts, whether the provider is in use or not."""
+    attempt = attempts()[activity].total_seconds()
+    said = f"AGENT_{setting.upper()}={attempt:g} is not below the {activity} activity's attempt (start_to_close_timeout"
+    with pytest.raises(ClientTimeoutError, match=re.escape(f"{said} {attempt:g} s)")):
+        check_client_timeouts(Settings(**{setting: attempt}))
+    check_client_timeouts(Settings(**{setting: attempt - 0.5}))
 
-    from activities.tools import MAIL_ATTEMPT  # noqa: PLC0415
-    from agent_worker.config import Settings  # noqa: PLC0415
 
-    (bound,) = [m.lt for m in Settings.model_fields["smtp_timeout_seconds"].metadata if isinstance(m, Lt)]
-    assert bound == MAIL_ATTEMPT.total_seconds()
+async def test_the_worker_is_not_built_with_an_anthropic_timeout_as_long_as_a_think_attempt(client: Client) -> None:
+    """The SDK's request timeout at the ``think`` activity's two minutes: a slow call would outlive its attempt."""
+    assert attempts()["think"] == policies.THINK["start_to_close_timeout"] == timedelta(minutes=2)
+    check_client_timeouts(Settings())  # the defaults fit
+    with pytest.raises(ClientTimeoutError, match=r"AGENT_ANTHROPIC_TIMEOUT_SECONDS=120 is not below the think"):
+        build_worker(client, Settings(anthropic_timeout_seconds=120))
 
 
 async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once_as_needs_approval_naming_it(

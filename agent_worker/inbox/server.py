@@ -32,11 +32,12 @@ from activities.business.database import Database
 from agent_worker.codec_server import loopback_only
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app, ticket_path
-from agent_worker.inbox.auth import Authenticator, Keys, hash_password, is_legacy
+from agent_worker.inbox.auth import Authenticator, Keys
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
 from agent_worker.inbox.sessions import configured
 from agent_worker.inbox.throttle import Throttle
+from agent_worker.passwords import hash_password, is_legacy
 from agent_worker.stopping import stop_signals
 from agent_worker.wiring import business_database
 
@@ -65,14 +66,14 @@ class OneTimeLogin:
 
 def check(settings: Settings, host: str) -> None:
     """Refuse, before connecting anywhere, settings the inbox must not run with."""
-    if not settings.web_approval_keys:
+    if not settings.web.approval_keys:
         raise InboxRefusedError(
             "the approval inbox needs AGENT_WEB_APPROVAL_KEYS: it signs every answer it sends with the last of them, "
             "and the workers take an answer only if it is signed with one of theirs. Give the inbox and the workers "
             "the same list, e.g. AGENT_WEB_APPROVAL_KEYS='[\"'$(python3 -c 'import secrets; "
             "print(secrets.token_urlsafe(32))')'\"]'"
         )
-    if not (settings.web_users or settings.web_proxy_header) and not loopback_only(host):
+    if not (settings.web.users or settings.web.proxy_header) and not loopback_only(host):
         raise InboxRefusedError(
             f"refusing to serve the approval inbox on {host or 'every interface'} without authentication: anyone who "
             f"could reach it could approve refunds. Listen on 127.0.0.1 (a one-time sign-in is printed then), or set "
@@ -84,10 +85,10 @@ def check(settings: Settings, host: str) -> None:
 def with_key_for_this_process(settings: Settings) -> tuple[Settings, bool]:
     """``settings`` with a signing key made for this process if none is set: for ``dev`` and the demo, whose worker
     runs in the same process as the inbox and so shares it. True if one was made."""
-    if settings.web_approval_keys:
+    if settings.web.approval_keys:
         return settings, False
     key = SecretStr(secrets.token_urlsafe(32))
-    return settings.model_copy(update={"web_approval_keys": [key]}), True
+    return settings.model_copy(update={"web": settings.web.model_copy(update={"approval_keys": [key]})}), True
 
 
 @dataclass
@@ -141,14 +142,14 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     ``login_name`` names the one-time sign-in (default: this OS user), made only when no authentication is set.
     Sessions and the sign-in throttle live in ``database``, by default the business database the settings name (the
     worker's), migrated first; one given is the caller's to close (a test's, with a clock it turns)."""
-    host = settings.web_host if host is None else host
-    port = settings.web_port if port is None else port
+    host = settings.web.host if host is None else host
+    port = settings.web.port if port is None else port
     check(settings, host)
-    users = settings.web_user_hashes()
+    users = settings.web.user_hashes()
     for name in sorted(name for name, stored in users.items() if is_legacy(stored)):
         log.warning("inbox password hash is legacy scrypt: make a new one with `agent-worker web-user`", name=name)
     login = None
-    if not users and not settings.web_proxy_header:
+    if not users and not settings.web.proxy_header:
         login = OneTimeLogin(login_name or this_user(), secrets.token_urlsafe(9))
         users = {login.name: await asyncio.to_thread(hash_password, login.password)}
     sock = bind(host, port)
@@ -157,15 +158,15 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     try:
         if owns_database:
             await asyncio.to_thread(database.migrate)
-        keys = settings.web_approval_key_bytes()
+        keys = settings.web.approval_key_bytes()
         auth = Authenticator(
             Keys(keys), users, configured(settings, database), Throttle(database),
-            proxy_header=settings.web_proxy_header, trusted_proxies=[*settings.web_trusted_proxies],
+            proxy_header=settings.web.proxy_header, trusted_proxies=[*settings.web.trusted_proxies],
         )  # fmt: skip
-        site = Site(settings.web_base_path, settings.web_public_url, loopback=loopback_only(host))
+        site = Site(settings.web.base_path, settings.web.public_url, loopback=loopback_only(host))
         app = make_app(
             Desk(client, settings.task_queue), auth, keys[-1], site, database,
-            confirm_above_cents=settings.web_confirm_above_cents,
+            confirm_above_cents=settings.web.confirm_above_cents,
         )  # fmt: skip
         config = uvicorn.Config(
             app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
@@ -181,7 +182,7 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
         raise
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web_base_path}/", login, server, task, auth, owns_database)
+    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web.base_path}/", login, server, task, auth, owns_database)
 
 
 async def started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:

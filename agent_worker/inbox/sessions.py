@@ -67,8 +67,8 @@ class Session:
 
 def configured(settings: Settings, database: Database) -> Sessions:
     """The sessions in ``database`` as the settings say they last: the inbox's, and the operator's command's."""
-    idle = timedelta(minutes=settings.web_session_idle_minutes)
-    return Sessions(database, max_age=timedelta(hours=settings.web_session_hours), idle=idle)
+    idle = timedelta(minutes=settings.web.session_idle_minutes)
+    return Sessions(database, max_age=timedelta(hours=settings.web.session_hours), idle=idle)
 
 
 def token_hash(token: str) -> str:

@@ -28,7 +28,7 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
-from tests.support import demonstrations, tickets
+from tests.support import demonstrations, faulty_worker, tickets
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, spawn_worker, worker_env
 from tests.support.tickets import Handle, answer
@@ -121,7 +121,8 @@ class Lab:
     store: Business
     task_queue: str = field(default_factory=lambda: f"crash-{uuid.uuid4()}")
     settings: dict[str, str] = field(default_factory=dict)
-    """``AGENT_*`` settings for every worker this lab starts, such as ``{"AGENT_FAULTS": ...}``."""
+    """``AGENT_*`` settings for every worker this lab starts, such as ``{"AGENT_FAULTS": ...}`` (which starts
+    ``tests.support.faulty_worker`` instead of ``agent-worker worker``)."""
     demonstrations: bool = False
     """Start workers that let tickets switch safeguards off (``tests.support.demonstrations``), for the rows that
     show what goes wrong without them; ``agent-worker worker`` otherwise."""
@@ -134,8 +135,11 @@ class Lab:
 
     async def spawn(self, **overrides: str) -> WorkerProcess:
         log_path = self.store.database.path.with_name(f"worker-{len(self.workers) + 1}.log")
-        command = demonstrations.WORKER_COMMAND if self.demonstrations else (AGENT_WORKER, "worker")
-        worker = await WorkerProcess.start(self.env(**overrides), log_path, command)
+        env = self.env(**overrides)
+        command: tuple[str, ...] = demonstrations.WORKER_COMMAND if self.demonstrations else (AGENT_WORKER, "worker")
+        if env.get("AGENT_FAULTS"):  # the product knows no faults: a worker with them is the tests' own
+            command = (*faulty_worker.WORKER_COMMAND, *(["--demonstrations"] if self.demonstrations else []))
+        worker = await WorkerProcess.start(env, log_path, command)
         self.workers.append(worker)
         return worker
 

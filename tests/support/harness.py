@@ -24,6 +24,7 @@ from agent_worker.worker import build_worker
 from tests.support import processes, tickets
 from tests.support.demonstrations import allowing_demonstrations
 from tests.support.desk import LOOSE_FILE
+from tests.support.faults import plugins as fault_plugins
 from tests.support.tickets import Handle
 
 
@@ -52,15 +53,17 @@ class Harness:
         *,
         policy: MoneyPolicy | None = None,
         demonstrations: bool = False,
+        faults: str = "",
         **settings: Any,
     ) -> AsyncIterator[None]:
         """A worker on the harness's queue and business, under ``policy`` (the tests' loose desk if None); with
-        ``demonstrations``, one that lets tickets switch safeguards off (``tests.support.demonstrations``)."""
+        ``demonstrations``, one that lets tickets switch safeguards off (``tests.support.demonstrations``); with
+        ``faults``, one that kills or hangs itself where they say (``tests.support.faults``)."""
         built = self.settings(**settings)
         in_force = allowing_demonstrations(built) if demonstrations else wiring.policy_in_force(built)
         if policy is not None:
             in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
-        async with build_worker(self.client, built, self.store, model, in_force):
+        async with build_worker(self.client, built, self.store, model, in_force, plugins=fault_plugins(built, faults)):
             yield
 
     def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:

@@ -25,8 +25,8 @@ from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
 from activities.contracts.world import Order
 from agent_worker.devserver import binary
 from agent_worker.inbox.app import ticket_path
-from agent_worker.inbox.auth import hash_password
 from agent_worker.inbox.server import RunningInbox, start_inbox
+from agent_worker.passwords import hash_password
 from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.processes import address, run

@@ -5,8 +5,10 @@ refund and before ``issue_refund`` reports back, after the model answered and be
 An exception would not do: the SDK would report it and Temporal would retry a failure it knows about. A
 SIGKILL of the whole worker process leaves the server knowing nothing, which is what a crash is.
 
-The faults live in an activity interceptor, so the activities themselves carry no test code, and they are
-off unless ``AGENT_FAULTS`` names them; a worker with faults logs a warning saying so on every start.
+The faults live in an activity interceptor, added to the product's own worker by a plugin (``FaultPlugin``), so
+neither the activities nor the product carry test code: a test's worker process is ``python -m
+tests.support.faulty_worker``, and an in-process one ``Harness.worker(faults=...)``. A worker with faults logs a
+warning saying so on every start.
 
 ``AGENT_FAULTS`` is a comma-separated list of ``WHEN:ACTIVITY[#NTH]=ACTION[*TIMES]``:
 
@@ -38,8 +40,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import structlog
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio import activity
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkerConfig
+
+from agent_worker.config import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -205,3 +212,59 @@ class FaultInterceptor(Interceptor):
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:  # noqa: A002
         return _Inbound(next, self.faults)
+
+
+class FaultSettings(BaseSettings):
+    """``AGENT_FAULTS`` and ``AGENT_FAULTS_DIR``, read as the product reads its settings."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENT_", env_file=".env", extra="ignore")
+
+    faults: str = ""
+    """Kill or hang this worker at activity boundaries. Empty, the default, injects nothing."""
+    faults_dir: Path | None = None
+    """Where faults count how often each point was reached, across worker processes; default beside the
+    business database (``<db>.faults``)."""
+
+    @field_validator("faults")
+    @classmethod
+    def _faults_must_parse(cls, value: str) -> str:
+        parse(value)  # a typo must stop the worker, not leave a crash test silently crash-free
+        return value
+
+
+def injector(settings: Settings, faults: FaultSettings | None = None) -> Faults | None:
+    """The faults ``faults`` (by default the environment's) name, for a worker on ``settings``' business database;
+    None when they name none."""
+    faults = FaultSettings() if faults is None else faults
+    named = parse(faults.faults)
+    if not named:
+        return None
+    business_db = settings.business_db
+    return Faults(named, faults.faults_dir or business_db.with_name(business_db.name + ".faults"))
+
+
+def plugins(settings: Settings, spec: str) -> list[FaultPlugin]:
+    """The fault plugin for a worker on ``settings`` that ``spec`` names faults for; none if it names none."""
+    faults = injector(settings, FaultSettings(faults=spec))
+    return [] if faults is None else [FaultPlugin(faults)]
+
+
+class FaultPlugin(SimplePlugin):
+    """The product's worker, with the fault interceptor added last: checked against the activities the worker
+    registers (a fault at an activity it does not run is a typo), and loud about it at every start."""
+
+    def __init__(self, faults: Faults) -> None:
+        super().__init__("agent-worker-faults")
+        self.faults = faults
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        self.faults.check({fn.__name__ for fn in config.get("activities", [])})  # registered under their names
+        log.warning(
+            "FAULT INJECTION IS ON: this worker will kill or hang itself on purpose. It is for crash tests; "
+            "unset AGENT_FAULTS anywhere else.",
+            faults=[str(f) for f in self.faults.faults],
+            markers=str(self.faults.markers),
+        )
+        config["interceptors"] = [*config.get("interceptors", []), FaultInterceptor(self.faults)]
+        return config

@@ -1,0 +1,150 @@
+"""Settings for the worker and the CLI, from the environment (prefix ``AGENT_``) or a ``.env`` file.
+
+``Settings`` holds what the whole service shares (the task queue, the business database, logging, how the worker
+polls and stops, the money policy) and one nested model per concern, each read from the variables it always was,
+each with its own checks: ``smtp`` (``agent_worker.config.mail``), ``stripe`` (``.payments``), ``claude``
+(``.model``), ``s3`` (``.storage``), ``codec`` and ``codec_server`` (``.codec``) and ``web`` (``.web``). Whether a
+provider's client gives up before its activity's attempt does is checked where the worker is built, against the
+activities' own timeouts (``agent_worker.wiring``), so reading settings costs no import of the workflow.
+
+The Temporal connection is not here: it comes from Temporal's own environment configuration
+(``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS settings, ``TEMPORAL_PROFILE`` and
+the TOML config file), read by ``temporalio.envconfig`` in ``agent_worker.client``, so a worker connects to
+a cluster exactly as the ``temporal`` CLI on the same machine would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+
+from activities.contracts.names import TASK_QUEUE
+from activities.contracts.policy import MoneyPolicy
+from agent_worker import policy_file
+from agent_worker.config.codec import CodecServerSettings, CodecSettings
+from agent_worker.config.concern import Concern, unset_if_blank
+from agent_worker.config.mail import SmtpSettings
+from agent_worker.config.model import ClaudeSettings
+from agent_worker.config.payments import StripeSettings
+from agent_worker.config.storage import S3Settings
+from agent_worker.config.web import WebSettings
+
+DATA_CONVERTER: DataConverter = pydantic_data_converter
+"""Part of the contract with stored histories: worker, clients and replayer must all decode the same way."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENT_", env_file=".env", extra="ignore")
+
+    def __init__(self, **values: Any) -> None:
+        """Code may also name a concern's setting flat, as its variable does without ``AGENT_``:
+        ``Settings(smtp_host=...)`` is ``Settings(smtp=SmtpSettings(host=...))``, the concern's other settings read
+        from the environment as ever."""
+        concerns = {name: field.annotation for name, field in type(self).model_fields.items()}
+        for name, concern in concerns.items():
+            if not (isinstance(concern, type) and issubclass(concern, Concern)):
+                continue
+            flat = concern.flat_names()
+            given = {flat[key]: values.pop(key) for key in [key for key in values if key in flat]}
+            if given and name in values:
+                raise TypeError(f"Settings: {name}, or its settings by flat name ({', '.join(given)}), not both")
+            if given:
+                values[name] = concern(**given)
+        super().__init__(**values)
+
+    task_queue: str = TASK_QUEUE
+    data_dir: Path = Path(".agent-worker")
+    """Where the embedded defaults keep their files: the business database and the dev server's history."""
+    db_path: Path | None = None
+    """The business database (orders, refunds, emails, model calls); default ``<data_dir>/business.sqlite3``."""
+    database_url: str | None = None
+    """A SQLAlchemy URL for a shared business database, e.g. ``postgresql+psycopg://user@host/db``; when set,
+    it is used instead of the SQLite file, so several workers on several machines share one provider."""
+
+    refund_guard: bool = True
+    """Refuse a refund that would take an order's refunded total above its charge, as Stripe does."""
+    idempotency_key_ttl_hours: PositiveFloat = 24.0
+
+    inline_result_max_bytes: PositiveInt = 8192
+    """Tool results larger than this (UTF-8 bytes) are kept in the content store (the business database's
+    ``blobs`` table, or the S3 bucket) and the history carries only a preview and their ``sha256:`` key."""
+
+    log_format: Literal["json", "console"] = "json"
+    log_level: str = "INFO"
+
+    graceful_shutdown_seconds: PositiveFloat | None = None
+    """On SIGTERM, how long in-flight activities get to finish before the worker exits anyway. Unset (the default):
+    the longest an attempt of any activity may run, read from the activities' own timeouts where the worker is built
+    (``agent_worker.wiring.grace_period``), so that a deploy is a pause, never a model call cut short and paid for
+    twice. The orchestrator must wait longer before it kills (compose's ``stop_grace_period``, Kubernetes'
+    ``terminationGracePeriodSeconds``)."""
+    sticky_queue_timeout_seconds: PositiveFloat = 2.0
+    """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
+    worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
+    max_cached_workflows: PositiveInt = 300
+    """How many tickets the worker keeps in memory between their steps. Each cached ticket costs memory (mostly
+    the workflow sandbox's own copy of the workflow's module), and an evicted one replays its whole history at its
+    next step: the cache should hold the tickets in flight, and no more. The SDK's default of 1000 let a worker
+    full of parked tickets grow far past what they need (``bench/throughput.py`` measures it)."""
+    max_concurrent_workflow_tasks: PositiveInt = 20
+    """Workflow tasks the worker takes on at once. They share one Python thread, so what the worker takes on
+    beyond what it can run waits inside it, on the server's 10 s clock, where a burst (a thousand approvals at
+    once) can time tasks out; kept fewer, the rest wait on the server, where a workflow task's timeout has not
+    started yet (``bench/throughput.py --only parked`` measures it)."""
+
+    metrics_bind: str | None = None
+    """host:port for the Prometheus endpoint (``/metrics``), e.g. ``0.0.0.0:9464``; off when unset."""
+    tracing: bool = False
+    """Trace tickets through Temporal's OpenTelemetry plugin, exporting over OTLP/HTTP to
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+
+    smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+    stripe: StripeSettings = Field(default_factory=StripeSettings)
+    claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
+    s3: S3Settings = Field(default_factory=S3Settings)
+    codec: CodecSettings = Field(default_factory=CodecSettings)
+    codec_server: CodecServerSettings = Field(default_factory=CodecServerSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+
+    approvers: list[str] = []
+    """Who may approve refunds on tickets that name nobody in ``options.approvers``, when the policy file names no
+    roles; empty: anyone. Set with roles, the worker does not start: one list of approvers, not two."""
+
+    policy_file: Path | None = None
+    """The desk's money policy (``agent_worker.policy_file``, ``agent-worker policy check``): approval limits, roles,
+    limits across tickets, the model budget. Read and checked when the settings are; unset, ``MoneyPolicy()``'s
+    defaults are in force."""
+    _money_policy: MoneyPolicy = PrivateAttr(default_factory=MoneyPolicy)
+
+    @property
+    def money_policy(self) -> MoneyPolicy:
+        """The policy ``policy_file`` states, as read when these settings were (a changed file takes effect at
+        the worker's next start); the defaults without one."""
+        return self._money_policy
+
+    @property
+    def business_db(self) -> Path:
+        return self.db_path or self.data_dir / "business.sqlite3"
+
+    _blank_is_unset = field_validator("policy_file", mode="before")(unset_if_blank)
+
+    @model_validator(mode="after")
+    def _read_the_policy_file(self) -> Self:
+        """A policy that cannot be read stops every command, as any bad setting does: a worker must never run on
+        the defaults because the desk's file has a typo."""
+        if self.policy_file is not None:
+            try:
+                self._money_policy = policy_file.read(self.policy_file)
+            except policy_file.PolicyFileError as error:
+                raise ValueError(f"AGENT_POLICY_FILE {error}") from None
+        if self.approvers and self._money_policy.approval.roles:
+            raise ValueError(
+                "AGENT_POLICY_FILE names approval roles and AGENT_APPROVERS lists approvers: choose one (the roles, "
+                "which also say up to how much each person may approve, or AGENT_APPROVERS without roles)"
+            )
+        return self

@@ -1,0 +1,44 @@
+"""What every concern's settings share: read from the environment (or a ``.env`` file) under the concern's own
+prefix, so each nested model reads exactly the variables the flat settings did (``AGENT_SMTP_HOST`` is
+``SmtpSettings.host``). A field whose variable lies outside the prefix names it in full (``validation_alias``);
+code builds a concern by its fields' names."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Concern(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", validate_by_name=True, validate_by_alias=True)
+
+    @classmethod
+    def flat_names(cls) -> dict[str, str]:
+        """Each field by its flat name, its variable's without ``AGENT_`` in lower case (``smtp_host``, ``mail``,
+        ``stripe_api_key``): what ``Settings(...)`` also takes, as the flat settings did."""
+        prefix = str(cls.model_config.get("env_prefix", "")).lower().removeprefix("agent_")
+        return {
+            (
+                alias.lower().removeprefix("agent_")
+                if isinstance(alias := field.validation_alias, str)
+                else prefix + name
+            ): name
+            for name, field in cls.model_fields.items()
+        }
+
+
+def unset_if_blank(value: object) -> object:
+    """``""`` is unset: compose passes an unset variable through as ``""``, and it is no port, no password, no
+    file, and not the current directory."""
+    return None if value == "" else value
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is this machine: an address in the loopback range, or ``localhost``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
