@@ -146,7 +146,7 @@ class Settings(BaseSettings):
 
     graceful_shutdown_seconds: PositiveFloat = 120.0
     """On SIGTERM, how long in-flight activities get to finish before the worker exits anyway: by default the
-    longest an attempt may run (``workflows.policies.LONGEST_ATTEMPT``, which ``tests/test_compose.py`` holds this
+    longest an attempt may run (``workflows.timeouts.LONGEST_ATTEMPT``, which ``tests/test_compose.py`` holds this
     to; not imported here, so that reading settings costs no import of the workflow), so that a deploy is a pause,
     never a model call cut short and paid for twice.
     The orchestrator must wait longer before it kills (compose's ``stop_grace_period``, Kubernetes'

@@ -16,7 +16,7 @@ import yaml
 from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker import wiring
 from agent_worker.config import Settings
-from workflows import policies
+from workflows import timeouts
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -79,7 +79,7 @@ def test_docker_waits_for_the_workers_grace_period_before_it_kills_one() -> None
     grace = Settings().graceful_shutdown_seconds
     stop = SERVICES["worker"]["stop_grace_period"]
     assert re.fullmatch(r"\d+s", stop), stop
-    assert int(stop[:-1]) > grace >= policies.LONGEST_ATTEMPT.total_seconds()
+    assert int(stop[:-1]) > grace >= timeouts.LONGEST_ATTEMPT.total_seconds()
     assert "AGENT_GRACEFUL_SHUTDOWN_SECONDS" not in SERVICES["worker"]["environment"]
 
 

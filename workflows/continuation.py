@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.conversation import Message, UsageReport
     from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING
     from activities.contracts.ticket import ToolCallRecord, Turn
-    from workflows import policies
+    from workflows import timeouts
 
 
 HandOver = Callable[[int, list[Message]], Awaitable[NoReturn]]
@@ -71,6 +71,6 @@ class Continuation:
         self.archive_ref = await workflow.execute_activity_method(
             ContentActivities.archive_records,
             RecordsArchive(previous=self.archive_ref, tool_calls=tool_calls, usage=usage.steps, turns=list(turns)),
-            **policies.ARCHIVE_RECORDS,
+            **timeouts.attempt("archive_records"),
         )
         return True
