@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 import structlog
 from temporalio import activity
 
+from activities.business.credits import StoreCredits
 from activities.business.mail import Mail
 from activities.business.orders import Orders
 from activities.business.payments import Payments
@@ -29,6 +30,7 @@ from activities.contracts.world import (
 )
 from activities.tools import (
     ISSUE_REFUND,
+    ISSUE_STORE_CREDIT,
     LOOKUP_ORDER,
     ORDER_EVENTS,
     SEND_EMAIL,
@@ -69,19 +71,22 @@ def registered(implementations: object, names: list[str], what: str) -> list[Cal
 
 class ToolActivities:
     """The tools' implementations, each reaching only the outside systems it acts on: the shop's orders, the
-    payment provider, the mail outbox, and the content store for results too large for the history."""
+    payment provider, the store credit ledger, the mail outbox, and the content store for results too large for
+    the history."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - one port per outside system, by name: grouped, they would be the store again
         self,
         *,
         orders: Orders,
         payments: Payments,
+        store_credit: StoreCredits,
         mail: Mail,
         content: ContentStore,
         inline_max_bytes: int = INLINE_MAX_BYTES,
     ) -> None:
         self.orders = orders
         self.payments = payments
+        self.credits = store_credit
         self.mail = mail
         self.content = content
         self.inline_max_bytes = inline_max_bytes
@@ -90,8 +95,8 @@ class ToolActivities:
     def over(cls, business: Business, content: ContentStore, *, inline_max_bytes: int = INLINE_MAX_BYTES) -> Self:
         """The implementations over the business's ports: what a worker registers (``all``)."""
         return cls(
-            orders=business.orders, payments=business.payments, mail=business.mail, content=content,
-            inline_max_bytes=inline_max_bytes,
+            orders=business.orders, payments=business.payments, store_credit=business.credits, mail=business.mail,
+            content=content, inline_max_bytes=inline_max_bytes,
         )  # fmt: skip
 
     def all(self) -> list[Callable[..., Any]]:
@@ -143,6 +148,17 @@ class ToolActivities:
         log.info(
             "refund replayed" if receipt.replayed else "refund paid",
             refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
+        )  # fmt: skip
+        return receipt
+
+    @implements(ISSUE_STORE_CREDIT)
+    async def issue_store_credit(self, request: RefundRequest) -> RefundReceipt:
+        """Issue a voucher for the amount on the order, once per key, in the store credit ledger. Past a limit
+        across tickets without a person, it issues nothing and fails as ``NeedsApproval``, as a refund does."""
+        receipt = await call(lambda: self.credits.issue(request))
+        log.info(
+            "store credit replayed" if receipt.replayed else "store credit issued",
+            credit_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
         )  # fmt: skip
         return receipt
 

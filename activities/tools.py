@@ -50,6 +50,14 @@ class IssueRefundArgs(Contract):
     amount_cents: Cents = Field(description="The amount to refund, in cents.")
 
 
+class IssueStoreCreditArgs(Contract):
+    """Give the customer store credit on an order instead of a refund: a voucher for the amount, to spend in the
+    shop. Use it when the customer asks for credit rather than their money back; never both for the same money."""
+
+    order_id: OrderId = Field(description="The order id, such as A-1001.")
+    amount_cents: Cents = Field(description="The amount of store credit, in cents.")
+
+
 class SendEmailArgs(Contract):
     """Send an email to the customer about their ticket."""
 
@@ -188,6 +196,14 @@ ISSUE_REFUND = Tool(
     Payout(noun="refund", done="Refunded", key="refund", settled_by="find_refund", keeper="the payment provider"),
 )  # fmt: skip
 
+ISSUE_STORE_CREDIT = Tool(
+    "issue_store_credit", IssueStoreCreditArgs, Rule.PAYS, RefundReceipt,
+    Payout(
+        noun="store credit", done="Credited", key="store_credit", settled_by="find_store_credit",
+        keeper="the store credit ledger",
+    ),
+)  # fmt: skip
+
 SEND_EMAIL = Tool("send_email", SendEmailArgs, Rule.MAILS, EmailReceipt)
 ORDER_EVENTS = Tool("order_events", OrderEventsArgs, Rule.READS, ToolOutput)
 WAIT_FOR_DELIVERY_SCAN = Tool("wait_for_delivery_scan", WaitForDeliveryScanArgs, Rule.WAITS, None)
@@ -195,6 +211,14 @@ SHIPPING_STATUS = Tool("shipping_status", ShippingStatusArgs, Rule.READS, ToolOu
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool
-    for tool in (LOOKUP_ORDER, ISSUE_REFUND, SEND_EMAIL, ORDER_EVENTS, WAIT_FOR_DELIVERY_SCAN, SHIPPING_STATUS)
+    for tool in (
+        LOOKUP_ORDER,
+        ISSUE_REFUND,
+        ISSUE_STORE_CREDIT,
+        SEND_EMAIL,
+        ORDER_EVENTS,
+        WAIT_FOR_DELIVERY_SCAN,
+        SHIPPING_STATUS,
+    )
 }
 """Every tool, in the order the model is told of them."""

@@ -32,6 +32,7 @@ from tests.support.tickets import ticket
 SAMPLE_CALLS: dict[str, dict[str, Any]] = {
     "lookup_order": {"order_id": "A-1001"},
     "issue_refund": {"order_id": "A-1001", "amount_cents": 500},
+    "issue_store_credit": {"order_id": "A-1005", "amount_cents": 500},
     "send_email": {"to": "ann@example.com", "subject": "Your order", "body": "It is on its way."},
     "order_events": {"order_id": "A-1001"},
     "wait_for_delivery_scan": {"order_id": "A-1001", "hours": 1},
@@ -79,10 +80,13 @@ async def test_every_declared_tool_is_offered_to_claude_and_runs_on_a_worker_bui
     assert set(results) == set(SAMPLE_CALLS)
     assert not [c for c in results.values() if c.is_error], results
     for name in SAMPLE_CALLS:
-        if TOOLS[name].returns is not None:  # its activity ran once, under the tool's name
-            assert await activity_attempts(handle, name) == [1], name
+        if TOOLS[name].returns is not None:  # its activity ran under the tool's name, each time at the first attempt
+            attempts = await activity_attempts(handle, name)  # lookup_order also runs for an ownership check
+            assert attempts, name
+            assert set(attempts) == {1}, (name, attempts)
     assert (outcome.status, outcome.answer) == (Status.RESOLVED, "All done.")
     assert [(r.order_id, r.amount_cents) for r in agent.store.payments.refunds()] == [("A-1001", 500)]
+    assert [(c.order_id, c.amount_cents) for c in agent.store.credits.credits()] == [("A-1005", 500)]
     assert [e.subject for e in agent.store.mail.sent()] == ["Your order"]
 
 
