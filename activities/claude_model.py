@@ -1,7 +1,7 @@
 """Claude behind the ``think`` activity, through the real ``anthropic`` SDK.
 
 One ``AsyncAnthropic`` client per worker process, with the SDK's own retries off: Temporal's retry policy
-(``workflows/policies.py``) is the only one, so a retry is visible in the run's history, bounded by the
+(``workflows/timeouts.py``) is the only one, so a retry is visible in the run's history, bounded by the
 activity's attempts, and spaced by the server rather than by a sleeping worker. What the adapter owns is the
 translation between the workflow's conversation (``activities.contracts``, in the Messages API's shape) and
 the API, and the classification of every failure:

@@ -1,100 +1,38 @@
-"""The support agent's tools, each declared once: what the model is told, what the workflow does with a call,
-which activity runs it, and how long it may take.
+"""The support agent's tools, each declared once: what the model is told, the rule the workflow runs a call
+under, and the name of the activity that does the work.
 
-A tool is a ``Tool`` in ``TOOLS``: its arguments (a pydantic model whose docstring and JSON schema are what the
-model is told, and which the workflow validates a call with before anything runs), its ``Effect`` (whether it
-reads or acts, which idempotency rule and which approval rule it is under, and so which step of the workflow
-runs it), the activity that does the work and its timeouts and retries. The model's tool list
-(``claude_model.tool_definitions``), the workflow's dispatch (``workflows.tools.Toolbox``), the worker's
-registration (``ToolActivities.all``) and the longest attempt a deploy waits for (``workflows.policies``) are
-all read from here. Adding a read-only tool is a declaration below and its activity body above it.
+A tool is a ``Tool`` in ``TOOLS``: its name (what the model calls it, and the name its activity is registered
+and scheduled under), its arguments (a pydantic model whose docstring and JSON schema are what the model is
+told, and which the workflow validates a call with before anything runs), its ``Rule`` (reads, pays, mails or
+waits: what the workflow checks before and after the activity runs) and what its activity returns. The work is
+done elsewhere, by a method decorated ``@implements(TOOL)`` (``activities.tool_activities``), which registers
+it under the declared name, so the name is written once.
 
-Errors that cannot succeed on a retry (no such order, a reused key, a refund above the charge, a refund without a
-person past a limit across tickets, a mail server's 5xx) are raised as non-retryable ``ApplicationError``s with a
-message the model and a person can act on: retrying them would only spend the retry budget before telling the
-model the same thing.
+Read from here, not written again: the model's tool list (``claude_model.tool_definitions``), the workflow's
+handler for a call (``workflows.tools.Toolbox.RULE_HANDLERS``, by rule, scheduling the declared activity by
+name), each tool's attempt (``workflows.timeouts``, by rule), and the worker's registration
+(``ToolActivities.all``: an implementation of every declaration that runs an activity, or the worker does not
+start). A tool that pays also declares a ``Payout``: how people read of it, its keys, and the activity that
+settles an unknown outcome (``@settles(TOOL)``, ``activities.reconciliation``).
+
+Adding a tool is its declaration below and its implementation; a new rule needs a handler in the workflow.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
-import structlog
 from pydantic import Field
 from temporalio import activity
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
-from temporalio.workflow import ActivityConfig
 
-from activities.business.audit import AuditTrail
-from activities.business.mail import Mail
-from activities.business.orders import Orders
-from activities.business.payments import Payments
-from activities.business.refusals import (
-    IdempotencyConflictError,
-    KeyClosedError,
-    MailRefusedError,
-    NeedsApprovalError,
-    OrderNotFoundError,
-    PaymentRefusedError,
-    PaymentsUnusableError,
-    RefundExceedsChargeError,
-)
-from activities.content_store import ContentStore, offload
 from activities.contracts.fields import Cents, Contract, EmailAddress, NonEmpty, OrderId
-from activities.contracts.names import NEEDS_APPROVAL, PAYMENTS_UNUSABLE
-from activities.contracts.world import (
-    AuditEntry,
-    AuditQuery,
-    EmailReceipt,
-    EmailRequest,
-    OrderLookup,
-    RefundReceipt,
-    RefundRequest,
-    ToolOutput,
-)
-from activities.heartbeat import HEARTBEAT_TIMEOUT, heartbeating
+from activities.contracts.world import EmailReceipt, OrderLookup, RefundReceipt, ToolOutput
 
-T = TypeVar("T")
-log = structlog.get_logger(__name__)
-
-NON_RETRYABLE: dict[type[Exception], str] = {
-    OrderNotFoundError: "OrderNotFound",
-    IdempotencyConflictError: "IdempotencyConflict",
-    RefundExceedsChargeError: "RefundExceedsCharge",
-    KeyClosedError: "IdempotencyKeyClosed",
-    MailRefusedError: "MailRefused",
-    PaymentRefusedError: "PaymentRefused",
-    PaymentsUnusableError: PAYMENTS_UNUSABLE,
-    NeedsApprovalError: NEEDS_APPROVAL,
-}
-
-
-async def _call(fn: Callable[[], T]) -> T:
-    """Run a store call off the event loop, heartbeating, with business refusals made non-retryable."""
-    try:
-        async with heartbeating():
-            return await asyncio.to_thread(_logging_refusals, fn)
-    except tuple(NON_RETRYABLE) as error:
-        details = [list(error.met)] if isinstance(error, NeedsApprovalError) else []
-        raise ApplicationError(str(error), *details, type=NON_RETRYABLE[type(error)], non_retryable=True) from error
-
-
-def _logging_refusals(fn: Callable[[], T]) -> T:
-    """A refusal is logged where it happens, in the thread: an attempt the server gave up on (its await long
-    cancelled) still runs to the end, and its refusal is the only trace of what it tried."""
-    try:
-        return fn()
-    except tuple(NON_RETRYABLE) as error:
-        log.warning("refused", refusal=NON_RETRYABLE[type(error)], reason=str(error))
-        raise
-
+F = TypeVar("F", bound=Callable[..., Any])
 
 # --- what the model may send: each tool's arguments, whose docstring and schema are what the model is told ------
 
@@ -110,6 +48,14 @@ class IssueRefundArgs(Contract):
 
     order_id: OrderId = Field(description="The order id, such as A-1001.")
     amount_cents: Cents = Field(description="The amount to refund, in cents.")
+
+
+class IssueStoreCreditArgs(Contract):
+    """Give the customer store credit on an order instead of a refund: a voucher for the amount, to spend in the
+    shop. Use it when the customer asks for credit rather than their money back; never both for the same money."""
+
+    order_id: OrderId = Field(description="The order id, such as A-1001.")
+    amount_cents: Cents = Field(description="The amount of store credit, in cents.")
 
 
 class SendEmailArgs(Contract):
@@ -143,136 +89,49 @@ class WaitForDeliveryScanArgs(Contract):
     hours: Annotated[int, Field(ge=1, le=30 * 24)] = Field(description="How many hours to wait at most.")
 
 
-# --- the activities --------------------------------------------------------------------------------------------
-
-INLINE_MAX_BYTES = 8192
-"""Tool results above this go to the content store; the history carries a preview and the key."""
+# --- the rules and the declaration -----------------------------------------------------------------------------
 
 
-class ToolActivities:
-    """The tools, each reaching only the outside systems it acts on: the shop's orders, the payment provider,
-    the mail outbox, the audit trail, and the content store for results too large for the history."""
+class Rule(StrEnum):
+    """What a tool does to the world, and so what the workflow checks around its activity."""
 
-    def __init__(  # noqa: PLR0913 - one port per outside system, by name: grouped, they would be the store again
-        self,
-        *,
-        orders: Orders,
-        payments: Payments,
-        mail: Mail,
-        audit: AuditTrail,
-        content: ContentStore,
-        inline_max_bytes: int = INLINE_MAX_BYTES,
-    ) -> None:
-        self.orders = orders
-        self.payments = payments
-        self.mail = mail
-        self.audit_trail = audit
-        self.content = content
-        self.inline_max_bytes = inline_max_bytes
-
-    def all(self) -> list[Callable[..., Any]]:
-        """Every activity of the business side, for a worker to register: each declared tool's, then the two the
-        workflow runs itself (settling a refund's unknown outcome, and the audit trail)."""
-        declared = [getattr(self, tool.activity.__name__) for tool in TOOLS.values() if tool.activity is not None]
-        return [*declared, self.find_refund, self.audit, self.audited]
-
-    @activity.defn(name="lookup_order")
-    async def lookup_order(self, args: LookupOrderArgs) -> OrderLookup:
-        return await _call(lambda: self._look_up(args.order_id))
-
-    def _look_up(self, order_id: str) -> OrderLookup:
-        """The order as the shop has it, with what the payment provider charged for it and has refunded of it so
-        far, by any ticket (the provider's word on money, not the shop's). The shop is asked first, so an order
-        that does not exist is refused before the provider is asked."""
-        order = self.orders.order(order_id)
-        charge = self.payments.charge(order_id)
-        return OrderLookup(
-            order_id=order.order_id, amount_cents=charge.amount_cents, customer_email=order.customer_email,
-            refunded_cents=charge.refunded_cents, currency=charge.currency or order.currency,
-        )  # fmt: skip
-
-    @activity.defn(name="order_events")
-    async def order_events(self, args: OrderEventsArgs) -> ToolOutput:
-        """The log can be long: above the inline limit it is stored before the activity completes, and only
-        its key and a preview are recorded in the history."""
-        events = await _call(lambda: self.orders.events(args.order_id))
-        text = "\n".join(events) if events else f"No events are recorded for order {args.order_id}."
-        return await _call(lambda: offload(self.content, text, self.inline_max_bytes))
-
-    @activity.defn(name="shipping_status")
-    async def shipping_status(self, args: ShippingStatusArgs) -> ToolOutput:
-        events = await _call(lambda: self.orders.events(args.order_id))
-        if not events:
-            return ToolOutput(content=f"No events are recorded for order {args.order_id}.")
-        return ToolOutput(content=f"Latest for order {args.order_id}: {events[-1]} ({len(events)} events in all).")
-
-    @activity.defn(name="issue_refund")
-    async def issue_refund(self, request: RefundRequest) -> RefundReceipt:
-        """Pay the refund through the provider, once per key. A refund without a person (``request.limits``)
-        that would pass a limit across tickets pays nothing and fails, non-retryable, with the type
-        ``NeedsApproval`` (``activities.contracts.names.NEEDS_APPROVAL``): its message says which limit it met,
-        with figures, and its one detail lists the ``Limits`` fields met, so the workflow can ask a person
-        instead, citing the reason."""
-        receipt = await _call(lambda: self.payments.refund(request))
-        if not receipt.replayed:
-            meter = activity.metric_meter()
-            meter.create_counter("agent_refunds_paid", "Refunds the provider paid", "1").add(1)
-            meter.create_counter("agent_refunded_cents", "Money refunded", "cents").add(receipt.amount_cents)
-        log.info(
-            "refund replayed" if receipt.replayed else "refund paid",
-            refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
-        )  # fmt: skip
-        return receipt
-
-    @activity.defn(name="find_refund")
-    async def find_refund(self, idempotency_key: str) -> RefundReceipt | None:
-        """Ask the provider what it recorded under a key (a timed-out refund may well have been paid), and close
-        the key if nothing: the answer is final, and a late attempt cannot pay after it."""
-        return await _call(lambda: self.payments.settle_refund(idempotency_key))
-
-    @activity.defn(name="audit")
-    async def audit(self, entry: AuditEntry) -> None:
-        """Not a tool the model can call: the workflow's audit trail, written here because a write in
-        workflow code would run again on every replay."""
-        await _call(lambda: self.audit_trail.write(entry))
-
-    @activity.defn(name="audited")
-    async def audited(self, query: AuditQuery) -> bool:
-        """Whether the audit trail holds an entry the ticket's runs wrote: what a run checks an approval the run
-        before it handed over against, since carried state is only believed when the trail backs it."""
-        return await _call(lambda: self.audit_trail.holds(query))
-
-    @activity.defn(name="send_email")
-    async def send_email(self, request: EmailRequest) -> EmailReceipt:
-        receipt = await _call(lambda: self.mail.send_email(request))
-        log.info("email replayed" if receipt.replayed else "email sent", email_id=receipt.email_id)
-        return receipt
-
-
-# --- the declarations ------------------------------------------------------------------------------------------
-
-
-class Effect(StrEnum):
-    """What a tool does to the world, and so which rules it is under and which step of the workflow runs it."""
-
-    LOOKS_UP_ORDER = "looks_up_order"
-    """Reads the order whose owner every other tool is checked against. Runs at once with other reads."""
-    READS_ORDER = "reads_order"
-    """Reads about one of the customer's orders (its arguments have an ``order_id``, checked to be the ticket's
-    customer's first): no key, no person, runs at once with other reads, and its result goes to the model."""
+    READS = "reads"
+    """Reads about one of the customer's orders (its arguments have an ``order_id``): the order is checked to be
+    the ticket's customer's first (``LOOKUP_ORDER`` is what every such check runs), then its activity runs, and
+    its result goes to the model. No key, no person; runs at once with other reads."""
     PAYS = "pays"
-    """A refund: keyed by the ticket's ``refund_key`` rule (per order, a part's key), waits for a person under
-    the approval rules (above the limit, the ticket's total, an order refunded before), an unknown outcome is
-    settled with the provider. Runs alone."""
+    """Pays the customer back on one of their orders (``order_id``, ``amount_cents``): the order is checked to
+    be theirs; a person approves it above the approval limit, past the ticket's total, for a further part of an
+    order paid back before, and past a limit across tickets; its key names the ticket, the order and the part;
+    an unknown outcome is settled (``Payout.settled_by``) before the model hears of it. Runs alone."""
     MAILS = "mails"
     """An email: keyed per tool call, sent to the ticket's customer address only. Runs alone."""
-    WAITS_FOR_EVENT = "waits_for_event"
+    WAITS = "waits"
     """Changes nothing, but parks the ticket (no activity) until an event about the order arrives. Runs alone."""
 
     @property
     def reads_only(self) -> bool:
         """Changes nothing and waits for nothing, so several calls may run at once."""
-        return self in {Effect.LOOKS_UP_ORDER, Effect.READS_ORDER}
+        return self is Rule.READS
+
+
+@dataclass(frozen=True)
+class Payout:
+    """What a tool that pays declares besides its arguments. Its activity takes a ``RefundRequest`` and returns a
+    ``RefundReceipt``; the activity ``settled_by`` takes a key and returns what was paid under it, or None, having
+    closed the key so that nothing pays under it later."""
+
+    noun: str
+    """What one payment is called where the model and people read of it: ``refund`` (``refund #3``)."""
+    done: str
+    """How a payment made is told: ``Refunded`` (``Refunded USD 49.00 on order A-1001 (refund #3).``)."""
+    key: str
+    """What its idempotency keys start with: ``refund`` (``refund:ticket:T-1/A-1001/1``). Keys already in a
+    ledger must keep meaning the same payment, so it never changes once paid under."""
+    settled_by: str
+    """The activity that settles an unknown outcome under a key."""
+    keeper: str
+    """Who keeps the money and answers for the key: ``the payment provider``."""
 
 
 @dataclass(frozen=True)
@@ -280,18 +139,24 @@ class Tool:
     """One tool, declared once."""
 
     name: str
+    """What the model calls it, and the name its activity is registered and scheduled under."""
     args: type[Contract]
-    effect: Effect
-    activity: Callable[..., Awaitable[Any]] | None
-    """The ``ToolActivities`` method that does the work (None: the workflow does it, waiting)."""
-    config: ActivityConfig | None = None
-    """Its timeouts and retries (Temporal owns every retry: clients inside run with theirs off)."""
+    rule: Rule
+    returns: type[Contract] | None
+    """What its activity returns (None: it runs none, as a wait)."""
+    payout: Payout | None = None
+    """A tool that pays: how it is read of and settled."""
 
     def __post_init__(self) -> None:
-        if self.effect is not Effect.MAILS and "order_id" not in self.args.model_fields:
-            raise TypeError(f"{self.name}: a tool that {self.effect.value} must take the order_id it is about")
-        if (self.activity is None) != (self.effect is Effect.WAITS_FOR_EVENT):
-            raise TypeError(f"{self.name}: only a tool that waits for an event runs without an activity")
+        fields = self.args.model_fields
+        if self.rule is not Rule.MAILS and "order_id" not in fields:
+            raise TypeError(f"{self.name}: a tool that {self.rule.value} must take the order_id it is about")
+        if (self.returns is None) != (self.rule is Rule.WAITS):
+            raise TypeError(f"{self.name}: only a tool that waits runs without an activity")
+        if (self.payout is not None) != (self.rule is Rule.PAYS):
+            raise TypeError(f"{self.name}: a tool that pays, and only one, declares its payout")
+        if self.rule is Rule.PAYS and ("amount_cents" not in fields or self.returns is not RefundReceipt):
+            raise TypeError(f"{self.name}: a tool that pays takes an amount_cents and returns a RefundReceipt")
 
     @property
     def description(self) -> str:
@@ -301,50 +166,59 @@ class Tool:
         return self.args.model_json_schema()
 
 
-READ: ActivityConfig = {
-    "heartbeat_timeout": HEARTBEAT_TIMEOUT,
-    "start_to_close_timeout": timedelta(seconds=10),
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5
-    ),
-}
-"""A read of the shop's database; a long result is stored by the activity, so it takes no longer to record."""
+def implements(tool: Tool) -> Callable[[F], F]:
+    """Make the decorated method the activity of ``tool``, registered under the tool's name."""
+    if tool.returns is None:
+        raise TypeError(f"{tool.name} runs no activity")
+    return activity.defn(name=tool.name)
 
-PAY: ActivityConfig = {
-    "start_to_close_timeout": timedelta(seconds=30),
-    "schedule_to_close_timeout": timedelta(hours=1),
-    "heartbeat_timeout": HEARTBEAT_TIMEOUT,
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
-    ),
-}
-"""The schedule-to-close timeout is far below the provider's 24-hour key lifetime: a retry that arrived after
-the key expired would be a new payment. Attempts are bounded, so a refund that keeps failing is settled and
-handed to the model instead of retried forever."""
 
-MAIL_ATTEMPT = timedelta(seconds=30)
-"""How long one attempt at an email may take: a mail server's delivery must fit in it."""
+def settles(tool: Tool) -> Callable[[F], F]:
+    """Make the decorated method the activity that settles an unknown outcome of paying ``tool``."""
+    if tool.payout is None:
+        raise TypeError(f"{tool.name} pays nothing to settle")
+    return activity.defn(name=tool.payout.settled_by)
 
-MAIL: ActivityConfig = {
-    "heartbeat_timeout": HEARTBEAT_TIMEOUT,
-    "start_to_close_timeout": MAIL_ATTEMPT,
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
+
+def activity_name(fn: Callable[..., Any]) -> str | None:
+    """The name an activity function or method is registered under (None: not an activity)."""
+    definition = activity._Definition.from_callable(fn)  # noqa: SLF001 - the SDK's one reader of its own mark
+    return None if definition is None else definition.name
+
+
+# --- the declarations ------------------------------------------------------------------------------------------
+
+LOOKUP_ORDER = Tool("lookup_order", LookupOrderArgs, Rule.READS, OrderLookup)
+"""The order as the shop and the payment provider have it: what every check that an order is the customer's runs."""
+
+ISSUE_REFUND = Tool(
+    "issue_refund", IssueRefundArgs, Rule.PAYS, RefundReceipt,
+    Payout(noun="refund", done="Refunded", key="refund", settled_by="find_refund", keeper="the payment provider"),
+)  # fmt: skip
+
+ISSUE_STORE_CREDIT = Tool(
+    "issue_store_credit", IssueStoreCreditArgs, Rule.PAYS, RefundReceipt,
+    Payout(
+        noun="store credit", done="Credited", key="store_credit", settled_by="find_store_credit",
+        keeper="the store credit ledger",
     ),
-}
-"""Through a mail server, each attempt is one delivery bounded by ``AGENT_SMTP_TIMEOUT_SECONDS`` (below the
-start-to-close timeout, which the setting is checked against), so a slow server ends an attempt with a
-retryable answer; a 4xx reply, a refused connection or a timeout is retried here, a 5xx is not."""
+)  # fmt: skip
+
+SEND_EMAIL = Tool("send_email", SendEmailArgs, Rule.MAILS, EmailReceipt)
+ORDER_EVENTS = Tool("order_events", OrderEventsArgs, Rule.READS, ToolOutput)
+WAIT_FOR_DELIVERY_SCAN = Tool("wait_for_delivery_scan", WaitForDeliveryScanArgs, Rule.WAITS, None)
+SHIPPING_STATUS = Tool("shipping_status", ShippingStatusArgs, Rule.READS, ToolOutput)
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
-        Tool("lookup_order", LookupOrderArgs, Effect.LOOKS_UP_ORDER, ToolActivities.lookup_order, READ),
-        Tool("issue_refund", IssueRefundArgs, Effect.PAYS, ToolActivities.issue_refund, PAY),
-        Tool("send_email", SendEmailArgs, Effect.MAILS, ToolActivities.send_email, MAIL),
-        Tool("order_events", OrderEventsArgs, Effect.READS_ORDER, ToolActivities.order_events, READ),
-        Tool("wait_for_delivery_scan", WaitForDeliveryScanArgs, Effect.WAITS_FOR_EVENT, None),
-        Tool("shipping_status", ShippingStatusArgs, Effect.READS_ORDER, ToolActivities.shipping_status, READ),
+        LOOKUP_ORDER,
+        ISSUE_REFUND,
+        ISSUE_STORE_CREDIT,
+        SEND_EMAIL,
+        ORDER_EVENTS,
+        WAIT_FOR_DELIVERY_SCAN,
+        SHIPPING_STATUS,
     )
 }
 """Every tool, in the order the model is told of them."""

@@ -335,10 +335,12 @@ class AgentPlugin(SimplePlugin):
         return [*(given or []), SupportAgent]
 
     def _activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
+        from activities.audit_trail import AuditActivities  # noqa: PLC0415
         from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
         from activities.model import ModelActivities  # noqa: PLC0415
         from activities.policy import PolicyActivities  # noqa: PLC0415
-        from activities.tools import ToolActivities  # noqa: PLC0415
+        from activities.reconciliation import Reconciliation  # noqa: PLC0415
+        from activities.tool_activities import ToolActivities  # noqa: PLC0415
 
         settings = self.settings
         ports = self._business or business(settings).create(seed_demo_orders=False)
@@ -346,14 +348,7 @@ class AgentPlugin(SimplePlugin):
         policy = self._policy or policy_in_force(settings)
         blobs = blob_backend(settings, ports.blobs)
         content = ContentStore(blobs)
-        tools = ToolActivities(
-            orders=ports.orders,
-            payments=ports.payments,
-            mail=ports.mail,
-            audit=ports.audit,
-            content=content,
-            inline_max_bytes=settings.inline_result_max_bytes,
-        )
+        tools = ToolActivities.over(ports, content, inline_max_bytes=settings.inline_result_max_bytes)
         models = ModelActivities(model, ports.model_calls, content)
         activities: list[Callable[..., Any]] = [
             *(given or []),
@@ -361,6 +356,8 @@ class AgentPlugin(SimplePlugin):
             models.summarize,
             ContentActivities(content).archive_records,
             *tools.all(),
+            *Reconciliation.over(ports).all(),
+            *AuditActivities(ports.audit).all(),
             *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
         ]
         if policy.demonstrations:

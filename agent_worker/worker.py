@@ -20,13 +20,13 @@ from temporalio.worker import Plugin, Worker
 from activities.business import Business
 from activities.contracts.policy import PolicyInForce
 from activities.model import LanguageModel
-from activities.tools import TOOLS
+from activities.tools import ISSUE_REFUND, LOOKUP_ORDER, SEND_EMAIL
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.metrics import report_from_visibility
 from agent_worker.stopping import stop_signals
 from agent_worker.wiring import AgentPlugin
-from workflows.policies import LONGEST_ATTEMPT, THINK
+from workflows import timeouts
 
 log = structlog.get_logger(__name__)
 
@@ -36,30 +36,26 @@ class ClientTimeoutError(SystemExit):
     which (a ``SystemExit``, so every entry point stops with the sentence, as ``connect`` refuses)."""
 
 
-def attempts() -> dict[str, timedelta]:
-    """Each activity's attempt (its ``start_to_close_timeout``) by the name the worker registers it under: the
-    workflow's policies and the tools' declarations, read here alone."""
-    configs = {"think": THINK, **{name: tool.config for name, tool in TOOLS.items() if tool.config}}
-    return {name: timeout for name, c in configs.items() if (timeout := c.get("start_to_close_timeout")) is not None}
-
-
 def check_client_timeouts(settings: Settings) -> None:
-    """Every outside system's client gives up before the attempt of the activity it runs in: a slow answer then
+    """Every outside system's client gives up before the attempt of each activity it runs in: a slow answer then
     ends the attempt with a retryable error the activity reports, not an attempt Temporal gave up on while the call
     went on (a refund or an email that may still land). Every client is checked, in use or not, as any setting is;
     ``ClientTimeoutError`` names the setting, its value, the activity and its attempt."""
+    stripe = (LOOKUP_ORDER.name, ISSUE_REFUND.name, *(p.settled_by for p in [ISSUE_REFUND.payout] if p))
     clients = (
-        ("AGENT_ANTHROPIC_TIMEOUT_SECONDS", settings.claude.timeout_seconds, "think"),
-        ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, "issue_refund"),
-        ("AGENT_SMTP_TIMEOUT_SECONDS", settings.smtp.timeout_seconds, "send_email"),
+        ("AGENT_ANTHROPIC_TIMEOUT_SECONDS", settings.claude.timeout_seconds, ("think", "summarize")),
+        ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, stripe),
+        ("AGENT_SMTP_TIMEOUT_SECONDS", settings.smtp.timeout_seconds, (SEND_EMAIL.name,)),
     )
-    for name, seconds, activity in clients:
-        attempt = attempts()[activity].total_seconds()
-        if seconds >= attempt:
-            raise ClientTimeoutError(
-                f"agent-worker cannot start: {name}={seconds:g} is not below the {activity} activity's attempt "
-                f"(start_to_close_timeout {attempt:g} s): a call that slow would outlive the attempt it runs in"
-            )
+    for name, seconds, activities in clients:
+        for activity in activities:
+            attempt = timeouts.attempt(activity).get("start_to_close_timeout") or timeouts.LONGEST_ATTEMPT
+            if seconds >= attempt.total_seconds():
+                raise ClientTimeoutError(
+                    f"agent-worker cannot start: {name}={seconds:g} is not below the {activity} activity's attempt "
+                    f"(start_to_close_timeout {attempt.total_seconds():g} s): a call that slow would outlive the "
+                    "attempt it runs in"
+                )
 
 
 def grace_period(settings: Settings) -> timedelta:
@@ -68,7 +64,7 @@ def grace_period(settings: Settings) -> timedelta:
     make, and pay for, again."""
     if settings.graceful_shutdown_seconds is not None:
         return timedelta(seconds=settings.graceful_shutdown_seconds)
-    return LONGEST_ATTEMPT
+    return timeouts.LONGEST_ATTEMPT
 
 
 def build_worker(  # noqa: PLR0913 - what the dev stack or a test hands in, each optional

@@ -3,8 +3,8 @@
 One approval ticket (look up, refund above the limit, approval, refund, email, answer) per kill point,
 with the worker SIGKILLed at that point and a new worker started as soon as it is gone. Each row is run
 alone, so the recovery times are not inflated by the other rows. The timeouts are the product's own
-(``workflows/policies.py``: a model call may take two minutes, every activity heartbeats with a 5 s
-heartbeat timeout; the worker's sticky queue timeout is 2 s), so the figure is what production gets.
+(``workflows/timeouts.py``: a model call may take two minutes, every activity that does work heartbeats with
+a 5 s heartbeat timeout; the worker's sticky queue timeout is 2 s), so the figure is what production gets.
 
 Recovery is measured from the SIGKILL (the killed worker's last log line) to the ticket's next activity
 starting on the new worker, as the server records it. It includes the new worker's start-up (about a

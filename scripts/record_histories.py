@@ -496,6 +496,16 @@ async def approved_in_euros(r: Recorder) -> Handle:
     return handle
 
 
+async def store_credit_approved(r: Recorder) -> Handle:
+    """Store credit instead of a refund, above the limit: it waits for a person like a refund, and is issued under
+    its part's key once approved."""
+    handle = await r.start(ticket("I would rather have store credit for order A-1001."))
+    await awaiting(handle, 4900)
+    await approve(handle, 4900)
+    await handle.result()
+    return handle
+
+
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
@@ -534,7 +544,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         refund_timed_out_before_reconciliation, waited_for_a_delivery_scan, approved_in_the_inbox,
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
         limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
-        waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows,
+        waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows, store_credit_approved,
     )
 }  # fmt: skip
 
@@ -560,6 +570,10 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
         [("issue_refund", {"order_id": "A-1004", "amount_cents": 899})]
     ),
     "shipping_status_read": lambda: plays_back([("shipping_status", {"order_id": "A-1001"})]),
+    "store_credit_approved": lambda: plays_back(
+        [("lookup_order", {"order_id": "A-1001"})],
+        [("issue_store_credit", {"order_id": "A-1001", "amount_cents": 4900})],
+    ),
     "model_budget_spent": lambda: PlaybackModel(
         [calls(("lookup_order", {"order_id": "A-1001"})).model_copy(update={"usage": Usage(cost_usd=0.75)})]
     ),

@@ -16,7 +16,7 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
-from activities.tools import ToolActivities
+from activities.tool_activities import ToolActivities
 from tests.support.handover import NEWER_STATE, NewerWorkerHandsOver
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts, events

@@ -17,7 +17,7 @@ from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.worker import grace_period
-from workflows import policies
+from workflows import timeouts
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -80,7 +80,7 @@ def test_docker_waits_for_the_workers_grace_period_before_it_kills_one() -> None
     grace = grace_period(Settings()).total_seconds()
     stop = SERVICES["worker"]["stop_grace_period"]
     assert re.fullmatch(r"\d+s", stop), stop
-    assert int(stop[:-1]) > grace >= policies.LONGEST_ATTEMPT.total_seconds()
+    assert int(stop[:-1]) > grace >= timeouts.LONGEST_ATTEMPT.total_seconds()
     assert "AGENT_GRACEFUL_SHUTDOWN_SECONDS" not in SERVICES["worker"]["environment"]
 
 

@@ -1,54 +1,111 @@
-"""A tool is declared once (``activities.tools.TOOLS``), and everything else is read from the declaration: what
-the model is offered, how the workflow dispatches a call, what the worker registers. ``shipping_status`` was
-added by its declaration and its activity body alone; here it answers on a real worker."""
+"""A tool is declared once (``activities.tools``), and what the product does with it follows: a worker built the
+product's way offers it to the model and runs it under its rule, by the activity registered under its name. These
+tests drive real workers and a real (fake-served) Messages API, so a declaration the worker does not register,
+the model is not offered, or the workflow cannot run, fails them."""
 
 from __future__ import annotations
 
-import inspect
-import re
-from datetime import timedelta
+import os
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.business import Business
-from activities.claude_model import tool_definitions
 from activities.content_store import ContentStore
-from activities.contracts.names import NEEDS_APPROVAL
+from activities.contracts.names import NEEDS_APPROVAL, ORDER_EVENT_SIGNAL, WORKFLOW_NAME
 from activities.contracts.policy import Limits
+from activities.contracts.ticket import Outcome, Status
 from activities.contracts.world import RefundRequest
-from activities.tools import TOOLS, Effect, ToolActivities
-from agent_worker.config import Settings
-from agent_worker.worker import ClientTimeoutError, attempts, build_worker, check_client_timeouts
+from activities.reconciliation import Reconciliation
+from activities.tool_activities import ToolActivities
+from activities.tools import TOOLS
+from tests.support.fake_messages_api import FakeMessagesAPI, message, text, tool_use
 from tests.support.harness import Harness
+from tests.support.history import activity_attempts
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import ticket
-from workflows import policies
-from workflows.tools import Toolbox
+
+SAMPLE_CALLS: dict[str, dict[str, Any]] = {
+    "lookup_order": {"order_id": "A-1001"},
+    "issue_refund": {"order_id": "A-1001", "amount_cents": 500},
+    "issue_store_credit": {"order_id": "A-1005", "amount_cents": 500},
+    "send_email": {"to": "ann@example.com", "subject": "Your order", "body": "It is on its way."},
+    "order_events": {"order_id": "A-1001"},
+    "wait_for_delivery_scan": {"order_id": "A-1001", "hours": 1},
+    "shipping_status": {"order_id": "A-1001"},
+}
+"""A valid call of each tool on ann's orders, each on an order of its own where it pays, so that none needs a
+person under the ticket's limit. A tool declared without one here fails the first test."""
 
 
-def test_every_declared_tool_is_offered_to_the_model_as_declared() -> None:
-    offered = tool_definitions()
-    assert [t["name"] for t in offered] == list(TOOLS)
-    for definition, tool in zip(offered, TOOLS.values(), strict=True):
-        assert definition["description"] == inspect.cleandoc(tool.args.__doc__ or "")
-        assert definition["input_schema"] == tool.args.model_json_schema()
+@pytest.fixture
+def fake_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """The Messages API on localhost, reached through the SDK's own environment as an operator sets it."""
+    with FakeMessagesAPI().running() as api:
+        for name in os.environ:
+            if name.startswith("ANTHROPIC_"):
+                monkeypatch.delenv(name)
+        monkeypatch.setenv("HOME", str(tmp_path))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        yield api
 
 
-def test_the_workflow_has_a_step_for_every_effect() -> None:
-    assert set(Toolbox.STEPS) == set(Effect)
+async def test_every_declared_tool_is_offered_to_claude_and_runs_on_a_worker_built_the_products_way(
+    agent: Harness, fake_api: FakeMessagesAPI
+) -> None:
+    assert set(SAMPLE_CALLS) == set(TOOLS), "a declared tool has no sample call here (or a sample names none)"
+    fake_api.script(
+        *(message(tool_use(name, **args), stop_reason="tool_use") for name, args in SAMPLE_CALLS.items()),
+        message(text("All done.")),
+    )
+    async with agent.worker(model_backend="auto"):  # the worker chooses Claude from the environment itself
+        handle = await agent.client.start_workflow(
+            WORKFLOW_NAME, ticket(approval_limit_cents=10_000), id=f"ticket-{uuid.uuid4()}",
+            task_queue=agent.task_queue, result_type=Outcome, start_signal=ORDER_EVENT_SIGNAL,
+            start_signal_args=[{"order_id": "A-1001", "event": "out_for_delivery"}],
+        )  # fmt: skip
+        outcome = await handle.result()
+
+    offered = {t["name"]: t for t in fake_api.requests[0].body["tools"]}
+    assert set(offered) == set(SAMPLE_CALLS)
+    for name, tool in offered.items():
+        assert tool["description"], name
+        assert set(SAMPLE_CALLS[name]) <= set(tool["input_schema"]["properties"]), name
+    results = {c.name: c for c in outcome.tool_calls}
+    assert set(results) == set(SAMPLE_CALLS)
+    assert not [c for c in results.values() if c.is_error], results
+    for name in SAMPLE_CALLS:
+        if TOOLS[name].returns is not None:  # its activity ran under the tool's name, each time at the first attempt
+            attempts = await activity_attempts(handle, name)  # lookup_order also runs for an ownership check
+            assert attempts, name
+            assert set(attempts) == {1}, (name, attempts)
+    assert (outcome.status, outcome.answer) == (Status.RESOLVED, "All done.")
+    assert [(r.order_id, r.amount_cents) for r in agent.store.payments.refunds()] == [("A-1001", 500)]
+    assert [(c.order_id, c.amount_cents) for c in agent.store.credits.credits()] == [("A-1005", 500)]
+    assert [e.subject for e in agent.store.mail.sent()] == ["Your order"]
 
 
-def test_every_tool_activity_is_a_temporal_activity_and_counts_towards_the_longest_attempt() -> None:
-    for tool in TOOLS.values():
-        if tool.activity is None:
-            continue
-        assert hasattr(tool.activity, "__temporal_activity_definition"), tool.name
-        assert tool.config is not None, tool.name
-        assert tool.config in policies.ALL, tool.name
+def test_a_worker_without_an_implementation_of_a_declared_tool_or_its_settlement_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    store = Business.sqlite(tmp_path / "business.sqlite3").create()
+
+    class Forgetful(ToolActivities):
+        shipping_status = None  # type: ignore[assignment] # a release that lost the tool's implementation
+
+    class Unsettled(Reconciliation):
+        find_refund = None  # type: ignore[assignment]
+
+    with pytest.raises(LookupError, match="implements no activity for the tool shipping_status"):
+        Forgetful.over(store, ContentStore(store.blobs)).all()
+    with pytest.raises(LookupError, match="implements no activity for settling find_refund"):
+        Unsettled.over(store).all()
+    store.close()
 
 
 async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_customers_orders(
@@ -56,7 +113,7 @@ async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_cu
 ) -> None:
     agent.store.orders.add_event("A-1001", "shipped from the warehouse")
     agent.store.orders.add_event("A-1001", "scanned at the Leeds depot")
-    reads = [(name, {"order_id": "A-1001"}) for name, tool in TOOLS.items() if tool.effect.reads_only]
+    reads = [(name, {"order_id": "A-1001"}) for name, tool in TOOLS.items() if tool.rule.reads_only]
     model = PlaybackModel([
         calls(*reads, step=1),
         calls(("shipping_status", {"order_id": "A-1004"}), step=2),  # dev's order, not ann's
@@ -72,32 +129,18 @@ async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_cu
     assert (other.is_error, other.result) == (True, "The tool failed: There is no order A-1004")
 
 
-@pytest.mark.parametrize(
-    ("setting", "activity"),
-    [
-        ("anthropic_timeout_seconds", "think"),
-        ("stripe_timeout_seconds", "issue_refund"),
-        ("smtp_timeout_seconds", "send_email"),
-    ],
-)
-def test_a_client_timeout_that_would_outlive_its_activitys_attempt_stops_the_worker_naming_both(
-    setting: str, activity: str
-) -> None:
-    """Every provider's client gives up before the attempt it runs in, checked in one place against the activities'
-    own timeouts, whether the provider is in use or not."""
-    attempt = attempts()[activity].total_seconds()
-    said = f"AGENT_{setting.upper()}={attempt:g} is not below the {activity} activity's attempt (start_to_close_timeout"
-    with pytest.raises(ClientTimeoutError, match=re.escape(f"{said} {attempt:g} s)")):
-        check_client_timeouts(Settings(**{setting: attempt}))
-    check_client_timeouts(Settings(**{setting: attempt - 0.5}))
+def test_a_mail_servers_delivery_must_fit_in_one_attempt_of_send_email() -> None:
+    """The settings bound the SMTP timeout without importing the workflow (cold start); this holds the bound to
+    the attempt ``send_email`` is given."""
+    from annotated_types import Lt  # noqa: PLC0415
 
+    from agent_worker.config import Settings  # noqa: PLC0415
+    from workflows.timeouts import attempt  # noqa: PLC0415
 
-async def test_the_worker_is_not_built_with_an_anthropic_timeout_as_long_as_a_think_attempt(client: Client) -> None:
-    """The SDK's request timeout at the ``think`` activity's two minutes: a slow call would outlive its attempt."""
-    assert attempts()["think"] == policies.THINK["start_to_close_timeout"] == timedelta(minutes=2)
-    check_client_timeouts(Settings())  # the defaults fit
-    with pytest.raises(ClientTimeoutError, match=r"AGENT_ANTHROPIC_TIMEOUT_SECONDS=120 is not below the think"):
-        build_worker(client, Settings(anthropic_timeout_seconds=120))
+    (bound,) = [m.lt for m in Settings.model_fields["smtp_timeout_seconds"].metadata if isinstance(m, Lt)]
+    start_to_close = attempt("send_email").get("start_to_close_timeout")
+    assert start_to_close is not None
+    assert bound == start_to_close.total_seconds()
 
 
 async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once_as_needs_approval_naming_it(
@@ -105,10 +148,7 @@ async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once
 ) -> None:
     """The workflow tells this failure from every other by its type, and cites its message to the person asked."""
     store = Business.sqlite(tmp_path / "business.sqlite3").create()
-    tools = ToolActivities(
-        orders=store.orders, payments=store.payments, mail=store.mail, audit=store.audit,
-        content=ContentStore(store.blobs),
-    )  # fmt: skip
+    tools = ToolActivities.over(store, ContentStore(store.blobs))
     request = RefundRequest(
         order_id="A-1001", amount_cents=4900, idempotency_key="refund:ticket:T-1/A-1001/1",
         customer_email="ann@example.com", limits=Limits(customer_cents_per_day=1000),

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
     from activities.policy import PolicyActivities
-    from workflows import policies
+    from workflows import timeouts
     from workflows.approval_rules import ApprovalDesk
 
 from workflows.audit import Audit, Audited, Notes
@@ -142,7 +142,7 @@ class ApprovalGate:
         at = workflow.now()
         answer = VouchedApproval.model_validate(payload)
         check = VouchRequest(workflow_id=workflow.info().workflow_id, answer=answer)
-        vouched = await workflow.execute_activity_method(PolicyActivities.vouched, check, **policies.VOUCHED)
+        vouched = await workflow.execute_activity_method(PolicyActivities.vouched, check, **timeouts.attempt("vouched"))
         record = self.receive_vouched(answer, at, vouched=vouched)
         if record.decision is ApprovalDecision.REJECTED:
             raise ApplicationError(f"rejected: {record.reason}", type="ApprovalRejected", non_retryable=True)

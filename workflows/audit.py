@@ -21,12 +21,12 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic import NonNegativeInt
 
+    from activities.audit_trail import AuditActivities
     from activities.contracts.approvals import AnsweredRequest
     from activities.contracts.fields import Contract
     from activities.contracts.limits import NOTE_BYTES, NOTES_KEPT, cut
     from activities.contracts.world import AuditEntry, AuditQuery
-    from activities.tools import ToolActivities
-    from workflows import policies
+    from workflows import timeouts
 
 
 class Audit(Protocol):
@@ -106,9 +106,9 @@ class AuditTrail:
         info = workflow.info()
         key = f"audit:{info.workflow_id}/{info.run_id}/{self._written}"
         await workflow.execute_activity_method(
-            ToolActivities.audit,
+            AuditActivities.audit,
             AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=key, answer=answer),
-            **policies.AUDIT,
+            **timeouts.attempt("audit"),
         )
 
     async def holds(self, entry: str) -> bool:
@@ -119,7 +119,7 @@ class AuditTrail:
         query = AuditQuery(
             ticket_id=self._ticket_id, entry=entry, key_prefixes=[f"audit:{info.workflow_id}/{run}/" for run in runs]
         )
-        return await workflow.execute_activity_method(ToolActivities.audited, query, **policies.AUDIT)
+        return await workflow.execute_activity_method(AuditActivities.audited, query, **timeouts.attempt("audited"))
 
     async def write_notes(self) -> None:
         """Tell the audit trail what arrived and could not be taken (a malformed reply or event signal)."""

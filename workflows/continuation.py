@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.conversation import Message, StepUsage
     from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING
     from activities.contracts.ticket import ToolCallRecord, Turn
-    from workflows import policies
+    from workflows import timeouts
 
 
 class HandOver(Exception):  # noqa: N818 - what happens, not an error
@@ -86,5 +86,5 @@ class Continuation:
         archive = RecordsArchive(previous=self.archive_ref, tool_calls=list(tool_calls), usage=list(usage),
                                  turns=list(turns))  # fmt: skip
         self.archive_ref = await workflow.execute_activity_method(
-            ContentActivities.archive_records, archive, **policies.ARCHIVE_RECORDS
+            ContentActivities.archive_records, archive, **timeouts.attempt("archive_records")
         )

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import Contract
     from activities.contracts.ticket import TicketInput
     from activities.model import ModelActivities
-    from workflows import policies
+    from workflows import timeouts
 
 from workflows.audit import Audit
 from workflows.failures import cause, is_refusal, raise_if_cancelled
@@ -86,7 +86,7 @@ class Model:
         if self._linear:
             request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
                                    conversation_ref=self.conversation_ref)  # fmt: skip
-        decision = await workflow.execute_activity_method(ModelActivities.think, request, **policies.THINK)
+        decision = await workflow.execute_activity_method(ModelActivities.think, request, **timeouts.attempt("think"))
         if self._linear:  # the activity stored the conversation with this answer in it
             self.conversation_ref = decision.conversation_ref
         self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
@@ -118,7 +118,7 @@ class Model:
         )  # fmt: skip
         try:
             summary: Summary = await workflow.execute_activity_method(
-                ModelActivities.summarize, request, **policies.THINK
+                ModelActivities.summarize, request, **timeouts.attempt("summarize")
             )
         except ActivityError as error:
             raise_if_cancelled(error)

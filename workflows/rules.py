@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
     from activities.contracts.ticket import RefundKey, TicketOptions
     from activities.policy import PolicyActivities
-    from workflows import policies
+    from workflows import timeouts
 
 from workflows.audit import Audit
 from workflows.failures import invalid_input
@@ -153,7 +153,9 @@ class RulesInForce:
     async def read(self, *, starting: bool) -> Rules:
         """Read the policy now in force; a ticket ``starting`` with an option looser than it fails as invalid
         input, naming the field."""
-        in_force = await workflow.execute_activity_method(PolicyActivities.money_policy, **policies.MONEY_POLICY)
+        in_force = await workflow.execute_activity_method(
+            PolicyActivities.money_policy, **timeouts.attempt("money_policy")
+        )
         try:
             self._rules = rules_for(self._options, in_force, starting=starting)
         except LooserThanPolicyError as error:

@@ -1,21 +1,28 @@
-"""The tools as the workflow runs them: validation, batching, ownership, idempotency keys, and reconciliation.
+"""The tools as the workflow runs them: validation, batching, and each rule's handler (ownership, idempotency
+keys, approval, reconciliation) around the activity the tool declares.
+
+Each call runs by its tool's rule (``activities.tools.Rule``), through ``Toolbox.RULE_HANDLERS``, and every
+handler schedules the declared tool's activity by its declared name: none names an activity of its own. The one
+activity a handler knows is ``LOOKUP_ORDER``'s, the declaration every ownership check runs.
 
 Decisions kept out of the prompt live here, because a customer can steer the model but not an ``if``:
 
 - **Whose orders.** A tool acts on an order only if it is the ticket's customer's, checked from the order as
   looked up, never from what the model says; another customer's order reads as no order at all.
 - **Who gets mail.** The ticket's customer address itself: the model's ``to`` is checked, never used.
-- **Refunds in parts.** A refund's key names the part it is (``refund:<ticket>/<order>/<n>``): the same for
-  every retry of it and in every run of the ticket, so a retried or replayed refund cannot pay twice, and the
-  workflow, whose history does not expire, counts the parts instead of a key that does. A part whose outcome
-  is unknown keeps its key, so asking again cannot pay again; a known outcome moves on to the next part. A
-  further part of an order refunded before (by this ticket, or by any, as the looked-up order says) needs a
-  person, whatever its amount, and so does any refund that takes the ticket's total above the approval limit:
-  splitting a refund, or asking again in a new ticket, does not dodge a person.
-- **Unknown outcomes.** A refund whose outcome is unknown is settled with the provider under its key before
-  the model hears anything: paid, or, if not, the key is closed so that a late attempt cannot pay either.
+- **Payments in parts.** Whatever tool pays (a refund, a store credit), its key names the tool's key prefix,
+  the ticket, the order and the part (``refund:<ticket>/<order>/<n>``): the same for every retry of it and in
+  every run of the ticket, so a retried or replayed payment cannot pay twice, and the workflow, whose history
+  does not expire, counts the parts instead of a key that does. A part whose outcome is unknown keeps its key,
+  so asking again cannot pay again; a known outcome moves on to the next part. A further part of an order paid
+  back before (by this ticket, or refunded by any, as the looked-up order says) needs a person, whatever its
+  amount, and so does any payment that takes the ticket's total above the approval limit: splitting a payment,
+  switching tools, or asking again in a new ticket, does not dodge a person.
+- **Unknown outcomes.** A payment whose outcome is unknown is settled under its key by the activity its tool
+  declares (``Payout.settled_by``) before the model hears anything: paid, or, if not, the key is closed so that
+  a late attempt cannot pay either.
 
-Calls with a side effect run alone, so a refund and the email about it never race.
+Calls with a side effect run alone, so a payment and the email about it never race.
 """
 
 from __future__ import annotations
@@ -24,11 +31,10 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import NonNegativeInt, ValidationError
@@ -40,27 +46,37 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput, ToolCallRecord
-    from activities.contracts.world import EmailRequest, OrderLookup, RefundReceipt, RefundRequest, ToolOutput
+    from activities.contracts.world import (
+        EmailReceipt,
+        EmailRequest,
+        OrderLookup,
+        RefundReceipt,
+        RefundRequest,
+        ToolOutput,
+    )
     from activities.tools import (
+        LOOKUP_ORDER,
         TOOLS,
-        Effect,
-        IssueRefundArgs,
         LookupOrderArgs,
+        Payout,
+        Rule,
         SendEmailArgs,
         Tool,
-        ToolActivities,
         WaitForDeliveryScanArgs,
     )
-    from workflows import policies
+    from workflows import timeouts
 
 from workflows.approvals import ApprovalGate, spelled
 from workflows.failures import ToolError, cause, is_refusal, raise_if_cancelled, raise_if_unusable
 from workflows.rules import Rules, RulesInForce
 from workflows.waits import Events
 
-Step = Callable[["Toolbox", int, ToolUseBlock, Any, Tool], Awaitable[str | ToolOutput]]
-"""How the workflow runs a call to a tool of one ``Effect``: given the step, the call, its validated arguments,
-and the tool's declaration."""
+SETTLED = cast(type, RefundReceipt | None)
+"""What a settling activity returns: the payment made under the key, or None (and the key closed)."""
+
+Handler = Callable[["Toolbox", int, ToolUseBlock, Any, Tool], Awaitable[str | ToolOutput]]
+"""How the workflow runs a call to a tool under one ``Rule``: given the step, the call, its validated arguments,
+and the tool's declaration, whose activity it runs."""
 
 
 class ToolboxSnapshot(Contract):
@@ -187,7 +203,7 @@ class Toolbox:
         )
 
     async def _invoke(self, step: int, call: ToolUseBlock) -> str | ToolOutput:
-        """Validate the call against its tool's declaration, then run it by the step for the tool's effect."""
+        """Validate the call against its tool's declaration, then run it by the handler of the tool's rule."""
         tool = TOOLS.get(call.name)
         if tool is None:
             raise ToolError(f"There is no tool named {call.name!r}. The tools are: {', '.join(TOOLS)}.")
@@ -195,57 +211,59 @@ class Toolbox:
             args = tool.args.model_validate(call.input)
         except ValidationError as error:
             raise ToolError(f"Invalid arguments for {call.name}: {describe_errors(error)}") from None
-        return await self.STEPS[tool.effect](self, step, call, args, tool)
+        return await self.RULE_HANDLERS[tool.rule](self, step, call, args, tool)
 
-    # --- the steps, one per effect ---
-
-    async def _lookup_order(self, _step: int, _call: ToolUseBlock, args: LookupOrderArgs, _tool: Tool) -> str:
-        return _as_read(await self._own_order(args.order_id, look_up=True))
+    # --- the handlers, one per rule ---
 
     async def _read(self, _step: int, _call: ToolUseBlock, args: Any, tool: Tool) -> str | ToolOutput:
         """A read about one of the customer's orders: the order is checked first, then the tool's activity runs and
-        its result goes to the model as it is."""
-        await self._own_order(args.order_id)
-        assert tool.activity is not None
-        result = await workflow.execute_activity_method(tool.activity, args, **_config(tool))
+        its result goes to the model as it is. The lookup every check runs is itself such a read: the check is
+        the read, made afresh."""
+        order = await self._own_order(args.order_id, look_up=tool is LOOKUP_ORDER)
+        if tool is LOOKUP_ORDER:
+            return _as_read(order)
+        result = await _run(tool, args)
         return result if isinstance(result, (str, ToolOutput)) else result.model_dump_json()
 
-    async def _issue_refund(self, step: int, call: ToolUseBlock, args: IssueRefundArgs, _tool: Tool) -> str:
+    async def _pay(self, step: int, call: ToolUseBlock, args: Any, tool: Tool) -> str:
+        """A payment back to the customer (a refund, a store credit): the order checked, a person asked where the
+        rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total."""
         options = self._ticket.options
         await self._own_order(args.order_id)
-        rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this refund
+        rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
         why = self._needs_person(args, rules)
         if why is None:
-            try:  # held to the limits across tickets where the refund is booked, with nobody's approval
-                return await self._pay(step, call, args, unattended=rules.limits)
+            try:  # held to the limits across tickets where the payment is booked, with nobody's approval
+                return await self._pay_part(step, call, args, tool, unattended=rules.limits)
             except ActivityError as error:
                 if not _needs_approval(error):
                     raise
                 why = cause(error)  # a limit across tickets met: nothing was paid, and a person may still say yes
-        workflow.logger.info("refund waits for a person", extra={"why": why})
+        workflow.logger.info("payment waits for a person", extra={"why": why, "tool": tool.name})
         request_id = await self._gate.wait(
             args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why,
             currency=self._currency(args.order_id),
         )  # fmt: skip
         try:
-            text = await self._pay(step, call, args)
+            text = await self._pay_part(step, call, args, tool)
         except (ToolError, ActivityError) as error:
             self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
             raise
         self._gate.settled(request_id, text)
         return text
 
-    async def _pay(
-        self, step: int, call: ToolUseBlock, args: IssueRefundArgs, *, unattended: Limits | None = None
+    async def _pay_part(
+        self, step: int, call: ToolUseBlock, args: Any, tool: Tool, *, unattended: Limits | None = None
     ) -> str:
-        """Make the refund (a person approved it, or it needed none: then it is held to ``unattended``, the limits
-        across tickets, if the policy sets them), under the key its rule gives it."""
+        """Make the payment (a person approved it, or it needed none: then it is held to ``unattended``, the
+        limits across tickets, if the policy sets them), under the key its rule gives it."""
+        payout = _payout(tool)
         if self._rules.rules.refund_key is not RefundKey.PER_ORDER:  # a demonstration's key, or none
-            return await self._refund(args, self._refund_key(step, call), unattended)
+            return await self._paid(tool, args, self._demonstration_key(step, call, payout), unattended)
         part = self.parts.get(args.order_id, 0) + 1
-        key = f"refund:{self._ticket_key()}/{args.order_id}/{part}"
+        key = f"{payout.key}:{self._ticket_key()}/{args.order_id}/{part}"
         try:
-            text = await self._refund(args, key, unattended)
+            text = await self._paid(tool, args, key, unattended)
         except ActivityError as error:
             if _needs_approval(error):  # refused before anything was booked: the same part, once approved
                 raise
@@ -258,96 +276,104 @@ class Toolbox:
         self.parts[args.order_id] = part
         return text
 
-    def _needs_person(self, args: IssueRefundArgs, rules: Rules) -> str | None:
-        """Why this refund must wait for a person, or None."""
+    def _needs_person(self, args: Any, rules: Rules) -> str | None:
+        """Why this payment must wait for a person, or None. The ticket's total and the parts of an order count
+        every payment the ticket made, whichever tool made it."""
         limit = rules.limit_cents
         said = functools.partial(self._money, order_id=args.order_id)
         if args.amount_cents > limit:
             return f"{said(args.amount_cents)} is above the approval limit of {said(limit)}"
         refunded = sum(r.amount_cents for r in self.refunds)
         if refunded + args.amount_cents > limit:
-            return f"with {said(refunded)} already refunded, the ticket's total would pass {said(limit)}"
+            return f"with {said(refunded)} already paid back, the ticket's total would pass {said(limit)}"
         if any(r.order_id == args.order_id for r in self.refunds):
-            return f"order {args.order_id} was already refunded on this ticket: a further part needs a person"
+            return f"order {args.order_id} was already paid back on this ticket: a further part needs a person"
         looked_up = self.orders.get(args.order_id)
         if looked_up is not None and looked_up.refunded_cents > 0:
             before = said(looked_up.refunded_cents)
             return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
         return None
 
-    async def _refund(self, args: IssueRefundArgs, key: str | None, unattended: Limits | None = None) -> str:
+    async def _paid(self, tool: Tool, args: Any, key: str | None, unattended: Limits | None = None) -> str:
         """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short: it waits
-        for the refund to end paid and counted, or refused for good, and then ends the ticket."""
+        for the payment to end paid and counted, or refused for good, and then ends the ticket."""
         request = RefundRequest(
             order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key,
             **({"customer_email": self._ticket.customer_email, "limits": unattended} if unattended else {}),
         )  # fmt: skip
-        settle = asyncio.ensure_future(self._settle(request))
+        settle = asyncio.ensure_future(self._settle(tool, request))
         try:
             return await asyncio.shield(settle)
         except asyncio.CancelledError:
-            # Paid and counted, refused, or (a keyless refund whose attempts all timed out) unknown for good:
+            # Paid and counted, refused, or (a keyless payment whose attempts all timed out) unknown for good:
             # whichever, the cancel then ends the ticket, and the loop does not go on.
             with contextlib.suppress(ToolError, ActivityError):
                 await settle
             raise
 
-    async def _settle(self, request: RefundRequest) -> str:
+    async def _settle(self, tool: Tool, request: RefundRequest) -> str:
+        payout = _payout(tool)
         try:
-            receipt = await workflow.execute_activity_method(
-                ToolActivities.issue_refund, request, **_config(TOOLS["issue_refund"])
-            )
+            receipt: RefundReceipt = await _run(tool, request)
         except ActivityError as error:
-            receipt = await self._reconcile(request, error)
+            receipt = await self._reconcile(tool, request, error)
         key = request.idempotency_key
         paid = self._money(receipt.amount_cents, receipt.order_id)
-        if any(r.refund_id == receipt.refund_id for r in self.refunds):  # a replay is never counted twice
+        number = f"{payout.noun} #{receipt.refund_id}"
+        if any((r.tool, r.refund_id) == (tool.name, receipt.refund_id) for r in self.refunds):
+            # a replay is never counted twice
             return (
-                f"Refund #{receipt.refund_id} of {paid} on order {receipt.order_id} was "
+                f"{number[:1].upper()}{number[1:]} of {paid} on order {receipt.order_id} was "
                 "already made and is counted once; nothing more was paid."
             )
         self.refunds.append(
             RefundRecord(
                 refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
-                currency=self._currency(receipt.order_id),
+                currency=self._currency(receipt.order_id), tool=tool.name,
             )
         )  # fmt: skip
         if receipt.replayed and key in self.unsettled:
             self.unsettled.discard(key)
             return (
-                f"Refunded {paid} on order {receipt.order_id} (refund #{receipt.refund_id}): "
+                f"{payout.done} {paid} on order {receipt.order_id} ({number}): "
                 "an earlier request whose answer was lost had made it; nothing more was paid."
             )
-        return f"Refunded {paid} on order {receipt.order_id} (refund #{receipt.refund_id})."
+        return f"{payout.done} {paid} on order {receipt.order_id} ({number})."
 
-    async def _reconcile(self, request: RefundRequest, error: ActivityError) -> RefundReceipt:
-        """A refund that failed without a refusal (timed out, out of retries) may well have been paid: ask
-        the provider what it recorded under the key, and tell the model that, not "the tool failed".
+    async def _reconcile(self, tool: Tool, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+        """A payment that failed without a refusal (timed out, out of retries) may well have been paid: ask
+        the ledger that keeps the money what it recorded under the key (the tool's ``settled_by`` activity), and
+        tell the model that, not "the tool failed".
 
-        Without this, the model hears of a failure, asks for the refund again, and a key per tool call pays
-        twice. Only a keyed refund can be looked up. "Not found" is the truth when asked:
-        every attempt of the refund has been given up on by then, so none will pay later unless a hung
+        Without this, the model hears of a failure, asks for the payment again, and a key per tool call pays
+        twice. Only a keyed payment can be looked up. "Not found" is the truth when asked:
+        every attempt of the payment has been given up on by then, so none will pay later unless a hung
         attempt outlives its timeout, and with the default per-order key even that could not pay twice.
         """
+        payout = _payout(tool)
         key = request.idempotency_key
         if key is None or not self._rules.rules.reconcile_refunds or is_refusal(error):
             raise error
-        found = await workflow.execute_activity_method(ToolActivities.find_refund, key, **policies.FIND_REFUND)
-        workflow.logger.warning(
-            "refund outcome unknown, reconciled with the provider",
-            extra={"cause": cause(error), "key": key, "refund_id": found.refund_id if found else None},
+        found: RefundReceipt | None = await workflow.execute_activity(
+            payout.settled_by, key, result_type=SETTLED, **timeouts.attempt(payout.settled_by)
         )
-        asked = f"The refund of {self._money(request.amount_cents, request.order_id)} on order {request.order_id}"
+        workflow.logger.warning(
+            "payment outcome unknown, reconciled",
+            extra={"cause": cause(error), "key": key, "tool": tool.name, "id": found.refund_id if found else None},
+        )
+        asked = (
+            f"The {payout.noun} of {self._money(request.amount_cents, request.order_id)} on order {request.order_id}"
+        )
         if found is None:
             raise ToolError(
-                f"{asked} was not made: the payment provider did not answer in time ({cause(error)}) and has no "
-                "refund under this request's key."
+                f"{asked} was not made: {payout.keeper} did not answer in time ({cause(error)}) and has no "
+                f"{payout.noun} under this request's key."
             )
         if (found.order_id, found.amount_cents) != (request.order_id, request.amount_cents):
             held = self._money(found.amount_cents, found.order_id)
             raise ToolError(
-                f"{asked} was not made: the provider holds refund #{found.refund_id} of {held} on {found.order_id} "
-                "under the same key, and refuses a key reused for another amount."
+                f"{asked} was not made: {payout.keeper} holds {payout.noun} #{found.refund_id} of {held} on "
+                f"{found.order_id} under the same key, and refuses a key reused for another amount."
             )
         return found
 
@@ -366,9 +392,7 @@ class Toolbox:
         ``ToolError`` that reads exactly as a missing order otherwise, so nothing of another customer leaks."""
         order = self.orders.get(order_id)
         if order is None or look_up:
-            order = await workflow.execute_activity_method(
-                ToolActivities.lookup_order, LookupOrderArgs(order_id=order_id), **_config(TOOLS["lookup_order"])
-            )
+            order = await _run(LOOKUP_ORDER, LookupOrderArgs(order_id=order_id))
         if not same_address(order.customer_email, self._ticket.customer_email):
             raise ToolError(f"The tool failed: There is no order {order_id}")  # as ``_use`` words a missing one
         self.orders[order_id] = order
@@ -384,6 +408,7 @@ class Toolbox:
         return f"Reported about order {args.order_id}: {event.event}{detail}"
 
     async def _send_email(self, step: int, call: ToolUseBlock, args: SendEmailArgs, tool: Tool) -> str:
+        """An email to the ticket's customer, keyed per tool call."""
         customer = self._ticket.customer_email
         if not same_address(args.to, customer):
             raise ToolError(f"Emails go only to this ticket's customer, {customer}.")
@@ -393,7 +418,7 @@ class Toolbox:
             body=args.body,
             idempotency_key=f"email:{self._call_key(step, call)}",
         )
-        receipt = await workflow.execute_activity_method(ToolActivities.send_email, request, **_config(tool))
+        receipt: EmailReceipt = await _run(tool, request)
         return f"Email #{receipt.email_id} sent to {receipt.to}."
 
     # --- idempotency keys ---
@@ -411,24 +436,23 @@ class Toolbox:
         so the same ticket started twice pays and mails once."""
         return f"ticket:{self._ticket.ticket_id}"
 
-    def _refund_key(self, step: int, call: ToolUseBlock) -> str | None:
-        """The key of a refund under a demonstration's rule (``PER_ORDER``, the rule in production, keys the
-        part in ``_pay``): one per tool call, which a model asking again pays twice under, or none at all."""
+    def _demonstration_key(self, step: int, call: ToolUseBlock, payout: Payout) -> str | None:
+        """The key of a payment under a demonstration's rule (``PER_ORDER``, the rule in production, keys the
+        part in ``_pay_part``): one per tool call, which a model asking again pays twice under, or none at all."""
         per_call = self._rules.rules.refund_key is RefundKey.PER_TOOL_CALL
-        return f"refund:{self._call_key(step, call)}" if per_call else None
+        return f"{payout.key}:{self._call_key(step, call)}" if per_call else None
 
-    STEPS: ClassVar[dict[Effect, Step]] = {
-        Effect.LOOKS_UP_ORDER: _lookup_order,
-        Effect.READS_ORDER: _read,
-        Effect.PAYS: _issue_refund,
-        Effect.MAILS: _send_email,
-        Effect.WAITS_FOR_EVENT: _wait_for_event,
+    RULE_HANDLERS: ClassVar[dict[Rule, Handler]] = {
+        Rule.READS: _read,
+        Rule.PAYS: _pay,
+        Rule.MAILS: _send_email,
+        Rule.WAITS: _wait_for_event,
     }
-    """The workflow's side of each effect; which tool has which effect is declared in ``TOOLS``."""
+    """The handler of each rule; which tool is under which rule is declared in ``TOOLS``."""
 
 
 def _needs_approval(error: ActivityError) -> bool:
-    """Whether the provider refused a refund without a person because it would pass a limit across tickets."""
+    """Whether the ledger refused a payment without a person because it would pass a limit across tickets."""
     return isinstance(error.cause, ApplicationError) and error.cause.type == NEEDS_APPROVAL
 
 
@@ -446,7 +470,7 @@ def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:
 def _reads_only(call: ToolUseBlock) -> bool:
     """A call to a tool that does not exist runs nothing, so it may join any batch of reads."""
     tool = TOOLS.get(call.name)
-    return tool is None or tool.effect.reads_only
+    return tool is None or tool.rule.reads_only
 
 
 def _as_read(order: OrderLookup) -> str:
@@ -454,6 +478,11 @@ def _as_read(order: OrderLookup) -> str:
     return order.model_dump_json()
 
 
-def _config(tool: Tool) -> ActivityConfig:
-    assert tool.config is not None, f"{tool.name} runs an activity, so it declares its timeouts"
-    return tool.config
+async def _run(tool: Tool, arg: Any) -> Any:
+    """Run the tool's declared activity, by its declared name, with its attempt."""
+    return await workflow.execute_activity(tool.name, arg, result_type=tool.returns, **timeouts.attempt(tool.name))
+
+
+def _payout(tool: Tool) -> Payout:
+    assert tool.payout is not None, f"{tool.name} pays, so it declares its payout"
+    return tool.payout

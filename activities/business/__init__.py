@@ -8,6 +8,9 @@ default, PostgreSQL when several workers share it:
 - ``payments``: the payment provider's refunds under idempotency keys, with Stripe's rules, the
   refund-total guard and settling an unknown outcome (``Payments``, ``SqlPayments``), and what was refunded
   without a person, counted against the limits across tickets whichever provider pays (``unattended``);
+- ``credits``: store credit, vouchers issued on an order instead of a refund, once per key, counted against the
+  limits across tickets like refunds (``StoreCredits``, ``SqlStoreCredits``), in this database whichever
+  provider refunds;
 - ``mail``: the outbox, one email per key (``Mail``, ``SqlOutbox``), delivered through a mail server
   (``smtp``) when given one;
 - ``audit``: the workflow's audit trail (``AuditTrail``, ``SqlAuditTrail``);
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from activities.business.audit import SqlAuditTrail
 from activities.business.blobs import SqlBlobs
+from activities.business.credits import SqlStoreCredits
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.mail import Relay, SqlOutbox
@@ -68,6 +72,7 @@ class Business:
     payments: SqlPayments | StripePayments
     unattended: UnattendedLedger
     """What was refunded without a person, whichever provider paid it: counted by the payments, read by operators."""
+    credits: SqlStoreCredits
     mail: SqlOutbox
     audit: SqlAuditTrail
     model_calls: SqlModelCalls
@@ -102,6 +107,7 @@ class Business:
             orders=orders,
             payments=payments,
             unattended=unattended,
+            credits=SqlStoreCredits(database, keys, unattended),
             mail=SqlOutbox(database, keys, mail_relay),
             audit=SqlAuditTrail(database),
             model_calls=SqlModelCalls(database),

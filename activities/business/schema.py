@@ -2,7 +2,8 @@
 
 Each outside system's embedded implementation reads and writes its own tables: ``orders`` and
 ``order_events`` (``activities.business.orders``), ``refunds`` (``payments``), ``emails`` (``mail``),
-``idempotency_keys`` (the key ledger of payments and mail, ``keys``), ``unattended_refunds`` (what was
+``idempotency_keys`` (the key ledger of payments, store credit and mail, ``keys``), ``store_credits`` (vouchers
+issued instead of refunds, ``credits``), ``unattended_refunds`` (what was
 refunded without a person, counted against the limits across tickets, ``unattended``), ``audit_log`` and
 ``answers`` (the audit trail and the answers to approval requests in it, ``audit``), ``model_calls``
 (``model_calls``), ``blobs`` (``blobs``), and the approval inbox's ``inbox_sessions`` and
@@ -65,6 +66,15 @@ unattended_refunds = sa.Table(
     sa.Column("idempotency_key", sa.Text, index=True),  # the key it was reserved under, to keep or release it
     sa.Column("refund_id", sa.Integer, sa.ForeignKey("refunds.id")),  # the refund it became; none yet: reserved
     sa.Index("ix_unattended_refunds_customer_counted_at", "customer", "counted_at"),
+)  # fmt: skip
+store_credits = sa.Table(
+    "store_credits", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),  # the voucher's number
+    sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
+    sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents > 0"), nullable=False),
+    sa.Column("idempotency_key", sa.Text, index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("counted_id", sa.Integer, sa.ForeignKey("unattended_refunds.id")),  # its count; none: a person approved
 )  # fmt: skip
 model_calls = sa.Table(
     "model_calls", metadata,

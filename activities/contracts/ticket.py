@@ -166,11 +166,16 @@ class ToolCallRecord(Contract):
 
 
 class RefundRecord(Contract):
+    """A payment back to the customer the ticket made: a refund, or whatever other tool pays (``tool``)."""
+
     refund_id: int
+    """Its number in the ledger of the tool that paid it (``refund #3``): unique per tool, not across tools."""
     order_id: str
     amount_cents: int
     currency: Currency | None = None
     """The order's currency as the ticket looked it up (None: runs before refunds said it)."""
+    tool: str = "issue_refund"
+    """The tool that paid it."""
 
 
 class Turn(Contract):

@@ -10,14 +10,16 @@ from typing import Any
 
 from temporalio.client import Client
 
+from activities.audit_trail import AuditActivities
 from activities.business import Business
 from activities.content_store import ContentStore
 from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import Outcome
 from activities.model import LanguageModel, ModelActivities
 from activities.policy import PolicyActivities
+from activities.reconciliation import Reconciliation
 from activities.scripted_model import ScriptedModel
-from activities.tools import ToolActivities
+from activities.tool_activities import ToolActivities
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.worker import build_worker
@@ -72,12 +74,11 @@ class Harness:
         (``tools``)."""
         store = self.store
         content = ContentStore(store.blobs)
-        toolbox = tools(
-            orders=store.orders, payments=store.payments, mail=store.mail, audit=store.audit, content=content
-        )
+        toolbox = tools.over(store, content)
         policy = PolicyActivities(wiring.policy_in_force(self.settings()))
         model = ModelActivities(ScriptedModel(store.model_calls), store.model_calls, content)
-        return [model.think, *toolbox.all(), *policy.all()]
+        business = [*toolbox.all(), *Reconciliation.over(store).all(), *AuditActivities(store.audit).all()]
+        return [model.think, *business, *policy.all()]
 
     async def start(self, raw_ticket: Any) -> Handle:
         return await tickets.start(self.client, self.task_queue, raw_ticket)

@@ -13,12 +13,13 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from activities.audit_trail import AuditActivities
     from activities.contracts.names import WORKFLOW_NAME
     from activities.contracts.ticket import Outcome, Status, TicketInput
     from activities.contracts.world import AuditEntry
     from activities.policy import PolicyActivities
-    from activities.tools import TOOLS, LookupOrderArgs, ToolActivities
-    from workflows import policies
+    from activities.tools import LOOKUP_ORDER, LookupOrderArgs
+    from workflows import timeouts
     from workflows.approvals import ApprovalGate
     from workflows.support_agent import SupportAgent
     from workflows.tools import Toolbox
@@ -30,8 +31,8 @@ class LooksUpBeforeThinking(SupportAgent):
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
-        await workflow.execute_activity_method(
-            ToolActivities.lookup_order, LookupOrderArgs(order_id="A-1001"), **(TOOLS["lookup_order"].config or {})
+        await workflow.execute_activity(
+            LOOKUP_ORDER.name, LookupOrderArgs(order_id="A-1001"), **timeouts.attempt(LOOKUP_ORDER.name)
         )
         return await super().run(*args)
 
@@ -47,9 +48,9 @@ class DecidesOnTheWallClock(SupportAgent):
         opened_at = ticket.opened_at or workflow.info().start_time
         if datetime.now(UTC) - opened_at > timedelta(seconds=ticket.options.sla_seconds):
             await workflow.execute_activity_method(
-                ToolActivities.audit,
+                AuditActivities.audit,
                 AuditEntry(ticket_id=ticket.ticket_id, entry="escalated", idempotency_key="audit:clock"),
-                **policies.AUDIT,
+                **timeouts.attempt("audit"),
             )
             return Outcome(ticket_id=ticket.ticket_id, status=Status.ESCALATED, answer="", steps=0, model_calls=0)
         return await super().run(*args)
@@ -85,7 +86,7 @@ class AuditsMoreWithoutPatch(SupportAgent):
 
 class _GateThatRereadsThePolicy(ApprovalGate):
     async def wait(self, *args: Any, **kwargs: Any) -> str:
-        await workflow.execute_activity_method(PolicyActivities.money_policy, **policies.MONEY_POLICY)
+        await workflow.execute_activity_method(PolicyActivities.money_policy, **timeouts.attempt("money_policy"))
         return await super().wait(*args, **kwargs)
 
 

@@ -1,0 +1,160 @@
+"""Store credit (``issue_store_credit``): a voucher instead of a refund, added by its declaration, its body and its
+ledger alone. Because its rule is the one a refund is under, it gets what a refund gets: a person above the limit,
+one voucher per part however often it is asked for, only the customer's orders, the limits across tickets, and an
+unknown outcome settled before the model hears of it. Real tickets on real workers and a real dev server."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activities.business import Business
+from activities.business.refusals import KeyClosedError, RefundExceedsChargeError
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.policy import ApprovalPolicy, Limits
+from activities.contracts.ticket import Outcome, Status
+from activities.contracts.world import Order, RefundRequest
+from tests.support.desk import LOOSE
+from tests.support.harness import Harness
+from tests.support.history import activity_attempts
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting
+
+CREDIT = "issue_store_credit"
+DORA = "dora@example.com"
+
+
+def crediting(order_id: str = "A-1001", amount: int = 4900, tool: str = CREDIT) -> PlaybackModel:
+    """A model that asks for one payment, then says it is done."""
+    return PlaybackModel([calls((tool, {"order_id": order_id, "amount_cents": amount}), step=1), says("Done.")])
+
+
+def issued(store: Business) -> list[tuple[str, int]]:
+    return [(c.order_id, c.amount_cents) for c in store.credits.credits()]
+
+
+def results(outcome: Outcome) -> list[tuple[bool, str]]:
+    return [(c.is_error, c.result) for c in outcome.tool_calls if c.name == CREDIT]
+
+
+async def test_a_credit_above_the_limit_waits_for_a_person_and_is_issued_once_approved(agent: Harness) -> None:
+    async with agent.worker(crediting()):
+        handle = await agent.start(ticket(approval_limit_cents=2000))
+        request = await awaiting(handle, 4900)
+        assert issued(agent.store) == []  # nothing before the person says yes
+        assert request is not None
+        assert request.why == "USD 49.00 is above the approval limit of USD 20.00"
+        await handle.signal(APPROVE_SIGNAL, answer(4900, request_id=request.request_id))
+        outcome = await handle.result()
+
+    assert issued(agent.store) == [("A-1001", 4900)]
+    assert agent.store.payments.refunds() == []  # a voucher, not the customer's money back
+    assert results(outcome) == [(False, "Credited USD 49.00 on order A-1001 (store credit #1).")]
+    assert [(r.tool, r.refund_id, r.amount_cents) for r in outcome.refunds] == [(CREDIT, 1, 4900)]
+    assert [a.approver for a in outcome.approvals] == ["ann"]
+
+
+async def test_a_declined_credit_issues_nothing(agent: Harness) -> None:
+    async with agent.worker(crediting()):
+        handle = await agent.start(ticket(approval_limit_cents=2000))
+        await awaiting(handle, 4900)
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approved=False, approver="ben"))
+        outcome = await handle.result()
+
+    assert issued(agent.store) == []
+    ((is_error, said),) = results(outcome)
+    assert is_error
+    assert said.startswith("A person (ben) declined")
+    assert outcome.refunds == []
+
+
+async def test_the_same_ticket_started_twice_issues_one_credit(agent: Harness) -> None:
+    """Two runs of one ticket (a caller that started it under two workflow ids) ask for the same part under the
+    same key: the second gets the first voucher back."""
+    same = ticket(approval_limit_cents=10_000)
+    async with agent.worker(crediting(amount=1000)):
+        first = await (await agent.start(same)).result()
+        second = await (await agent.start(same)).result()
+
+    assert issued(agent.store) == [("A-1001", 1000)]
+    assert results(first) == results(second) == [(False, "Credited USD 10.00 on order A-1001 (store credit #1).")]
+
+
+async def test_another_customers_order_reads_as_no_order(agent: Harness) -> None:
+    async with agent.worker(crediting("A-1004", 899)):  # dev's order, asked for on ann's ticket
+        outcome = await (await agent.start(ticket(approval_limit_cents=10_000))).result()
+
+    assert results(outcome) == [(True, "The tool failed: There is no order A-1004")]
+    assert issued(agent.store) == []
+
+
+async def test_a_limit_across_tickets_counts_credits_and_refunds_alike(agent: Harness) -> None:
+    """A person above 20.00, and above 50.00 a day for one customer: a refund of 19.00 and a credit of 19.00 go
+    without a person in two tickets, and a third ticket's credit of 19.00 would pass 50.00, so it waits."""
+    for n in range(3):
+        agent.store.orders.add(Order(order_id=f"D-{7000 + n}", amount_cents=1900, customer_email=DORA))
+    policy = LOOSE.model_copy(
+        update={
+            "approval": ApprovalPolicy(limit_cents=2000),
+            "limits": Limits(customer_cents_per_day=5000, customer_refunds_per_day=None, desk_cents_per_day=None),
+        }
+    )
+    for order_id, tool in (("D-7000", "issue_refund"), ("D-7001", CREDIT)):
+        async with agent.worker(crediting(order_id, 1900, tool), policy=policy):
+            outcome = await (await agent.start(ticket(f"Order {order_id}", email=DORA))).result()
+            assert outcome.refunds, outcome.tool_calls
+    assert agent.store.unattended.totals(DORA).cents == 3800
+
+    async with agent.worker(crediting("D-7002", 1900), policy=policy):
+        handle = await agent.start(ticket("Order D-7002", email=DORA))
+        request = await awaiting(handle, 1900)
+        await handle.terminate("test over")
+    assert request is not None
+    assert request.why == f"{DORA}'s refunds without a person in the last 24 hours: 57.00 of 50.00 with this one"
+    assert issued(agent.store) == [("D-7001", 1900)]
+
+
+@pytest.mark.parametrize("hangs", [1, 5])
+async def test_a_credit_whose_answer_was_lost_is_issued_once(agent: Harness, tmp_path: Path, hangs: int) -> None:
+    """The credit is issued, then its attempt hangs past its timeout. Once: the retry gets the voucher back under
+    its key. Every attempt: the outcome is unknown, and the ledger is asked (``find_store_credit``) before the model
+    hears of it. Either way one voucher, and the model is told it was issued."""
+    faults: dict[str, Any] = {"faults": f"after:{CREDIT}=hang*{hangs}", "faults_dir": tmp_path / "faults"}
+    async with agent.worker(crediting(amount=1000), graceful_shutdown_seconds=1, **faults):
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
+        outcome = await handle.result()
+
+    assert issued(agent.store) == [("A-1001", 1000)]
+    assert results(outcome) == [(False, "Credited USD 10.00 on order A-1001 (store credit #1).")]
+    assert outcome.status is Status.RESOLVED
+    if hangs == 1:
+        assert await activity_attempts(handle, CREDIT) == [2]
+        assert await activity_attempts(handle, "find_store_credit") == []
+    else:
+        assert await activity_attempts(handle, CREDIT) == [5]
+        assert await activity_attempts(handle, "find_store_credit") == [1]
+
+
+def test_the_ledger_keeps_a_settled_key_closed_and_credits_no_more_than_is_left_of_the_charge(
+    tmp_path: Path,
+) -> None:
+    """Through the port alone: what the workflow's rule relies on."""
+    store = Business.sqlite(tmp_path / "business.sqlite3").create()
+    key = f"store_credit:ticket:T-{uuid.uuid4().hex[:6]}/A-1001/1"
+    asked = RefundRequest(order_id="A-1001", amount_cents=1000, idempotency_key=key)
+
+    assert store.credits.settle(key) is None  # never issued: the key closes
+    with pytest.raises(KeyClosedError):
+        store.credits.issue(asked)
+    first = store.credits.issue(asked.model_copy(update={"idempotency_key": "k2"}))
+    again = store.credits.issue(asked.model_copy(update={"idempotency_key": "k2"}))
+    assert (again.refund_id, again.replayed) == (first.refund_id, True)
+    assert store.credits.settle("k2") == again
+    with pytest.raises(RefundExceedsChargeError):
+        store.credits.issue(RefundRequest(order_id="A-1001", amount_cents=3901, idempotency_key="k3"))
+    assert issued(store) == [("A-1001", 1000)]
+    store.close()
