@@ -12,7 +12,7 @@ recorded again at every later step. Two things keep it linear:
 
 Two more things live here for the same reason: the records of a ticket's earlier runs, which a run that
 continues as new hands over (``archive_records``) instead of carrying them, and the conversation that goes
-on after the model summarised its older turns (``summarize``, in ``activities.model``).
+on after the model summarised its older turns (``summarize``, in ``activities.language_model``).
 
 Keys are ``sha256:<hex>`` of the stored bytes, so they are deterministic: a retried activity that stores
 the same content gets the same key, two workers storing it race harmlessly, and a key in a history always

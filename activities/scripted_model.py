@@ -114,7 +114,7 @@ class ScriptedModel:
 
 
 @dataclass(frozen=True)
-class Turn:
+class ScriptedTurn:
     """What the script looks at to choose its next move."""
 
     request: ThinkRequest
@@ -144,14 +144,14 @@ def script(request: ThinkRequest, asked_before: int) -> Decision:
         )
     if order_id is None:
         return answer("Which order is this about? Please reply with its number, such as A-1001.")
-    turn = Turn(request, exchanges(messages), order_id, asked_before, text)
+    turn = ScriptedTurn(request, exchanges(messages), order_id, asked_before, text)
     if not turn.history:
         return turn.use("lookup_order", order_id=order_id)
     after = AFTER.get(turn.history[-1].call.name)
     return after(turn, turn.history[-1]) if after else answer("I have passed your ticket to a colleague.")
 
 
-def after_lookup(turn: Turn, last: Exchange) -> Decision:
+def after_lookup(turn: ScriptedTurn, last: Exchange) -> Decision:
     if last.result.is_error:
         return answer(f"I could not find order {turn.order_id}. A colleague will look into your ticket.")
     order = OrderLookup.model_validate(json.loads(last.result.content))
@@ -160,7 +160,7 @@ def after_lookup(turn: Turn, last: Exchange) -> Decision:
     return refund(turn, order)
 
 
-def after_wait(turn: Turn, last: Exchange) -> Decision:
+def after_wait(turn: ScriptedTurn, last: Exchange) -> Decision:
     """The carrier said something: tell the customer. It did not: the parcel is lost, refund it."""
     if last.result.is_error or last.result.content.startswith("Reported"):
         return answer(f"About order {turn.order_id}: {last.result.content}")
@@ -168,12 +168,12 @@ def after_wait(turn: Turn, last: Exchange) -> Decision:
     return refund(turn, OrderLookup.model_validate(json.loads(lookup.result.content)))
 
 
-def refund(turn: Turn, order: OrderLookup) -> Decision:
+def refund(turn: ScriptedTurn, order: OrderLookup) -> Decision:
     amount = order.amount_cents + CHANGE_OF_MIND_CENTS * turn.asked_before
     return turn.use("issue_refund", order_id=turn.order_id, amount_cents=amount)
 
 
-def after_refund(turn: Turn, last: Exchange) -> Decision:
+def after_refund(turn: ScriptedTurn, last: Exchange) -> Decision:
     if not last.result.is_error:
         refund = re.search(r"refund #\d+", last.result.content)
         paid = amount(int(last.call.input["amount_cents"]), looked_up_currency(turn))
@@ -191,7 +191,7 @@ def after_refund(turn: Turn, last: Exchange) -> Decision:
     return answer(f"I could not refund order {turn.order_id}: {last.result.content} A colleague will take over.")
 
 
-def looked_up_currency(turn: Turn) -> str | None:
+def looked_up_currency(turn: ScriptedTurn) -> str | None:
     """The currency of the order as the turn looked it up (None if it did not, or could not)."""
     for exchange in turn.history:
         if exchange.call.name == "lookup_order" and not exchange.result.is_error:
@@ -199,13 +199,13 @@ def looked_up_currency(turn: Turn) -> str | None:
     return None
 
 
-def after_email(turn: Turn, last: Exchange) -> Decision:
+def after_email(turn: ScriptedTurn, last: Exchange) -> Decision:
     if last.result.is_error:
         return answer(f"About order {turn.order_id}: I could not email you ({last.result.content}); a colleague will.")
     return answer(f"I have emailed you about order {turn.order_id}: {last.call.input.get('body', '')}")
 
 
-AFTER: dict[str, Callable[[Turn, Exchange], Decision]] = {
+AFTER: dict[str, Callable[[ScriptedTurn, Exchange], Decision]] = {
     "lookup_order": after_lookup,
     "issue_refund": after_refund,
     "send_email": after_email,

@@ -2,8 +2,8 @@
 
 Each is decorated ``@implements(TOOL)``, which registers it under the tool's declared name; ``ToolActivities.all``
 hands the worker one for every such declaration, and refuses to start a worker without one. What the workflow
-checks around a call (whose order, keys, approval, reconciliation) is the tool's rule, in ``workflows.tools``;
-what may be retried is decided by ``activities.calls``.
+checks around a call (whose order, keys, approval, reconciliation) is the tool's rule, in ``workflows.toolbox``
+and ``workflows.payouts``; what may be retried is decided by ``activities.calls``.
 """
 
 from __future__ import annotations

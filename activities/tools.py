@@ -9,7 +9,7 @@ done elsewhere, by a method decorated ``@implements(TOOL)`` (``activities.tool_a
 it under the declared name, so the name is written once.
 
 Read from here, not written again: the model's tool list (``claude_model.tool_definitions``), the workflow's
-handler for a call (``workflows.tools.Toolbox.RULE_HANDLERS``, by rule, scheduling the declared activity by
+handler for a call (``workflows.toolbox.Toolbox.RULE_HANDLERS``, by rule, scheduling the declared activity by
 name), each tool's attempt (``workflows.timeouts``, by rule), and the worker's registration
 (``ToolActivities.all``: an implementation of every declaration that runs an activity, or the worker does not
 start). A tool that pays also declares a ``Payout``: how people read of it, its keys, and the activity that

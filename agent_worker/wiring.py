@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from activities.business.model_calls import ModelCalls
     from activities.content_store import BlobBackend
     from activities.contracts.policy import PolicyInForce
-    from activities.model import LanguageModel
+    from activities.language_model import LanguageModel
     from agent_worker.codec_auth import BearerAuth
 
 log = structlog.get_logger(__name__)
@@ -337,8 +337,8 @@ class AgentPlugin(SimplePlugin):
     def _activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
         from activities.audit_trail import AuditActivities  # noqa: PLC0415
         from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
-        from activities.model import ModelActivities  # noqa: PLC0415
-        from activities.policy import PolicyActivities  # noqa: PLC0415
+        from activities.language_model import ModelActivities  # noqa: PLC0415
+        from activities.policy_activities import PolicyActivities  # noqa: PLC0415
         from activities.reconciliation import Reconciliation  # noqa: PLC0415
         from activities.tool_activities import ToolActivities  # noqa: PLC0415
 

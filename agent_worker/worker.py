@@ -19,7 +19,7 @@ from temporalio.worker import Plugin, Worker
 
 from activities.business import Business
 from activities.contracts.policy import PolicyInForce
-from activities.model import LanguageModel
+from activities.language_model import LanguageModel
 from activities.tools import ISSUE_REFUND, LOOKUP_ORDER, SEND_EMAIL
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings

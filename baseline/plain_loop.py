@@ -36,7 +36,7 @@ from activities.contracts.conversation import (
 )
 from activities.contracts.fields import money
 from activities.contracts.world import EmailRequest, RefundRequest
-from activities.model import LanguageModel
+from activities.language_model import LanguageModel
 from activities.scripted_model import ScriptedModel
 from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
 from agent_worker import logs, wiring

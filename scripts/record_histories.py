@@ -32,7 +32,7 @@ from activities.contracts.limits import PENDING_REPLIES
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL
 from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, MoneyPolicy
 from activities.contracts.world import Order
-from activities.model import LanguageModel
+from activities.language_model import LanguageModel
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.devserver import start_dev_server

@@ -10,13 +10,14 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.conversation import Message, ToolResultBlock
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
+from activities.tools import TOOLS
 from agent_worker import wiring
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts, events
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
-from workflows.approvals import AWAITING_APPROVAL
+from workflows.approval_gate import AWAITING_APPROVAL
 
 NO_APPROVAL_NEEDED = 10_000
 
@@ -133,7 +134,8 @@ async def test_a_tool_that_does_not_exist_is_reported_to_the_model_and_nothing_r
     result = _tool_result(model.requests[1].messages[-1])
     assert result.is_error
     assert "no tool named 'delete_database'" in result.content
-    assert "lookup_order, issue_refund, send_email" in result.content
+    assert f"The tools are: {', '.join(TOOLS)}." in result.content
+    assert {"lookup_order", "issue_refund", "issue_store_credit", "send_email"} <= set(TOOLS)
     assert outcome.status is Status.RESOLVED
 
 

@@ -25,7 +25,7 @@ from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, run
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import awaiting, poll
-from workflows.approvals import AWAITING_APPROVAL
+from workflows.approval_gate import AWAITING_APPROVAL
 
 
 async def activity_running(handle: Handle, name: str) -> None:

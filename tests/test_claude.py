@@ -35,7 +35,7 @@ from activities.prompt import SUPPORT_POLICY
 from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
 from agent_worker.config import Settings
-from agent_worker.config.model import DEFAULT_MODEL
+from agent_worker.config.model_settings import DEFAULT_MODEL
 from agent_worker.wiring import NoCredentialsError, choose_model
 from tests.support.fake_messages_api import (
     FakeMessagesAPI,

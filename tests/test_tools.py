@@ -129,20 +129,6 @@ async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_cu
     assert (other.is_error, other.result) == (True, "The tool failed: There is no order A-1004")
 
 
-def test_a_mail_servers_delivery_must_fit_in_one_attempt_of_send_email() -> None:
-    """The settings bound the SMTP timeout without importing the workflow (cold start); this holds the bound to
-    the attempt ``send_email`` is given."""
-    from annotated_types import Lt  # noqa: PLC0415
-
-    from agent_worker.config import Settings  # noqa: PLC0415
-    from workflows.timeouts import attempt  # noqa: PLC0415
-
-    (bound,) = [m.lt for m in Settings.model_fields["smtp_timeout_seconds"].metadata if isinstance(m, Lt)]
-    start_to_close = attempt("send_email").get("start_to_close_timeout")
-    assert start_to_close is not None
-    assert bound == start_to_close.total_seconds()
-
-
 async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once_as_needs_approval_naming_it(
     tmp_path: Path,
 ) -> None:

@@ -1,6 +1,6 @@
 """The approval rules as a pure model: which answer decides a refund's approval request, and what it releases.
 
-No Temporal in here, so the rules can be read and tested alone. The gate (``workflows.approvals``) opens a
+No Temporal in here, so the rules can be read and tested alone. The gate (``workflows.approval_gate``) opens a
 request when a refund needs a person, hands every ``approve`` signal to ``receive`` with the workflow time it
 is seen at, calls ``expire`` when the durable timer fires, and acts on what ``close`` says was decided.
 ``tests/test_approval_rules.py`` drives this same class through the interleavings hypothesis finds (answers,

@@ -15,10 +15,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.conversation import Message
     from activities.contracts.fields import Contract
 
-from workflows.approvals import GateSnapshot
-from workflows.audit import AuditSnapshot
-from workflows.model import ModelSnapshot
-from workflows.tools import ToolboxSnapshot
+from workflows.approval_gate import GateSnapshot
+from workflows.audit_log import AuditSnapshot
+from workflows.thinking import ModelSnapshot
+from workflows.toolbox import ToolboxSnapshot
 from workflows.waits import EventsSnapshot, RepliesSnapshot
 
 

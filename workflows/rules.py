@@ -23,10 +23,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import money
     from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
     from activities.contracts.ticket import RefundKey, TicketOptions
-    from activities.policy import PolicyActivities
+    from activities.policy_activities import PolicyActivities
     from workflows import timeouts
 
-from workflows.audit import Audit
+from workflows.audit_log import Audit
 from workflows.failures import invalid_input
 
 

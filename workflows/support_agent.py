@@ -45,15 +45,15 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
     )
     from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
-    from workflows.approvals import ApprovalGate, spelled
-    from workflows.audit import AuditTrail
+    from workflows.approval_gate import ApprovalGate, spelled
+    from workflows.audit_log import AuditLog
     from workflows.continuation import Continuation, HandOver
     from workflows.continued import ContinuedState
     from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
     from workflows.intake import Intake, past_sla
-    from workflows.model import Model
     from workflows.rules import RulesInForce
-    from workflows.tools import Toolbox
+    from workflows.thinking import Model
+    from workflows.toolbox import Toolbox
     from workflows.waits import Events, Replies
 
 CUT_OFF = (
@@ -80,7 +80,7 @@ class SupportAgent:
         self._continuation = Continuation(linear=linear)
         self._replies = Replies()
         self._events = Events(self._continuation)
-        self._trail = AuditTrail(ticket.ticket_id if ticket else "", notes_from=(self._replies, self._events))
+        self._trail = AuditLog(ticket.ticket_id if ticket else "", notes_from=(self._replies, self._events))
         self._gate = ApprovalGate(audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation)
         self._handing_over = False
         if ticket is None:

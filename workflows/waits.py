@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         Waiting,
     )
 
-from workflows.audit import Notes
+from workflows.audit_log import Notes
 from workflows.continuation import Continuation
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)

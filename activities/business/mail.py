@@ -1,6 +1,6 @@
 """Mail to customers: an outbox, where each email is sent once per idempotency key.
 
-``Mail`` is the port. An email's key is its tool call's (``workflows/tools.py``), so a retried or replayed
+``Mail`` is the port. An email's key is its tool call's (``workflows/toolbox.py``), so a retried or replayed
 ``send_email`` never mails twice: the same key with the same email returns the first receipt, and the same
 key with another email is refused. ``SqlOutbox`` keeps that rule in the ``emails`` table, which tests and
 operators read, and is both implementations:

@@ -2,7 +2,7 @@
 
 ``Settings`` holds what the whole service shares (the task queue, the business database, logging, how the worker
 polls and stops, the money policy) and one nested model per concern, each read from the variables it always was,
-each with its own checks: ``smtp`` (``agent_worker.config.mail``), ``stripe`` (``.payments``), ``claude``
+each with its own checks: ``smtp`` (``agent_worker.config.mail_settings``), ``stripe`` (``.payments``), ``claude``
 (``.model``), ``s3`` (``.storage``), ``codec`` and ``codec_server`` (``.codec``) and ``web`` (``.web``). Whether a
 provider's client gives up before its activity's attempt does is checked where the worker is built, against the
 activities' own timeouts (``agent_worker.wiring``), so reading settings costs no import of the workflow.
@@ -26,11 +26,11 @@ from temporalio.converter import DataConverter
 from activities.contracts.names import TASK_QUEUE
 from activities.contracts.policy import MoneyPolicy
 from agent_worker import policy_file
-from agent_worker.config.codec import CodecServerSettings, CodecSettings
+from agent_worker.config.codec_settings import CodecServerSettings, CodecSettings
 from agent_worker.config.concern import Concern, unset_if_blank
-from agent_worker.config.mail import SmtpSettings
-from agent_worker.config.model import ClaudeSettings
-from agent_worker.config.payments import StripeSettings
+from agent_worker.config.mail_settings import SmtpSettings
+from agent_worker.config.model_settings import ClaudeSettings
+from agent_worker.config.payment_settings import StripeSettings
 from agent_worker.config.storage import S3Settings
 from agent_worker.config.web import WebSettings
 

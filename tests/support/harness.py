@@ -15,8 +15,8 @@ from activities.business import Business
 from activities.content_store import ContentStore
 from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import Outcome
-from activities.model import LanguageModel, ModelActivities
-from activities.policy import PolicyActivities
+from activities.language_model import LanguageModel, ModelActivities
+from activities.policy_activities import PolicyActivities
 from activities.reconciliation import Reconciliation
 from activities.scripted_model import ScriptedModel
 from activities.tool_activities import ToolActivities

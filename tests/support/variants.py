@@ -17,12 +17,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.names import WORKFLOW_NAME
     from activities.contracts.ticket import Outcome, Status, TicketInput
     from activities.contracts.world import AuditEntry
-    from activities.policy import PolicyActivities
+    from activities.policy_activities import PolicyActivities
     from activities.tools import LOOKUP_ORDER, LookupOrderArgs
     from workflows import timeouts
-    from workflows.approvals import ApprovalGate
+    from workflows.approval_gate import ApprovalGate
     from workflows.support_agent import SupportAgent
-    from workflows.tools import Toolbox
+    from workflows.toolbox import Toolbox
 
 
 @workflow.defn(name=WORKFLOW_NAME)

@@ -12,7 +12,7 @@ from activities.contracts.approvals import ApprovalRequest
 from activities.contracts.names import AWAITING_APPROVAL_QUERY, TURNS_QUERY, WAITING_FOR_MEMO
 from activities.contracts.ticket import TicketState, Turn, Waiting
 from tests.support.tickets import Handle
-from workflows.approvals import AWAITING_APPROVAL
+from workflows.approval_gate import AWAITING_APPROVAL
 from workflows.waits import TICKET_STATE
 
 T = TypeVar("T")

@@ -37,11 +37,11 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.limits import REJECTED_ANSWERS_KEPT
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
-    from activities.policy import PolicyActivities
+    from activities.policy_activities import PolicyActivities
     from workflows import timeouts
     from workflows.approval_rules import ApprovalDesk
 
-from workflows.audit import Audit, Audited, Notes
+from workflows.audit_log import Audit, Audited, Notes
 from workflows.continuation import Continuation
 from workflows.failures import ToolError
 from workflows.rules import Rules

@@ -33,10 +33,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.contracts.fields import Contract
     from activities.contracts.ticket import TicketInput
-    from activities.model import ModelActivities
+    from activities.language_model import ModelActivities
     from workflows import timeouts
 
-from workflows.audit import Audit
+from workflows.audit_log import Audit
 from workflows.failures import cause, is_refusal, raise_if_cancelled
 
 

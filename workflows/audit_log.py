@@ -85,7 +85,7 @@ class AuditSnapshot(Contract):
     written: NonNegativeInt = 0
 
 
-class AuditTrail:
+class AuditLog:
     """Writes the ticket's audit entries, numbered across its runs, and the notes the pieces given to it keep."""
 
     def __init__(self, ticket_id: str, notes_from: Sequence[Noted]) -> None:

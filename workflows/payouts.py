@@ -1,0 +1,241 @@
+"""Payments back to the customer, whichever tool makes them (a refund, a store credit): the rules every paying
+tool is under, read from its declaration (``Payout``), never written per tool.
+
+- **Keys per part.** A payment's key names the tool's key prefix, the ticket, the order and the part
+  (``refund:ticket:<id>/<order>/<n>``): the same for every retry of it and in every run of the ticket, so a
+  retried or replayed payment cannot pay twice, and the workflow, whose history does not expire, counts the
+  parts instead of a key that does. A part whose outcome is unknown keeps its key, so asking again cannot pay
+  again; a known outcome moves on to the next part.
+- **A person where the rules say.** Above the approval limit, past it with what the ticket paid back already,
+  or a further part of an order paid back before (by this ticket, or refunded by any, as the looked-up order
+  says): splitting a payment, switching tools, or asking again in a new ticket does not dodge a person. A
+  payment needing none is still held to the policy's limits across tickets where it is booked.
+- **Unknown outcomes.** A payment whose outcome is unknown is settled under its key by the activity its tool
+  declares (``Payout.settled_by``) before the model hears anything: paid, or, if not, the key is closed so that
+  a late attempt cannot pay either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from typing import Any, cast
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import NonNegativeInt
+
+    from activities.contracts.fields import Contract
+    from activities.contracts.names import NEEDS_APPROVAL
+    from activities.contracts.policy import Limits
+    from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput
+    from activities.contracts.world import RefundReceipt, RefundRequest
+    from activities.tools import Payout, Tool
+    from workflows import timeouts
+
+from workflows.approval_gate import ApprovalGate
+from workflows.failures import ToolError, cause, is_refusal
+from workflows.ownership import CustomerOrders, run
+from workflows.rules import Rules, RulesInForce
+
+SETTLED = cast(type, RefundReceipt | None)
+"""What a settling activity returns: the payment made under the key, or None (and the key closed)."""
+
+
+class PayoutsSnapshot(Contract):
+    """What a run hands the next of the ticket's payments: those made, and the parts settled per order."""
+
+    paid: list[RefundRecord] = []
+    parts: dict[str, NonNegativeInt] = {}
+    """Per order, the parts whose outcome is known (paid, or settled as not made): the next key counts on."""
+
+
+class Payouts:
+    """The ticket's payments back to the customer. Given the ticket, the rules it is judged by, the approval gate
+    a payment waits at, and the customer's orders every payment is checked against."""
+
+    def __init__(self, ticket: TicketInput, rules: RulesInForce, gate: ApprovalGate, orders: CustomerOrders) -> None:
+        self._ticket = ticket
+        self._rules = rules
+        self._gate = gate
+        self._orders = orders
+        self.paid: list[RefundRecord] = []
+        self._parts: dict[str, int] = {}
+        self._unsettled: set[str] = set()
+        """Keys of parts sent whose outcome is unknown: a replay under one is no new payment."""
+
+    def snapshot(self) -> PayoutsSnapshot:
+        return PayoutsSnapshot(paid=self.paid, parts=self._parts)
+
+    def restore(self, snapshot: PayoutsSnapshot) -> None:
+        self.paid = list(snapshot.paid)
+        self._parts = dict(snapshot.parts)
+
+    async def pay(self, tool: Tool, args: Any, *, call_key: str) -> str:
+        """A payment back to the customer (a refund, a store credit): the order checked, a person asked where the
+        rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total.
+        ``call_key`` names the tool call, for a demonstration's key per call."""
+        options = self._ticket.options
+        await self._orders.own(args.order_id)
+        rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
+        why = self._needs_person(args, rules)
+        if why is None:
+            try:  # held to the limits across tickets where the payment is booked, with nobody's approval
+                return await self._pay_part(tool, args, call_key, unattended=rules.limits)
+            except ActivityError as error:
+                if not _needs_approval(error):
+                    raise
+                why = cause(error)  # a limit across tickets met: nothing was paid, and a person may still say yes
+        workflow.logger.info("payment waits for a person", extra={"why": why, "tool": tool.name})
+        request_id = await self._gate.wait(
+            args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why,
+            currency=self._orders.currency(args.order_id),
+        )  # fmt: skip
+        try:
+            text = await self._pay_part(tool, args, call_key)
+        except (ToolError, ActivityError) as error:
+            self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
+            raise
+        self._gate.settled(request_id, text)
+        return text
+
+    async def _pay_part(self, tool: Tool, args: Any, call_key: str, *, unattended: Limits | None = None) -> str:
+        """Make the payment (a person approved it, or it needed none: then it is held to ``unattended``, the
+        limits across tickets, if the policy sets them), under the key its rule gives it."""
+        payout = _payout(tool)
+        if self._rules.rules.refund_key is not RefundKey.PER_ORDER:  # a demonstration's key, or none
+            return await self._paid(tool, args, self._demonstration_key(call_key, payout), unattended)
+        part = self._parts.get(args.order_id, 0) + 1
+        key = f"{payout.key}:ticket:{self._ticket.ticket_id}/{args.order_id}/{part}"
+        try:
+            text = await self._paid(tool, args, key, unattended)
+        except ActivityError as error:
+            if _needs_approval(error):  # refused before anything was booked: the same part, once approved
+                raise
+            # outcome unknown (not reconciled): the part keeps its key for the next ask
+            self._unsettled.add(key)
+            raise
+        except ToolError:  # refused for good, or settled as not made: the next ask is the next part
+            self._parts[args.order_id] = part
+            raise
+        self._parts[args.order_id] = part
+        return text
+
+    def _needs_person(self, args: Any, rules: Rules) -> str | None:
+        """Why this payment must wait for a person, or None. The ticket's total and the parts of an order count
+        every payment the ticket made, whichever tool made it."""
+        limit = rules.limit_cents
+        said = functools.partial(self._orders.money, order_id=args.order_id)
+        if args.amount_cents > limit:
+            return f"{said(args.amount_cents)} is above the approval limit of {said(limit)}"
+        refunded = sum(r.amount_cents for r in self.paid)
+        if refunded + args.amount_cents > limit:
+            return f"with {said(refunded)} already paid back, the ticket's total would pass {said(limit)}"
+        if any(r.order_id == args.order_id for r in self.paid):
+            return f"order {args.order_id} was already paid back on this ticket: a further part needs a person"
+        looked_up = self._orders.get(args.order_id)
+        if looked_up is not None and looked_up.refunded_cents > 0:
+            before = said(looked_up.refunded_cents)
+            return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
+        return None
+
+    async def _paid(self, tool: Tool, args: Any, key: str | None, unattended: Limits | None = None) -> str:
+        """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short: it waits
+        for the payment to end paid and counted, or refused for good, and then ends the ticket."""
+        request = RefundRequest(
+            order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key,
+            **({"customer_email": self._ticket.customer_email, "limits": unattended} if unattended else {}),
+        )  # fmt: skip
+        settle = asyncio.ensure_future(self._settle(tool, request))
+        try:
+            return await asyncio.shield(settle)
+        except asyncio.CancelledError:
+            # Paid and counted, refused, or (a keyless payment whose attempts all timed out) unknown for good:
+            # whichever, the cancel then ends the ticket, and the loop does not go on.
+            with contextlib.suppress(ToolError, ActivityError):
+                await settle
+            raise
+
+    async def _settle(self, tool: Tool, request: RefundRequest) -> str:
+        payout = _payout(tool)
+        try:
+            receipt: RefundReceipt = await run(tool, request)
+        except ActivityError as error:
+            receipt = await self._reconcile(tool, request, error)
+        key = request.idempotency_key
+        paid = self._orders.money(receipt.amount_cents, receipt.order_id)
+        number = f"{payout.noun} #{receipt.refund_id}"
+        if any((r.tool, r.refund_id) == (tool.name, receipt.refund_id) for r in self.paid):
+            # a replay is never counted twice
+            return (
+                f"{number[:1].upper()}{number[1:]} of {paid} on order {receipt.order_id} was "
+                "already made and is counted once; nothing more was paid."
+            )
+        self.paid.append(
+            RefundRecord(
+                refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
+                currency=self._orders.currency(receipt.order_id), tool=tool.name,
+            )
+        )  # fmt: skip
+        if receipt.replayed and key in self._unsettled:
+            self._unsettled.discard(key)
+            return (
+                f"{payout.done} {paid} on order {receipt.order_id} ({number}): "
+                "an earlier request whose answer was lost had made it; nothing more was paid."
+            )
+        return f"{payout.done} {paid} on order {receipt.order_id} ({number})."
+
+    async def _reconcile(self, tool: Tool, request: RefundRequest, error: ActivityError) -> RefundReceipt:
+        """A payment that failed without a refusal (timed out, out of retries) may well have been paid: ask
+        the ledger that keeps the money what it recorded under the key (the tool's ``settled_by`` activity), and
+        tell the model that, not "the tool failed".
+
+        Without this, the model hears of a failure, asks for the payment again, and a key per tool call pays
+        twice. Only a keyed payment can be looked up. "Not found" is the truth when asked:
+        every attempt of the payment has been given up on by then, so none will pay later unless a hung
+        attempt outlives its timeout, and with the default per-order key even that could not pay twice.
+        """
+        payout = _payout(tool)
+        key = request.idempotency_key
+        if key is None or not self._rules.rules.reconcile_refunds or is_refusal(error):
+            raise error
+        found: RefundReceipt | None = await workflow.execute_activity(
+            payout.settled_by, key, result_type=SETTLED, **timeouts.attempt(payout.settled_by)
+        )
+        workflow.logger.warning(
+            "payment outcome unknown, reconciled",
+            extra={"cause": cause(error), "key": key, "tool": tool.name, "id": found.refund_id if found else None},
+        )
+        amount = self._orders.money(request.amount_cents, request.order_id)
+        asked = f"The {payout.noun} of {amount} on order {request.order_id}"
+        if found is None:
+            raise ToolError(
+                f"{asked} was not made: {payout.keeper} did not answer in time ({cause(error)}) and has no "
+                f"{payout.noun} under this request's key."
+            )
+        if (found.order_id, found.amount_cents) != (request.order_id, request.amount_cents):
+            held = self._orders.money(found.amount_cents, found.order_id)
+            raise ToolError(
+                f"{asked} was not made: {payout.keeper} holds {payout.noun} #{found.refund_id} of {held} on "
+                f"{found.order_id} under the same key, and refuses a key reused for another amount."
+            )
+        return found
+
+    def _demonstration_key(self, call_key: str, payout: Payout) -> str | None:
+        """The key of a payment under a demonstration's rule (``PER_ORDER``, the rule in production, keys the
+        part in ``_pay_part``): one per tool call, which a model asking again pays twice under, or none at all."""
+        per_call = self._rules.rules.refund_key is RefundKey.PER_TOOL_CALL
+        return f"{payout.key}:{call_key}" if per_call else None
+
+
+def _needs_approval(error: ActivityError) -> bool:
+    """Whether the ledger refused a payment without a person because it would pass a limit across tickets."""
+    return isinstance(error.cause, ApplicationError) and error.cause.type == NEEDS_APPROVAL
+
+
+def _payout(tool: Tool) -> Payout:
+    assert tool.payout is not None, f"{tool.name} pays, so it declares its payout"
+    return tool.payout
