@@ -71,10 +71,13 @@ def _operator_commands(commands: Any) -> None:
     retry = commands.add_parser("retry", help="reset a closed ticket to its last model call, to go on from there")
     retry.add_argument("ticket")
     retry.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
+    patches = commands.add_parser(
+        "patches", help="the workflow's patches and the oldest open ticket: when a patch may be retired"
+    )
     tickets.set_defaults(func=Runs("operations", "list_tickets"))
-    for command in (show, approve, start, cancel, reply, retry):
+    for command in (show, approve, start, cancel, reply, retry, patches):
         command.set_defaults(func=Runs("operations", command.prog.split()[-1]))
-    for command in (tickets, show, approve, start, cancel, reply, retry):
+    for command in (tickets, show, approve, start, cancel, reply, retry, patches):
         _where(command)
 
 

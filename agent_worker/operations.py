@@ -32,6 +32,7 @@ from agent_worker.config import Settings
 from agent_worker.stuck import StuckTicket, find_stuck
 from agent_worker.transcript import decided_plainly
 from agent_worker.transcript.terminal import lines, say
+from workflows.patches import Patch
 
 QUERY_TIMEOUT = timedelta(seconds=3)
 """How long ``show`` waits for a worker to answer what the ticket waits for; the history needs none."""
@@ -237,3 +238,21 @@ def amount_of(units: int, request: ApprovalRequest | None) -> str:
 
 def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+@operator_command
+async def patches(client: Client, _settings: Settings, _args: argparse.Namespace) -> None:
+    """``patches``: each patch of the workflow with the release that added it, then the oldest open ticket, from
+    visibility (no worker needed). A patch may be retired once the oldest open ticket started after its release
+    was deployed everywhere (``docs/changing-workflow-code.md``)."""
+    for patch in Patch:
+        say(f"{patch.value}  (added in {patch.release})")
+    if not list(Patch):
+        say("no patches: every open ticket runs the one path of the 1.0.0 baseline")
+    oldest, open_tickets = None, 0
+    async for run in tickets.listed(client, tickets.RUNNING_QUERY):  # newest first: the last is the oldest
+        oldest, open_tickets = run, open_tickets + 1
+    if oldest is None:
+        say("no open ticket")
+        return
+    say(f"oldest open ticket: {oldest.workflow_id}, started {when(oldest.started)} UTC ({open_tickets} open)")

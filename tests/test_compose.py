@@ -3,20 +3,26 @@ against the compose specification and checks what the schema cannot (references,
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from temporalio.client import Client
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker import wiring
 from agent_worker.config import Settings
 from agent_worker.worker import grace_period
+from tests.support.processes import address, listening, spawn_worker, worker_env
 from workflows import timeouts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,12 +72,57 @@ def test_images_are_pinned_and_the_cluster_has_every_part() -> None:
     }
 
 
-def test_the_worker_image_runs_as_a_non_root_user_with_a_health_check_and_no_secrets() -> None:
-    assert re.search(r"^USER agent$", DOCKERFILE, re.MULTILINE)
-    assert "HEALTHCHECK" in DOCKERFILE
-    assert "ANTHROPIC_API_KEY" not in DOCKERFILE
-    assert "CODEC_KEYS" not in DOCKERFILE
+def instructions(dockerfile: str) -> list[tuple[str, str]]:
+    """The Dockerfile's instructions of its last stage, continuation lines joined: (instruction, arguments)."""
+    joined = re.sub(r"\\\n\s*", " ", dockerfile)
+    lines = [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    parsed = [(line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "") for line in lines]
+    last_stage = max(n for n, (kind, _) in enumerate(parsed) if kind == "FROM")
+    return parsed[last_stage:]
+
+
+def test_the_worker_image_runs_as_the_user_it_creates_and_holds_no_secrets() -> None:
+    final = instructions(DOCKERFILE)
+    (user,) = [args for kind, args in final if kind == "USER"]
+    created = [args for kind, args in final if kind == "RUN" and "useradd" in args]
+    assert user != "root"
+    assert any(args.split()[-1] == user for args in created), (user, created)
+    assert all(kind not in {"RUN", "COPY", "ADD"} for kind, _ in final[[k for k, _ in final].index("USER") :])
+    environment = " ".join(args for kind, args in final if kind in {"ENV", "ARG"})
+    assert not re.search(r"API_KEY|CODEC_KEYS|SECRET|PASSWORD", environment), environment
     assert ".env" in (ROOT / ".dockerignore").read_text().split()
+
+
+async def test_the_images_health_check_passes_against_a_running_worker_and_fails_without_one(
+    client: Client, tmp_path: Path
+) -> None:
+    """The image's HEALTHCHECK command, run as Docker would run it, against ``agent-worker worker`` on the metrics
+    address the image sets (moved to a free port): healthy while the worker serves, unhealthy when it is gone."""
+    final = instructions(DOCKERFILE)
+    (check,) = [args for kind, args in final if kind == "HEALTHCHECK"]
+    command: list[str] = json.loads(check[check.index("CMD") + 3 :])
+    (bind,) = re.findall(r"AGENT_METRICS_BIND=(\S+)", " ".join(args for kind, args in final if kind == "ENV"))
+    image_port = bind.rsplit(":", 1)[1]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    command = [part.replace(f":{image_port}", f":{port}") for part in command]
+    command[0] = sys.executable if command[0] == "python" else command[0]
+
+    def healthy() -> bool:
+        return subprocess.run(command, capture_output=True, timeout=10, check=False).returncode == 0
+
+    assert not healthy()
+    settings = worker_env(address(client), f"health-{uuid.uuid4()}", tmp_path / "business.sqlite3",
+                          AGENT_METRICS_BIND=f"127.0.0.1:{port}")  # fmt: skip
+    worker = await spawn_worker(settings)
+    try:
+        await listening("127.0.0.1", int(port))
+        assert await asyncio.to_thread(healthy)
+    finally:
+        worker.terminate()
+        await worker.wait()
+    assert not await asyncio.to_thread(healthy)
 
 
 def test_docker_waits_for_the_workers_grace_period_before_it_kills_one() -> None:

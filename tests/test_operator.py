@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from datetime import UTC, datetime
 
 from temporalio.client import Client
 
@@ -71,3 +73,27 @@ async def test_show_tells_every_run_of_a_ticket_that_continued_as_new(agent: Har
     assert "the model asks for lookup_order(order_id='A-1001')" in first_run
     assert "send_email" in last_run
     assert "status resolved, 4 steps, 4 model calls" in last_run
+
+
+async def test_patches_names_none_at_the_baseline_and_the_oldest_open_ticket_from_visibility(
+    agent: Harness, client: Client
+) -> None:
+    """What an operator reads before retiring a patch: the patches in force (none at 1.0.0) and the oldest open
+    ticket, from visibility with no worker running; ours is open, so the oldest started no later than it."""
+    cli = ["--address", address(client)]
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+    started = (await handle.describe()).start_time
+
+    async def reported() -> str | None:
+        said = await run(AGENT_WORKER, "patches", *cli)
+        return said if "oldest open ticket" in said else None
+
+    said = await poll(reported, timeout=20, what="patches to name the oldest open ticket")
+    assert "no patches: every open ticket runs the one path of the 1.0.0 baseline" in said
+    oldest = re.search(r"oldest open ticket: (\S+), started (.+) UTC \((\d+) open\)", said)
+    assert oldest is not None, said
+    assert datetime.strptime(oldest[2], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC) <= started
+    assert int(oldest[3]) >= 1
+    await handle.terminate("test over")
