@@ -60,6 +60,14 @@ def test_product_code_imports_nothing_from_tests_bench_scripts_or_the_baseline()
     assert offending(PRODUCT, lambda name: any(under(name, folder) for folder in outside)) == []
 
 
+def test_the_layers_import_downwards_only() -> None:
+    """``agent_worker`` (the process) may import ``workflows`` and ``activities``; ``workflows`` imports activity
+    declarations and contracts, never the process; ``activities`` import neither, so a worker's activities can be
+    read, tested and replaced without the workflow or the command line."""
+    assert offending(("activities",), lambda name: under(name, "workflows") or under(name, "agent_worker")) == []
+    assert offending(("workflows",), lambda name: under(name, "agent_worker")) == []
+
+
 def test_the_check_sees_every_way_of_importing_a_test_module() -> None:
     """A negative control: each spelling is found, so an empty list above means there were none."""
     spellings = [
