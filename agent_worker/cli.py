@@ -118,7 +118,7 @@ def _store_commands(commands: Any) -> None:
     policy_commands.add_parser("show", help="the policy in force (AGENT_POLICY_FILE, else the defaults) as TOML")
     policy.set_defaults(func=Runs("store_commands", "policy"))
 
-    orders = commands.add_parser("orders", help="list orders, add one, or add the demo's")
+    orders = commands.add_parser("orders", help="list orders, add one or an event of one, or add the demo's")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
     orders.set_defaults(func=Runs("store_commands", "orders"))
     orders_commands.add_parser("list")
@@ -137,6 +137,11 @@ def _store_commands(commands: Any) -> None:
         "--stripe-payment", type=stripe_payment, metavar="pi_...|ch_...",
         help="the order's payment at Stripe, a PaymentIntent or a Charge (for AGENT_PAYMENTS=stripe)",
     )  # fmt: skip
+    event = orders_commands.add_parser(
+        "event", help="add to an order's event log what a carrier or a person reports (order_events reads it)"
+    )
+    event.add_argument("order_id")
+    event.add_argument("text", help="what happened, as one line of the log: 'scanned at the Leeds depot'")
     answers_parser(commands.add_parser("answers", help="the answers to approval requests, from the audit trail"))
 
 

@@ -10,6 +10,7 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from activities.business.refusals import OrderNotFoundError
 from activities.contracts.fields import amount
 from activities.contracts.world import Order
 from agent_worker import policy_file
@@ -27,7 +28,8 @@ def migrate(_args: argparse.Namespace) -> None:
 
 
 def orders(args: argparse.Namespace) -> None:
-    """``agent-worker orders list | add | seed-demo``: the orders, after adding what was asked."""
+    """``agent-worker orders list | add | event | seed-demo``: the orders (or an order's event log), after adding
+    what was asked."""
     from agent_worker import wiring  # noqa: PLC0415
 
     store = wiring.business(settings())
@@ -44,6 +46,16 @@ def orders(args: argparse.Namespace) -> None:
             ),
             stripe_payment=args.stripe_payment,
         )
+    if args.orders_command == "event":
+        try:
+            store.orders.order(args.order_id)
+        except OrderNotFoundError as error:
+            raise SystemExit(f"not added: {error}") from None
+        if not args.text.strip() or "\n" in args.text:
+            raise SystemExit("not added: an event is one line of text")
+        store.orders.add_event(args.order_id, args.text.strip())
+        print("\n".join(store.orders.events(args.order_id)))
+        return
     for order, payment in store.orders.all_with_payments():
         shown = amount(order.amount_cents, order.currency)
         print("\t".join([order.order_id, shown, order.customer_email, *filter(None, [payment])]))

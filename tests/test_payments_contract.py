@@ -176,12 +176,12 @@ def test_the_charge_and_its_refunded_total_are_per_order_and_count_every_key(pro
     assert (payments.charge(order).amount_cents, payments.charge(other).amount_cents) == (4900, 1500)
 
 
-def test_what_was_paid_under_a_key_can_be_found_and_a_key_never_used_finds_nothing(provider: Provider) -> None:
+def test_a_key_that_paid_settles_to_its_refund_and_a_key_never_used_settles_to_nothing(provider: Provider) -> None:
     payments, order = provider.payments, provider.charge(4900)
     paid = payments.refund(refund(order, 4900, "refund:T-1/1"))
 
-    assert payments.refund_by_key("refund:T-1/1") == paid.model_copy(update={"replayed": True})
-    assert payments.refund_by_key("refund:T-never/1") is None
+    assert payments.settle_refund("refund:T-1/1") == paid.model_copy(update={"replayed": True})
+    assert payments.settle_refund("refund:T-never/1") is None
 
 
 def test_a_key_settled_as_unpaid_refuses_the_late_attempt_and_the_next_key_pays(provider: Provider) -> None:
@@ -191,7 +191,6 @@ def test_a_key_settled_as_unpaid_refuses_the_late_attempt_and_the_next_key_pays(
     with pytest.raises(KeyClosedError):
         payments.refund(refund(order, 4900, "refund:T-1/1"))
     assert payments.settle_refund("refund:T-1/1") is None  # asked again, the answer stands
-    assert payments.refund_by_key("refund:T-1/1") is None
     assert payments.charge(order).refunded_cents == 0
     assert payments.refund(refund(order, 4900, "refund:T-1/2")).amount_cents == 4900
 

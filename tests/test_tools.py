@@ -5,6 +5,7 @@ the model is not offered, or the workflow cannot run, fails them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.support.fake_messages_api import FakeMessagesAPI, message, text, tool
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
 from tests.support.models import PlaybackModel, calls, says
+from tests.support.processes import AGENT_WORKER, run
 from tests.support.tickets import ticket
 
 SAMPLE_CALLS: dict[str, dict[str, Any]] = {
@@ -111,8 +113,10 @@ def test_a_worker_without_an_implementation_of_a_declared_tool_or_its_settlement
 async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_customers_orders(
     agent: Harness,
 ) -> None:
-    agent.store.orders.add_event("A-1001", "shipped from the warehouse")
-    agent.store.orders.add_event("A-1001", "scanned at the Leeds depot")
+    """The order's log is what an operator added (``agent-worker orders event``), read by the tools."""
+    for said in ("shipped from the warehouse", "scanned at the Leeds depot"):
+        added = await run(AGENT_WORKER, "orders", "event", "A-1001", said, env=desk_env(agent))
+    assert added.splitlines() == ["shipped from the warehouse", "scanned at the Leeds depot"]
     reads = [(name, {"order_id": "A-1001"}) for name, tool in TOOLS.items() if tool.rule.reads_only]
     model = PlaybackModel([
         calls(*reads, step=1),
@@ -150,3 +154,27 @@ async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once
     assert refused.value.details == (["customer_cents_per_day"],)
     assert store.payments.refunds() == []
     store.close()
+
+
+def desk_env(agent: Harness) -> dict[str, str]:
+    return {"AGENT_DB_PATH": str(agent.store.database.path)}
+
+
+async def test_an_event_for_an_order_that_does_not_exist_or_of_more_than_one_line_is_refused_adding_nothing(
+    agent: Harness,
+) -> None:
+    said = []
+    for args in (["A-9999", "scanned"], ["A-1001", "scanned\nand lost"], ["A-1001", "   "]):
+        process = await asyncio.create_subprocess_exec(
+            AGENT_WORKER, "orders", "event", *args, env={**os.environ, **desk_env(agent)},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await process.communicate()
+        assert process.returncode == 1, args
+        said.append(err.decode().strip())
+    assert said == [
+        "not added: There is no order A-9999",
+        "not added: an event is one line of text",
+        "not added: an event is one line of text",
+    ]
+    assert agent.store.orders.events("A-1001") == []

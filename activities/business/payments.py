@@ -56,10 +56,6 @@ class Payments(Protocol):
         would pass one of its ``limits`` (``NeedsApprovalError``: nothing paid, a person may approve it)."""
         ...
 
-    def refund_by_key(self, key: str) -> RefundReceipt | None:
-        """What was paid under ``key``, if anything (expired or not: it is the truth either way)."""
-        ...
-
     def settle_refund(self, key: str) -> RefundReceipt | None:
         """How a refund whose outcome is unknown is made final: the refund paid under ``key``, or None, in
         which case the key is closed at the same moment, so that an attempt still running somewhere (a
@@ -167,10 +163,6 @@ class SqlPayments:
             )
         row = db.execute(refunds.select().where(refunds.c.id == first.result_id)).one()
         return receipt(row, replayed=True)
-
-    def refund_by_key(self, key: str) -> RefundReceipt | None:
-        with self.database.reader.connect() as db:
-            return _refund_under(db, key)
 
     def settle_refund(self, key: str) -> RefundReceipt | None:
         """The key is held first (a racing refund under it commits before this reads), and closed in the same

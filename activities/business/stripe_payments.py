@@ -158,10 +158,6 @@ class StripePayments:
         request = db.execute(sa.select(idempotency_keys.c.request).where(idempotency_keys.c.key == key)).scalar()
         return None if request is None else RefundFingerprint.from_text(request)
 
-    def refund_by_key(self, key: str) -> RefundReceipt | None:
-        with self.database.writer.begin() as db:
-            return self._find(db, key)
-
     def settle_refund(self, key: str) -> RefundReceipt | None:
         """Also settles what the key's request reserved against the limits: kept if Stripe paid (``_book``),
         released with the key's closing if not."""
