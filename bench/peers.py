@@ -64,9 +64,9 @@ from bench.stack import (
 from bench.throughput import fresh_orders, ticket, worker_process
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench.peers: begin -->", "<!-- bench.peers: end -->"
-"""Where ``--readme`` puts the table in the README: between these lines, replacing what was there."""
+"""Where ``--docs`` puts the table in ``docs/benchmarks.md``: between these lines, replacing what was there."""
 RESULTS = Path(__file__).parent / "results"
 PEER_WORKERS = Path(__file__).parent / "peer_workers"
 VENVS = ROOT / ".tools" / "peers"
@@ -366,7 +366,7 @@ class Options:
     warm_up: int = 3
     systems: tuple[str, ...] = SYSTEMS
     quick: bool = False
-    readme: bool = False
+    docs: bool = False
 
 
 async def main(options: Options) -> str:
@@ -468,14 +468,14 @@ def report(
     return "\n".join(lines)
 
 
-def put_in_readme(table: str) -> None:
-    """The table, but for its heading, between the README's markers: the README's copy is the bench's own output."""
-    text = README.read_text()
+def put_in_docs(table: str) -> None:
+    """The table, but for its heading, between the page's markers: the page's copy is the bench's own output."""
+    text = DOCS.read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"{README} has no {BEGIN} ... {END} block to put the table in")
+        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} block to put the table in")
     body = table.split("\n", 2)[2].strip()
     head, rest = text.split(BEGIN, 1)
-    README.write_text(f"{head}{BEGIN}\n{body}\n{END}{rest.split(END, 1)[1]}")
+    DOCS.write_text(f"{head}{BEGIN}\n{body}\n{END}{rest.split(END, 1)[1]}")
 
 
 def arguments() -> Options:
@@ -483,16 +483,18 @@ def arguments() -> Options:
     cli.add_argument("--tickets", type=int, default=30, help="tickets a system runs one after another, then at once")
     cli.add_argument("--quick", action="store_true", help="a smoke run: 2 tickets, 1 warm-up; no results file")
     cli.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
-    cli.add_argument("--readme", action="store_true", help="also put the table in README.md, between its markers")
+    cli.add_argument(
+        "--docs", action="store_true", help="also put the table in docs/benchmarks.md, between its markers"
+    )
     args = cli.parse_args()
     systems = tuple(args.systems.split(","))
     if unknown := set(systems) - set(SYSTEMS):
         cli.error(f"unknown systems: {', '.join(sorted(unknown))}")
-    if args.quick and args.readme:
-        cli.error("--quick is not a measurement: it does not go in the README")
+    if args.quick and args.docs:
+        cli.error("--quick is not a measurement: it does not go in the docs")
     if args.quick:
         return Options(tickets=2, warm_up=1, systems=systems, quick=True)
-    return Options(tickets=args.tickets, systems=systems, readme=args.readme)
+    return Options(tickets=args.tickets, systems=systems, docs=args.docs)
 
 
 if __name__ == "__main__":
@@ -502,6 +504,6 @@ if __name__ == "__main__":
     if not options.quick:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "peers.md").write_text(table)
-    if options.readme:
-        put_in_readme(table)
+    if options.docs:
+        put_in_docs(table)
     exit_hard(0)
