@@ -352,8 +352,9 @@ def test_free_text_keeps_its_length_in_characters_and_bytes_and_loses_its_words(
 
 def test_a_history_pointing_to_payloads_in_external_storage_is_refused_not_mangled() -> None:
     history = copy_history(load_history(HISTORIES / "approved_refund.json"))
-    scheduled = next(e for e in history.events if e.HasField("activity_task_scheduled_event_attributes"))
-    (payload,) = scheduled.activity_task_scheduled_event_attributes.input.payloads
+    scheduled = [e.activity_task_scheduled_event_attributes for e in history.events]
+    first = next(s for s in scheduled if s.input.payloads)  # the first activity with an input: the policy has none
+    (payload,) = first.input.payloads
     payload.metadata["encoding"] = b"json/external-storage-reference"
     with pytest.raises(CaptureError, match="external storage"):
         open_payloads(history, None)
