@@ -1,18 +1,18 @@
 """Every patch of the workflow in one place: what it guards, the release that added it, and when it may go.
 
-A patch (``workflow.patched``) lets a release take a new path for new runs while runs started before it replay
+A patch (Temporal's ``patched`` check) lets a release take a new path for new runs while runs started before it replay
 the path they recorded. 1.0.0 is the baseline: it has no patch, and every stored history in
 ``replay_histories/`` was recorded on it. ``docs/changing-workflow-code.md`` says when a change needs one.
 
 **Adding one.** A member below, named for what it changes, whose value starts with the release that adds it
 (``"1.1.0/store-credit-keys"``), and whose docstring says what the old path did. The code tests it by member,
-``workflow.patched(Patch.STORE_CREDIT_KEYS)``, never by a string. Record a history of the new path
+``patched(Patch.STORE_CREDIT_KEYS)``, never by a string. Record a history of the new path
 (``scripts/record_histories.py``) and keep the ones of the old path.
 
 **Retiring one.** A patch may go once no open run was started before its release, since only those can replay
 the old path. ``agent-worker patches`` lists each patch with its release and the oldest open ticket, from
 Temporal's visibility; when the oldest open ticket started after the release went out, replace
-``workflow.patched(P)`` with ``workflow.deprecate_patch(P)`` and the new path alone, release, and after one
+the ``patched(P)`` check with ``deprecate_patch(P)`` and the new path alone, release, and after one
 more such wait remove the call and the member. The stored histories of the old path go with it.
 """
 
