@@ -41,7 +41,9 @@ def check_client_timeouts(settings: Settings) -> None:
     ends the attempt with a retryable error the activity reports, not an attempt Temporal gave up on while the call
     went on (a refund or an email that may still land). Every client is checked, in use or not, as any setting is;
     ``ClientTimeoutError`` names the setting, its value, the activity and its attempt."""
-    stripe = (LOOKUP_ORDER.name, ISSUE_REFUND.name, *(p.settled_by for p in [ISSUE_REFUND.payout] if p))
+    refund = ISSUE_REFUND.payout
+    assert refund is not None, "a paying tool declares the activity that settles it"
+    stripe = (LOOKUP_ORDER.name, ISSUE_REFUND.name, refund.settled_by)  # every activity that calls Stripe
     clients = (
         ("AGENT_ANTHROPIC_TIMEOUT_SECONDS", settings.claude.timeout_seconds, ("think", "summarize")),
         ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, stripe),
