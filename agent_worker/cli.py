@@ -36,6 +36,35 @@ class Runs:
         return code
 
 
+def _eval_command(commands: Any) -> None:
+    """``agent-worker eval DIR`` (``agent_worker.evals``): a suite of scenarios as real tickets, judged."""
+    parser = commands.add_parser(
+        "eval",
+        help="run a suite of scenarios as real tickets and judge what they did (agent-worker eval evals/)",
+        description="Run every scenario in DIR as a real ticket on a worker and a dev server of its own, and check "
+        "what it must do: refunds, approvals, emails, status, steps, cost, the answer's words.",
+    )
+    parser.add_argument("dir", type=Path, help="the folder of scenario files (YAML or JSON)")
+    parser.add_argument(
+        "--model", choices=("recorded", "script", "claude"), default=None,
+        help="where the model's responses come from: recorded (the default without --record), script (each "
+        "scenario's script:), or claude (Anthropic's API, with ANTHROPIC_API_KEY; the default with --record)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--record", action="store_true",
+        help="store every response under DIR/recordings/<configuration>/, for runs without a key to replay",
+    )  # fmt: skip
+    parser.add_argument(
+        "--compare", nargs=2, type=Path, metavar=("A", "B"),
+        help="run the suite under two configurations (files of AGENT_* settings, or the word default) side by side",
+    )  # fmt: skip
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only this scenario (repeatable)")
+    parser.add_argument("--parallel", type=int, default=4, help="scenarios running at once (default 4)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON, for CI")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds a scenario's ticket may take")
+    parser.set_defaults(func=Runs("evals.command", "run"))
+
+
 def _operator_commands(commands: Any) -> None:
     """What a person runs against tickets: each is what a ``temporal`` CLI user would type, made readable."""
     tickets = commands.add_parser("tickets", help="list tickets from Temporal's visibility (no worker needed)")
@@ -189,6 +218,8 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, required=True)
     _where(export)
     export.set_defaults(func=Runs("commands", "export_history"))
+
+    _eval_command(commands)
 
     _operator_commands(commands)
 

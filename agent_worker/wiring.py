@@ -258,6 +258,12 @@ def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool
             "set ANTHROPIC_API_KEY to run the agent on Claude"
         )
         return script
+    return claude_model(settings, client)
+
+
+def claude_model(settings: Settings, client: AsyncAnthropic) -> LanguageModel:
+    """Claude on ``client``, as the settings ask for it: the one place its settings reach it, for a worker and
+    for the evals (``agent_worker.evals``), whose client talks to a local Messages API."""
     from activities.claude_model import ClaudeModel  # noqa: PLC0415
 
     if settings.claude.model not in settings.claude.prices:
