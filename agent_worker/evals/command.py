@@ -17,6 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from activities.contracts.fields import describe_errors
 from agent_worker.evals import recordings
 from agent_worker.evals.messages_api import CannotAnswerError, Claude, MessagesAPI, Recorded, Scripted, Source
 from agent_worker.evals.report import Judged, side_by_side, table
@@ -42,6 +45,11 @@ def requested(args: argparse.Namespace) -> tuple[list[Scenario], list[Configurat
         raise ScenarioError(f"--compare: both configurations are named {configs[0].name!r}")
     if args.parallel < 1:
         raise ScenarioError("--parallel must be at least 1")
+    for config in configs:
+        try:
+            config.settings()
+        except ValidationError as error:
+            raise ScenarioError(f"configuration {config.name!r}: {describe_errors(error)}") from None
     return scenarios, configs
 
 

@@ -128,16 +128,19 @@ class Runner:
                 for note in order.events:
                     store.orders.add_event(order.order_id, note)
             settings = config.settings(task_queue=f"eval-{key}", db_path=store.database.path)
-            client = wiring_client(settings, self.api.base_url(config.name, scenario.name))
-            model = wiring.claude_model(settings, client)
-            async with build_worker(self.client, settings, store, model, wiring.policy_in_force(settings)):
-                handle = await self.start(scenario, settings.task_queue, f"eval-{key}")
-                try:
-                    ran.outcome = await asyncio.wait_for(self.drive(handle, scenario, ran), self.timeout_seconds)
-                except TimeoutError:
-                    ran.error = f"the ticket did not end within {self.timeout_seconds:.0f} s"
-                    with contextlib.suppress(Exception):
-                        await handle.terminate("the eval gave up on it")
+            api_client = wiring_client(settings, self.api.base_url(config.name, scenario.name))
+            model = wiring.claude_model(settings, api_client)
+            try:
+                async with build_worker(self.client, settings, store, model, wiring.policy_in_force(settings)):
+                    handle = await self.start(scenario, settings.task_queue, f"eval-{key}")
+                    try:
+                        ran.outcome = await asyncio.wait_for(self.drive(handle, scenario, ran), self.timeout_seconds)
+                    except TimeoutError:
+                        ran.error = f"the ticket did not end within {self.timeout_seconds:.0f} s"
+                        with contextlib.suppress(Exception):
+                            await handle.terminate("the eval gave up on it")
+            finally:
+                await api_client.close()
             ran.emails = store.mail.sent()
         finally:
             store.close()
