@@ -249,6 +249,27 @@ async def test_approvals_are_answered_as_the_scenario_says(client: Client, tmp_p
     assert judged.ran.outcome.refunds == [], "no answer in the scenario: declined"
 
 
+async def test_a_ticket_that_does_not_end_fails_saying_what_it_waited_for(client: Client, tmp_path: Path) -> None:
+    """The model waits for a carrier's scan the scenario never sends: the runner gives up, ends the ticket, and
+    says so, instead of waiting the 48 hours the model asked for."""
+    case = scenario(
+        "waits-forever",
+        script=[{"call": {"wait_for_delivery_scan": {"order_id": "A-1001", "hours": 48}}}, {"say": "Delivered."}],
+    )
+    api = await MessagesAPI(Scripted({case.name: case})).start()
+    try:
+        ran = await Runner(client, api, tmp_path, timeout_seconds=4).run(case, Configuration("default"))
+    finally:
+        await api.stop()
+    judged = Judged.of(ran)
+    assert [(c.name, c.detail) for c in judged.checks] == [
+        ("ticket ended", "the ticket did not end within 4 s (it was waiting for event)")
+    ]
+    description = await client.get_workflow_handle("eval-default-waits-forever").describe()
+    assert description.status is not None
+    assert description.status.name == "TERMINATED"
+
+
 # --- the report ------------------------------------------------------------------------------------------------
 
 
@@ -308,9 +329,13 @@ def test_the_command_refuses_bad_requests_before_starting_anything(tmp_path: Pat
 
 @pytest.mark.slow
 def test_record_then_run_then_compare_from_the_command_line(small_suite: Path, tmp_path: Path) -> None:
+    removed = small_suite / "recordings" / "default" / "removed_scenario.json"
+    removed.parent.mkdir(parents=True)
+    removed.write_text('{"exchanges": []}')
     recorded = agent_worker("eval", str(small_suite), "--model", "script", "--record")
     assert recorded.returncode == 0, recorded.stderr
     assert (small_suite / "recordings" / "default" / "lost.json").exists()
+    assert not removed.exists(), "a recording of a scenario no longer in the suite is removed"
 
     report = tmp_path / "results.json"
     replayed = agent_worker("eval", str(small_suite), "--json", str(report))

@@ -120,6 +120,9 @@ async def _run(
             exchanges = api.exchanges.get((r.ran.config, r.ran.scenario.name), [])
             if r.ran.refused is None and exchanges:
                 recordings.write(args.dir, r.ran.config, r.ran.scenario.name, source.name, exchanges)
+        if not args.only:
+            for config in configs:
+                recordings.prune(args.dir, config.name, {s.name for s in scenarios})
         print(f"recorded under {recordings.folder(args.dir, '*')}", file=sys.stderr)
     if args.json is not None:
         document = {

@@ -45,3 +45,12 @@ def write(suite: Path, config: str, scenario: str, source: str, exchanges: list[
     }
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def prune(suite: Path, config: str, keep: set[str]) -> list[Path]:
+    """Remove the recordings of scenarios no longer in the suite, after the whole suite was recorded anew: a file
+    nobody replays would only mislead whoever reads the folder."""
+    gone = [path for path in folder(suite, config).glob("*.json") if path.stem not in keep]
+    for path in gone:
+        path.unlink()
+    return gone

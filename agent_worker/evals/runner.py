@@ -107,6 +107,8 @@ class Ran:
     """Why the model's API refused a request: stale, not recorded, a script that ran out, Claude's refusal."""
     error: str | None = None
     """Why no outcome: the ticket did not end within the time given it."""
+    waiting: str | None = None
+    """What the ticket was last seen waiting for (``waiting for event``), to say why one did not end."""
     seconds: float = 0.0
 
 
@@ -136,7 +138,8 @@ class Runner:
                     try:
                         ran.outcome = await asyncio.wait_for(self.drive(handle, scenario, ran), self.timeout_seconds)
                     except TimeoutError:
-                        ran.error = f"the ticket did not end within {self.timeout_seconds:.0f} s"
+                        waiting = f" (it was {ran.waiting})" if ran.waiting else ""
+                        ran.error = f"the ticket did not end within {self.timeout_seconds:.0f} s{waiting}"
                         with contextlib.suppress(Exception):
                             await handle.terminate("the eval gave up on it")
             finally:
@@ -173,6 +176,7 @@ class Runner:
                 if result.done():
                     break
                 seen = await tickets.seen(await handle.describe())
+                ran.waiting = seen.state.replace("_", " ") if seen.state else None
                 if not seen.running:
                     continue
                 request = seen.request if seen.awaiting_cents else None
