@@ -9,7 +9,9 @@ two each has run, N tickets are started at once (the scripted model at zero thin
 ``bench.throughput`` run it, so the figures are orchestration, not the model). Reported: tickets a second from the
 first start to the last close, p50 and p99 ticket time, and the CPU seconds of the server, each worker and
 PostgreSQL (every process named ``postgres``: it serves other work on a shared machine too), with the machine's busy
-CPU beside them, read from /proc before and after.
+CPU beside them, read from /proc before and after. The server's default poll limit (20) is not measured: with
+hundreds of tickets at once both settings measured the same within the noise (``docs/benchmarks.md``, "The server's
+poll limit"), so a second pass would double the run to show nothing new.
 
 One more row answers the issue's target, "at least 10 tickets a second per worker process, for 500 tickets started
 at once, on the embedded stack": one worker on a SQLite file and the same server, as ``agent-worker dev`` runs
