@@ -60,14 +60,11 @@ from bench.stack import (
     load,
     machine,
     median,
+    publish,
 )
 from bench.throughput import fresh_orders, ticket, worker_process
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- bench.peers: begin -->", "<!-- bench.peers: end -->"
-"""Where ``--docs`` puts the table in ``docs/benchmarks.md``: between these lines, replacing what was there."""
-RESULTS = Path(__file__).parent / "results"
 PEER_WORKERS = Path(__file__).parent / "peer_workers"
 VENVS = ROOT / ".tools" / "peers"
 
@@ -468,16 +465,6 @@ def report(
     return "\n".join(lines)
 
 
-def put_in_docs(table: str) -> None:
-    """The table, but for its heading, between the page's markers: the page's copy is the bench's own output."""
-    text = DOCS.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} block to put the table in")
-    body = table.split("\n", 2)[2].strip()
-    head, rest = text.split(BEGIN, 1)
-    DOCS.write_text(f"{head}{BEGIN}\n{body}\n{END}{rest.split(END, 1)[1]}")
-
-
 def arguments() -> Options:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--tickets", type=int, default=30, help="tickets a system runs one after another, then at once")
@@ -499,11 +486,5 @@ def arguments() -> Options:
 
 if __name__ == "__main__":
     options = arguments()
-    table = asyncio.run(main(options))
-    print(table)
-    if not options.quick:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "peers.md").write_text(table)
-    if options.docs:
-        put_in_docs(table)
+    publish("peers", asyncio.run(main(options)), results=not options.quick, docs=options.docs)
     exit_hard(0)

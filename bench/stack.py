@@ -50,8 +50,7 @@ class Process:
     process: asyncio.subprocess.Process
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return cpu_seconds(Path(f"/proc/{self.process.pid}/stat").read_text())
 
     def rss_mb(self) -> float:
         return int(Path(f"/proc/{self.process.pid}/statm").read_text().split()[1]) * PAGE / 2**20
@@ -60,6 +59,38 @@ class Process:
         if self.process.returncode is None:
             self.process.terminate()
             await asyncio.wait_for(self.process.wait(), 60)
+
+
+def cpu_seconds(stat: str, *, reaped_children: bool = False) -> float:
+    """User and system CPU seconds from a ``/proc/PID/stat`` line, with those of the children the process has
+    waited for if ``reaped_children``."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11 : 15 if reaped_children else 13]) / CLOCK_TICKS
+
+
+def cpu_seconds_of(name: str) -> float:
+    """CPU seconds of every process called ``name`` (``postgres``), whatever came and went between two readings.
+
+    A server that runs a process per connection (PostgreSQL) opens and closes them as pools grow and shrink, so
+    summing the live ones would lose every connection closed in between; but the parent reaps each one, and its
+    reaped children's times hold what they spent, so they are counted with it."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # gone since the listing: its parent has its times now
+            continue
+        if text[text.find("(") + 1 : text.rfind(")")] == name:
+            total += cpu_seconds(text, reaped_children=True)
+    return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all the machine's cores spent busy, whoever's work it was: beside a bench's own processes it
+    says how much of the machine other work took, and whether the machine itself was the limit."""
+    times = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle, iowait = times[3], times[4]  # user, nice, system, idle, iowait, irq, softirq, steal
+    return (sum(times) - idle - iowait) / CLOCK_TICKS
 
 
 @asynccontextmanager
@@ -133,3 +164,26 @@ def machine() -> str:
 
 def load() -> str:
     return " / ".join(f"{value:.2f}" for value in os.getloadavg()) + " (1 / 5 / 15 min)"
+
+
+RESULTS = Path(__file__).parent / "results"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def publish(bench: str, table: str, *, results: bool, docs: bool) -> None:
+    """A bench's table to stdout, to ``bench/results/<bench>.md`` if ``results``, and if ``docs`` into
+    ``docs/benchmarks.md`` (but for its heading) between the page's ``<!-- bench.<bench>: begin -->`` and
+    ``<!-- bench.<bench>: end -->`` lines, replacing what was there: the page's copy is the bench's own output."""
+    print(table)
+    if results:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"{bench}.md").write_text(table)
+    if not docs:
+        return
+    begin, end = f"<!-- bench.{bench}: begin -->", f"<!-- bench.{bench}: end -->"
+    text = DOCS.read_text()
+    if begin not in text or end not in text:
+        raise SystemExit(f"{DOCS} has no {begin} ... {end} block to put the table in")
+    body = table.split("\n", 2)[2].strip()
+    head, rest = text.split(begin, 1)
+    DOCS.write_text(f"{head}{begin}\n{body}\n{end}{rest.split(end, 1)[1]}")

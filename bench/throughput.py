@@ -77,8 +77,12 @@ RESULTS = Path(__file__).parent / "results"
 async def worker_process(
     address: str, store: Business, task_queue: str, extra_env: dict[str, str]
 ) -> AsyncIterator[Process]:
-    settings = {"AGENT_LOG_LEVEL": "WARNING", **extra_env}
-    worker = Process(await spawn_worker(worker_env(address, task_queue, store.database.path, **settings)))
+    """An ``agent-worker worker`` on ``store``: its SQLite file, or the URL of a database on a server."""
+    on_file = store.database.writer.dialect.name == "sqlite"
+    database = {} if on_file else {"AGENT_DATABASE_URL": store.database.url}
+    settings = {"AGENT_LOG_LEVEL": "WARNING", **database, **extra_env}
+    path = store.database.path if on_file else None
+    worker = Process(await spawn_worker(worker_env(address, task_queue, path, **settings)))
     try:
         yield worker
     finally:

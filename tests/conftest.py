@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy
 from playwright.async_api import Browser
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -24,7 +23,7 @@ from agent_worker.exits import exit_hard
 from tests.support.browser import chromium
 from tests.support.harness import Harness
 from tests.support.smtp_server import MailServer
-from tests.support.stores import StoreFactory
+from tests.support.stores import StoreFactory, postgres_available, postgres_schema
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -103,33 +102,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _EXIT_STATUS = pytest.StashKey[int]()
 
 
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-
-
-def postgres_available() -> bool:
-    engine = sqlalchemy.create_engine(POSTGRES)
-    try:
-        with engine.connect():
-            return True
-    except sqlalchemy.exc.OperationalError:
-        return False
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh schema in the machine's PostgreSQL, dropped afterwards; skipped where none listens."""
     if not postgres_available():
         pytest.skip("no PostgreSQL on 127.0.0.1:5432 (CI and every machine of this project have one)")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    engine = sqlalchemy.create_engine(POSTGRES)
-    with engine.begin() as db:
-        db.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
-    with engine.begin() as db:
-        db.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    engine.dispose()
+    with postgres_schema() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -2,12 +2,46 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import sqlalchemy
 
 from activities.business import Business
 
 StoreFactory = Callable[..., Business]
 """What the ``make_store`` fixture gives: a business store on the backend under test, with the settings given."""
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+"""The machine's PostgreSQL (trust auth): every machine of this project and CI have one."""
+
+
+def postgres_available() -> bool:
+    engine = sqlalchemy.create_engine(POSTGRES)
+    try:
+        with engine.connect():
+            return True
+    except sqlalchemy.exc.OperationalError:
+        return False
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def postgres_schema(prefix: str = "t") -> Iterator[str]:
+    """A fresh schema in the machine's PostgreSQL, dropped with all it holds afterwards: the URL of a business
+    database that no other test, bench run or earlier run can see into (its ``search_path`` is that schema)."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    engine = sqlalchemy.create_engine(POSTGRES)
+    with engine.begin() as db:
+        db.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
+    finally:
+        with engine.begin() as db:
+            db.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        engine.dispose()
 
 
 class MemoryBlobs:
