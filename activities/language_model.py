@@ -61,11 +61,15 @@ class ModelActivities:
                     update={"messages": conversation, "store_conversation": False, "conversation_ref": None}
                 )
             )
-            key = await asyncio.to_thread(self._keep, request, decision)
-            if key is not None:
+            if request.store_conversation:
+                turns = [*request.messages, Message(role="assistant", content=decision.content)]
+                key = await asyncio.to_thread(
+                    extend, self.content, request.conversation_ref, [t for t in turns if t.content]
+                )
                 decision = decision.model_copy(update={"conversation_ref": key})
         if not decision.model:  # a stand-in that does not say: the usage report still names who answered
             decision = decision.model_copy(update={"model": self.model.name})
+        await asyncio.to_thread(self.model_calls.record, request.ticket.ticket_id, request.step)
         count_usage(decision)
         activity.logger.info(
             "model answered",
@@ -110,16 +114,6 @@ class ModelActivities:
         return Summary(
             conversation_ref=key, summarized_messages=cut, usage=decision.usage, model=decision.model or self.model.name
         )
-
-    def _keep(self, request: ThinkRequest, decision: Decision) -> str | None:
-        """What outlives the answer, in one trip off the event loop: the conversation with it (with
-        ``store_conversation``; its key, else None), and then the answer's row in ``model_calls``."""
-        key = None
-        if request.store_conversation:
-            turns = [*request.messages, Message(role="assistant", content=decision.content)]
-            key = extend(self.content, request.conversation_ref, [t for t in turns if t.content])
-        self.model_calls.record(request.ticket.ticket_id, request.step)
-        return key
 
     def _conversation(self, ref: str | None, messages: list[Message]) -> list[Message]:
         """The whole conversation, every stored result loaded: the stored one (if any) and then ``messages``."""
