@@ -3,7 +3,7 @@ its own, on the SDK, data converter and worker settings a ticket's worker uses, 
 
 Two workflow types: one in Temporal's sandbox, as ``SupportAgent`` runs, and one outside it, so the sandbox's share
 of the floor shows. Imported from this module, never run as ``__main__``, so the sandbox imports it again for every
-run, as it does ``workflows.support_agent``; it imports nothing the sandbox would not pass through.
+run, as it does ``workflows.support_agent``; it imports only the SDK and the standard library.
 """
 
 from __future__ import annotations
