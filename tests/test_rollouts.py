@@ -117,14 +117,13 @@ async def test_a_rollout_ramps_new_tickets_to_v2_moves_a_waiting_ticket_when_v2_
         waiting = await lab.start(ticket())  # a refund of 49.00 above the 20.00 limit: it waits for a person
         assert await poll(lambda: waiting_amount(waiting), what="the refund to wait for a person") == 4900
         assert set(await builds(waiting)) == {"v1"}
+        in_flight = await lab.start(ticket("My parcel for order A-1003 never arrived", "cleo@example.com"))
+        assert await poll(lambda: waiting_amount(in_flight), what="a second refund to wait for a person") == 12000
         async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
             scraped = (await response.text()).splitlines()
-        assert any(
-            line.startswith("temporal_workflow_task_execution_latency_count{")
-            and f'worker_deployment_name="{name}"' in line
-            and 'worker_build_id="v1"' in line
-            for line in scraped
-        ), "the worker's metrics do not name its deployment and build"
+        tags = (f'worker_deployment_name="{name}"', 'worker_build_id="v1"')
+        for metric in ("temporal_workflow_task_execution_latency_count{", "agent_approvals_waiting{"):
+            assert any(line.startswith(metric) and all(tag in line for tag in tags) for line in scraped), metric
 
         await lab.spawn(AGENT_DEPLOYMENT=name, AGENT_BUILD_ID="v2")
         await registered(client, name, "v2")
@@ -135,9 +134,12 @@ async def test_a_rollout_ramps_new_tickets_to_v2_moves_a_waiting_ticket_when_v2_
         assert (routing["currentVersionBuildID"], routing["rampingVersionBuildID"]) == ("v1", "v2")
         assert routing["rampingVersionPercentage"] == 10
 
-        # A ramp sends each new ticket to v2 or not by a hash of its workflow id: at 100 %, every one.
+        # A ramp sends a ticket to v2 or not by a hash of its workflow id, a new one at its start and one in flight at
+        # its next step: at 100 %, every one.
         await deployment(client, "set-ramping-version", *version, "--build-id", "v2", "--percentage", "100", "--yes")
         assert set(await finished_on(await lab.start(quick()))) == {"v2"}
+        await in_flight.signal(APPROVE_SIGNAL, answer(12000))
+        assert [build for build, _ in itertools.groupby(await finished_on(in_flight))] == ["v1", "v2"]
         assert set(await builds(waiting)) == {"v1"}, "a ticket waiting for a person has no task to move with"
 
         await deployment(client, "set-current-version", *version, "--build-id", "v2", "--yes")
@@ -158,7 +160,7 @@ async def test_a_rollout_ramps_new_tickets_to_v2_moves_a_waiting_ticket_when_v2_
         assert [build for build, _ in itertools.groupby(moved)] == ["v1", "v2"], moved  # its steps until, then after
         info = (await waiting.describe()).raw_description.workflow_execution_info.versioning_info
         assert info.behavior == VersioningBehavior.AUTO_UPGRADE.value
-        assert store.payments.refunds()[0].amount_cents == 4900
+        assert [refund.amount_cents for refund in store.payments.refunds("A-1001")] == [4900]
         assert (await client.count_workflows(last_on_v1)).count == 0
 
 
