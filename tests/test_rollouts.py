@@ -119,20 +119,21 @@ async def test_a_rollout_ramps_new_tickets_to_v2_moves_a_waiting_ticket_when_v2_
         assert set(await builds(waiting)) == {"v1"}
         in_flight = await lab.start(ticket("My parcel for order A-1003 never arrived", "cleo@example.com"))
         assert await poll(lambda: waiting_amount(in_flight), what="a second refund to wait for a person") == 12000
-        async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
-            scraped = (await response.text()).splitlines()
-        tags = (f'worker_deployment_name="{name}"', 'worker_build_id="v1"')
-        for metric in ("temporal_workflow_task_execution_latency_count{", "agent_approvals_waiting{"):
-            assert any(line.startswith(metric) and all(tag in line for tag in tags) for line in scraped), metric
+        await metrics_name_the_version(bind, name, "v1")
 
         await lab.spawn(AGENT_DEPLOYMENT=name, AGENT_BUILD_ID="v2")
         await registered(client, name, "v2")
         assert set(await finished_on(await lab.start(quick()))) == {"v1"}, "v2 runs nothing before it is ramped"
 
         await deployment(client, "set-ramping-version", *version, "--build-id", "v2", "--percentage", "10", "--yes")
-        routing = (await deployment(client, "describe", "--name", name))["routingConfig"]
-        assert (routing["currentVersionBuildID"], routing["rampingVersionBuildID"]) == ("v1", "v2")
-        assert routing["rampingVersionPercentage"] == 10
+        routes = await routing(client, name)
+        assert (routes["currentVersionBuildID"], routes["rampingVersionBuildID"]) == ("v1", "v2")
+        assert routes["rampingVersionPercentage"] == 10
+        await deployment(client, "set-ramping-version", *version, "--build-id", "v2", "--delete", "--yes")
+        routes = await routing(client, name)
+        # --delete, on this CLI and server, leaves v2 named as the ramping version at 0 %: it gets no ticket.
+        assert (routes["currentVersionBuildID"], routes.get("rampingVersionPercentage", 0)) == ("v1", 0)
+        assert set(await finished_on(await lab.start(quick()))) == {"v1"}
 
         # A ramp sends a ticket to v2 or not by a hash of its workflow id, a new one at its start and one in flight at
         # its next step: at 100 %, every one.
@@ -143,25 +144,48 @@ async def test_a_rollout_ramps_new_tickets_to_v2_moves_a_waiting_ticket_when_v2_
         assert set(await builds(waiting)) == {"v1"}, "a ticket waiting for a person has no task to move with"
 
         await deployment(client, "set-current-version", *version, "--build-id", "v2", "--yes")
-        routing = (await deployment(client, "describe", "--name", name))["routingConfig"]
-        assert routing["currentVersionBuildID"] == "v2"
-        assert not routing.get("rampingVersionBuildID")
+        routes = await routing(client, name)
+        assert routes["currentVersionBuildID"] == "v2"
+        assert not routes.get("rampingVersionBuildID")
         assert set(await finished_on(await lab.start(quick()))) == {"v2"}
 
         # Drained counts only runs pinned to v1: a ticket waiting on v1 moves at its next step, and holds nothing.
         await poll(lambda: drained(client, name, "v1"), timeout=30, interval=0.5, what="v1 to be drained")
         last_on_v1 = f"TemporalWorkerDeploymentVersion='{name}:v1' AND ExecutionStatus='Running'"
-        assert (await client.count_workflows(last_on_v1)).count == 1, "the ticket waiting for a person"
+        assert await count(client, last_on_v1) == 1, "the ticket waiting for a person"
         await v1.stop()
         assert await v1.exited() == 0
 
         await waiting.signal(APPROVE_SIGNAL, answer(4900))
         moved = await finished_on(waiting)
         assert [build for build, _ in itertools.groupby(moved)] == ["v1", "v2"], moved  # its steps until, then after
-        info = (await waiting.describe()).raw_description.workflow_execution_info.versioning_info
-        assert info.behavior == VersioningBehavior.AUTO_UPGRADE.value
+        _, out = await temporal(client, "workflow", "describe", "--workflow-id", waiting.id, "-o", "json")
+        info = json.loads(out)["workflowExecutionInfo"]["versioningInfo"]
+        assert (info["behavior"], info["deploymentVersion"]["buildId"]) == ("VERSIONING_BEHAVIOR_AUTO_UPGRADE", "v2")
         assert [refund.amount_cents for refund in store.payments.refunds("A-1001")] == [4900]
-        assert (await client.count_workflows(last_on_v1)).count == 0
+        assert await count(client, last_on_v1) == 0
+
+
+async def routing(client: Client, name: str) -> dict[str, Any]:
+    """Where the deployment sends tickets: ``describe``'s current and ramping versions and the ramp's percentage."""
+    described: dict[str, Any] = (await deployment(client, "describe", "--name", name))["routingConfig"]
+    return described
+
+
+async def metrics_name_the_version(bind: str, name: str, build: str) -> None:
+    """The worker's Prometheus endpoint at ``bind`` tags Temporal's metrics and the product's with its version."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
+        scraped = (await response.text()).splitlines()
+    tags = (f'worker_deployment_name="{name}"', f'worker_build_id="{build}"')
+    for metric in ("temporal_workflow_task_execution_latency_count{", "agent_approvals_waiting{"):
+        assert any(line.startswith(metric) and all(tag in line for tag in tags) for line in scraped), metric
+
+
+async def count(client: Client, query: str) -> int:
+    """``temporal workflow count --query QUERY``: how many runs match."""
+    code, out = await temporal(client, "workflow", "count", "--query", query, "-o", "json")
+    assert code == 0, out
+    return int(json.loads(out).get("count", 0))
 
 
 async def drained(client: Client, name: str, build: str) -> bool:
