@@ -25,7 +25,6 @@ import asyncio
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError
 
 # Everything this module imports is passed through the sandbox: loaded once per worker, not once per run. The
@@ -68,10 +67,7 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 """Stop reasons after which the model will not, or cannot, go on: the answer the customer gets instead."""
 
 
-# AUTO_UPGRADE on a versioned worker: a ticket waiting days for a person moves to the deployment's current build at
-# its next step, so an old build can be retired; its changes therefore follow the patch policy
-# (docs/changing-workflow-code.md, docs/rollouts.md). Unversioned workers ignore it.
-@workflow.defn(name=WORKFLOW_NAME, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     @workflow.init
     def __init__(self, *args: Any) -> None:
