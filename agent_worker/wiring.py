@@ -102,8 +102,8 @@ def build_id() -> str:
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     """The version of a Worker Deployment a worker polls as: ``AGENT_DEPLOYMENT``'s build ``AGENT_BUILD_ID``, else
-    ``build_id()``; None for an unversioned worker, the default. A workflow declaring no behaviour is AUTO_UPGRADE,
-    as ``SupportAgent`` is: a ticket pinned to a build would keep it running until a person answers (rollouts.md)."""
+    ``build_id()``; None for an unversioned worker, the default. Its tickets AUTO_UPGRADE (a pinned one would keep its
+    build up until a person answered), set here, not on the workflow, which unversioned workers run (rollouts.md)."""
     if settings.versioning.deployment is None:
         return None
     version = WorkerDeploymentVersion(settings.versioning.deployment, settings.versioning.build_id or build_id())

@@ -216,9 +216,11 @@ def test_a_named_deployment_makes_the_worker_a_version_that_auto_upgrades() -> N
     assert by_digest.version.build_id == wiring.build_id()
 
 
-def test_the_ticket_declares_auto_upgrade_rather_than_leaning_on_the_workers_default() -> None:
+def test_the_ticket_leaves_its_behaviour_to_the_worker_so_an_unversioned_one_can_run_it() -> None:
+    """Declared on ``@workflow.defn``, the behaviour goes with every task an unversioned worker completes too, and
+    server 1.32.0 refuses those completions: every ticket on such a worker would hang."""
     declared = getattr(SupportAgent, "__temporal_workflow_definition").versioning_behavior
-    assert declared is VersioningBehavior.AUTO_UPGRADE
+    assert declared is VersioningBehavior.UNSPECIFIED
 
 
 @pytest.mark.parametrize(
