@@ -121,7 +121,7 @@ async def _worker(settings: Settings, address: str | None, namespace: str | None
     except wiring.NoCredentialsError as error:
         print(f"agent-worker worker cannot start: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    runtime = metrics.runtime(settings.metrics_bind)
+    runtime = metrics.runtime(settings.metrics_bind, wiring.deployment_config(settings))
     client = await connect(settings, address, namespace, runtime, tracing.plugins(enabled=settings.tracing))
     try:
         await run_worker(client, settings)

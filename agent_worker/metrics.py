@@ -15,16 +15,28 @@ from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import WorkerDeploymentConfig
 
 from agent_worker import tickets
 from agent_worker.stuck import server_reports_problems
 
 
-def runtime(bind_address: str | None) -> Runtime | None:
-    """A runtime serving Prometheus metrics on ``bind_address``, or None for the default (no endpoint)."""
+def runtime(bind_address: str | None, versioned: WorkerDeploymentConfig | None = None) -> Runtime | None:
+    """A runtime serving Prometheus metrics on ``bind_address``, or None for the default (no endpoint). A worker of a
+    Worker Deployment (``versioned``) tags every metric with its deployment and build, which the SDK's own metrics do
+    not carry, so a rollout's dashboard compares the two versions side by side (``docs/rollouts.md``)."""
     if bind_address is None:
         return None
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind_address)))
+    return Runtime(
+        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind_address), global_tags=tags(versioned))
+    )
+
+
+def tags(versioned: WorkerDeploymentConfig | None) -> dict[str, str]:
+    """``worker_deployment_name`` and ``worker_build_id`` for a versioned worker; none for an unversioned one."""
+    if versioned is None:
+        return {}
+    return {"worker_deployment_name": versioned.version.deployment_name, "worker_build_id": versioned.version.build_id}
 
 
 async def report_from_visibility(client: Client, every: timedelta = timedelta(seconds=15)) -> None:

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkerDeploymentConfig
 
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER, Settings
@@ -76,10 +79,11 @@ def data_converter(settings: Settings) -> DataConverter:
     return dataclasses.replace(converter, external_storage=storage)
 
 
+@functools.cache
 def build_id() -> str:
     """What a worker tells the server it runs: a digest of this service's own source and the SDK's version, so it
     changes when the code does. The SDK's default is a digest of the bytecode of every module the process has
-    loaded, which a worker would compute at every start (``bench/cold_start.py``)."""
+    loaded, which a worker would compute at every start (``bench/cold_start.py``); this one once a process."""
     import hashlib  # noqa: PLC0415
     import importlib.metadata  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
@@ -94,6 +98,17 @@ def build_id() -> str:
         for source in sorted(root.rglob("*.py")):
             digest.update(str(source.relative_to(root.parent)).encode() + b"\0" + source.read_bytes())
     return f"agent-worker-{digest.hexdigest()[:20]}"
+
+
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """The version of a Worker Deployment a worker polls as: ``AGENT_DEPLOYMENT``'s build ``AGENT_BUILD_ID``, else
+    ``build_id()``; None for an unversioned worker, the default. Its tickets AUTO_UPGRADE (a pinned one would keep its
+    build up until a person answered), set here, not on the workflow, which unversioned workers run (rollouts.md)."""
+    if settings.versioning.deployment is None:
+        return None
+    version = WorkerDeploymentVersion(settings.versioning.deployment, settings.versioning.build_id or build_id())
+    auto_upgrade = VersioningBehavior.AUTO_UPGRADE
+    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=auto_upgrade)
 
 
 def codec_server_auth(settings: Settings) -> BearerAuth | None:
@@ -326,12 +341,16 @@ class AgentPlugin(SimplePlugin):
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """A worker also gets the interceptor that puts each task's context in the logs, and its build id."""
+        """A worker also gets the interceptor that puts each task's context in the logs, and its build id: as a
+        version of the Worker Deployment ``AGENT_DEPLOYMENT`` names, or, unversioned, as a bare build id."""
         from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415 - for workers alone, like all below
 
         config = super().configure_worker(config)
         if not (config.get("build_id") or config.get("deployment_config")):
-            config["build_id"] = build_id()
+            if (versioned := deployment_config(self.settings)) is None:
+                config["build_id"] = build_id()
+            else:
+                config["deployment_config"] = versioned
         config["interceptors"] = [*config.get("interceptors", []), LogContextInterceptor()]
         return config
 

@@ -3,9 +3,10 @@
 ``Settings`` holds what the whole service shares (the task queue, the business database, logging, how the worker
 polls and stops, the money policy) and one nested model per concern, each read from the variables it always was,
 each with its own checks: ``smtp`` (``agent_worker.config.mail_settings``), ``stripe`` (``.payments``), ``claude``
-(``.model``), ``s3`` (``.storage``), ``codec`` and ``codec_server`` (``.codec``) and ``web`` (``.web``). Whether a
-provider's client gives up before its activity's attempt does is checked where the worker is built, against the
-activities' own timeouts (``agent_worker.wiring``), so reading settings costs no import of the workflow.
+(``.model``), ``s3`` (``.storage``), ``codec`` and ``codec_server`` (``.codec``), ``web`` (``.web``) and
+``versioning``, the Worker Deployment a worker joins (``.deployment``). Whether a provider's client gives up before
+its activity's attempt does is checked where the worker is built, against the activities' own timeouts
+(``agent_worker.wiring``), so reading settings costs no import of the workflow.
 
 The Temporal connection is not here: it comes from Temporal's own environment configuration
 (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS settings, ``TEMPORAL_PROFILE`` and
@@ -28,6 +29,7 @@ from activities.contracts.policy import MoneyPolicy
 from agent_worker import policy_file
 from agent_worker.config.codec_settings import CodecServerSettings, CodecSettings
 from agent_worker.config.concern import Concern, unset_if_blank
+from agent_worker.config.deployment import DeploymentSettings
 from agent_worker.config.mail_settings import SmtpSettings
 from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.config.payment_settings import StripeSettings
@@ -110,6 +112,7 @@ class Settings(BaseSettings):
     codec: CodecSettings = Field(default_factory=CodecSettings)
     codec_server: CodecServerSettings = Field(default_factory=CodecServerSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    versioning: DeploymentSettings = Field(default_factory=DeploymentSettings)
 
     approvers: list[str] = []
     """Who may approve refunds on tickets that name nobody in ``options.approvers``, when the policy file names no

@@ -1,0 +1,251 @@
+"""Rolling a change out with Worker Deployment Versioning (``docs/rollouts.md``), on a real dev server with two
+``agent-worker worker`` processes of one deployment and two builds, driven by the same ``temporal worker deployment``
+commands the page documents; and the settings that opt a worker in, refused at start when they are wrong.
+
+Which build ran a ticket is read from its history: every completed workflow task records the deployment version of
+the worker that completed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from pydantic import ValidationError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.common import VersioningBehavior
+from temporalio.testing import WorkflowEnvironment
+
+from activities.business import Business
+from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Status
+from agent_worker import metrics, wiring
+from agent_worker.config import Settings
+from agent_worker.devserver import binary, free_port, start_dev_server
+from tests.support.crashlab import Lab
+from tests.support.history import events
+from tests.support.processes import address, spawn_worker, worker_env
+from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import poll, waiting_amount
+from workflows.support_agent import SupportAgent
+
+NO_APPROVAL_NEEDED = 10_000
+
+DRAINAGE_CHECKED_EVERY_SECOND = [
+    "--dynamic-config-value", 'matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s"',
+    "--dynamic-config-value", 'matching.wv.VersionDrainageStatusRefreshInterval="1s"',
+]  # fmt: skip
+"""The server says a version no longer current is ``drained`` once no open run is on it, for a grace period, as of
+its last check: 3 min and 3 min by default, one second each here, so the test waits seconds, not minutes."""
+
+
+@pytest.fixture(scope="module")
+async def server() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_dev_server(None, extra_args=DRAINAGE_CHECKED_EVERY_SECOND)
+    yield env
+    await env.shutdown()
+
+
+async def temporal(client: Client, *args: str) -> tuple[int, str]:
+    """``temporal ARGS`` against ``client``'s server, as an operator types it: its exit code and what it printed."""
+    process = await asyncio.create_subprocess_exec(
+        binary("temporal"), *args, "--address", address(client),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+async def deployment(client: Client, *args: str) -> Any:
+    """``temporal worker deployment ARGS -o json``, which must succeed; its JSON answer (None for a bare message)."""
+    code, out = await temporal(client, "worker", "deployment", *args, "-o", "json")
+    assert code == 0, f"temporal worker deployment {' '.join(args)} exited {code}: {out}"
+    return json.loads(out) if out.lstrip().startswith("{") else None
+
+
+async def registered(client: Client, name: str, build: str) -> None:
+    """Wait until a worker of ``build`` has polled, so the server knows the version (``set-current-version`` refuses
+    a version without pollers)."""
+
+    async def known() -> bool:
+        code, out = await temporal(client, "worker", "deployment", "describe", "--name", name, "-o", "json")
+        return code == 0 and build in {v["BuildID"] for v in json.loads(out).get("versionSummaries", [])}
+
+    await poll(known, timeout=30, interval=0.5, what=f"version {name}.{build} to be registered")
+
+
+async def builds(handle: Handle) -> list[str]:
+    """The build of the worker that completed each of the run's workflow tasks, in order."""
+    completed = await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    return [e.workflow_task_completed_event_attributes.deployment_version.build_id for e in completed]
+
+
+def quick() -> dict[str, Any]:
+    """A ticket that names no order, so the script asks which one and the ticket ends there, touching no order the
+    ticket waiting for a person is about, on whichever build the server routes it to."""
+    return ticket("Hello, can you help me with something?")
+
+
+async def finished_on(handle: Handle) -> list[str]:
+    """The builds that ran the ticket, once it has resolved."""
+    outcome = await asyncio.wait_for(handle.result(), 60)
+    assert outcome.status is Status.RESOLVED
+    return await builds(handle)
+
+
+@pytest.mark.slow
+async def test_a_rollout_ramps_new_tickets_to_v2_moves_a_waiting_ticket_when_v2_is_current_and_drains_v1(
+    server: WorkflowEnvironment, store: Business
+) -> None:
+    client = server.client
+    name = f"support-agent-{uuid.uuid4().hex[:8]}"
+    version = ("--deployment-name", name)
+    bind = f"127.0.0.1:{free_port()}"
+    async with Lab(client, store) as lab:
+        v1 = await lab.spawn(AGENT_DEPLOYMENT=name, AGENT_BUILD_ID="v1", AGENT_METRICS_BIND=bind)
+        await registered(client, name, "v1")
+        await deployment(client, "set-current-version", *version, "--build-id", "v1", "--yes")
+
+        waiting = await lab.start(ticket())  # a refund of 49.00 above the 20.00 limit: it waits for a person
+        assert await poll(lambda: waiting_amount(waiting), what="the refund to wait for a person") == 4900
+        assert set(await builds(waiting)) == {"v1"}
+        in_flight = await lab.start(ticket("My parcel for order A-1003 never arrived", "cleo@example.com"))
+        assert await poll(lambda: waiting_amount(in_flight), what="a second refund to wait for a person") == 12000
+        await metrics_name_the_version(bind, name, "v1")
+
+        await lab.spawn(AGENT_DEPLOYMENT=name, AGENT_BUILD_ID="v2")
+        await registered(client, name, "v2")
+        assert set(await finished_on(await lab.start(quick()))) == {"v1"}, "v2 runs nothing before it is ramped"
+
+        await deployment(client, "set-ramping-version", *version, "--build-id", "v2", "--percentage", "10", "--yes")
+        routes = await routing(client, name)
+        assert (routes["currentVersionBuildID"], routes["rampingVersionBuildID"]) == ("v1", "v2")
+        assert routes["rampingVersionPercentage"] == 10
+        await deployment(client, "set-ramping-version", *version, "--build-id", "v2", "--delete", "--yes")
+        routes = await routing(client, name)
+        # --delete, on this CLI and server, leaves v2 named as the ramping version at 0 %: it gets no ticket.
+        assert (routes["currentVersionBuildID"], routes.get("rampingVersionPercentage", 0)) == ("v1", 0)
+        assert set(await finished_on(await lab.start(quick()))) == {"v1"}
+
+        # A ramp sends a ticket to v2 or not by a hash of its workflow id, a new one at its start and one in flight at
+        # its next step: at 100 %, every one.
+        await deployment(client, "set-ramping-version", *version, "--build-id", "v2", "--percentage", "100", "--yes")
+        assert set(await finished_on(await lab.start(quick()))) == {"v2"}
+        await in_flight.signal(APPROVE_SIGNAL, answer(12000))
+        assert [build for build, _ in itertools.groupby(await finished_on(in_flight))] == ["v1", "v2"]
+        assert set(await builds(waiting)) == {"v1"}, "a ticket waiting for a person has no task to move with"
+
+        await deployment(client, "set-current-version", *version, "--build-id", "v2", "--yes")
+        routes = await routing(client, name)
+        assert routes["currentVersionBuildID"] == "v2"
+        assert not routes.get("rampingVersionBuildID")
+        assert set(await finished_on(await lab.start(quick()))) == {"v2"}
+
+        # Drained counts only runs pinned to v1: a ticket waiting on v1 moves at its next step, and holds nothing.
+        await poll(lambda: drained(client, name, "v1"), timeout=30, interval=0.5, what="v1 to be drained")
+        last_on_v1 = f"TemporalWorkerDeploymentVersion='{name}:v1' AND ExecutionStatus='Running'"
+        assert await count(client, last_on_v1) == 1, "the ticket waiting for a person"
+        await v1.stop()
+        assert await v1.exited() == 0
+
+        await waiting.signal(APPROVE_SIGNAL, answer(4900))
+        moved = await finished_on(waiting)
+        assert [build for build, _ in itertools.groupby(moved)] == ["v1", "v2"], moved  # its steps until, then after
+        _, out = await temporal(client, "workflow", "describe", "--workflow-id", waiting.id, "-o", "json")
+        info = json.loads(out)["workflowExecutionInfo"]["versioningInfo"]
+        assert (info["behavior"], info["deploymentVersion"]["buildId"]) == ("VERSIONING_BEHAVIOR_AUTO_UPGRADE", "v2")
+        assert [refund.amount_cents for refund in store.payments.refunds("A-1001")] == [4900]
+        assert await count(client, last_on_v1) == 0
+
+
+async def routing(client: Client, name: str) -> dict[str, Any]:
+    """Where the deployment sends tickets: ``describe``'s current and ramping versions and the ramp's percentage."""
+    described: dict[str, Any] = (await deployment(client, "describe", "--name", name))["routingConfig"]
+    return described
+
+
+async def metrics_name_the_version(bind: str, name: str, build: str) -> None:
+    """The worker's Prometheus endpoint at ``bind`` tags Temporal's metrics and the product's with its version."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
+        scraped = (await response.text()).splitlines()
+    tags = (f'worker_deployment_name="{name}"', f'worker_build_id="{build}"')
+    for metric in ("temporal_workflow_task_execution_latency_count{", "agent_approvals_waiting{"):
+        assert any(line.startswith(metric) and all(tag in line for tag in tags) for line in scraped), metric
+
+
+async def count(client: Client, query: str) -> int:
+    """``temporal workflow count --query QUERY``: how many runs match."""
+    code, out = await temporal(client, "workflow", "count", "--query", query, "-o", "json")
+    assert code == 0, out
+    return int(json.loads(out).get("count", 0))
+
+
+async def drained(client: Client, name: str, build: str) -> bool:
+    """Whether ``describe-version`` reports the version drained."""
+    described = await deployment(client, "describe-version", "--deployment-name", name, "--build-id", build)
+    return bool(described.get("drainageInfo", {}).get("drainageStatus") == "drained")
+
+
+# --- the settings that opt a worker in ------------------------------------------------------------------------------
+
+
+def test_a_worker_is_unversioned_unless_a_deployment_is_named() -> None:
+    assert wiring.deployment_config(Settings()) is None
+    assert metrics.tags(None) == {}
+    assert Settings(deployment="").versioning.deployment is None  # "" is unset, as compose passes an unset variable
+
+
+def test_a_named_deployment_makes_the_worker_a_version_that_auto_upgrades() -> None:
+    config = wiring.deployment_config(Settings(deployment="support-agent", build_id="v2"))
+    assert config is not None
+    assert (config.version.deployment_name, config.version.build_id) == ("support-agent", "v2")
+    assert config.use_worker_versioning
+    assert config.default_versioning_behavior is VersioningBehavior.AUTO_UPGRADE
+    assert metrics.tags(config) == {"worker_deployment_name": "support-agent", "worker_build_id": "v2"}
+
+    by_digest = wiring.deployment_config(Settings(deployment="support-agent"))
+    assert by_digest is not None
+    assert by_digest.version.build_id == wiring.build_id()
+
+
+def test_the_ticket_leaves_its_behaviour_to_the_worker_so_an_unversioned_one_can_run_it() -> None:
+    """Declared on ``@workflow.defn``, the behaviour goes with every task an unversioned worker completes too, and
+    server 1.32.0 refuses those completions: every ticket on such a worker would hang."""
+    declared = getattr(SupportAgent, "__temporal_workflow_definition").versioning_behavior
+    assert declared is VersioningBehavior.UNSPECIFIED
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ({"build_id": "v2"}, "AGENT_BUILD_ID names a version of a Worker Deployment, but AGENT_DEPLOYMENT is not set"),
+        ({"deployment": "", "build_id": "v2"}, "AGENT_DEPLOYMENT is not set"),
+        ({"deployment": "   "}, r"AGENT_DEPLOYMENT is blank \('   '\)"),
+        ({"deployment": "support-agent", "build_id": "\t"}, r"AGENT_BUILD_ID is blank"),
+        ({"deployment": " support-agent"}, "AGENT_DEPLOYMENT must not start or end with a space"),
+        ({"deployment": "support-agent", "build_id": "v2 "}, "AGENT_BUILD_ID must not start or end with a space"),
+        ({"deployment": "support.agent"}, "AGENT_DEPLOYMENT must not contain a dot"),
+        ({"deployment": "support-agent", "build_id": "__unversioned__"}, "AGENT_BUILD_ID must not be __unversioned__"),
+    ],
+)
+def test_a_version_that_is_not_one_is_refused_naming_the_setting(settings: dict[str, str], refusal: str) -> None:
+    with pytest.raises(ValidationError, match=refusal):
+        Settings(**settings)
+
+
+async def test_a_worker_with_a_build_but_no_deployment_does_not_start_and_says_which_setting() -> None:
+    nowhere = "127.0.0.1:1"  # refused before it connects anywhere
+    settings = worker_env(nowhere, f"support-agent-{uuid.uuid4()}", None, AGENT_BUILD_ID="v2")
+    process = await spawn_worker(settings, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2
+    assert "cannot start with these settings" in err.decode()
+    assert "AGENT_BUILD_ID names a version of a Worker Deployment, but AGENT_DEPLOYMENT is not set" in err.decode()
