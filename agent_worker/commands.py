@@ -113,12 +113,12 @@ def worker(args: argparse.Namespace) -> None:
 
 
 async def _worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    from agent_worker import metrics, tracing, wiring  # noqa: PLC0415
+    from agent_worker import metrics, model_choice, tracing, wiring  # noqa: PLC0415
     from agent_worker.worker import run_worker  # noqa: PLC0415
 
     try:
-        wiring.require_model(settings)
-    except wiring.NoCredentialsError as error:
+        model_choice.require_model(settings)
+    except model_choice.NoCredentialsError as error:
         print(f"agent-worker worker cannot start: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     runtime = metrics.runtime(settings.metrics_bind, wiring.deployment_config(settings))

@@ -29,26 +29,21 @@ from temporalio.worker import WorkerDeploymentConfig
 
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER, Settings
+from agent_worker.model_choice import choose_model
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
     from stripe import StripeClient
     from temporalio.worker import WorkerConfig
 
     from activities.business import Business
     from activities.business.database import Database
     from activities.business.mail import Relay
-    from activities.business.model_calls import ModelCalls
     from activities.content_store import BlobBackend
     from activities.contracts.policy import PolicyInForce
     from activities.language_model import LanguageModel
     from agent_worker.codec_auth import BearerAuth
 
 log = structlog.get_logger(__name__)
-
-
-class NoCredentialsError(RuntimeError):
-    pass
 
 
 # --- what every client, worker and replayer shares ----------------------------------------------------------
@@ -209,89 +204,6 @@ def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend
     if sealer is None:
         return backend
     return EncryptedBlobs(backend, sealer, accept_plaintext=settings.codec.blobs_accept_plaintext)
-
-
-NO_CREDENTIALS = (
-    "no Anthropic credentials, and without them a script would decide refunds: set ANTHROPIC_API_KEY (or "
-    "ANTHROPIC_AUTH_TOKEN, or an Anthropic profile) to run the agent on Claude, or AGENT_MODEL_BACKEND=scripted to "
-    "run the scripted stand-in on purpose (tests and demonstrations)"
-)
-
-
-def anthropic_client(settings: Settings) -> AsyncAnthropic | None:
-    """The ``anthropic`` SDK's client, with its retries off (Temporal's retry policy is the only one), on the
-    credentials and base URL of the SDK's own environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``); None
-    when none is configured."""
-    # Importing the SDK takes seconds on a small machine; a worker that runs the script never pays for it.
-    import anthropic  # noqa: PLC0415
-
-    try:
-        client = anthropic.AsyncAnthropic(max_retries=0, timeout=settings.claude.timeout_seconds)
-    except anthropic.CredentialsError as error:
-        # Credentials were configured (a profile, a config directory) but are broken: running the script
-        # instead would hide that, and the script refunds for real.
-        raise NoCredentialsError(f"Anthropic credentials are configured but cannot be used: {error}") from error
-    return client if client.api_key or client.auth_token or client.credentials else None
-
-
-def require_model(settings: Settings) -> None:
-    """What ``agent-worker worker`` checks before it connects anywhere: a model it may run. The script only when
-    ``AGENT_MODEL_BACKEND=scripted`` asks for it, never as a fallback, since it refunds for real."""
-    if settings.claude.backend != "scripted" and anthropic_client(settings) is None:
-        raise NoCredentialsError(
-            "AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)"
-            if settings.claude.backend == "claude"
-            else NO_CREDENTIALS
-        )
-
-
-def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool = False) -> LanguageModel:
-    """Claude when the ``anthropic`` SDK finds credentials, the scripted stand-in when ``AGENT_MODEL_BACKEND=scripted``
-    asks for it, and otherwise a refusal (``NoCredentialsError``): the script refunds for real. The one exception is
-    the ``dev_stack`` (``agent-worker dev``, the demo), a person trying the agent on the demo orders, where the script
-    stands in for a missing key, as the README's quick start needs. The log says which model, and why; a worker on
-    the script outside the dev stack warns at start and on every ticket."""
-    from activities.scripted_model import ScriptedModel  # noqa: PLC0415
-
-    script = ScriptedModel(model_calls, think_seconds=settings.claude.scripted_think_seconds, announce=not dev_stack)
-    if settings.claude.backend == "scripted":
-        if dev_stack:
-            log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
-        else:
-            log.warning(
-                "model: the scripted stand-in, which decides refunds by a script and refunds for real; "
-                "AGENT_MODEL_BACKEND=scripted is for tests and demonstrations",
-                reason="AGENT_MODEL_BACKEND=scripted",
-            )
-        return script
-    client = anthropic_client(settings)
-    if client is None:
-        if settings.claude.backend == "claude" or not dev_stack:
-            require_model(settings)  # raises, saying what to set
-        log.warning(
-            "model: the scripted stand-in, because no Anthropic API key is configured; "
-            "set ANTHROPIC_API_KEY to run the agent on Claude"
-        )
-        return script
-    return claude_model(settings, client)
-
-
-def claude_model(settings: Settings, client: AsyncAnthropic) -> LanguageModel:
-    """Claude on ``client``, as the settings ask for it: the one place its settings reach it, for a worker and
-    for the evals (``agent_worker.evals``), whose client talks to a local Messages API."""
-    from activities.claude_model import ClaudeModel  # noqa: PLC0415
-
-    if settings.claude.model not in settings.claude.prices:
-        log.warning("no price for this model: its cost is reported as 0", model=settings.claude.model)
-    log.info("model: Claude", model=settings.claude.model, base_url=str(client.base_url))
-    return ClaudeModel(
-        client,
-        model=settings.claude.model,
-        max_tokens=settings.claude.max_tokens,
-        temperature=settings.claude.temperature,
-        system_prompt=settings.claude.system_prompt,
-        prices=settings.claude.prices,
-    )
 
 
 def dev_business_and_model(settings: Settings) -> tuple[Business, LanguageModel]:

@@ -36,7 +36,7 @@ from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
 from agent_worker.config import Settings
 from agent_worker.config.model_settings import DEFAULT_MODEL
-from agent_worker.wiring import NoCredentialsError, choose_model
+from agent_worker.model_choice import NoCredentialsError, choose_model
 from tests.support.fake_messages_api import (
     FakeMessagesAPI,
     Reply,

@@ -12,7 +12,7 @@ import pytest
 
 from activities.claude_model import ClaudeModel
 from activities.contracts.ticket import Status
-from agent_worker.wiring import choose_model
+from agent_worker.model_choice import choose_model
 from tests.support.harness import Harness
 from tests.support.tickets import ticket
 

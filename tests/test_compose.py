@@ -19,7 +19,7 @@ import yaml
 from temporalio.client import Client
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
-from agent_worker import wiring
+from agent_worker import model_choice, wiring
 from agent_worker.config import Settings
 from agent_worker.worker import grace_period
 from tests.support.processes import address, listening, spawn_worker, worker_env
@@ -188,5 +188,5 @@ def test_the_workers_run_claude_and_as_compose_fills_it_in_refuse_to_start_witho
     settings = Settings()
 
     assert settings.policy_file is None  # left unset, the defaults
-    with pytest.raises(wiring.NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
-        wiring.require_model(settings)
+    with pytest.raises(model_choice.NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
+        model_choice.require_model(settings)

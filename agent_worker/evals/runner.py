@@ -30,7 +30,7 @@ from activities.contracts.approvals import Approval
 from activities.contracts.names import APPROVE_SIGNAL, ORDER_EVENT_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketState
 from activities.contracts.world import EmailRequest
-from agent_worker import tickets, wiring
+from agent_worker import model_choice, tickets, wiring
 from agent_worker.config import Settings
 from agent_worker.evals.messages_api import MessagesAPI
 from agent_worker.evals.scenario import Scenario
@@ -131,7 +131,7 @@ class Runner:
                     store.orders.add_event(order.order_id, note)
             settings = config.settings(task_queue=f"eval-{key}", db_path=store.database.path)
             api_client = wiring_client(settings, self.api.base_url(config.name, scenario.name))
-            model = wiring.claude_model(settings, api_client)
+            model = model_choice.claude_model(settings, api_client)
             try:
                 async with build_worker(self.client, settings, store, model, wiring.policy_in_force(settings)):
                     handle = await self.start(scenario, settings.task_queue, f"eval-{key}")
