@@ -506,6 +506,18 @@ async def store_credit_approved(r: Recorder) -> Handle:
     return handle
 
 
+async def policy_read_locally_resolved(r: Recorder) -> Handle:
+    """``Patch.POLICY_LOCAL_ACTIVITY`` (1.1.0): the policy read at the start as a local activity, a marker where
+    ``resolved_without_approval`` (1.0.0) has a ``money_policy`` activity."""
+    return await resolved_without_approval(r)
+
+
+async def policy_read_locally_approved(r: Recorder) -> Handle:
+    """``Patch.POLICY_LOCAL_ACTIVITY`` (1.1.0): both reads, at the start and for the refund after the approval, as
+    local activities; ``approved_refund`` is the same ticket on 1.0.0."""
+    return await approved_refund(r)
+
+
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
@@ -545,6 +557,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
         limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
         waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows, store_credit_approved,
+        policy_read_locally_resolved, policy_read_locally_approved,
     )
 }  # fmt: skip
 

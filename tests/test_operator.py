@@ -12,6 +12,7 @@ from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, run
 from tests.support.tickets import ticket
 from tests.support.waits import awaiting, poll
+from workflows.patches import Patch
 
 
 async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_shows_and_approves_it(
@@ -75,11 +76,12 @@ async def test_show_tells_every_run_of_a_ticket_that_continued_as_new(agent: Har
     assert "status resolved, 4 steps, 4 model calls" in last_run
 
 
-async def test_patches_names_none_at_the_baseline_and_the_oldest_open_ticket_from_visibility(
+async def test_patches_names_each_with_its_release_and_the_oldest_open_ticket_from_visibility(
     agent: Harness, client: Client
 ) -> None:
-    """What an operator reads before retiring a patch: the patches in force (none at 1.0.0) and the oldest open
-    ticket, from visibility with no worker running; ours is open, so the oldest started no later than it."""
+    """What an operator reads before retiring a patch: the patches in force, each with the release that added it,
+    and the oldest open ticket, from visibility with no worker running; ours is open, so the oldest started no
+    later than it."""
     cli = ["--address", address(client)]
     async with agent.worker():
         handle = await agent.start(ticket())
@@ -91,7 +93,9 @@ async def test_patches_names_none_at_the_baseline_and_the_oldest_open_ticket_fro
         return said if "oldest open ticket" in said else None
 
     said = await poll(reported, timeout=20, what="patches to name the oldest open ticket")
-    assert "no patches: every open ticket runs the one path of the 1.0.0 baseline" in said
+    for patch in Patch:
+        assert f"{patch.value}  (added in {patch.release})" in said
+    assert "1.1.0/policy-local-activity  (added in 1.1.0)" in said
     oldest = re.search(r"oldest open ticket: (\S+), started (.+) UTC \((\d+) open\)", said)
     assert oldest is not None, said
     assert datetime.strptime(oldest[2], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC) <= started

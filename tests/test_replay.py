@@ -236,8 +236,9 @@ def patches(path: Path) -> set[str]:
     """The patch ids a history's markers record (they are base64 inside the JSON, not plain text)."""
     found = set()
     for event in json.loads(path.read_text())["events"]:
-        if event["eventType"] == "EVENT_TYPE_MARKER_RECORDED":
-            for payload in event["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]:
+        marker = event.get("markerRecordedEventAttributes", {})
+        if marker.get("markerName") == "core_patch":  # not a local activity's result, which is a marker too
+            for payload in marker["details"]["patch-data"]["payloads"]:
                 found.add(json.loads(base64.b64decode(payload["data"]))["id"])
     return found
 
@@ -257,6 +258,7 @@ def test_every_stored_history_names_only_patches_the_code_still_has() -> None:
     known = {patch.value for patch in Patch}
     for path in STORED:
         assert patches(path) <= known, path.name
+    assert patches(HISTORIES / "policy_read_locally_approved.json") == {Patch.POLICY_LOCAL_ACTIVITY.value}
 
 
 def test_the_inbox_update_refused_by_its_validator_never_reached_the_history() -> None:

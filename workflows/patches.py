@@ -22,7 +22,13 @@ from enum import StrEnum
 
 
 class Patch(StrEnum):
-    """The patches in force, each ``"<release>/<name>"``. None since the 1.0.0 baseline."""
+    """The patches in force, each ``"<release>/<name>"``."""
+
+    POLICY_LOCAL_ACTIVITY = "1.1.0/policy-local-activity"
+    """The money policy is read by a local activity, in the workflow task that asks for it: a marker in the
+    history, where 1.0.0 scheduled a ``money_policy`` activity and took a workflow task of its own to hear the
+    answer. Two activities and their workflow tasks fewer a ticket (issue #25); the reads, what they answer and
+    when they happen are the same."""
 
     @property
     def release(self) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
-from temporalio.workflow import ActivityConfig
+from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
 from activities.heartbeat import HEARTBEAT_TIMEOUT
 from activities.tools import TOOLS, Rule
@@ -113,6 +113,13 @@ ATTEMPTS: dict[str, ActivityConfig] = {
     **{tool.payout.settled_by: UNTIL_DONE for tool in TOOLS.values() if tool.payout is not None},
 }
 """Every activity the workflow runs, by the name it is registered under."""
+
+LOCAL_AT_ONCE: LocalActivityConfig = {
+    "start_to_close_timeout": AT_ONCE["start_to_close_timeout"],
+    "retry_policy": AT_ONCE["retry_policy"],
+}
+"""``AT_ONCE`` for a local activity (``money_policy`` since ``Patch.POLICY_LOCAL_ACTIVITY``): the same attempt, run
+in the workflow task that asks for it."""
 
 DEFAULT: ActivityConfig = READ
 """An activity not named above: a short call that heartbeats, bounded in attempts."""
