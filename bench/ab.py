@@ -6,7 +6,9 @@ worker's CPU. So this exports each revision (a git revision, or a directory hold
 directory and runs, on one ``temporal server start-dev`` at the raised poll limit, a worker of each in turn, round
 after round: each runs a warm-up and then N tickets one after another, and its CPU is read from /proc. The worker
 imports the revision's code (``PYTHONPATH``) in this environment, so revisions that change the lock file are not
-comparable here. Prints each round and then each revision's median.
+comparable here. Prints each round and then each revision's median, per ticket: two revisions' tickets may run
+different numbers of activities (1.1.0's local-activity policy read), so a figure per activity would compare
+different things.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from bench.stack import POLL_LIMITS, dev_server, load, machine, median
 from bench.throughput import fresh_orders, ticket, worker_process
 
 ROOT = Path(__file__).resolve().parent.parent
-ACTIVITIES = 11
 WARM_UP = 6
 
 
@@ -79,15 +80,12 @@ async def main(revisions: list[str], tickets: int, rounds: int) -> None:
                         per_ticket = (worker.cpu_seconds() - before) * 1000 / tickets
                     figures[revision].append(per_ticket)
                     print(
-                        f"round {n + 1}, {revision}: worker CPU {per_ticket:.1f} ms a ticket "
-                        f"({per_ticket / ACTIVITIES:.2f} an activity), load {os.getloadavg()[0]:.1f}",
+                        f"round {n + 1}, {revision}: worker CPU {per_ticket:.1f} ms a ticket, "
+                        f"load {os.getloadavg()[0]:.1f}",
                         flush=True,
                     )
     for revision, values in figures.items():
-        print(
-            f"{revision}: median {median(values):.1f} ms a ticket ({median(values) / ACTIVITIES:.2f} an activity), "
-            f"rounds {', '.join(f'{v:.0f}' for v in values)}"
-        )
+        print(f"{revision}: median {median(values):.1f} ms a ticket, rounds {', '.join(f'{v:.0f}' for v in values)}")
     print(f"load average at the end {load()}")
 
 
