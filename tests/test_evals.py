@@ -270,6 +270,19 @@ async def test_a_ticket_that_does_not_end_fails_saying_what_it_waited_for(client
     assert description.status.name == "TERMINATED"
 
 
+async def test_a_ticket_the_workflow_refuses_fails_with_its_reason(client: Client, tmp_path: Path) -> None:
+    """A scenario whose ticket asks for a looser approval limit than the desk's: the workflow fails it as invalid
+    input, and the scenario fails saying so, rather than taking the suite down with it."""
+    case = scenario(
+        "looser-than-the-desk", ticket={**LOST_PARCEL["ticket"], "options": {"approval_limit_cents": 900_000}}
+    )
+    judged, _ = await run_one(client, tmp_path, case, Scripted({case.name: case}))
+    ((name, detail),) = [(c.name, c.detail) for c in judged.checks]
+    assert name == "ticket ended"
+    assert detail.startswith("the ticket failed: ")
+    assert "approval_limit_cents" in detail
+
+
 # --- the report ------------------------------------------------------------------------------------------------
 
 

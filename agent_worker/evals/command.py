@@ -23,7 +23,7 @@ from activities.contracts.fields import describe_errors
 from agent_worker.evals import recordings
 from agent_worker.evals.messages_api import CannotAnswerError, Claude, MessagesAPI, Recorded, Scripted, Source
 from agent_worker.evals.report import Judged, side_by_side, table
-from agent_worker.evals.runner import DEFAULT_CONFIG, Configuration, Runner, scratch_folder
+from agent_worker.evals.runner import DEFAULT_CONFIG, Configuration, Ran, Runner, scratch_folder
 from agent_worker.evals.scenario import Scenario, ScenarioError, suite
 
 
@@ -106,7 +106,11 @@ async def _run(
 
             async def one(scenario: Scenario, config: Configuration) -> Judged:
                 async with gate:
-                    return Judged.of(await runner.run(scenario, config))
+                    try:
+                        return Judged.of(await runner.run(scenario, config))
+                    except Exception as error:  # noqa: BLE001 - one scenario's failure is its row, not the suite's end
+                        why = f"the eval could not run it: {type(error).__name__}: {error}"
+                        return Judged.of(Ran(scenario, config.name, error=why))
 
             results = await asyncio.gather(*(one(s, c) for c in configs for s in scenarios))
     finally:

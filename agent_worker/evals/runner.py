@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
 from activities.business import Business
@@ -137,6 +137,8 @@ class Runner:
                     handle = await self.start(scenario, settings.task_queue, f"eval-{key}")
                     try:
                         ran.outcome = await asyncio.wait_for(self.drive(handle, scenario, ran), self.timeout_seconds)
+                    except WorkflowFailureError as failed:
+                        ran.error = f"the ticket failed: {failed.cause}"
                     except TimeoutError:
                         waiting = f" (it was {ran.waiting})" if ran.waiting else ""
                         ran.error = f"the ticket did not end within {self.timeout_seconds:.0f} s{waiting}"
