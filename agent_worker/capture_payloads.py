@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.history.v1 import MarkerRecordedEventAttributes as MarkerAttributes
 from temporalio.client import WorkflowHistory
 
 from agent_worker.codec import ENCODING, EncryptionCodec, UnreadablePayloadError, unreadable
@@ -30,6 +31,13 @@ OUTSIDE_EVENTS = frozenset(
 by the worker as the codec's marker, and is captured as that marker. A payload the worker wrote itself that does
 not open means the capture holds the wrong keys. The ticket itself (the started event) comes from outside too,
 but one that does not open is a ticket that never ran: the wrong keys again."""
+
+
+SDK_MARKER_METADATA = {"core_patch": "patch-data", "core_local_activity": "data"}
+"""The marker details the SDK writes for itself, by marker: a patch's id, a local activity's sequence number, id and
+type. Not payloads of ours (the codec never sees them, and no customer's words are in them), and what replay
+matches the workflow's commands against, so a capture leaves them as recorded. A local activity's ``result`` is
+ours, and is redacted like any activity's."""
 
 
 class CaptureError(Exception):
@@ -62,14 +70,16 @@ def copy_history(history: WorkflowHistory) -> WorkflowHistory:
 
 
 def _messages(message: Message) -> Iterator[Message]:
-    """Every message inside ``message``, depth first, maps and repeated fields included."""
+    """Every message inside ``message``, depth first, maps and repeated fields included, but the SDK's own marker
+    details (``SDK_MARKER_METADATA``)."""
     for descriptor, value in message.ListFields():
         if descriptor.type != FieldDescriptor.TYPE_MESSAGE:
             continue
         entry = descriptor.message_type
         if entry is not None and entry.GetOptions().map_entry:
             messages = entry.fields_by_name["value"].type == FieldDescriptor.TYPE_MESSAGE
-            items = list(value.values()) if messages else []
+            sdk_own = SDK_MARKER_METADATA.get(message.marker_name) if isinstance(message, MarkerAttributes) else None
+            items = [item for key, item in value.items() if key != sdk_own] if messages else []
         elif descriptor.is_repeated:
             items = list(value)
         else:
