@@ -31,15 +31,19 @@ NO_CREDENTIALS = (
 )
 
 
-def anthropic_client(settings: Settings) -> AsyncAnthropic | None:
+def anthropic_client(
+    settings: Settings, *, base_url: str | None = None, api_key: str | None = None
+) -> AsyncAnthropic | None:
     """The ``anthropic`` SDK's client, with its retries off (Temporal's retry policy is the only one), on the
-    credentials and base URL of the SDK's own environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``); None
-    when none is configured."""
+    credentials and base URL of the SDK's own environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) unless
+    given (the evals' local Messages API); None when none is configured."""
     # Importing the SDK takes seconds on a small machine; a worker that runs the script never pays for it.
     import anthropic  # noqa: PLC0415
 
     try:
-        client = anthropic.AsyncAnthropic(max_retries=0, timeout=settings.claude.timeout_seconds)
+        client = anthropic.AsyncAnthropic(
+            max_retries=0, timeout=settings.claude.timeout_seconds, base_url=base_url, api_key=api_key
+        )
     except anthropic.CredentialsError as error:
         # Credentials were configured (a profile, a config directory) but are broken: running the script
         # instead would hide that, and the script refunds for real.

@@ -2,7 +2,8 @@
 
 A patch (Temporal's ``patched`` check) lets a release take a new path for new runs while runs started before it replay
 the path they recorded. 1.0.0 is the baseline: it has no patch, and every stored history in
-``replay_histories/`` was recorded on it. ``docs/changing-workflow-code.md`` says when a change needs one.
+``replay_histories/`` was recorded on it but those of a later patch's new path, named for it
+(``policy_read_locally_*``). ``docs/changing-workflow-code.md`` says when a change needs one.
 
 **Adding one.** A member below, named for what it changes, whose value starts with the release that adds it
 (``"1.1.0/store-credit-keys"``), and whose docstring says what the old path did. The code tests it by member,

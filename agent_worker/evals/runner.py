@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -35,9 +34,6 @@ from agent_worker.config import Settings
 from agent_worker.evals.messages_api import MessagesAPI
 from agent_worker.evals.scenario import Scenario
 from agent_worker.worker import build_worker
-
-if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
 
 POLL_SECONDS = 0.3
 REPLY_WINDOW_SECONDS = 10
@@ -130,7 +126,10 @@ class Runner:
                 for note in order.events:
                     store.orders.add_event(order.order_id, note)
             settings = config.settings(task_queue=f"eval-{key}", db_path=store.database.path)
-            api_client = wiring_client(settings, self.api.base_url(config.name, scenario.name))
+            api_client = model_choice.anthropic_client(
+                settings, base_url=self.api.base_url(config.name, scenario.name), api_key="eval-local"
+            )
+            assert api_client is not None  # a key is given
             model = model_choice.claude_model(settings, api_client)
             try:
                 async with build_worker(self.client, settings, store, model, wiring.policy_in_force(settings)):
@@ -214,15 +213,6 @@ def approval(scenario: Scenario, amount_cents: int, request_id: str) -> Approval
         amount_cents=amount_cents, approved=answer.approve, approver=answer.approver, request_id=request_id,
         reason=answer.reason,
     )  # fmt: skip
-
-
-def wiring_client(settings: Settings, base_url: str) -> AsyncAnthropic:
-    """The ``anthropic`` client a worker builds (no SDK retries, the settings' timeout), on the local API."""
-    import anthropic  # noqa: PLC0415
-
-    return anthropic.AsyncAnthropic(
-        base_url=base_url, api_key="eval-local", max_retries=0, timeout=settings.claude.timeout_seconds
-    )
 
 
 def scratch_folder() -> tempfile.TemporaryDirectory[str]:
