@@ -39,6 +39,7 @@ from tests.support.inbox import (
     ODD_IDS,
     ROLES,
     TWO_PEOPLE,
+    TWO_PEOPLE_WHY,
     Clock,
     Person,
     answer_of,
@@ -248,7 +249,7 @@ async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
     assert (wrong[0], notice_kind(wrong[1])) == (303, "rejected")
-    assert notice_of(wrong[1]) == "rejected: the refund waiting (R1) is 49.00, not 10.00"
+    assert notice_of(wrong[1]) == "rejected: the refund waiting (R1) is USD 49.00, not USD 10.00"
     assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     assert (again[0], notice_kind(again[1])) == (303, "rejected")
     assert notice_of(again[1]).startswith("rejected: request R1 was already answered: approved by ann at ")
@@ -299,10 +300,10 @@ async def test_a_large_refund_shows_its_rule_pays_nothing_on_the_first_approval_
         second = await ben.answer(workflow_id, request)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    assert shown(before, "why") == "USD 120.00 is above the approval limit of USD 20.00"
+    assert shown(before, "why") == TWO_PEOPLE_WHY
     assert shown(before, "progress") == "needs 2 approvals; only approvals signed in here count"
     assert "yours would be 1 of 2: nothing is paid until another person approves" in before
-    assert "USD 120.00 is above the approval limit of USD 20.00" in listed_before
+    assert TWO_PEOPLE_WHY in listed_before
     assert "needs 2 approvals" in listed_before
     assert "only signed-in approvals count" in listed_before
     assert (first[0], notice_kind(first[1])) == (303, "taken")

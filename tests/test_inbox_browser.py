@@ -37,6 +37,7 @@ from tests.support.inbox import (
     PASSWORDS,
     ROLES,
     TWO_PEOPLE,
+    TWO_PEOPLE_WHY,
     Clock,
     inbox_alone,
     inbox_for,
@@ -212,10 +213,10 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
         ann = await context.new_page()
         await sign_in(ann, inbox, "ann")
         listed = ann.locator(f"[data-workflow-id='{workflow_id}']")
-        await expect(listed).to_contain_text("USD 120.00 is above the approval limit of USD 20.00", timeout=LIVE)
+        await expect(listed).to_contain_text(TWO_PEOPLE_WHY, timeout=LIVE)
         await expect(listed).to_contain_text("needs 2 approvals")
         await listed.click()
-        await expect(ann.get_by_test_id("why")).to_have_text("USD 120.00 is above the approval limit of USD 20.00")
+        await expect(ann.get_by_test_id("why")).to_have_text(TWO_PEOPLE_WHY)
         await expect(ann.locator("form.approve")).to_contain_text("yours would be 1 of 2")
         await ann.get_by_role("button", name="Approve USD 120.00").click()
         await expect(ann.get_by_test_id("notice")).to_have_text(

@@ -132,7 +132,10 @@ async def test_a_refund_no_role_reaches_is_refused_at_once_without_waiting(agent
     async with agent.worker(policy=desk(roles=roles), web_approval_keys=[KEY]):
         outcome = await (await agent.start(ticket(CLEO["question"], email=CLEO["email"]))).result()
     assert outcome.approvals == []
-    refused = "No one may approve a refund of USD 120.00 under the desk's policy"
+    refused = (
+        "This refund of USD 120.00 was not made, and no person was asked: no two different people whose role "
+        "reaches USD 120.00 may approve it"
+    )
     assert any(refused in c.result for c in outcome.tool_calls)
     assert agent.store.payments.refunds() == []
 

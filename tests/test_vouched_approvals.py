@@ -91,7 +91,7 @@ async def test_a_second_click_and_a_wrong_amount_are_refused_at_once_and_leave_n
             await handle.execute_update(APPROVE_SIGNAL, vouched(handle, approver="ben", approved=False))
         outcome = await handle.result()
 
-    assert why(wrong.value) == "rejected: the refund waiting (R1) is 49.00, not 10.00"
+    assert why(wrong.value) == "rejected: the refund waiting (R1) is USD 49.00, not USD 10.00"
     assert why(again.value).startswith("rejected: request R1 was already answered: approved by ann at ")
     assert len(await events(handle, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)) == 1
     assert len(outcome.approvals) == 1

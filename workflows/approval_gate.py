@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalReceipt,
         ApprovalRecord,
         ApprovalRequest,
+        Identity,
         VouchedApproval,
         VouchRequest,
     )
@@ -39,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.ticket import TicketOptions
     from activities.policy_activities import PolicyActivities
     from workflows import timeouts
-    from workflows.approval_rules import ApprovalDesk
+    from workflows.approval_rules import ApprovalDesk, Verdict
 
 from workflows.audit_log import Audit, Audited, Notes
 from workflows.continuation import Continuation
@@ -206,19 +207,36 @@ class ApprovalGate:
         customer: str,
         why: str,
         currency: str | None = None,
+        verdict: Verdict | None = None,
     ) -> str:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
-        must hear otherwise. ``rules`` say who may answer, how many and by when (the policy's, tightened by the
-        ticket); ``customer`` may not, and ``why`` the refund waits is shown with the request."""
+        must hear otherwise. ``verdict`` says who may answer and how many (``approval_rules.decide``); ``rules``
+        say by when (the policy's, tightened by the ticket). Runs before ``Patch.ONE_PAYOUT_DECISION`` give no
+        verdict, and the gate counts people and approvers from ``rules`` as they did. ``customer`` may not answer,
+        and ``why`` the refund waits is shown with the request."""
         self.approvers = list(rules.approvers)
         resumed = self._resume(amount_cents)
         if not resumed:
             deadline = workflow.now() + timedelta(seconds=rules.timeout_seconds)
+            identity: Identity = "exact" if verdict is None else "mailbox"
+            if verdict is None:
+                approvers = await self._who_may_approve(amount_cents, rules, currency)
+                needed, signed_in_only = rules.approvals_needed(amount_cents), rules.roles
+            else:
+                approvers, needed, signed_in_only = list(verdict.approvers), verdict.people, verdict.signed_in_only
             self.desk.open(
-                amount_cents, order_id, deadline, await self._who_may_approve(amount_cents, rules, currency),
-                needed=rules.approvals_needed(amount_cents), signed_in_only=rules.roles,
-                customer_email=customer, why=why, opened_at=workflow.now(), currency=currency,
-            )  # fmt: skip
+                amount_cents,
+                order_id,
+                deadline,
+                approvers,
+                needed=needed,
+                signed_in_only=signed_in_only,
+                customer_email=customer,
+                why=why,
+                opened_at=workflow.now(),
+                currency=currency,
+                identity=identity,
+            )
         request = self.desk.waiting
         assert request is not None
         self._requests[request.request_id], self._digest = request, rules.digest
@@ -246,8 +264,19 @@ class ApprovalGate:
             raise ToolError(refused)
         return request.request_id
 
+    async def refuse(self, amount_cents: int, currency: str | None, why: str) -> NoReturn:
+        """A payout no answer could make payable (``Verdict.refused``): refused at once, audited, with nobody asked.
+        A request the last run handed over for it waits no more."""
+        if self._resume(amount_cents):
+            self.desk.waiting = self.desk.decision = None
+            self._leave()
+        await self._audit(f"refund of {spelled(amount_cents, currency)} refused without asking anyone: {why}")
+        said = spelled(amount_cents, currency)
+        raise ToolError(f"This refund of {said} was not made, and no person was asked: {why}.")
+
     async def _who_may_approve(self, amount_cents: int, rules: Rules, currency: str | None) -> list[str]:
-        """The approvers whose role reaches the amount; a refund no role reaches is refused, audited, at once."""
+        """The approvers whose role reaches the amount, as runs before ``Patch.ONE_PAYOUT_DECISION`` count them; a
+        refund no role reaches is refused, audited, at once."""
         if not rules.roles:
             return self.approvers
         able = [person for person in self.approvers if (rules.reach(person) or 0) >= amount_cents]

@@ -1,14 +1,26 @@
-"""The approval rules as a pure model: which answer decides a refund's approval request, and what it releases.
+"""The approval rules as a pure model: who must approve a payout, which answer decides its request, and what
+that releases.
 
-No Temporal in here, so the rules can be read and tested alone. The gate (``workflows.approval_gate``) opens a
-request when a refund needs a person, hands every ``approve`` signal to ``receive`` with the workflow time it
-is seen at, calls ``expire`` when the durable timer fires, and acts on what ``close`` says was decided.
+No Temporal in here, so the rules can be read and tested alone. Two parts, each the one place its rule is
+written:
+
+**Who must approve** (``decide``). One function of the rules in force, the order as the run knows it (its charge
+and what was paid back against it, every kind of payout together), what the ticket paid back already, and a limit
+across tickets the ledger said was met. Every rule that can ask for a person is read here, whichever threshold is
+the lower: a payout is made without a person only if every rule allows it. It also says when no person can make
+it payable: more than is left of the order's charge, or fewer people allowed to approve than it needs. So a
+person is asked only for an amount that can still be paid. ``tests/test_payout_decision.py`` tries it over every
+policy and history hypothesis finds, thresholds in any order.
+
+**Which answer decides** (``ApprovalDesk``). The gate (``workflows.approval_gate``) opens a request when a payout
+needs a person, hands every ``approve`` signal to ``receive`` with the workflow time it is seen at, calls
+``expire`` when the durable timer fires, and acts on what ``close`` says was decided.
 ``tests/test_approval_rules.py`` drives this same class through the interleavings hypothesis finds (answers,
 duplicates, malformed payloads, deadlines, hand-overs to a new run) against a model of its own, and checks the
 invariant: money moves only on the first valid answer of an allowed approver to the request that waits, seen
 before its deadline, and every answer is recorded.
 
-The rules:
+The rules of answers:
 
 - One request waits at a time. It has an id (``R1``, ``R2``, ... across the ticket's runs), an amount, a
   deadline and the people who may answer it (none named: anyone).
@@ -19,29 +31,129 @@ The rules:
   or after the deadline, or when the request was already answered.
 - The first answer that passes decides the request, yes or no: a second click, or a second person, changes
   nothing. Silence until the deadline is a no.
-- A request may need two different people's approvals (``approvals_needed``, above the policy's threshold): the
-  first is recorded as "1 of 2" and releases nothing, the same person approving again counts once (rejected), a
-  decline by either ends it, and the deadline covers both. Such a request, and any under roles
-  (``signed_in_only``), takes approvals only from the approval inbox, which authenticates the person; a
-  signal's approver is a claim.
+- A request may need two different people's approvals (``approvals_needed``): the first is recorded as "1 of 2"
+  and releases nothing, the same person approving again counts once (rejected), a decline by either ends it, and
+  the deadline covers both. Such a request, and any under roles (``signed_in_only``), takes approvals only from
+  the approval inbox, which authenticates the person; a signal's approver is a claim.
+- People are compared by one identity rule: the name as a mailbox, ASCII case folded
+  (``activities.contracts.fields.same_address``), so ``Ann@Example.COM`` is ``ann@example.com`` when counting two
+  people, checking who may approve, and refusing a customer's own refund. Requests opened before that rule
+  (``identity="exact"``) compare names exactly, as they were opened.
 - Nobody answers a request for a refund to themselves (an approver named as the customer's address).
 - Every answer received is recorded, in the order received.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRecord, ApprovalRequest
-from activities.contracts.fields import describe_errors, money, same_address
+from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRecord, ApprovalRequest, Identity
+from activities.contracts.fields import amount, describe_errors, money, normalised_address, same_address
+from activities.contracts.ticket import RefundRecord
+from activities.contracts.world import OrderLookup
+
+if TYPE_CHECKING:
+    from workflows.rules import Rules
 
 Channel = Literal["signal", "web"]
 
 DECIDING = (ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Who must approve a payout: nobody (``people`` 0: it is made, held to the limits across tickets where it is
+    booked), or ``people`` different ones among ``approvers`` (empty: anyone); or, ``refused``, no answer could
+    make it payable, so nobody is asked. ``why`` says which rules asked, or why it was refused."""
+
+    people: int = 0
+    approvers: tuple[str, ...] = ()
+    signed_in_only: bool = False
+    why: str = ""
+    refused: bool = False
+
+
+def decide(
+    amount_cents: int, order: OrderLookup, rules: Rules, *, ticket_paid: Sequence[RefundRecord], limit_met: str = ""
+) -> Verdict:
+    """Who must approve paying ``amount_cents`` back on ``order`` (as the run knows it: its charge, and what was paid
+    back against it by anyone, every kind of payout together), under ``rules``, after what this ticket paid back
+    (``ticket_paid``, every kind), and with ``limit_met``, a limit across tickets the ledger said the payment would
+    pass, if it did.
+
+    Every rule that can ask for a person is read, and the strictest wins, whatever order the policy's thresholds
+    are in: the ticket's total paid back with this payment above the approval limit asks for one person, above
+    the two-people threshold for two, even where that threshold is the lower. A payout the charge cannot cover,
+    or that needs more people than may approve it, is refused without asking anyone."""
+    said = _in(order.currency)
+    left = order.amount_cents - order.refunded_cents
+    if amount_cents > left:
+        return Verdict(
+            refused=True,
+            why=f"{said(amount_cents)} is more than is left of order {order.order_id}'s charge: "
+            f"{said(order.refunded_cents)} of {said(order.amount_cents)} was paid back already",
+        )
+    people, asked = _asked(amount_cents, order, rules, ticket_paid, limit_met)
+    if people == 0:
+        return Verdict()
+    why = "; ".join(asked)
+    able = rules.approvers
+    if rules.roles:
+        able = tuple(person for person in able if (rules.reach(person) or 0) >= amount_cents)
+    distinct = len({normalised_address(person) for person in able})
+    if rules.approvers_withdrawn:
+        refusal = "none of the approvers this ticket named may approve under the money policy now in force"
+    elif rules.roles and distinct < people:
+        refusal = f"no {_people(people)} whose role reaches {said(amount_cents)} may approve it"
+    elif able and distinct < people:
+        refusal = f"it needs {_people(people)}, and only {', '.join(able)} may approve"
+    else:
+        return Verdict(people=people, approvers=able, signed_in_only=rules.roles or people > 1, why=why)
+    return Verdict(people=people, refused=True, why=f"{refusal} (asked for by the rules: {why})")
+
+
+def _asked(
+    amount_cents: int, order: OrderLookup, rules: Rules, ticket_paid: Sequence[RefundRecord], limit_met: str
+) -> tuple[int, list[str]]:
+    """How many people the rules ask for (0, 1 or 2), and each rule that asks, in words."""
+    said = _in(order.currency)
+    already = sum(r.amount_cents for r in ticket_paid)
+    total = already + amount_cents
+    asked: list[str] = []
+    if amount_cents > rules.limit_cents:
+        asked.append(f"{said(amount_cents)} is above the approval limit of {said(rules.limit_cents)}")
+    elif total > rules.limit_cents:
+        asked.append(f"with {said(already)} already paid back, the ticket's total would pass {said(rules.limit_cents)}")
+    if any(r.order_id == order.order_id for r in ticket_paid):
+        asked.append(f"order {order.order_id} was already paid back on this ticket: a further part needs a person")
+    elif order.refunded_cents > 0:
+        before = said(order.refunded_cents)
+        asked.append(f"{before} of order {order.order_id} was paid back before: a further part needs a person")
+    if limit_met:
+        asked.append(limit_met)
+    two_above = rules.policy.approval.two_people_above_cents
+    if two_above is not None and total > two_above:
+        two = f"the two-people threshold of {said(two_above)}"
+        if amount_cents > two_above:
+            asked.append(f"{said(amount_cents)} is above {two}")
+        else:
+            asked.append(f"with {said(already)} already paid back, the ticket's total would pass {two}")
+        return 2, asked
+    return (1 if asked else 0), asked
+
+
+def _in(currency: str) -> Callable[[int], str]:
+    return lambda units: amount(units, currency)
+
+
+def _people(count: int) -> str:
+    return "one person" if count == 1 else "two different people"
 
 
 class ApprovalDesk:
@@ -67,6 +179,7 @@ class ApprovalDesk:
         why: str = "",
         opened_at: datetime | None = None,
         currency: str | None = None,
+        identity: Identity = "exact",
     ) -> ApprovalRequest:
         """A refund of ``amount_cents`` waits until ``deadline`` for ``needed`` different people among
         ``approvers`` (anyone, if none), only signed-in ones if ``signed_in_only``, never the customer."""
@@ -85,6 +198,7 @@ class ApprovalDesk:
             why=why,
             opened_at=opened_at,
             currency=currency,
+            identity=identity,
         )
         self.decision = None
         return self.waiting
@@ -185,11 +299,13 @@ class ApprovalDesk:
         if self.decision is not None:
             return f"request {waiting.request_id} was already {_decided(self.decision)}"
         if approval.amount_cents != waiting.amount_cents:
+            said = _in(waiting.currency) if waiting.currency else money
             return (
-                f"the refund waiting ({waiting.request_id}) is {money(waiting.amount_cents)}, "
-                f"not {money(approval.amount_cents)}"
+                f"the refund waiting ({waiting.request_id}) is {said(waiting.amount_cents)}, "
+                f"not {said(approval.amount_cents)}"
             )
-        if waiting.approvers and approval.approver not in waiting.approvers:
+        same = _SAME_PERSON[waiting.identity]
+        if waiting.approvers and not any(same(approval.approver, person) for person in waiting.approvers):
             return (
                 f"{approval.approver} may not approve refunds on this ticket "
                 f"(approvers: {', '.join(waiting.approvers)})"
@@ -203,7 +319,7 @@ class ApprovalDesk:
                 f"request {waiting.request_id} takes approvals signed in the approval inbox only: a signal's approver "
                 "is a claim, and this refund needs roles or two people checked"
             )
-        if approval.approved and approval.approver in waiting.approved_by:
+        if approval.approved and any(same(approval.approver, person) for person in waiting.approved_by):
             return (
                 f"{approval.approver} already approved request {waiting.request_id} "
                 f"({len(waiting.approved_by)} of {waiting.approvals_needed}): the next must be another person's"
@@ -229,6 +345,10 @@ class ApprovalDesk:
         )
         self.records.append(record)
         return record
+
+
+_SAME_PERSON: dict[Identity, Callable[[str, str], bool]] = {"exact": operator.eq, "mailbox": same_address}
+"""How a request compares people: as a mailbox, or, for requests opened before that rule, exactly."""
 
 
 def _decided(record: ApprovalRecord) -> str:

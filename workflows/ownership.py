@@ -37,6 +37,13 @@ class CustomerOrders:
         self._orders[order_id] = order
         return order
 
+    def paid_back(self, order_id: str, amount_cents: int) -> None:
+        """This run paid ``amount_cents`` back on the order since looking it up: the order as the run knows it
+        counts it, until a lookup reads the ledger again (which counts it there)."""
+        order = self._orders.get(order_id)
+        if order is not None:
+            self._orders[order_id] = order.model_copy(update={"refunded_cents": order.refunded_cents + amount_cents})
+
     def get(self, order_id: str) -> OrderLookup | None:
         return self._orders.get(order_id)
 

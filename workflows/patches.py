@@ -31,6 +31,14 @@ class Patch(StrEnum):
     answer. Two activities and their workflow tasks fewer a ticket (issue #25); the reads, what they answer and
     when they happen are the same."""
 
+    ONE_PAYOUT_DECISION = "1.1.0/one-payout-decision"
+    """Who must approve a payout is one decision (``approval_rules.decide``) of every rule at once: two people
+    wherever the ticket's total passes the two-people threshold, even below the approval limit; a payout the
+    order's charge cannot cover, or that needs more people than may approve it, refused without asking anyone;
+    nobody where a policy change withdrew every approver the ticket named; people compared as mailboxes
+    (``ApprovalRequest.identity``). Runs before it asked ``Payouts._needs_person``, which compared the approval
+    limit only, then opened the request with the gate's own count of people and approvers."""
+
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""

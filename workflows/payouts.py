@@ -35,10 +35,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.world import RefundReceipt, RefundRequest
     from activities.tools import Payout, Tool
     from workflows import timeouts
+    from workflows.approval_rules import decide
 
 from workflows.approval_gate import ApprovalGate
 from workflows.failures import ToolError, cause, is_refusal
 from workflows.ownership import CustomerOrders, run
+from workflows.patches import Patch
 from workflows.rules import Rules, RulesInForce
 
 SETTLED = cast(type, RefundReceipt | None)
@@ -78,22 +80,61 @@ class Payouts:
         """A payment back to the customer (a refund, a store credit): the order checked, a person asked where the
         rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total.
         ``call_key`` names the tool call, for a demonstration's key per call."""
-        options = self._ticket.options
-        await self._orders.own(args.order_id)
+        order = await self._orders.own(args.order_id)
         rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
-        why = self._needs_person(args, rules)
-        if why is None:
+        if not workflow.patched(Patch.ONE_PAYOUT_DECISION):
+            return await self._pay_as_before(tool, args, call_key, rules)
+        verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
+        if verdict.people == 0:
             try:  # held to the limits across tickets where the payment is booked, with nobody's approval
                 return await self._pay_part(tool, args, call_key, unattended=rules.limits)
             except ActivityError as error:
                 if not _needs_approval(error):
                     raise
-                why = cause(error)  # a limit across tickets met: nothing was paid, and a person may still say yes
+                # a limit across tickets met: nothing was paid, and a person may still say yes
+                verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid, limit_met=cause(error))
+        currency = self._orders.currency(args.order_id)
+        if verdict.refused:
+            await self._gate.refuse(args.amount_cents, currency, verdict.why)
+        workflow.logger.info("payment waits for a person", extra={"why": verdict.why, "tool": tool.name})
+        request_id = await self._gate.wait(
+            args.amount_cents,
+            args.order_id,
+            self._ticket.options,
+            rules,
+            customer=self._ticket.customer_email,
+            why=verdict.why,
+            currency=currency,
+            verdict=verdict,
+        )
+        return await self._pay_approved(tool, args, call_key, request_id)
+
+    async def _pay_as_before(self, tool: Tool, args: Any, call_key: str, rules: Rules) -> str:
+        """The payment as runs started before ``Patch.ONE_PAYOUT_DECISION`` decide it: ``_needs_person``, and the
+        gate's own count of the people a request needs."""
+        why = self._needs_person(args, rules)
+        if why is None:
+            try:
+                return await self._pay_part(tool, args, call_key, unattended=rules.limits)
+            except ActivityError as error:
+                if not _needs_approval(error):
+                    raise
+                why = cause(error)
         workflow.logger.info("payment waits for a person", extra={"why": why, "tool": tool.name})
         request_id = await self._gate.wait(
-            args.amount_cents, args.order_id, options, rules, customer=self._ticket.customer_email, why=why,
+            args.amount_cents,
+            args.order_id,
+            self._ticket.options,
+            rules,
+            customer=self._ticket.customer_email,
+            why=why,
             currency=self._orders.currency(args.order_id),
-        )  # fmt: skip
+        )
+        return await self._pay_approved(tool, args, call_key, request_id)
+
+    async def _pay_approved(self, tool: Tool, args: Any, call_key: str, request_id: str) -> str:
+        """Make a payment its request's people approved, and tell whoever answered through the update what came
+        of it."""
         try:
             text = await self._pay_part(tool, args, call_key)
         except (ToolError, ActivityError) as error:
@@ -125,8 +166,8 @@ class Payouts:
         return text
 
     def _needs_person(self, args: Any, rules: Rules) -> str | None:
-        """Why this payment must wait for a person, or None. The ticket's total and the parts of an order count
-        every payment the ticket made, whichever tool made it."""
+        """Why this payment must wait for a person, or None, as runs before ``Patch.ONE_PAYOUT_DECISION`` decided
+        it: the approval limit alone, never the two-people threshold."""
         limit = rules.limit_cents
         said = functools.partial(self._orders.money, order_id=args.order_id)
         if args.amount_cents > limit:
@@ -180,6 +221,7 @@ class Payouts:
                 currency=self._orders.currency(receipt.order_id), tool=tool.name,
             )
         )  # fmt: skip
+        self._orders.paid_back(receipt.order_id, receipt.amount_cents)
         if receipt.replayed and key in self._unsettled:
             self._unsettled.discard(key)
             return (

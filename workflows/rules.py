@@ -14,13 +14,13 @@ request already waiting keeps the deadline and approvers it was opened with.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts.fields import money
+    from activities.contracts.fields import money, same_address
     from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
     from activities.contracts.ticket import RefundKey, TicketOptions
     from activities.policy_activities import PolicyActivities
@@ -45,6 +45,10 @@ class Rules:
     refund_key: RefundKey = RefundKey.PER_ORDER
     reconcile_refunds: bool = True
     linear_history: bool = True
+    approvers_withdrawn: bool = False
+    """The policy now in force allows none of the approvers the ticket named: nobody may approve its payouts.
+    ``approvers`` then still holds the policy's, which requests opened before 1.1.0's one decision fell back to;
+    ``approval_rules.decide`` refuses instead, since a ticket's options may only make the policy stricter."""
 
     def approvals_needed(self, amount_cents: int) -> int:
         return self.policy.approval.approvals_needed(amount_cents)
@@ -92,15 +96,18 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
         refused=lambda asked, desk: f"{asked} s is longer than the desk's {desk} s; a ticket may only shorten it",
     )  # fmt: skip
     approvers = tuple(allowed)
+    withdrawn = False
     if options.approvers:
-        strangers = [person for person in options.approvers if allowed and person not in allowed]
+        strangers = [person for person in options.approvers if allowed and not _among(person, allowed)]
         if starting and strangers:
             raise LooserThanPolicyError(
                 "approvers",
                 f"{', '.join(strangers)} may not approve refunds under the desk's policy (approvers: "
                 f"{', '.join(allowed)}); a ticket may only name fewer",
             )
-        approvers = tuple(p for p in options.approvers if p not in strangers) or approvers
+        named = tuple(p for p in options.approvers if p not in strangers)
+        withdrawn = not named
+        approvers = named or approvers
     if starting and not in_force.demonstrations:
         for field, switched_off in (
             ("refund_key", options.refund_key is not RefundKey.PER_ORDER),
@@ -121,7 +128,13 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
         linear_history=options.linear_history,
         policy=in_force.policy,
         digest=in_force.digest,
+        approvers_withdrawn=withdrawn,
     )
+
+
+def _among(person: str, people: Sequence[str]) -> bool:
+    """Whether ``person`` is one of ``people``, by the one identity rule (``same_address``)."""
+    return any(same_address(person, other) for other in people)
 
 
 def _at_most(field: str, asked: int | None, desk: int, *, starting: bool, refused: Callable[[int, int], str]) -> int:

@@ -14,6 +14,11 @@ from pydantic import (
 
 from activities.contracts.fields import Cents, Contract, Currency
 
+Identity = Literal["exact", "mailbox"]
+"""How a request compares the people who answer it with its approvers, with each other and with the customer:
+``mailbox``, the one identity rule (``fields.same_address``: ASCII case folded, nothing else); ``exact``, names
+as typed, for requests opened before 1.1.0 (``Patch.ONE_PAYOUT_DECISION``)."""
+
 
 class Approval(Contract):
     """The ``approve`` signal: a person's answer about the request they were shown."""
@@ -73,6 +78,8 @@ class ApprovalRequest(Contract):
     currency: Currency | None = None
     """The order's currency, as looked up (None: not known when the request opened), for people to read the
     amount in; ``amount_cents`` counts its smallest unit."""
+    identity: Identity = "exact"
+    """How people are compared on this request: as mailboxes, or (requests opened before 1.1.0) exactly."""
 
 
 class ApprovalDecision(StrEnum):

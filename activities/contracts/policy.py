@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
-from activities.contracts.fields import DAY, MAX_CENTS, Cents, Contract, bounded
+from activities.contracts.fields import DAY, MAX_CENTS, Cents, Contract, bounded, same_address
 
 Person = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 
@@ -76,8 +76,11 @@ class ApprovalPolicy(_Policy):
         return list(dict.fromkeys(person for role in self.roles for person in role.people))
 
     def reach(self, person: str) -> int:
-        """The largest refund ``person`` may approve (0: none): their largest role's."""
-        return max((role.max_cents for role in self.roles if person in role.people), default=0)
+        """The largest refund ``person`` may approve (0: none): their largest role's. People are compared by the
+        one identity rule (``same_address``: a mailbox, ASCII case folded)."""
+        return max(
+            (role.max_cents for role in self.roles if any(same_address(person, p) for p in role.people)), default=0
+        )
 
     def approvals_needed(self, amount_cents: int) -> int:
         above = self.two_people_above_cents

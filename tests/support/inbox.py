@@ -41,6 +41,10 @@ CLEO = {"question": "My parcel for order A-1003 never arrived.", "email": "cleo@
 """A ticket about A-1003, charged 120.00: above two-people's threshold and the agents' role below."""
 TWO_PEOPLE = LOOSE.model_copy(update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)})
 """The tests' loose desk, but a person above 20.00 and two different people above 100.00."""
+TWO_PEOPLE_WHY = (
+    "USD 120.00 is above the approval limit of USD 20.00; USD 120.00 is above the two-people threshold of USD 100.00"
+)
+"""Why a refund of 120.00 waits under ``TWO_PEOPLE``, as the request says: every rule that asks for a person."""
 ROLES = LOOSE.model_copy(
     update={
         "approval": ApprovalPolicy(
