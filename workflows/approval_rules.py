@@ -45,7 +45,6 @@ The rules of answers:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -126,10 +125,12 @@ def _asked(
     already = sum(r.amount_cents for r in ticket_paid)
     total = already + amount_cents
     asked: list[str] = []
-    if amount_cents > rules.limit_cents:
-        asked.append(f"{said(amount_cents)} is above the approval limit of {said(rules.limit_cents)}")
-    elif total > rules.limit_cents:
-        asked.append(f"with {said(already)} already paid back, the ticket's total would pass {said(rules.limit_cents)}")
+    if total > rules.limit_cents:
+        limit = said(rules.limit_cents)
+        if amount_cents > rules.limit_cents:
+            asked.append(f"{said(amount_cents)} is above the approval limit of {limit}")
+        else:
+            asked.append(f"with {said(already)} already paid back, the ticket's total would pass {limit}")
     if any(r.order_id == order.order_id for r in ticket_paid):
         asked.append(f"order {order.order_id} was already paid back on this ticket: a further part needs a person")
     elif order.refunded_cents > 0:
@@ -304,8 +305,7 @@ class ApprovalDesk:
                 f"the refund waiting ({waiting.request_id}) is {said(waiting.amount_cents)}, "
                 f"not {said(approval.amount_cents)}"
             )
-        same = _SAME_PERSON[waiting.identity]
-        if waiting.approvers and not any(same(approval.approver, person) for person in waiting.approvers):
+        if waiting.approvers and not waiting.among(approval.approver, waiting.approvers):
             return (
                 f"{approval.approver} may not approve refunds on this ticket "
                 f"(approvers: {', '.join(waiting.approvers)})"
@@ -319,7 +319,7 @@ class ApprovalDesk:
                 f"request {waiting.request_id} takes approvals signed in the approval inbox only: a signal's approver "
                 "is a claim, and this refund needs roles or two people checked"
             )
-        if approval.approved and any(same(approval.approver, person) for person in waiting.approved_by):
+        if approval.approved and waiting.among(approval.approver, waiting.approved_by):
             return (
                 f"{approval.approver} already approved request {waiting.request_id} "
                 f"({len(waiting.approved_by)} of {waiting.approvals_needed}): the next must be another person's"
@@ -345,10 +345,6 @@ class ApprovalDesk:
         )
         self.records.append(record)
         return record
-
-
-_SAME_PERSON: dict[Identity, Callable[[str, str], bool]] = {"exact": operator.eq, "mailbox": same_address}
-"""How a request compares people: as a mailbox, or, for requests opened before that rule, exactly."""
 
 
 def _decided(record: ApprovalRecord) -> str:

@@ -4,6 +4,8 @@ the inbox."""
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -12,7 +14,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from activities.contracts.fields import Cents, Contract, Currency
+from activities.contracts.fields import Cents, Contract, Currency, same_address
 
 Identity = Literal["exact", "mailbox"]
 """How a request compares the people who answer it with its approvers, with each other and with the customer:
@@ -80,6 +82,12 @@ class ApprovalRequest(Contract):
     amount in; ``amount_cents`` counts its smallest unit."""
     identity: Identity = "exact"
     """How people are compared on this request: as mailboxes, or (requests opened before 1.1.0) exactly."""
+
+    def among(self, person: str, people: Sequence[str]) -> bool:
+        """Whether ``person`` is one of ``people`` by this request's identity rule: the one comparison of approvers
+        the workflow's rules and the inbox's page both make."""
+        same = same_address if self.identity == "mailbox" else operator.eq
+        return any(same(person, other) for other in people)
 
 
 class ApprovalDecision(StrEnum):

@@ -297,7 +297,7 @@ class Desk:
             recorded = await tickets.partly_approved_by(self.client, workflow_id, run_id, request.request_id)
         approved_by = list(request.approved_by)
         for approver in recorded:
-            if approver not in approved_by:
+            if not request.among(approver, approved_by):
                 approved_by.append(approver)
         return request.model_copy(update={"approved_by": approved_by})
 

@@ -25,7 +25,7 @@ class Standing:
 def standing(request: ApprovalRequest, name: str) -> Standing:
     """What the page lets ``name`` do with ``request``, checked as the validator checks: the approvers (under roles,
     only those whose role reaches the amount), the customer themselves, an approval already given."""
-    if request.approvers and name not in request.approvers:
+    if request.approvers and not request.among(name, request.approvers):
         asked = amount(request.amount_cents, request.currency)
         no = (
             f"You ({name}) are not among this ticket's approvers for a refund of {asked} "
@@ -35,7 +35,7 @@ def standing(request: ApprovalRequest, name: str) -> Standing:
     if request.customer_email and same_address(name, request.customer_email):
         no = f"You ({name}) are this refund's customer, and nobody answers a request for a refund to themselves."
         return Standing(no, no)
-    if name in request.approved_by:
+    if request.among(name, request.approved_by):
         done = len(request.approved_by)
         return Standing(
             approve=f"You ({name}) approved this request already ({done} of {request.approvals_needed}): the next "
