@@ -21,6 +21,7 @@ from agent_worker.config import DATA_CONVERTER
 from agent_worker.devserver import binary, start_dev_server
 from agent_worker.exits import exit_hard
 from tests.support.browser import chromium
+from tests.support.fake_messages_api import FakeMessagesAPI
 from tests.support.harness import Harness
 from tests.support.smtp_server import MailServer
 from tests.support.stores import StoreFactory, postgres_available, postgres_schema
@@ -132,3 +133,17 @@ def mail_server() -> Iterator[MailServer]:
     unless the test scripts otherwise; stopped after the test."""
     with MailServer().running() as server:
         yield server
+
+
+@pytest.fixture
+def fake_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeMessagesAPI]:
+    """The Messages API on localhost, reached through the SDK's own environment as an operator sets it: a worker
+    built with ``model_backend="auto"`` talks to it through the real ``anthropic`` client."""
+    with FakeMessagesAPI().running() as api:
+        for name in os.environ:
+            if name.startswith("ANTHROPIC_"):
+                monkeypatch.delenv(name)
+        monkeypatch.setenv("HOME", str(tmp_path))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        yield api

@@ -44,19 +44,6 @@ SAMPLE_CALLS: dict[str, dict[str, Any]] = {
 person under the ticket's limit. A tool declared without one here fails the first test."""
 
 
-@pytest.fixture
-def fake_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    """The Messages API on localhost, reached through the SDK's own environment as an operator sets it."""
-    with FakeMessagesAPI().running() as api:
-        for name in os.environ:
-            if name.startswith("ANTHROPIC_"):
-                monkeypatch.delenv(name)
-        monkeypatch.setenv("HOME", str(tmp_path))
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        yield api
-
-
 async def test_every_declared_tool_is_offered_to_claude_and_runs_on_a_worker_built_the_products_way(
     agent: Harness, fake_api: FakeMessagesAPI
 ) -> None:

@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.ticket import TicketOptions
     from activities.policy_activities import PolicyActivities
     from workflows import timeouts
-    from workflows.approval_rules import ApprovalDesk, Verdict
+    from workflows.approval_rules import ApprovalDesk, Ask
 
 from workflows.audit_log import Audit, Audited, Notes
 from workflows.continuation import Continuation
@@ -207,23 +207,23 @@ class ApprovalGate:
         customer: str,
         why: str,
         currency: str | None = None,
-        verdict: Verdict | None = None,
+        ask: Ask | None = None,
     ) -> str:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
-        must hear otherwise. ``verdict`` says who may answer and how many (``approval_rules.decide``); ``rules``
+        must hear otherwise. ``ask`` says who may answer and how many (``approval_rules.decide``); ``rules``
         say by when (the policy's, tightened by the ticket). Runs before ``Patch.ONE_PAYOUT_DECISION`` give no
-        verdict, and the gate counts people and approvers from ``rules`` as they did. ``customer`` may not answer,
+        ``ask``, and the gate counts people and approvers from ``rules`` as they did. ``customer`` may not answer,
         and ``why`` the refund waits is shown with the request."""
         self.approvers = list(rules.approvers)
         resumed = self._resume(amount_cents)
         if not resumed:
             deadline = workflow.now() + timedelta(seconds=rules.timeout_seconds)
-            identity: Identity = "exact" if verdict is None else "mailbox"
-            if verdict is None:
+            identity: Identity = "exact" if ask is None else "mailbox"
+            if ask is None:
                 approvers = await self._who_may_approve(amount_cents, rules, currency)
                 needed, signed_in_only = rules.approvals_needed(amount_cents), rules.roles
             else:
-                approvers, needed, signed_in_only = list(verdict.approvers), verdict.people, verdict.signed_in_only
+                approvers, needed, signed_in_only = list(ask.approvers), ask.people, ask.signed_in_only
             self.desk.open(
                 amount_cents,
                 order_id,
@@ -265,7 +265,7 @@ class ApprovalGate:
         return request.request_id
 
     async def refuse(self, amount_cents: int, currency: str | None, why: str) -> NoReturn:
-        """A payout no answer could make payable (``Verdict.refused``): refused at once, audited, with nobody asked.
+        """A payout no answer could make payable (``approval_rules.Refused``): refused at once, audited, nobody asked.
         A request the last run handed over for it waits no more."""
         if self._resume(amount_cents):
             self.desk.waiting = self.desk.decision = None

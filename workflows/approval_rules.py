@@ -66,16 +66,30 @@ DECIDING = (ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecisi
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """Who must approve a payout: nobody (``people`` 0: it is made, held to the limits across tickets where it is
-    booked), or ``people`` different ones among ``approvers`` (empty: anyone); or, ``refused``, no answer could
-    make it payable, so nobody is asked. ``why`` says which rules asked, or why it was refused."""
+class Unattended:
+    """No person need approve the payout: it is made, held to the limits across tickets where it is booked."""
 
-    people: int = 0
-    approvers: tuple[str, ...] = ()
-    signed_in_only: bool = False
-    why: str = ""
-    refused: bool = False
+
+@dataclass(frozen=True)
+class Ask:
+    """``people`` different people among ``approvers`` (empty: anyone) must approve the payout before it is made;
+    only through the approval inbox where ``signed_in_only``. ``why`` says each rule that asks."""
+
+    people: int
+    approvers: tuple[str, ...]
+    signed_in_only: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """No answer could make the payout payable, so nobody is asked: ``why``."""
+
+    why: str
+
+
+Verdict = Unattended | Ask | Refused
+"""Who must approve a payout: three kinds, so that a refusal can never be read as "nobody need approve"."""
 
 
 def decide(
@@ -93,14 +107,13 @@ def decide(
     said = _in(order.currency)
     left = order.amount_cents - order.refunded_cents
     if amount_cents > left:
-        return Verdict(
-            refused=True,
-            why=f"{said(amount_cents)} is more than is left of order {order.order_id}'s charge: "
-            f"{said(order.refunded_cents)} of {said(order.amount_cents)} was paid back already",
+        return Refused(
+            f"{said(amount_cents)} is more than is left of order {order.order_id}'s charge: "
+            f"{said(order.refunded_cents)} of {said(order.amount_cents)} was paid back already"
         )
     people, asked = _asked(amount_cents, order, rules, ticket_paid, limit_met)
     if people == 0:
-        return Verdict()
+        return Unattended()
     why = "; ".join(asked)
     able = rules.approvers
     if rules.roles:
@@ -113,8 +126,8 @@ def decide(
     elif able and distinct < people:
         refusal = f"it needs {_people(people)}, and only {', '.join(able)} may approve"
     else:
-        return Verdict(people=people, approvers=able, signed_in_only=rules.roles or people > 1, why=why)
-    return Verdict(people=people, refused=True, why=f"{refusal} (asked for by the rules: {why})")
+        return Ask(people=people, approvers=able, signed_in_only=rules.roles or people > 1, why=why)
+    return Refused(f"{refusal} (asked for by the rules: {why})")
 
 
 def _asked(

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.world import RefundReceipt, RefundRequest
     from activities.tools import Payout, Tool
     from workflows import timeouts
-    from workflows.approval_rules import decide
+    from workflows.approval_rules import Ask, Refused, Unattended, decide
 
 from workflows.approval_gate import ApprovalGate
 from workflows.failures import ToolError, cause, is_refusal
@@ -85,7 +85,7 @@ class Payouts:
         if not workflow.patched(Patch.ONE_PAYOUT_DECISION):
             return await self._pay_as_before(tool, args, call_key, rules)
         verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
-        if verdict.people == 0:
+        if isinstance(verdict, Unattended):
             try:  # held to the limits across tickets where the payment is booked, with nobody's approval
                 return await self._pay_part(tool, args, call_key, unattended=rules.limits)
             except ActivityError as error:
@@ -94,8 +94,9 @@ class Payouts:
                 # a limit across tickets met: nothing was paid, and a person may still say yes
                 verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid, limit_met=cause(error))
         currency = self._orders.currency(args.order_id)
-        if verdict.refused:
+        if isinstance(verdict, Refused):
             await self._gate.refuse(args.amount_cents, currency, verdict.why)
+        assert isinstance(verdict, Ask), "a limit across tickets met asks for a person: never unattended again"
         workflow.logger.info("payment waits for a person", extra={"why": verdict.why, "tool": tool.name})
         request_id = await self._gate.wait(
             args.amount_cents,
@@ -105,7 +106,7 @@ class Payouts:
             customer=self._ticket.customer_email,
             why=verdict.why,
             currency=currency,
-            verdict=verdict,
+            ask=verdict,
         )
         return await self._pay_approved(tool, args, call_key, request_id)
 
