@@ -177,9 +177,10 @@ def builtin_calls(source: str) -> list[tuple[int, str]]:
 
 
 def test_no_workflow_code_calls_a_builtin_that_reads_the_world_or_the_process() -> None:
+    declarations = "activities/tools.py"  # run by the toolbox, outside the lint's folders
     found = [
         f"{module}:{line} {name}(): {BANNED_BUILTINS[name]}"
-        for module in guarded_modules()
+        for module in [*guarded_modules(), declarations]
         for line, name in builtin_calls((ROOT / module).read_text())
     ]
     assert found == []
