@@ -2,7 +2,10 @@
 scripts share helpers through ``tests/support/`` only, never by reaching into a test module.
 
 Read from the source with ``ast``, so a helper moved back into a test module, or a benchmark importing one, fails
-here by file and line instead of surfacing as an import-order surprise in pytest."""
+here by file and line instead of surfacing as an import-order surprise in pytest.
+
+The code a workflow runs imports from an allow-list too: the sandbox does not restrict the pieces it passes
+through, so what they import is what they can reach (``tests/test_determinism.py`` holds the calls)."""
 
 from __future__ import annotations
 
@@ -116,3 +119,101 @@ def test_every_command_names_a_function_that_implements_it() -> None:
         assert isinstance(runs, cli.Runs), prog
         assert callable(runs.implementation()), prog
     assert len(found) > 20
+
+
+RUN_BY_WORKFLOWS = ("workflows", "activities/contracts", "activities/tools.py")
+"""The code a workflow runs: its pieces, which support_agent.py imports passed through the sandbox, and the wire's
+helpers and the tools' declarations the pieces call. None of it is restricted by the sandbox."""
+
+PURE = (
+    *("__future__", "asyncio", "collections.abc", "contextlib", "dataclasses", "datetime", "enum", "functools"),
+    *("hashlib", "inspect", "json", "re", "typing", "pydantic", "pydantic_core"),
+    *("temporalio.workflow", "temporalio.common", "temporalio.exceptions", "temporalio.activity"),
+    *("activities.contracts", "activities.tools", "workflows"),
+)
+"""What that code may import, and all it imports today: the standard library's pure modules (asyncio is the
+workflow's own event loop; its calls that leave it are banned by ``workflows/ruff.toml``), the SDK's workflow side
+(the only way to the time, randomness and the world) and the marks on the tools' activities, pydantic, and itself."""
+
+NAMED_ONLY = {
+    "activities.audit_trail.AuditActivities": "its methods name the audit activities",
+    "activities.content_store.ContentActivities": "its methods name the archive activity",
+    "activities.language_model.ModelActivities": "its methods name the model's activities",
+    "activities.policy_activities.PolicyActivities": "its methods name the policy's activities",
+    "activities.heartbeat.HEARTBEAT_TIMEOUT": "a constant: how long a dead worker's attempt goes unnoticed",
+}
+"""What workflow code takes from the activity side beyond that, and why: activity classes whose methods name the
+activities a workflow runs (never run in the workflow itself: see below), and one constant. A helper imported from
+``activities/`` would run its clock, randomness or I/O in the workflow, passed through and unseen: add one here
+only for a reason of this kind."""
+
+
+def run_by_workflows() -> list[Path]:
+    places = [ROOT / place for place in RUN_BY_WORKFLOWS]
+    return sorted(path for place in places for path in (place.rglob("*.py") if place.is_dir() else [place]))
+
+
+def test_workflow_code_imports_only_pure_modules_and_names_activities_it_never_runs() -> None:
+    """The lint bans the standard library's ways to the world by name; this holds the rest: a passed-through
+    piece importing a helper from ``activities/`` (which may read the clock: it is an activity's) fails here."""
+    outside = [
+        f"{path.relative_to(ROOT)}:{line} {name}"
+        for path in run_by_workflows()
+        for line, name in imports(path.read_text())
+        if not any(under(name, module) for module in PURE) and name not in NAMED_ONLY
+    ]
+    assert outside == []
+
+
+RUNS_AN_ACTIVITY = {
+    "execute_activity_method",
+    "execute_local_activity_method",
+    "start_activity_method",
+    "start_local_activity_method",
+}
+ACTIVITY_CLASSES = {name.rsplit(".", 1)[1] for name in NAMED_ONLY if name.endswith("Activities")}
+
+
+def activity_classes_used(source: str) -> list[tuple[int, str]]:
+    """Each use of an activity class but naming one of its methods as the activity a ``workflow.*`` call runs."""
+    tree = ast.parse(source)
+    naming = {
+        id(call.args[0].value)
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in RUNS_AN_ACTIVITY
+        and call.args
+        and isinstance(call.args[0], ast.Attribute)
+    }
+    return [
+        (node.lineno, node.id)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and node.id in ACTIVITY_CLASSES and id(node) not in naming
+    ]
+
+
+def test_workflow_code_names_activity_classes_only_to_run_their_methods_as_activities() -> None:
+    """An activity class built or called in a workflow would do its I/O there, on every replay."""
+    used = [
+        f"{path.relative_to(ROOT)}:{line} {name}"
+        for path in run_by_workflows()
+        for line, name in activity_classes_used(path.read_text())
+    ]
+    assert used == []
+
+
+def test_the_checks_of_workflow_code_see_a_helper_imported_from_an_activity_and_an_activity_run_in_place() -> None:
+    """A negative control: each of these, planted in a piece, is found."""
+    helper = "with workflow.unsafe.imports_passed_through():\n    from activities.content_store import digest"
+    assert [name for _, name in imports(helper) if name not in NAMED_ONLY] == ["activities.content_store.digest"]
+    assert not any(under("activities.content_store.digest", module) for module in PURE)
+    run_in_place = [
+        "await AuditActivities(store).audit(entry)",
+        "await AuditActivities.audit(self, entry)",
+        "audit = AuditActivities.audit",
+    ]
+    for source in run_in_place:
+        assert activity_classes_used(source) == [(1, "AuditActivities")], source
+    named = "await workflow.execute_activity_method(AuditActivities.audit, entry, **timeouts.attempt('audit'))"
+    assert activity_classes_used(named) == []

@@ -8,6 +8,7 @@ import json
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -18,6 +19,7 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.devserver import binary
 from agent_worker.replay import HISTORIES, history_files, replay
+from tests.support import careless_piece
 from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.history import events
@@ -30,6 +32,7 @@ from tests.support.variants import (
     DrawsRandomnessInTheSandbox,
     LooksUpBeforeThinking,
     ReadsTheClockInTheSandbox,
+    ReadsTheWorldInAPassedThroughPiece,
 )
 from tests.support.waits import awaiting, poll
 from workflows.patches import Patch
@@ -126,11 +129,12 @@ async def test_histories_from_temporal_workflow_show_and_from_history_export_bot
     [(ReadsTheClockInTheSandbox, "datetime.datetime.now"), (DrawsRandomnessInTheSandbox, "random.random")],
     ids=["wall clock", "randomness"],
 )
-async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_randomness(
+async def test_the_sandbox_stops_the_module_it_sandboxes_from_reading_the_clock_or_drawing_randomness(
     agent: Harness, variant: type, refused: str
 ) -> None:
     """The Python counterpart of the seed's puzzle: where a PHP worker took the other branch silently,
-    the sandbox fails the workflow task, visibly, before anything is decided."""
+    the sandbox fails the workflow task, visibly, before anything is decided. In the workflow's own module only:
+    see the next test."""
     async with Worker(agent.client, task_queue=agent.task_queue, workflows=[variant], activities=agent.activities()):
         handle = await agent.start(ticket())
         failed = await poll(
@@ -145,6 +149,34 @@ async def test_the_sandbox_stops_workflow_code_that_reads_the_clock_or_draws_ran
     assert refused in message
     assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
     assert agent.store.payments.refunds() == []
+
+
+async def test_the_sandbox_lets_a_passed_through_piece_read_the_clock_randomness_and_the_environment(
+    agent: Harness,
+) -> None:
+    """The limit of the check above, on this SDK: support_agent.py imports every piece passed through, and a piece
+    reads the machine's clock, randomness and the environment unseen, the ticket going on to pay. What refuses
+    such a change is the lint (``workflows/ruff.toml``, shown in ``tests/test_determinism.py``). Should a later
+    SDK restrict passed-through modules, this fails, and the docs saying what guards what must change with it."""
+    before = len(careless_piece.READ)
+    async with Worker(
+        agent.client,
+        task_queue=agent.task_queue,
+        workflows=[ReadsTheWorldInAPassedThroughPiece],
+        activities=agent.activities(),
+    ):
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
+        outcome = await handle.result()
+
+    assert outcome.status is Status.RESOLVED
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+    clock, seconds, draw, drawn_id, path = careless_piece.READ[before : before + 5]
+    assert isinstance(clock, datetime)
+    assert isinstance(seconds, float)
+    assert isinstance(draw, float)
+    assert isinstance(drawn_id, UUID)
+    assert path
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
 IN_FORCE = f"money policy {LOOSE.digest()} in force"

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.world import AuditEntry
     from activities.policy_activities import PolicyActivities
     from activities.tools import LOOKUP_ORDER, LookupOrderArgs
+    from tests.support.careless_piece import read_the_world
     from workflows import timeouts
     from workflows.approval_gate import ApprovalGate
     from workflows.support_agent import SupportAgent
@@ -69,6 +70,19 @@ class DrawsRandomnessInTheSandbox(SupportAgent):
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
         workflow.logger.info("lucky number %s", random.random())
+        return await super().run(*args)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ReadsTheWorldInAPassedThroughPiece(SupportAgent):
+    """The reads the two above make, and more, made in a piece imported passed through, as every piece of
+    ``workflows/`` is: the sandbox does not see them. (Imported by its full name, as support_agent.py imports the
+    pieces: ``from tests.support import careless_piece`` would load it inside the sandbox, since the sandbox holds
+    its own ``tests.support``, this module's package.)"""
+
+    @workflow.run
+    async def run(self, *args: Any) -> Outcome:
+        read_the_world()
         return await super().run(*args)
 
 
