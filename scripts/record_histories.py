@@ -518,6 +518,36 @@ async def policy_read_locally_approved(r: Recorder) -> Handle:
     return await approved_refund(r)
 
 
+async def one_decision_resolved(r: Recorder) -> Handle:
+    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): a refund nobody need approve, decided by ``approval_rules.decide``;
+    ``policy_read_locally_resolved`` is the same ticket before it."""
+    return await resolved_without_approval(r)
+
+
+async def one_decision_two_people_below_the_limit(r: Recorder) -> Handle:
+    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): 120.00 under an approval limit of 1,000.00 but above two people's
+    threshold of 100.00, which before it paid with nobody: now ann's and ben's signed approvals pay it."""
+    question = "My parcel for order A-1003 never arrived."
+    handle = await r.start(ticket(question, email="cleo@example.com", approval_limit_cents=100_000))
+    await awaiting(handle, 12_000)
+    await handle.execute_update(APPROVE_SIGNAL, _signed(handle, 12_000, "ann"))
+    await handle.execute_update(APPROVE_SIGNAL, _signed(handle, 12_000, "ben"))
+    await handle.result()
+    return handle
+
+
+async def one_decision_refused_past_the_charge(r: Recorder) -> Handle:
+    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): 1,200.00 asked back on a 120.00 order, refused and audited with
+    nobody asked, where before it a person was asked and the provider refused it after the approval."""
+    return await r.finished(ticket("My parcel for order A-1003 never arrived.", email="cleo@example.com"))
+
+
+async def one_decision_continued_while_a_request_waits(r: Recorder) -> Handle:
+    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): a request opened by the one decision, carried into the next run,
+    which decides the refund again and waits on for the same request (``..._first_run`` is the first run)."""
+    return await _continued_mid_approval(r, "one_decision_continued_while_a_request_waits")
+
+
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
@@ -557,7 +587,9 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
         limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
         waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows, store_credit_approved,
-        policy_read_locally_resolved, policy_read_locally_approved,
+        policy_read_locally_resolved, policy_read_locally_approved, one_decision_resolved,
+        one_decision_two_people_below_the_limit, one_decision_refused_past_the_charge,
+        one_decision_continued_while_a_request_waits,
     )
 }  # fmt: skip
 
@@ -593,6 +625,9 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     "answers_cut_to_their_budget": lambda: PlaybackModel(
         [calls(("no_such_tool", {"blob": "y" * 10_000}), step=1), says("z" * 40_000)], name="writes-long"
     ),
+    "one_decision_refused_past_the_charge": lambda: plays_back(
+        [("lookup_order", {"order_id": "A-1003"})], [("issue_refund", {"order_id": "A-1003", "amount_cents": 120_000})]
+    ),
     "refund_in_two_parts": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1001"})],
         [("issue_refund", {"order_id": "A-1001", "amount_cents": 1000})],
@@ -607,6 +642,9 @@ POLICIES: dict[str, MoneyPolicy] = {
     ),
     "answers_kept_as_rows": LOOSE.model_copy(
         update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)}
+    ),
+    "one_decision_two_people_below_the_limit": LOOSE.model_copy(
+        update={"approval": ApprovalPolicy(limit_cents=100_000, two_people_above_cents=10_000)}
     ),
     "model_budget_spent": LOOSE.model_copy(update={"model": ModelPolicy(max_cost_usd_per_ticket=2.0)}),
     "limit_across_tickets_met": LOOSE.model_copy(
