@@ -45,6 +45,7 @@ DECISIONS = {
 }
 CHANNELS = {"web": "inbox, signed in", "signal": "signal, as claimed", None: ""}
 WITHHELD = "(withheld: personal data)"
+NO_CURRENCY = "(not recorded: the amount counts its smallest unit)"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -99,11 +100,21 @@ def row(ticket_id: str, answer: AnsweredRequest, *, personal: bool) -> list[str]
         reason = WITHHELD
     cells = [
         ticket_id, answer.request_id, DECISIONS[answer.decision], answer.approver or "", CHANNELS[answer.channel],
-        answer.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        number(answer.amount_cents, answer.currency, thousands="") if answer.amount_cents is not None else "",
-        (answer.currency or "").upper(), answer.order_id, reason, answer.policy_digest or "", answer.workflow_id,
+        answer.at.astimezone(UTC).isoformat().replace("+00:00", "Z"), *_amount(answer), answer.order_id, reason,
+        answer.policy_digest or "", answer.workflow_id,
     ]  # fmt: skip
     return [*cells, answer.customer_email] if personal else cells
+
+
+def _amount(answer: AnsweredRequest) -> tuple[str, str]:
+    """The amount and currency cells: a number in the currency's own decimals beside its code, as a spreadsheet
+    reads a number. An answer recorded before answers kept their currency has its count of the smallest unit,
+    and says so in the currency cell, rather than a figure read as two decimals that may be yen."""
+    if answer.amount_cents is None:
+        return "", (answer.currency or "").upper()
+    if answer.currency is None:
+        return str(answer.amount_cents), NO_CURRENCY
+    return number(answer.amount_cents, answer.currency, thousands=""), answer.currency.upper()
 
 
 def line(cells: list[str]) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from activities.pricing import price_of
 from agent_worker.config import Settings
 
 if TYPE_CHECKING:
@@ -98,8 +99,10 @@ def claude_model(settings: Settings, client: AsyncAnthropic) -> LanguageModel:
     for the evals (``agent_worker.evals``), whose client talks to a local Messages API."""
     from activities.claude_model import ClaudeModel  # noqa: PLC0415
 
-    if settings.claude.model not in settings.claude.prices:
-        log.warning("no price for this model: its cost is reported as 0", model=settings.claude.model)
+    if price_of(settings.claude.model, settings.claude.prices) is None:
+        log.warning(
+            "no price for this model: its calls are priced at the dearest known model's", model=settings.claude.model
+        )
     log.info("model: Claude", model=settings.claude.model, base_url=str(client.base_url))
     return ClaudeModel(
         client,

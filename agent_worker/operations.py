@@ -30,7 +30,7 @@ from agent_worker.client import connect
 from agent_worker.commands import settings
 from agent_worker.config import Settings
 from agent_worker.stuck import StuckTicket, find_stuck
-from agent_worker.transcript import decided_plainly
+from agent_worker.transcript import currency_of, decided_plainly, orders_of
 from agent_worker.transcript.terminal import lines, say
 from workflows.patches import Patch
 
@@ -115,7 +115,8 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
     workflow_id = tickets.workflow_id_of(args.ticket)
     description = await tickets.describe(client, workflow_id)
     say(f"{workflow_id}: {description.status.name.lower() if description.status else 'unknown'}")
-    for entry in await tickets.transcript(client, workflow_id, description.run_id):
+    told = await tickets.transcript(client, workflow_id, description.run_id)
+    for entry in told:
         say(*lines(entry))
     if description.status == WorkflowExecutionStatus.RUNNING:
         try:
@@ -132,13 +133,16 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
         outcome = await tickets.outcome(client, workflow_id)
         say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
         say(f"answer: {outcome.answer}")
+        currency = currency_of(orders_of(told))
         for refund in outcome.refunds:
-            say(f"refund #{refund.refund_id}: {amount(refund.amount_cents, refund.currency)} on {refund.order_id}")
+            shown = amount(refund.amount_cents, refund.currency or currency)
+            say(f"refund #{refund.refund_id}: {shown} on {refund.order_id}")
         for approval in outcome.approvals:
+            asked = "" if approval.amount_cents is None else f" {amount(approval.amount_cents, currency)}"
             if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
-                say(f"approval {approval.decision.value} {approval.amount_cents}: {decided_plainly(approval)}")
+                say(f"approval {approval.decision.value}{asked}: {decided_plainly(approval, currency)}")
                 continue
-            say(f"approval {approval.decision.value} {approval.amount_cents} by {approval.approver} at {approval.at}"
+            say(f"approval {approval.decision.value}{asked} by {approval.approver} at {approval.at}"
                 + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
 
 

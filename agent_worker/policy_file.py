@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from activities.contracts.fields import amount, describe_errors
 from activities.contracts.policy import MoneyPolicy, Role
 
-__all__ = ["PolicyFileError", "read", "summary", "to_toml"]
+__all__ = ["PolicyFileError", "in_each_currency", "read", "summary", "to_toml"]
 
 
 class PolicyFileError(ValueError):
@@ -65,6 +65,12 @@ def summary(policy: MoneyPolicy) -> str:
         "model calls per ticket: " + ("no budget" if budget is None else f"up to {budget:.2f} USD"),
     ]
     return "; ".join(parts)
+
+
+def in_each_currency(units: int) -> str:
+    """What a policy's figure is on orders in currencies of each number of decimals, since it counts the smallest
+    unit of whatever currency the order is in: ``2000 is USD 20.00, JPY 2,000 or KWD 2.000``."""
+    return f"{units} is {amount(units, 'USD')}, {amount(units, 'JPY')} or {amount(units, 'KWD')}"
 
 
 def to_toml(policy: MoneyPolicy) -> str:
@@ -138,6 +144,6 @@ def _string(text: str) -> str:
 
 
 def _units(units: int) -> str:
-    """A limit as people read it, thousands separated (``5,000.00``): in no currency, since the policy's limits
-    are read in the currency of the order they judge."""
+    """A limit as people read it: a count of the smallest unit of whatever currency the order it judges is in, so
+    in no currency, and said so (``5,000 (50.00 in a two-decimal currency)``): 5,000 is JPY 5,000 on a yen order."""
     return amount(units, None)

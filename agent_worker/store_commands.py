@@ -132,6 +132,7 @@ def policy(args: argparse.Namespace) -> int:
     print(f"# The money policy in force: {source}.")
     print(f"# digest: {in_force.digest()}")
     print(f"# who may approve: {'the roles below' if in_force.approval.roles else approvers}")
+    print(f"# amounts (*_cents) count the smallest unit of the order's currency: {policy_file.in_each_currency(2000)}")
     print()
     print(policy_file.to_toml(in_force), end="")
     return 0

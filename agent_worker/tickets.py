@@ -37,6 +37,7 @@ from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, Work
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalReceipt, ApprovalRequest, VouchedApproval
+from activities.contracts.fields import amount
 from activities.contracts.names import (
     APPROVAL_REQUEST_MEMO,
     APPROVE_SIGNAL,
@@ -304,7 +305,8 @@ class NotWaitingError(RuntimeError):
     """The ticket waits for no approval (``request`` None), or for another amount than the person was shown."""
 
     def __init__(self, workflow_id: str, request: ApprovalRequest | None, shown_cents: int) -> None:
-        super().__init__(f"{workflow_id} is not waiting for an approval of {shown_cents}")
+        shown = amount(shown_cents, request.currency if request else None)
+        super().__init__(f"{workflow_id} is not waiting for an approval of {shown}")
         self.workflow_id, self.request, self.shown_cents = workflow_id, request, shown_cents
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, get_args
@@ -27,10 +28,18 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.claude_model import ClaudeModel, retry_after
-from activities.contracts.conversation import SUMMARY_HEADER, Message, ThinkRequest, TicketContext, UsageReport
+from activities.contracts.conversation import (
+    SUMMARY_HEADER,
+    Message,
+    ThinkRequest,
+    TicketContext,
+    Usage,
+    UsageReport,
+)
 from activities.contracts.names import APPROVE_SIGNAL, USAGE_QUERY
+from activities.contracts.policy import ModelPolicy, MoneyPolicy
 from activities.contracts.ticket import Status
-from activities.pricing import DEFAULT_PRICES, ModelPrice
+from activities.pricing import DEFAULT_PRICES, ModelPrice, priced
 from activities.prompt import SUPPORT_POLICY
 from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
@@ -504,6 +513,58 @@ async def test_a_worker_process_given_only_the_sdks_variables_runs_tickets_on_cl
     assert [line["output_tokens"] for line in answered] == [80, 40, 90, 30]
     history = (await handle.fetch_history()).to_json()
     assert API_KEY not in out.decode() + err.decode() + history + outcome.model_dump_json()
+
+
+# --- pricing -----------------------------------------------------------------------------------------------
+
+
+def dearest_cost(usage: dict[str, int]) -> float:
+    """What the usage costs at the highest price of each token kind any model in the table has."""
+    top = {kind: max(getattr(price, kind) for price in DEFAULT_PRICES.values()) for kind in ModelPrice.model_fields}
+    return cost(usage, ModelPrice(**top))
+
+
+async def test_a_response_naming_a_model_without_a_price_costs_what_the_dearest_known_model_would_so_the_budget_holds(
+    agent: Harness, fake_api: FakeMessagesAPI, claude: ClaudeModel
+) -> None:
+    """A gateway that answers with a renamed model once made every call cost 0, and switched the budget off: the
+    ticket went on calling the model. Priced at the dearest known model, its first call spends the budget and the
+    ticket goes to a person; the operator is warned once for the name, not once per call."""
+    renamed = f"gateway/sonnet-{uuid.uuid4().hex[:8]}"
+    usage = {"input_tokens": 20_000, "output_tokens": 90_000}
+    fake_api.script(
+        message(tool_use("lookup_order", order_id="A-1001"), stop_reason="tool_use", usage=usage, model=renamed),
+        message(tool_use("lookup_order", order_id="A-1001"), stop_reason="tool_use", usage=usage, model=renamed),
+        message(text("Your parcel is on its way."), usage=usage, model=renamed),
+    )
+    budget = MoneyPolicy(model=ModelPolicy(max_cost_usd_per_ticket=2.0))
+    with structlog.testing.capture_logs() as logs:
+        async with agent.worker(claude, policy=budget):
+            outcome = await (await agent.start(ticket())).result()
+
+    assert cost(usage) < 2.0 < dearest_cost(usage)  # at the configured model's price, not spent after one call
+    assert outcome.usage.total.cost_usd == pytest.approx(dearest_cost(usage))
+    assert [step.model for step in outcome.usage.steps] == [renamed]
+    assert outcome.status is Status.HANDED_OVER
+    assert outcome.model_calls == 1
+    warned = [line for line in logs if line["log_level"] == "warning" and line.get("model") == renamed]
+    assert len(warned) == 1
+    assert "AGENT_ANTHROPIC_PRICES" in warned[0]["event"]
+
+
+def test_an_unknown_model_is_priced_per_token_kind_at_the_dearest_price_and_a_dated_id_at_its_aliass() -> None:
+    """The dearest price of each kind, which may come from different models: no known model's call costs more."""
+    used = Usage(input_tokens=1000, output_tokens=500, cache_creation_input_tokens=200, cache_read_input_tokens=3000)
+    unknown = priced(used, f"renamed-{uuid.uuid4().hex[:8]}", DEFAULT_PRICES).cost_usd
+    dated = priced(used, "claude-haiku-4-5-20251001", DEFAULT_PRICES).cost_usd
+
+    assert unknown == pytest.approx(
+        dearest_cost({"input_tokens": 1000, "output_tokens": 500, "cache_creation_input_tokens": 200,
+                      "cache_read_input_tokens": 3000})
+    )  # fmt: skip
+    assert unknown >= max(price.cost(used) for price in DEFAULT_PRICES.values())
+    assert dated == pytest.approx(DEFAULT_PRICES["claude-haiku-4-5"].cost(used))
+    assert priced(used, "anything", {}).cost_usd == 0  # no table at all: nothing to price by
 
 
 # --- choosing the model ------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def test_amounts_read_as_people_write_them() -> None:
     assert amount(4900, "JPY") == "JPY 4,900"
     assert amount(1_234_567, "KWD") == "KWD 1,234.567"
     assert amount(5, "EUR") == "EUR 0.05"
-    assert amount(123_456, None) == "1,234.56"  # no currency known: the number alone, still separated
+    assert amount(123_456, None) == "123,456 (1,234.56 in a two-decimal currency)"  # no currency known
 
 
 def agent_worker(*args: str, db: Path) -> subprocess.CompletedProcess[str]:

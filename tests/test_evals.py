@@ -183,7 +183,7 @@ async def test_every_broken_expectation_is_reported_not_passed(client: Client, t
     judged, _ = await run_one(client, tmp_path, case, Scripted({case.name: case}))
     failed = {c.name: c.detail for c in judged.checks if not c.passed}
     assert failed == {
-        "refunds": "paid 19.00 on A-1001, expected nothing",
+        "refunds": "paid USD 19.00 on A-1001, expected nothing",
         "asked a person": "no, expected yes",
         "emails": "1 sent, expected 0",
         "status": "resolved, expected declined",
@@ -364,5 +364,5 @@ def test_record_then_run_then_compare_from_the_command_line(small_suite: Path, t
     strict.write_text("AGENT_POLICY_FILE: strict.toml\n")
     compared = agent_worker("eval", str(small_suite), "--model", "script", "--compare", "default", str(strict))
     assert compared.returncode == 1, "the stricter desk fails the scenario"
-    assert "| lost | pass | FAIL: refunds: paid nothing, expected 19.00 on A-1001" in compared.stdout
+    assert "| lost | pass | FAIL: refunds: paid nothing, expected USD 19.00 on A-1001" in compared.stdout
     assert "| pass rate | 100% | 0% | -100 points |" in compared.stdout

@@ -937,5 +937,5 @@ async def test_a_request_nobody_answered_is_told_as_nobody_answering_and_a_late_
         rf"not taken: this ticket has closed: it was {outcome.status.value} at \d{{4}}-\d\d-\d\d \d\d:\d\d UTC",
         notice_of(late[1]),
     ), notice_of(late[1])
-    assert "approval timed_out 4900: request R1: nobody answered by " in printed
+    assert "approval timed_out USD 49.00: request R1: nobody answered by " in printed
     assert "by None" not in printed

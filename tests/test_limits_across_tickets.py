@@ -9,6 +9,7 @@ import signal
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 from activities.business import Business
@@ -18,6 +19,8 @@ from activities.contracts.world import Order
 from agent_worker import policy_file
 from tests.support.desk import LOOSE
 from tests.support.harness import Harness
+from tests.support.inbox import inbox_for, page_of, person, shown
+from tests.support.money import bare_amounts, page_text
 from tests.support.processes import address, spawn_worker, worker_env
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import awaiting, poll, waiting_amount
@@ -69,7 +72,10 @@ async def test_six_tickets_at_once_for_one_customer_refund_no_more_without_a_per
         assert len(waiting_handles) == 4
         request = await awaiting(waiting_handles[0], 1900)
         assert request is not None
-        assert request.why == f"{DORA}'s refunds without a person in the last 24 hours: 57.00 of 50.00 with this one"
+        assert (
+            request.why
+            == f"{DORA}'s refunds without a person in the last 24 hours: USD 57.00 of USD 50.00 with this one"
+        )
         await waiting_handles[0].signal(APPROVE_SIGNAL, answer(1900, approver="ops"))
         await waiting_handles[0].result()
         assert sum(r.amount_cents for r in store.payments.refunds()) == 5700
@@ -114,8 +120,62 @@ async def test_the_product_default_policy_caps_a_customer_across_tickets(agent: 
         request = await awaiting(third, 1900)
         await third.terminate("test over")
     assert request is not None
-    assert request.why == f"{DORA}'s refunds without a person in the last 24 hours: 57.00 of 50.00 with this one"
+    assert (
+        request.why == f"{DORA}'s refunds without a person in the last 24 hours: USD 57.00 of USD 50.00 with this one"
+    )
     assert len(agent.store.payments.refunds()) == 2
+
+
+JO = "jo@example.com"
+A_THOUSAND_A_DAY = CAPPED.model_copy(
+    update={"limits": Limits(customer_cents_per_day=1000, customer_refunds_per_day=None, desk_cents_per_day=None)}
+)
+"""A person above 2,000 of the smallest unit a refund, and above 1,000 a day for one customer: on a yen order,
+JPY 2,000 and JPY 1,000."""
+
+
+@pytest.mark.parametrize(("currency", "said"), [("JPY", "JPY 1,500 of JPY 1,000"), ("KWD", "KWD 1.500 of KWD 1.000")])
+async def test_a_yen_or_dinar_refund_past_a_limit_across_tickets_waits_with_its_reason_in_its_own_currency(
+    agent: Harness, currency: str, said: str
+) -> None:
+    """A yen refund of 1,500 against 1,000 a day once waited "15.00 of 10.00 with this one", a hundred times too
+    small and in no currency; a dinar one ten times too large. The query and the inbox now read it as money, and
+    nothing on the ticket's page is a bare amount."""
+    agent.store.orders.add(Order(order_id="J-7001", amount_cents=1500, customer_email=JO, currency=currency))
+    async with inbox_for(agent, A_THOUSAND_A_DAY) as inbox, person(inbox) as ann:
+        handle = await agent.start(ticket("My parcel for order J-7001 never arrived.", email=JO))
+        request = await awaiting(handle, 1500)
+        assert await ann.sign_in("ann") == 303
+        _, page = await ann.get(page_of(handle.id))
+        await handle.terminate("test over")
+
+    assert request is not None
+    assert request.why == f"{JO}'s refunds without a person in the last 24 hours: {said} with this one"
+    assert shown(page, "why") == request.why
+    assert shown(page, "amount") == said.partition(" of ")[0]
+    assert bare_amounts(page_text(page)) == []
+    assert agent.store.payments.refunds() == []
+
+
+async def test_a_refund_past_a_limit_across_currencies_waits_naming_each_and_the_sum_that_met_it(
+    agent: Harness,
+) -> None:
+    """USD 5.00 paid without a person, then JPY 800: the ledger adds their smallest units (1,300 of 1,000), and
+    the reason says so rather than calling it 13.00 of anything."""
+    agent.store.orders.add(Order(order_id="J-7002", amount_cents=500, customer_email=JO, currency="USD"))
+    agent.store.orders.add(Order(order_id="J-7003", amount_cents=800, customer_email=JO, currency="JPY"))
+    async with agent.worker(policy=A_THOUSAND_A_DAY):
+        await (await agent.start(ticket("Order J-7002 never arrived.", email=JO))).result()
+        yen = await agent.start(ticket("Order J-7003 never arrived.", email=JO))
+        request = await awaiting(yen, 800)
+        await yen.terminate("test over")
+
+    assert request is not None
+    assert request.why == (
+        f"{JO}'s refunds without a person in the last 24 hours: JPY 800 and USD 5.00 with this one; the limit adds "
+        "the smallest units of every currency: 1,300 of 1,000 (JPY 1,000 in this refund's currency)"
+    )
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [500]
 
 
 async def _end(handle: Handle) -> None:

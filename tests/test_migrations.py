@@ -269,6 +269,30 @@ def test_refunds_made_before_limits_were_counted_stay_paid_and_the_count_starts_
     assert store.unattended.totals("ann@example.com") == Totals(cents=2500, refunds=1)
 
 
+def test_refunds_counted_before_the_count_kept_currencies_take_their_orders_currency(blank_store: BlankStore) -> None:
+    """Revision 0010 keeps each counted refund's currency, for the words of a reason; a refund or store credit
+    counted before it takes the currency of the order it names."""
+    store = blank_store().create()
+    limits = Limits(customer_cents_per_day=100_000)
+    for order_id, currency in (("A-0910", "JPY"), ("A-0911", "KWD")):
+        store.orders.add(Order(order_id=order_id, amount_cents=1500, customer_email="jo@x.io", currency=currency))
+    store.payments.refund(
+        RefundRequest(order_id="A-0910", amount_cents=1500, idempotency_key="refund:yen", customer_email="jo@x.io",
+                      limits=limits)
+    )  # fmt: skip
+    store.credits.issue(
+        RefundRequest(order_id="A-0911", amount_cents=700, idempotency_key="credit:dinars", customer_email="jo@x.io",
+                      limits=limits)
+    )  # fmt: skip
+    with store.database.writer.begin() as db:
+        assert migrations.downgrade(db, "0009") == "0009"
+
+    store.create()
+
+    assert differences(store) == []
+    assert store.unattended.totals("jo@x.io").by_currency == {"JPY": 1500, "KWD": 700}
+
+
 def test_orders_held_before_orders_had_a_currency_read_as_dollars_and_new_ones_keep_theirs(
     blank_store: BlankStore,
 ) -> None:

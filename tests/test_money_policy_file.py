@@ -65,8 +65,11 @@ def test_policy_check_passes_the_example_file_with_a_summary_and_the_digest_the_
 
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 1
-    assert "refunds above 20.00 wait up to 1 d for a person, two people above 500.00" in done.stdout
-    assert "lead (cleo) up to 20,000.00" in done.stdout
+    assert (
+        "refunds above 2,000 (20.00 in a two-decimal currency) wait up to 1 d for a person, "
+        "two people above 50,000 (500.00 in a two-decimal currency)"
+    ) in done.stdout
+    assert "lead (cleo) up to 2,000,000 (20,000.00 in a two-decimal currency)" in done.stdout
     assert digest_in(done.stdout) == policy_file.read(EXAMPLE).digest()
 
 

@@ -34,7 +34,7 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
 
     shown = await run(AGENT_WORKER, "show", handle.id, *cli)
     assert "the model asks for lookup_order(order_id='A-1001')" in shown
-    assert "[approval] a refund of 49.00 waits for a person" in shown
+    assert "[approval] a refund of USD 49.00 waits for a person" in shown
     assert "no worker answered the query" in shown
 
     # Still no worker: the request's id comes from visibility, and an answer about another amount is not sent.
@@ -57,7 +57,7 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
 
     assert "status resolved, 4 steps, 4 model calls" in shown
     assert "refund #1: USD 49.00 on A-1001" in shown
-    assert "approval approved 4900 by ann" in shown
+    assert "approval approved USD 49.00 by ann" in shown
 
     async def not_listed() -> bool:
         return handle.id not in await run(AGENT_WORKER, "tickets", "--waiting", *cli)

@@ -237,7 +237,9 @@ def test_six_refunds_of_19_for_one_customer_against_50_a_day_pay_two_without_a_p
     assert [type(r).__name__ for r in results] == ["RefundReceipt"] * 2 + ["NeedsApprovalError"] * 4
     refusal = results[2]
     assert isinstance(refusal, NeedsApprovalError)
-    assert str(refusal) == f"{ANN}'s refunds without a person in the last 24 hours: 57.00 of 50.00 with this one"
+    assert (
+        str(refusal) == f"{ANN}'s refunds without a person in the last 24 hours: USD 57.00 of USD 50.00 with this one"
+    )
     assert refusal.met == ("customer_cents_per_day",)
     assert [payments.charge(order).refunded_cents for order in orders] == [1900, 1900, 0, 0, 0, 0]
 
@@ -261,7 +263,7 @@ def test_a_refund_past_a_limit_can_still_be_made_with_a_person_and_is_then_neith
     assert payments.charge(orders[2]).refunded_cents == 1900
     last = provider.charge(1200, ANN)  # 38.00 counted without a person, so 12.00 more is exactly the cap
     assert payments.refund(unattended(last, 1200, "refund:T-4/1")).amount_cents == 1200
-    with pytest.raises(NeedsApprovalError, match=r"50\.01 of 50\.00"):
+    with pytest.raises(NeedsApprovalError, match=r"USD 50\.01 of USD 50\.00"):
         payments.refund(unattended(provider.charge(1, ANN), 1, "refund:T-5/1"))
 
 
@@ -290,7 +292,7 @@ def test_the_desk_limit_counts_every_customers_refunds_without_a_person(provider
                                    customer="cleo@example.com", limits=desk))  # fmt: skip
 
     assert str(refused.value) == (
-        "the desk's refunds without a person in the last 24 hours: 60.00 of 50.00 with this one"
+        "the desk's refunds without a person in the last 24 hours: USD 60.00 of USD 50.00 with this one"
     )
     assert refused.value.met == ("desk_cents_per_day",)
     dev = provider.charge(1000, "dev@example.com")
@@ -308,8 +310,8 @@ def test_every_limit_met_is_named_the_customers_before_the_desks(provider: Provi
     assert refused.value.met == ("customer_refunds_per_day", "customer_cents_per_day", "desk_cents_per_day")
     assert str(refused.value) == (
         f"{ANN}'s refunds without a person in the last 24 hours: 1 of 1 refund already; "
-        f"{ANN}'s refunds without a person in the last 24 hours: 20.00 of 10.00 with this one; "
-        "the desk's refunds without a person in the last 24 hours: 20.00 of 15.00 with this one"
+        f"{ANN}'s refunds without a person in the last 24 hours: USD 20.00 of USD 10.00 with this one; "
+        "the desk's refunds without a person in the last 24 hours: USD 20.00 of USD 15.00 with this one"
     )
 
 
@@ -318,7 +320,7 @@ def test_addresses_that_differ_in_ascii_case_are_one_customer(provider: Provider
     payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-1/1", customer="Ann@Example.com"))
     payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-2/1", customer=" ann@example.com"))
 
-    with pytest.raises(NeedsApprovalError, match=rf"^{ANN}'s refunds .*: 57\.00 of 50\.00"):
+    with pytest.raises(NeedsApprovalError, match=rf"^{ANN}'s refunds .*: USD 57\.00 of USD 50\.00"):
         payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-3/1", customer="ANN@EXAMPLE.COM"))
     other = "ann@example.org"  # another mailbox is another customer
     assert payments.refund(unattended(provider.charge(1900, other), 1900, "refund:T-4/1", customer=other))
@@ -331,12 +333,12 @@ def test_a_refund_counts_for_24_hours_and_not_a_moment_longer(provider: Provider
     payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-2/1"))
 
     clock.now += timedelta(hours=11, minutes=59, seconds=59)
-    with pytest.raises(NeedsApprovalError, match=r"57\.00 of 50\.00"):
+    with pytest.raises(NeedsApprovalError, match=r"USD 57\.00 of USD 50\.00"):
         payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-3/1"))
     clock.now += timedelta(seconds=1)  # the first is 24 hours old: only the second counts
 
     assert payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-3/1")).amount_cents == 1900
-    with pytest.raises(NeedsApprovalError, match=r"57\.00 of 50\.00"):
+    with pytest.raises(NeedsApprovalError, match=r"USD 57\.00 of USD 50\.00"):
         payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-4/1"))
 
 
@@ -349,7 +351,7 @@ def test_a_replayed_key_is_counted_once_and_never_refused_by_the_limits_it_was_p
 
     assert again == stricter == first.model_copy(update={"replayed": True})
     assert payments.refund(unattended(provider.charge(1000, ANN), 1000, "refund:T-2/1")).amount_cents == 1000
-    with pytest.raises(NeedsApprovalError, match=r"50\.01 of 50\.00"):
+    with pytest.raises(NeedsApprovalError, match=r"USD 50\.01 of USD 50\.00"):
         payments.refund(unattended(provider.charge(1, ANN), 1, "refund:T-3/1"))
 
 

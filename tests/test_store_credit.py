@@ -114,7 +114,9 @@ async def test_a_limit_across_tickets_counts_credits_and_refunds_alike(agent: Ha
         request = await awaiting(handle, 1900)
         await handle.terminate("test over")
     assert request is not None
-    assert request.why == f"{DORA}'s refunds without a person in the last 24 hours: 57.00 of 50.00 with this one"
+    assert (
+        request.why == f"{DORA}'s refunds without a person in the last 24 hours: USD 57.00 of USD 50.00 with this one"
+    )
     assert issued(agent.store) == [("D-7001", 1900)]
 
 

@@ -307,12 +307,12 @@ async def test_a_refund_whose_outcome_is_unknown_stays_counted_and_counts_once_w
         with pytest.raises(PaymentDeferredError):
             await pay(shop, unattended())
 
-    with pytest.raises(NeedsApprovalError, match=r"60\.00 of 50\.00"):
+    with pytest.raises(NeedsApprovalError, match=r"USD 60\.00 of USD 50\.00"):
         await pay(shop, unattended(2000, "refund:ticket:T-2/A-1005/1", "A-1005"))
     assert await asyncio.to_thread(shop.payments.settle_refund, KEY) is not None
 
     assert shop.unattended.totals("ann@example.com") == Totals(cents=4000, refunds=1)
-    with pytest.raises(NeedsApprovalError, match=r"60\.00 of 50\.00"):
+    with pytest.raises(NeedsApprovalError, match=r"USD 60\.00 of USD 50\.00"):
         await pay(shop, unattended(2000, "refund:ticket:T-2/A-1005/1", "A-1005"))
     assert (await pay(shop, unattended(1000, "refund:ticket:T-3/A-1005/1", "A-1005"))).amount_cents == 1000
 

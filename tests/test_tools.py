@@ -136,7 +136,7 @@ async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once
 
     assert (refused.value.type, refused.value.non_retryable) == (NEEDS_APPROVAL, True)
     assert refused.value.message == (
-        "ann@example.com's refunds without a person in the last 24 hours: 49.00 of 10.00 with this one"
+        "ann@example.com's refunds without a person in the last 24 hours: USD 49.00 of USD 10.00 with this one"
     )
     assert refused.value.details == (["customer_cents_per_day"],)
     assert store.payments.refunds() == []

@@ -43,9 +43,10 @@ class PaymentsUnusableError(PermissionError):
 class NeedsApprovalError(Exception):
     """A refund without a person would pass one of the limits across tickets (``activities.contracts.policy.Limits``)
     that the ledger counts where refunds are booked: nothing was paid. It is not a no: a person may approve it,
-    and the approved refund is neither checked nor counted. The message says which limit it met, with figures
-    ("ann@example.com's refunds without a person in the last 24 hours: 57.00 of 50.00 with this one"), for the
-    approval request to cite; ``met`` names the ``Limits`` fields it met, in the message's order."""
+    and the approved refund is neither checked nor counted. The message says which limit it met, with figures in
+    the order's currency ("ann@example.com's refunds without a person in the last 24 hours: USD 57.00 of USD 50.00
+    with this one"), for the approval request to cite; ``met`` names the ``Limits`` fields it met, in the
+    message's order."""
 
     def __init__(self, reasons: list[str], met: list[str]) -> None:
         super().__init__("; ".join(reasons))

@@ -65,6 +65,7 @@ unattended_refunds = sa.Table(
     sa.Column("counted_at", sa.DateTime(timezone=True), nullable=False, index=True),  # counts for 24 h from here
     sa.Column("idempotency_key", sa.Text, index=True),  # the key it was reserved under, to keep or release it
     sa.Column("refund_id", sa.Integer, sa.ForeignKey("refunds.id")),  # the refund it became; none yet: reserved
+    sa.Column("currency", sa.Text),  # its order's, for the words of a reason; none: counted before rows kept it
     sa.Index("ix_unattended_refunds_customer_counted_at", "customer", "counted_at"),
 )  # fmt: skip
 store_credits = sa.Table(

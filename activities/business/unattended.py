@@ -23,10 +23,18 @@ the safe side.
 
 **Customers** are their addresses as ``normalised_address`` writes them, so ``Ann@Example.com`` and
 ``ann@example.com`` are one customer here as they are one mailbox to the rest of the agent.
+
+**Currencies.** The policy has no exchange rates: a limit counts the smallest unit of whatever currency the order
+is in, and a total adds the smallest units of every currency counted (JPY 1,000 and USD 10.00 are 2,000), which is
+stricter than a count per currency. Each row keeps its order's currency (the shop's record of it), so a reason
+names every amount in its own currency and decimals: ``JPY 1,500 of JPY 1,000 with this one``, and where the
+total mixes currencies, each currency's part and the sum in smallest units that met the limit.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,8 +43,8 @@ from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
 from activities.business.refusals import NeedsApprovalError
-from activities.business.schema import unattended_refunds
-from activities.contracts.fields import money, normalised_address
+from activities.business.schema import orders, unattended_refunds
+from activities.contracts.fields import amount, normalised_address
 from activities.contracts.policy import Limits
 from activities.contracts.world import RefundRequest
 
@@ -50,10 +58,18 @@ COUNTED = "refunds without a person in the last 24 hours"
 
 @dataclass(frozen=True)
 class Totals:
-    """What was refunded without a person in the window: the amount, and how many refunds."""
+    """What was refunded without a person in the window: the amount (the smallest units of every currency added
+    together, as the limits count them), and how many refunds; and the amount per currency, for the words a
+    reason cites (None: rows counted before rows kept their currency)."""
 
     cents: int = 0
     refunds: int = 0
+    by_currency: Mapping[str | None, int] = dataclasses.field(default_factory=dict, compare=False)
+
+    def plus(self, amount_cents: int, currency: str | None) -> Totals:
+        """These totals with one more refund counted, of ``amount_cents`` in ``currency``."""
+        parts = {**self.by_currency, currency: self.by_currency.get(currency, 0) + amount_cents}
+        return Totals(cents=self.cents + amount_cents, refunds=self.refunds + 1, by_currency=parts)
 
 
 class UnattendedLedger:
@@ -75,13 +91,17 @@ class UnattendedLedger:
         if db.dialect.name == "postgresql":
             db.execute(sa.select(sa.func.pg_advisory_xact_lock(DESK_LOCK)))
         now = self.database.clock()
+        currency = db.execute(sa.select(orders.c.currency).where(orders.c.order_id == request.order_id)).scalar()
         theirs, desk = _totals(db, now, customer), _totals(db, now)
-        met = breaches(limits, customer, theirs, desk, request.amount_cents)
+        met = breaches(limits, theirs, desk, request.amount_cents)
         if met:
-            raise NeedsApprovalError([reason for _field, reason in met], [field for field, _reason in met])
+            after = {"customer": theirs, "desk": desk}
+            with_this = {whose: totals.plus(request.amount_cents, currency) for whose, totals in after.items()}
+            said = [reason(field, limits, customer, with_this[field.partition("_")[0]], currency) for field in met]
+            raise NeedsApprovalError(said, met)
         row: int = db.execute(
             unattended_refunds.insert().returning(unattended_refunds.c.id),
-            {"customer": customer, "amount_cents": request.amount_cents, "counted_at": now,
+            {"customer": customer, "amount_cents": request.amount_cents, "currency": currency, "counted_at": now,
              "idempotency_key": request.idempotency_key},
         ).scalar_one()  # fmt: skip
         return row
@@ -101,32 +121,56 @@ class UnattendedLedger:
             return _totals(db, self.database.clock(), None if customer is None else normalised_address(customer))
 
 
-def breaches(limits: Limits, customer: str, theirs: Totals, desk: Totals, amount_cents: int) -> list[tuple[str, str]]:
-    """The limits a refund of ``amount_cents`` without a person would pass, given what counts already: each as
-    the ``Limits`` field and the words an approval request cites, the customer's before the desk's."""
-    whose = f"{customer}'s {COUNTED}"
+def breaches(limits: Limits, theirs: Totals, desk: Totals, amount_cents: int) -> list[str]:
+    """The limits a refund of ``amount_cents`` without a person would pass, given what counts already: the
+    ``Limits`` fields, the customer's before the desk's."""
     met = []
     most = limits.customer_refunds_per_day
     if most is not None and theirs.refunds + 1 > most:
-        refunds = "refund" if most == 1 else "refunds"
-        met.append(("customer_refunds_per_day", f"{whose}: {theirs.refunds} of {most} {refunds} already"))
-    for field, cap, before, who in (
-        ("customer_cents_per_day", limits.customer_cents_per_day, theirs.cents, whose),
-        ("desk_cents_per_day", limits.desk_cents_per_day, desk.cents, f"the desk's {COUNTED}"),
+        met.append("customer_refunds_per_day")
+    for field, cap, before in (
+        ("customer_cents_per_day", limits.customer_cents_per_day, theirs.cents),
+        ("desk_cents_per_day", limits.desk_cents_per_day, desk.cents),
     ):
         if cap is not None and before + amount_cents > cap:
-            met.append((field, f"{who}: {money(before + amount_cents)} of {money(cap)} with this one"))
+            met.append(field)
     return met
+
+
+def reason(field: str, limits: Limits, customer: str, with_this: Totals, currency: str | None) -> str:
+    """The words an approval request cites for the limit ``field`` met by a refund in ``currency``, with figures:
+    ``with_this`` is what would count with it, the customer's or the desk's as ``field`` says. Every amount in its
+    own currency; where the total mixes currencies, each one's part, then the sum of smallest units that met the
+    limit, which has no currency of its own."""
+    who = f"{customer}'s {COUNTED}" if field.startswith("customer_") else f"the desk's {COUNTED}"
+    if field == "customer_refunds_per_day":
+        most = limits.customer_refunds_per_day
+        return f"{who}: {with_this.refunds - 1} of {most} {'refund' if most == 1 else 'refunds'} already"
+    cap: int = getattr(limits, field)
+    parts = with_this.by_currency
+    if len(parts) == 1:
+        return f"{who}: {amount(with_this.cents, currency)} of {amount(cap, currency)} with this one"
+    first = sorted(parts, key=lambda code: (code != currency, code is None, code or ""))
+    each = ", ".join(amount(parts[code], code) for code in first[:-1]) + f" and {amount(parts[first[-1]], first[-1])}"
+    in_this = f" ({amount(cap, currency)} in this refund's currency)" if currency else ""
+    return (
+        f"{who}: {each} with this one; the limit adds the smallest units of every currency: "
+        f"{with_this.cents:,} of {cap:,}{in_this}"
+    )
 
 
 def _totals(db: Connection, now: datetime, customer: str | None = None) -> Totals:
     """What counts at ``now``: rows written in the last 24 hours (of ``customer``, if given), kept or reserved."""
-    amount = sa.func.coalesce(sa.func.sum(unattended_refunds.c.amount_cents), 0)
-    query = sa.select(amount, sa.func.count()).where(unattended_refunds.c.counted_at > now - WINDOW)
+    query = (
+        sa.select(unattended_refunds.c.currency, sa.func.sum(unattended_refunds.c.amount_cents), sa.func.count())
+        .where(unattended_refunds.c.counted_at > now - WINDOW)
+        .group_by(unattended_refunds.c.currency)
+    )
     if customer is not None:
         query = query.where(unattended_refunds.c.customer == customer)
-    cents, refunds = db.execute(query).one()
-    return Totals(cents=int(cents), refunds=int(refunds))
+    rows = db.execute(query).all()
+    by_currency = {currency: int(cents) for currency, cents, _refunds in rows}
+    return Totals(cents=sum(by_currency.values()), refunds=sum(int(n) for *_, n in rows), by_currency=by_currency)
 
 
 def _open(reserved: int | None, key: str | None) -> sa.ColumnElement[bool]:

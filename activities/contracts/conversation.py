@@ -99,7 +99,8 @@ class Usage(Contract):
     cache_read_input_tokens: NonNegativeInt = 0
     cache_creation_input_tokens: NonNegativeInt = 0
     cost_usd: NonNegativeFloat = 0.0
-    """An estimate, from the price the worker that made the call had for its model; 0 where it had none."""
+    """An estimate, from the price the worker that made the call had for its model, or where it had none, the
+    dearest price in its table (``activities.pricing.priced``); 0 for a model that is not Claude's (the script)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(

@@ -70,7 +70,8 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 
 def money(cents: int) -> str:
     """An amount as the workflow writes it into what it records and tells the model ("4900" -> "49.00"). It is
-    part of recorded entries the audit trail is searched for, so it never changes; people read ``amount``."""
+    part of recorded entries the audit trail is searched for, so it never changes; it names no currency and
+    assumes two decimals, so nothing a person reads is written with it: people read ``amount``."""
     return f"{cents // 100}.{cents % 100:02d}"
 
 
@@ -84,11 +85,17 @@ decimals. An amount is always a count of the smallest unit, as Stripe's are."""
 
 
 def amount(units: int, currency: str | None) -> str:
-    """An amount as people read it: its currency's code, then thousands separated and the currency's own
-    decimals (``amount(214748364, "usd")`` is ``USD 2,147,483.64``, ``amount(4900, "JPY")`` is ``JPY 4,900``).
-    With no currency known, the number alone, still separated."""
-    shown = number(units, currency)
-    return f"{currency.upper()} {shown}" if currency else shown
+    """An amount as people read it, the one way every amount a person reads is written: its currency's code,
+    then thousands separated and the currency's own decimals (``amount(214748364, "usd")`` is
+    ``USD 2,147,483.64``, ``amount(4900, "JPY")`` is ``JPY 4,900``, ``amount(1500, "KWD")`` is ``KWD 1.500``).
+
+    With no currency known (a policy's limit, which judges orders in any currency; a record from before amounts
+    named theirs), the count of the smallest unit, and what it is in a currency of two decimals:
+    ``amount(2000, None)`` is ``2,000 (20.00 in a two-decimal currency)``. Never a bare ``20.00``: on a yen
+    order that is a hundred times too small, and on a dinar order ten times too large."""
+    if currency:
+        return f"{currency.upper()} {number(units, currency)}"
+    return f"{units:,} ({number(units, None)} in a two-decimal currency)"
 
 
 def number(units: int, currency: str | None, *, thousands: str = ",") -> str:

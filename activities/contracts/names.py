@@ -31,9 +31,9 @@ for a person, since no tool call can succeed until the worker's settings are fix
 NEEDS_APPROVAL = "NeedsApproval"
 """The error type of ``issue_refund`` refusing a refund without a person that would pass one of the limits across
 tickets (``Limits``): nothing was paid, and the refund may still be made with a person's approval. The message
-names the limit met, with figures ("ann@example.com's refunds without a person in the last 24 hours: 57.00 of
-50.00 with this one"; several, joined by "; "), for the approval request to cite; the error's one detail lists
-the ``Limits`` fields met (``["customer_cents_per_day"]``)."""
+names the limit met, with figures in the order's currency ("ann@example.com's refunds without a person in the last
+24 hours: USD 57.00 of USD 50.00 with this one"; several, joined by "; "), for the approval request to cite; the
+error's one detail lists the ``Limits`` fields met (``["customer_cents_per_day"]``)."""
 SEARCH_ATTRIBUTES: dict[str, Literal["Int", "Keyword"]] = {
     AWAITING_APPROVAL_ATTRIBUTE: "Int",
     TICKET_STATE_ATTRIBUTE: "Keyword",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from activities.contracts.fields import same_address
+from activities.contracts.fields import amount, same_address
 from activities.contracts.ticket import Outcome
 from agent_worker.evals.runner import Ran
 from agent_worker.evals.scenario import Expect
@@ -37,7 +37,10 @@ def _what_it_did(ran: Ran, outcome: Outcome) -> list[Check]:
     if expect.refunds is not None:
         paid = Counter((r.order_id, r.amount_cents) for r in outcome.refunds)
         wanted = Counter((r.order_id, r.amount_cents) for r in expect.refunds)
-        checks.append(Check("refunds", paid == wanted, f"paid {_payments(paid)}, expected {_payments(wanted)}"))
+        currencies = {o.order_id: o.currency for o in ran.scenario.orders}
+        currencies |= {r.order_id: r.currency for r in outcome.refunds if r.currency}
+        said = f"paid {_payments(paid, currencies)}, expected {_payments(wanted, currencies)}"
+        checks.append(Check("refunds", paid == wanted, said))
     if expect.asked_person is not None:
         asked, wanted_asked = YES[ran.asked_person], YES[expect.asked_person]
         checks.append(Check("asked a person", asked == wanted_asked, f"{asked}, expected {wanted_asked}"))
@@ -76,11 +79,13 @@ def _how_it_went(expect: Expect, outcome: Outcome) -> list[Check]:
     return checks
 
 
-def _payments(payments: Counter[tuple[str, int]]) -> str:
+def _payments(payments: Counter[tuple[str, int]], currencies: dict[str, str]) -> str:
+    """Payments as people read them, each in its order's currency (``USD 19.00 on A-1001 x2``)."""
     if not payments:
         return "nothing"
     return ", ".join(
-        f"{cents / 100:.2f} on {order}" + (f" x{n}" if n > 1 else "") for (order, cents), n in sorted(payments.items())
+        f"{amount(cents, currencies.get(order))} on {order}" + (f" x{n}" if n > 1 else "")
+        for (order, cents), n in sorted(payments.items())
     )
 
 

@@ -49,6 +49,7 @@ from agent_worker import tickets
 from agent_worker.inbox.filters import Filters
 from agent_worker.stuck import StuckTicket, find_stuck, server_reports_problems
 from agent_worker.tickets import Entry, Seen
+from agent_worker.transcript import currency_of, orders_of
 
 TABS = {
     "approval": "For approval",
@@ -145,8 +146,7 @@ class Ticket:
         agree (orders looked up before lookups said theirs read as dollars, as they were); None if unknown."""
         if self.request is not None and self.request.currency:
             return self.request.currency
-        found = {order.currency for order in self.orders}
-        return found.pop() if len(found) == 1 else None
+        return currency_of(self.orders)
 
     @property
     def asked(self) -> Entry | None:
@@ -347,16 +347,3 @@ def outcome_of(told: Sequence[Entry]) -> Outcome | None:
         return Outcome.model_validate(closing[-1].detail) if closing else None
     except ValidationError:
         return None  # an outcome of another shape than this version's: the transcript still tells it
-
-
-def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
-    """Every order the model looked up, as the tool reported it, the latest look-up of each."""
-    orders: dict[str, OrderLookup] = {}
-    for e in told:
-        if e.kind == "result" and e.name == "lookup_order" and isinstance(e.detail, dict):
-            try:
-                order = OrderLookup.model_validate(e.detail)
-            except ValidationError:
-                continue
-            orders[order.order_id] = order
-    return list(orders.values())

@@ -11,7 +11,7 @@ from ``terminal`` by the commands that print, so the inbox never loads it.
 """
 
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind
-from agent_worker.transcript.reader import Reader, entries, first
+from agent_worker.transcript.reader import Reader, currency_of, entries, first, orders_of
 from agent_worker.transcript.sentences import asked_plainly, decided_plainly, plainly
 
 __all__ = [
@@ -21,8 +21,10 @@ __all__ = [
     "Kind",
     "Reader",
     "asked_plainly",
+    "currency_of",
     "decided_plainly",
     "entries",
     "first",
+    "orders_of",
     "plainly",
 ]

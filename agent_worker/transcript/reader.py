@@ -8,7 +8,7 @@ data converter, so with encryption on they are decrypted with the keys the clien
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,6 +26,7 @@ from activities.contracts.names import (
 )
 from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import TicketState
+from activities.contracts.world import OrderLookup
 from agent_worker import policy_file
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind, entry
 
@@ -50,6 +51,8 @@ class Reader:
         self.waiting: dict[str, Any] = {}
         """The search attributes as last set: what the ticket waits for, if anything."""
         self.scheduled: dict[int, tuple[str, Any]] = {}
+        self.orders: dict[str, OrderLookup] = {}
+        """The orders the run looked up: what currency its amounts are in."""
         self.handlers: dict[EventType.ValueType, Callable[[HistoryEvent], Awaitable[list[Entry]]]] = {
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: self.started,
             EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: self.scheduled_activity,
@@ -91,7 +94,9 @@ class Reader:
         completed = event.activity_task_completed_event_attributes
         result = first(await decode(self.client, completed.result))
         name, request = self.scheduled.get(completed.scheduled_event_id, ("?", None))
-        return [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, request, result)]
+        told = [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, request, result)]
+        self.orders.update((order.order_id, order) for order in orders_of(told))
+        return told
 
     async def failed_activity(self, event: HistoryEvent) -> list[Entry]:
         failed = (
@@ -111,7 +116,8 @@ class Reader:
             if value is None:
                 continue
             if name == AWAITING_APPROVAL_ATTRIBUTE:
-                text = f"a refund of {amount(value, None)} waits for a person (a durable timer runs)"
+                shown = amount(value, currency_of(self.orders.values()))
+                text = f"a refund of {shown} waits for a person (a durable timer runs)"
                 found.append(entry(event, "approval", text, detail=value))
             elif value == TicketState.WAITING_FOR_CUSTOMER.value:
                 found.append(entry(event, "open", "the ticket waits for the customer's reply (a durable timer runs)"))
@@ -136,10 +142,9 @@ class Reader:
         if name == APPROVE_SIGNAL and isinstance(payload, dict):
             verb = "approves" if payload.get("approved") else "declines"
             cents = payload.get("amount_cents")
-            text = (
-                f"approval inbox: {payload.get('approver')} (signed in) {verb} "
-                f"{amount(cents, None) if isinstance(cents, int) else cents} (request {payload.get('request_id')})"
-            )
+            shown = amount(cents, currency_of(self.orders.values())) if isinstance(cents, int) else cents
+            request_id = payload.get("request_id")
+            text = f"approval inbox: {payload.get('approver')} (signed in) {verb} {shown} (request {request_id})"
             return [entry(event, "answer", text, name, payload)]
         return [entry(event, "update", f"update {name}: {json.dumps(payload)}", name, payload)]
 
@@ -168,6 +173,26 @@ async def decode(client: Client, payloads: Payloads) -> list[Any]:
 
 def first(values: list[Any]) -> Any:
     return values[0] if values else None
+
+
+def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
+    """Every order the model looked up, as the tool reported it, the latest look-up of each."""
+    orders: dict[str, OrderLookup] = {}
+    for e in told:
+        if e.kind == "result" and e.name == "lookup_order" and isinstance(e.detail, dict):
+            try:
+                order = OrderLookup.model_validate(e.detail)
+            except ValidationError:
+                continue
+            orders[order.order_id] = order
+    return list(orders.values())
+
+
+def currency_of(orders: Iterable[OrderLookup]) -> str | None:
+    """The currency a ticket's amounts are in: the one its orders, as looked up, agree on (orders looked up before
+    lookups said theirs read as dollars, as they were); None where none was looked up, or they are in several."""
+    found = {order.currency for order in orders}
+    return found.pop() if len(found) == 1 else None
 
 
 def describe(activity: str, request: Any, result: Any) -> list[tuple[Kind, str, Any]]:
