@@ -27,8 +27,14 @@ PRODUCT = MoneyPolicy()
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        ({"approval_limit_cents": 10_000}, "options.approval_limit_cents: 100.00 is above the desk's approval limit"),
-        ({"approval_limit_cents": 2_147_483_647}, "options.approval_limit_cents: 21474836.47 is above"),
+        (
+            {"approval_limit_cents": 10_000},
+            "options.approval_limit_cents: 10,000 (100.00 in a two-decimal currency) is above the desk's approval",
+        ),
+        (
+            {"approval_limit_cents": 2_147_483_647},
+            "options.approval_limit_cents: 2,147,483,647 (21,474,836.47 in a two-decimal currency) is above",
+        ),
         ({"approval_timeout_seconds": 7 * 86_400}, "options.approval_timeout_seconds: 604800 s is longer"),
         ({"refund_key": "none"}, "options.refund_key: switches a safeguard off"),
         ({"reconcile_refunds": False}, "options.reconcile_refunds: switches a safeguard off"),

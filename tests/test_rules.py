@@ -91,7 +91,10 @@ def test_a_ticket_that_only_tightens_is_taken_with_what_it_asked(policy: MoneyPo
 @pytest.mark.parametrize(
     ("asked", "field"),
     [
-        ({"approval_limit_cents": 2001}, "options.approval_limit_cents: 20.01 is above the desk's approval limit"),
+        (
+            {"approval_limit_cents": 2001},
+            "options.approval_limit_cents: 2,001 (20.01 in a two-decimal currency) is above the desk's approval limit",
+        ),
         ({"approval_timeout_seconds": DAY + 1}, "options.approval_timeout_seconds: 86401 s is longer"),
         ({"approvers": ["mallory"]}, "options.approvers: mallory may not approve refunds under the desk's policy"),
         ({"refund_key": "none"}, "options.refund_key: switches a safeguard off"),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts.fields import money, same_address
+    from activities.contracts.fields import amount, same_address
     from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
     from activities.contracts.ticket import RefundKey, TicketOptions
     from activities.policy_activities import PolicyActivities
@@ -87,10 +87,15 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
     approval = in_force.policy.approval
     allowed = approval.people or list(in_force.default_approvers)
     limit = _at_most(
-        "approval_limit_cents", options.approval_limit_cents, approval.limit_cents, starting=starting,
-        refused=lambda asked, desk: f"{money(asked)} is above the desk's approval limit of {money(desk)}; a ticket "
-        "may only lower it",
-    )  # fmt: skip
+        "approval_limit_cents",
+        options.approval_limit_cents,
+        approval.limit_cents,
+        starting=starting,
+        refused=lambda asked, desk: (
+            f"{amount(asked, None)} is above the desk's approval limit of {amount(desk, None)}; a ticket may only "
+            "lower it"
+        ),
+    )
     timeout = _at_most(
         "approval_timeout_seconds", options.approval_timeout_seconds, approval.timeout_seconds, starting=starting,
         refused=lambda asked, desk: f"{asked} s is longer than the desk's {desk} s; a ticket may only shorten it",
