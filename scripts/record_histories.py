@@ -44,6 +44,7 @@ from tests.support.demonstrations import allowing_demonstrations
 from tests.support.desk import LOOSE, LOOSE_FILE
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.history import events
+from tests.support.holds import Holds
 from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.processes import address, spawn_worker, worker_env
@@ -61,8 +62,8 @@ def plays_back(*steps: list[tuple[str, dict[str, Any]]]) -> PlaybackModel:
 
 
 class Recorder:
-    def __init__(self, client: Client, store: Business, task_queue: str) -> None:
-        self.client, self.store, self.task_queue = client, store, task_queue
+    def __init__(self, client: Client, store: Business, task_queue: str, holds: Holds | None = None) -> None:
+        self.client, self.store, self.task_queue, self.holds = client, store, task_queue, holds
 
     async def start(self, raw: Any) -> Handle:
         return await tickets.start(self.client, self.task_queue, raw, prefix="record")
@@ -548,6 +549,21 @@ async def one_decision_continued_while_a_request_waits(r: Recorder) -> Handle:
     return await _continued_mid_approval(r, "one_decision_continued_while_a_request_waits")
 
 
+async def whole_hand_over_answer_in_the_window(r: Recorder) -> Handle:
+    """``Patch.WHOLE_HAND_OVER`` (1.1.0): an approval signalled while the first run, handing over as its refund
+    waits, archives its records; the run writes it to the audit trail before its snapshot, and the next run pays
+    (``..._first_run`` is the first run, the one that takes the new path)."""
+    assert r.holds is not None
+    handle = await r.start(ticket(continue_as_new_after_steps=2))
+    await r.holds.entered("archive_records")
+    await approve(handle, 4900, request_id="R1")
+    r.holds.release("archive_records")
+    await handle.result()
+    name = "whole_hand_over_answer_in_the_window"
+    await export(r.client, handle.id, HISTORIES / f"{name}_first_run.json", run_id=handle.first_execution_run_id)
+    return handle
+
+
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
@@ -589,7 +605,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows, store_credit_approved,
         policy_read_locally_resolved, policy_read_locally_approved, one_decision_resolved,
         one_decision_two_people_below_the_limit, one_decision_refused_past_the_charge,
-        one_decision_continued_while_a_request_waits,
+        one_decision_continued_while_a_request_waits, whole_hand_over_answer_in_the_window,
     )
 }  # fmt: skip
 
@@ -659,6 +675,9 @@ STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[Business]]]
 }
 """Scenarios that need another business than the embedded one in a SQLite file of their own."""
 
+HOLDS: dict[str, tuple[str, ...]] = {"whole_hand_over_answer_in_the_window": ("archive_records",)}
+"""Scenarios whose worker holds activities at their start until the scenario lets them go (``tests.support.holds``)."""
+
 SERVER_ARGS: dict[str, list[str]] = {
     "waited_for_a_delivery_scan_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
 }
@@ -692,8 +711,10 @@ async def record(names: list[str], out: Path) -> None:
                     if name in POLICIES:
                         policy = POLICIES[name]
                         in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
-                    async with build_worker(client, settings, store, model, in_force):
-                        handle = await SCENARIOS[name](Recorder(client, store, task_queue))
+                    holds = Holds(*HOLDS[name]) if name in HOLDS else None
+                    plugins = [holds] if holds else []
+                    async with build_worker(client, settings, store, model, in_force, plugins=plugins):
+                        handle = await SCENARIOS[name](Recorder(client, store, task_queue, holds))
                     count = await export(client, handle.id, out / f"{name}.json")
                     print(f"recorded {name}: {count} events", flush=True)
             finally:

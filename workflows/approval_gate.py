@@ -124,13 +124,17 @@ class ApprovalGate:
             self._judge(args, at)
 
     def check_vouched(self, args: Sequence[Any]) -> None:
-        """The ``approve`` update's validator: ``ValueError`` saying why, for an answer that would release nothing."""
+        """The ``approve`` update's validator: ``ValueError`` saying why, for an answer that would release nothing.
+        Before ``ready`` the request the last run handed over is not taken over yet, so the answer is judged once it
+        is (``answer_vouched`` waits), not refused as about no request."""
         if len(args) != 1:
             raise ValueError(f"An answer is one JSON object; got {len(args)} arguments.")
         try:
             answer = VouchedApproval.model_validate(args[0])
         except ValidationError as error:
             raise ValueError(f"Invalid answer: {describe_errors(error)}") from None
+        if self._inbox is not None:
+            return
         if reason := self.desk.why_not(answer, workflow.now(), channel="web"):
             raise ValueError(f"rejected: {reason}")
 
@@ -140,6 +144,8 @@ class ApprovalGate:
         """The ``approve`` update (its validator let it through): the answer counts only if the inbox's signature
         checks, and the person is told what came of the refund once it has, or that the ticket closed, or went
         on in a new run, first."""
+        if self._inbox is not None:  # the first task of a continued run: judged against the request it takes over
+            await workflow.wait_condition(lambda: self._inbox is None)
         at = workflow.now()
         answer = VouchedApproval.model_validate(payload)
         check = VouchRequest(workflow_id=workflow.info().workflow_id, answer=answer)
@@ -292,6 +298,10 @@ class ApprovalGate:
     def settled(self, request_id: str, result: str) -> None:
         """What came of a request's refund, for the person who answered it through the ``approve`` update."""
         self.results[request_id] = result
+
+    def written(self) -> bool:
+        """Whether every answer received, and every note of one past the budget, is in the audit trail."""
+        return self._audited == len(self.desk.records) and not len(self._unlisted)
 
     async def flush(self) -> None:
         """Write every answer not yet in the audit trail, in the order received."""

@@ -39,6 +39,12 @@ class Patch(StrEnum):
     (``ApprovalRequest.identity``). Runs before it asked ``Payouts._needs_person``, which compared the approval
     limit only, then opened the request with the gate's own count of people and approvers."""
 
+    WHOLE_HAND_OVER = "1.1.0/whole-hand-over"
+    """A run continuing as new writes every answer that arrived while it wrote the audit trail and archived its
+    records, and waits for the handlers those answers started, before it takes its snapshot. Runs before it took the
+    snapshot right after those writes: an answer that came meanwhile was carried unaudited, and the next run, finding
+    it missing from the trail, rejected it as forged. Reached only by such an answer, so no recorded run takes it."""
+
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.continued import ContinuedState
     from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
     from workflows.intake import Intake, past_sla
+    from workflows.patches import Patch
     from workflows.rules import RulesInForce
     from workflows.thinking import Model
     from workflows.toolbox import Toolbox
@@ -326,7 +327,16 @@ class SupportAgent:
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._gate.flush()  # the next run carries the answers as records, already in the audit trail
         await self._continuation.archive(self._tools.archived(), self._model.archived())
-        await self._trail.write_notes()  # last: nothing that arrives meanwhile is left unwritten
+        await self._trail.write_notes()
+        # An answer that came while those were written is carried as a record the next run takes as audited:
+        # write it first, and hand over only once nothing is running and nothing is unwritten. From that check to
+        # ``continue_as_new`` nothing awaits, so no handler runs in between.
+        while not (workflow.all_handlers_finished() and self._gate.written()):
+            if not workflow.patched(Patch.WHOLE_HAND_OVER):
+                break
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            await self._gate.flush()
+            await self._trail.write_notes()
         state = ContinuedState(
             steps_taken=handover.steps_taken, pending=handover.pending, archive_ref=self._continuation.archive_ref,
             audit=self._trail.snapshot(), model=self._model.snapshot(), gate=self._gate.snapshot(),

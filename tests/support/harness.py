@@ -3,12 +3,13 @@ tickets started on it: what most tests drive the product through."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.plugin import SimplePlugin
 
 from activities.audit_trail import AuditActivities
 from activities.business import Business
@@ -56,16 +57,20 @@ class Harness:
         policy: MoneyPolicy | None = None,
         demonstrations: bool = False,
         faults: str = "",
+        plugins: Sequence[SimplePlugin] = (),
         **settings: Any,
     ) -> AsyncIterator[None]:
         """A worker on the harness's queue and business, under ``policy`` (the tests' loose desk if None); with
         ``demonstrations``, one that lets tickets switch safeguards off (``tests.support.demonstrations``); with
-        ``faults``, one that kills or hangs itself where they say (``tests.support.faults``)."""
+        ``faults``, one that kills or hangs itself where they say (``tests.support.faults``); with ``plugins``,
+        the product's worker with those added (``tests.support.holds``)."""
         built = self.settings(**settings)
         in_force = allowing_demonstrations(built) if demonstrations else wiring.policy_in_force(built)
         if policy is not None:
             in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
-        async with build_worker(self.client, built, self.store, model, in_force, plugins=fault_plugins(built, faults)):
+        async with build_worker(
+            self.client, built, self.store, model, in_force, plugins=[*fault_plugins(built, faults), *plugins]
+        ):
             yield
 
     def activities(self, tools: type[ToolActivities] = ToolActivities) -> list[Callable[..., Any]]:
