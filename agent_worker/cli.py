@@ -20,6 +20,19 @@ from activities.contracts.fields import DEFAULT_CURRENCY
 from agent_worker.defaults import DEFAULT_CODEC_PORT, DEFAULT_PORT, DEFAULT_UI_PORT, WAITING_KINDS
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed release, read only when asked for, so that no other command pays for it."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        import importlib.metadata  # noqa: PLC0415 - read only when asked for
+
+        print(f"agent-worker {importlib.metadata.version('agent-worker')}")
+        parser.exit()
+
+
 @dataclass(frozen=True)
 class Runs:
     """What a command runs: the function ``name`` of ``agent_worker.<module>``, called with the parsed arguments
@@ -182,6 +195,9 @@ def _where(command: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     cli = argparse.ArgumentParser(prog="agent-worker", description=(__doc__ or "").split("\n\n")[0])
+    cli.add_argument(
+        "--version", action=_Version, help="print the release this is, as pyproject.toml and the changelog name it"
+    )
     commands = cli.add_subparsers(dest="command", required=True)
 
     worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
