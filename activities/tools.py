@@ -222,3 +222,15 @@ TOOLS: dict[str, Tool] = {
     )
 }
 """Every tool, in the order the model is told of them."""
+
+
+def payout_noun(name: str) -> str:
+    """What a payment the tool ``name`` made is called where people read of it (``store credit #2``): its declared
+    noun; ``payout`` for a name no tool declares as paying (a record older than the tools this worker has)."""
+    tool = TOOLS.get(name)
+    return tool.payout.noun if tool is not None and tool.payout is not None else "payout"
+
+
+def paying_tools() -> frozenset[str]:
+    """The names of the tools that pay, as declared: what the inbox and the transcript call a payout."""
+    return frozenset(name for name, tool in TOOLS.items() if tool.payout is not None)

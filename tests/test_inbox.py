@@ -711,7 +711,8 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
     assert status == 200
     assert 'data-testid="amount">USD 49.00<' in ticket_page
     assert "the model asks for issue_refund(order_id=&#39;A-1001&#39;, amount_cents=4900)" in ticket_page
-    assert "The agent asked to refund USD 49.00 on order A-1001" in ticket_page  # in words, the call in its details
+    # in words, the call in its details
+    assert "The agent asked for a refund of USD 49.00 on order A-1001" in ticket_page
 
 
 async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_how_to_sign_in(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
         await expect(page.get_by_test_id("amount")).to_have_text("USD 49.00")
         transcript = page.get_by_test_id("transcript")
         await expect(transcript).to_contain_text("Customer (ann@example.com): My parcel for order A-1001 never arrived")
-        await expect(transcript).to_contain_text("The agent asked to refund USD 49.00 on order A-1001")
+        await expect(transcript).to_contain_text("The agent asked for a refund of USD 49.00 on order A-1001")
         await expect(transcript).to_contain_text("Looked up order A-1001: charged USD 49.00, refunded before USD 0.00")
         raw = transcript.locator("details", has_text="the model asks for issue_refund").first
         await expect(raw.get_by_text("issue_refund(order_id='A-1001', amount_cents=4900)")).to_be_hidden()

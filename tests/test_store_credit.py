@@ -160,3 +160,23 @@ def test_the_ledger_keeps_a_settled_key_closed_and_credits_no_more_than_is_left_
         store.credits.issue(RefundRequest(order_id="A-1001", amount_cents=3901, idempotency_key="k3"))
     assert issued(store) == [("A-1001", 1000)]
     store.close()
+
+
+async def test_a_waiting_credit_is_named_as_a_credit_in_its_request_the_audit_trail_and_the_refusal(
+    agent: Harness,
+) -> None:
+    """Not "a refund": the request, the trail's entries and what the model hears of a decline name the payout as
+    its tool declares it."""
+    async with agent.worker(crediting()):
+        handle = await agent.start(ticket(approval_limit_cents=2000))
+        request = await awaiting(handle, 4900)
+        assert request is not None
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approved=False, approver="ben", request_id="R1"))
+        outcome = await handle.result()
+
+    assert request.payout == "store credit"
+    trail = agent.store.audit.entries(outcome.ticket_id)
+    assert any(e.startswith("store credit of USD 49.00 waits for approval (request R1") for e in trail), trail
+    assert "request R1: store credit of USD 49.00 declined by ben" in trail
+    assert results(outcome) == [(True, "A person (ben) declined this store credit, so it was not made.")]
+    assert not any("refund" in entry for entry in trail if "R1" in entry), trail

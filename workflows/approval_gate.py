@@ -117,7 +117,7 @@ class ApprovalGate:
         is checked, not believed."""
         if self._carried is not None:
             (request, decided), self._carried = self._carried, None
-            audited = decided is None or await self._audited_entry(describe(decided, request.currency))
+            audited = decided is None or await self._audited_entry(describe(decided, request))
             self.desk.resume(request, decided, workflow.now(), audited=audited)
         inbox, self._inbox = self._inbox or [], None
         for args, at in inbox:
@@ -195,7 +195,7 @@ class ApprovalGate:
             self.desk.records.pop()
             self._counted -= 1
             self.unlisted += 1
-            self._unlisted.add(describe(record, self._currency_of(record)))
+            self._unlisted.add(describe(record, self._request_of(record)))
 
     def _past_budget(self) -> bool:
         """Whether the rejected answers listed exceed ``REJECTED_ANSWERS_KEPT``: a flood of bad signals must not
@@ -214,12 +214,13 @@ class ApprovalGate:
         why: str,
         currency: str | None = None,
         ask: Ask | None = None,
+        noun: str = "refund",
     ) -> str:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
         must hear otherwise. ``ask`` says who may answer and how many (``approval_rules.decide``); ``rules``
         say by when (the policy's, tightened by the ticket). Runs before ``Patch.ONE_PAYOUT_DECISION`` give no
         ``ask``, and the gate counts people and approvers from ``rules`` as they did. ``customer`` may not answer,
-        and ``why`` the refund waits is shown with the request."""
+        and ``why`` the refund waits is shown with the request, which calls it ``noun`` (its tool's declared one)."""
         self.approvers = list(rules.approvers)
         resumed = self._resume(amount_cents)
         if not resumed:
@@ -242,6 +243,7 @@ class ApprovalGate:
                 opened_at=workflow.now(),
                 currency=currency,
                 identity=identity,
+                payout=noun,
             )
         request = self.desk.waiting
         assert request is not None
@@ -250,7 +252,7 @@ class ApprovalGate:
         workflow.upsert_memo({APPROVAL_REQUEST_MEMO: request.model_dump(mode="json")})
         if not resumed:  # the run this one continues wrote it already
             until = f"request {request.request_id}, answer by {request.deadline:%Y-%m-%d %H:%M:%S} UTC"
-            await self._audit(f"refund of {spelled(amount_cents, currency)} waits for approval ({until})")
+            await self._audit(f"{request.payout} of {spelled(amount_cents, currency)} waits for approval ({until})")
         try:
             await self._wait_for_answer(request, options)
         except TimeoutError:  # silence is an answer too: no
@@ -265,20 +267,20 @@ class ApprovalGate:
         decision = self.desk.close()
         self._count()
         await self.flush()
-        if refused := _refusal(decision):
+        if refused := _refusal(decision, request.payout):
             self.settled(request.request_id, refused)
             raise ToolError(refused)
         return request.request_id
 
-    async def refuse(self, amount_cents: int, currency: str | None, why: str) -> NoReturn:
+    async def refuse(self, amount_cents: int, currency: str | None, why: str, noun: str = "refund") -> NoReturn:
         """A payout no answer could make payable (``approval_rules.Refused``): refused at once, audited, nobody asked.
         A request the last run handed over for it waits no more."""
         if self._resume(amount_cents):
             self.desk.waiting = self.desk.decision = None
             self._leave()
-        await self._audit(f"refund of {spelled(amount_cents, currency)} refused without asking anyone: {why}")
         said = spelled(amount_cents, currency)
-        raise ToolError(f"This refund of {said} was not made, and no person was asked: {why}.")
+        await self._audit(f"{noun} of {said} refused without asking anyone: {why}")
+        raise ToolError(f"This {noun} of {said} was not made, and no person was asked: {why}.")
 
     async def _who_may_approve(self, amount_cents: int, rules: Rules, currency: str | None) -> list[str]:
         """The approvers whose role reaches the amount, as runs before ``Patch.ONE_PAYOUT_DECISION`` count them; a
@@ -308,15 +310,15 @@ class ApprovalGate:
         while self._audited < len(self.desk.records):
             record = self.desk.records[self._audited]
             self._audited += 1
-            await self._audit(describe(record, self._currency_of(record)), self._answered(record))
+            await self._audit(describe(record, self._request_of(record)), self._answered(record))
         while (note := self._unlisted.take()) is not None:
             await self._audit(note)
 
-    def _currency_of(self, record: ApprovalRecord) -> str | None:
-        """The currency of the request an answer is about (None: not known)."""
+    def _request_of(self, record: ApprovalRecord) -> ApprovalRequest | None:
+        """The request an answer is about, as this run knows it (None: not known)."""
         waiting = self.desk.waiting
         request = self._requests.get(record.request_id or "") or waiting
-        return request.currency if request is not None and request.request_id == record.request_id else None
+        return request if request is not None and request.request_id == record.request_id else None
 
     def _answered(self, record: ApprovalRecord) -> AnsweredRequest | None:
         """The row for auditors of an answer that counted: None for a rejected one, which the audit trail's words
@@ -406,13 +408,13 @@ class ApprovalGate:
         self._counted = len(self.desk.records)
 
 
-def _refusal(decision: ApprovalRecord) -> str | None:
-    """What the model is told of a request that was not approved; None if it was."""
+def _refusal(decision: ApprovalRecord, noun: str) -> str | None:
+    """What the model is told of a request for a ``noun`` that was not approved; None if it was."""
     if decision.decision is ApprovalDecision.TIMED_OUT:
-        return "A person did not approve this refund in time, so it was not made."
+        return f"A person did not approve this {noun} in time, so it was not made."
     if decision.decision is ApprovalDecision.DECLINED:
         because = f" Their reason: {decision.reason}" if decision.reason else ""
-        return f"A person ({decision.approver}) declined this refund, so it was not made.{because}"
+        return f"A person ({decision.approver}) declined this {noun}, so it was not made.{because}"
     return None
 
 
@@ -422,12 +424,15 @@ def spelled(units: int, currency: str | None) -> str:
     return amount(units, currency) if currency else money(units)
 
 
-def describe(record: ApprovalRecord, currency: str | None = None) -> str:
+def describe(record: ApprovalRecord, about: ApprovalRequest | None = None) -> str:
     """An answer as the audit trail reads it: one the approval inbox vouched for says so, one signalled does not
-    (its approver is as the sender claimed). Amounts in ``currency`` if the request names one."""
+    (its approver is as the sender claimed). The payout named as ``about`` (the request answered) calls it, amounts
+    in its currency; a refund, in bare amounts, where the request is not known. A run checks that the trail holds
+    what the run before wrote by this text, so for a request it never changes."""
     request = f"request {record.request_id}: " if record.request_id else ""
     via = " (signed in, approval inbox)" if record.channel == "web" else ""
-    amount = f"refund of {spelled(record.amount_cents, currency)}" if record.amount_cents is not None else "refund"
+    noun, currency = (about.payout, about.currency) if about is not None else ("refund", None)
+    amount = f"{noun} of {spelled(record.amount_cents, currency)}" if record.amount_cents is not None else noun
     if record.decision is ApprovalDecision.TIMED_OUT:
         return f"{request}{amount} timed out: nobody answered before the deadline"
     if record.decision is ApprovalDecision.REJECTED:

@@ -194,6 +194,7 @@ class ApprovalDesk:
         opened_at: datetime | None = None,
         currency: str | None = None,
         identity: Identity = "exact",
+        payout: str = "refund",
     ) -> ApprovalRequest:
         """A refund of ``amount_cents`` waits until ``deadline`` for ``needed`` different people among
         ``approvers`` (anyone, if none), only signed-in ones if ``signed_in_only``, never the customer."""
@@ -213,6 +214,7 @@ class ApprovalDesk:
             opened_at=opened_at,
             currency=currency,
             identity=identity,
+            payout=payout,
         )
         self.decision = None
         return self.waiting
@@ -315,18 +317,18 @@ class ApprovalDesk:
         if approval.amount_cents != waiting.amount_cents:
             said = _in(waiting.currency) if waiting.currency else money
             return (
-                f"the refund waiting ({waiting.request_id}) is {said(waiting.amount_cents)}, "
+                f"the {waiting.payout} waiting ({waiting.request_id}) is {said(waiting.amount_cents)}, "
                 f"not {said(approval.amount_cents)}"
             )
         if waiting.approvers and not waiting.among(approval.approver, waiting.approvers):
             return (
-                f"{approval.approver} may not approve refunds on this ticket "
+                f"{approval.approver} may not approve {waiting.payout}s on this ticket "
                 f"(approvers: {', '.join(waiting.approvers)})"
             )
         if at >= waiting.deadline:
             return f"seen at {at:%Y-%m-%d %H:%M:%S}, after request {waiting.request_id}'s deadline"
         if waiting.customer_email and same_address(approval.approver, waiting.customer_email):
-            return f"{approval.approver} may not answer a request for a refund to themselves"
+            return f"{approval.approver} may not answer a request for a {waiting.payout} to themselves"
         if approval.approved and waiting.signed_in_only and channel != "web":
             return (
                 f"request {waiting.request_id} takes approvals signed in the approval inbox only: a signal's approver "

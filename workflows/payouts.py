@@ -95,7 +95,7 @@ class Payouts:
                 verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid, limit_met=cause(error))
         currency = self._orders.currency(args.order_id)
         if isinstance(verdict, Refused):
-            await self._gate.refuse(args.amount_cents, currency, verdict.why)
+            await self._gate.refuse(args.amount_cents, currency, verdict.why, _payout(tool).noun)
         assert isinstance(verdict, Ask), "a limit across tickets met asks for a person: never unattended again"
         workflow.logger.info("payment waits for a person", extra={"why": verdict.why, "tool": tool.name})
         request_id = await self._gate.wait(
@@ -107,6 +107,7 @@ class Payouts:
             why=verdict.why,
             currency=currency,
             ask=verdict,
+            noun=_payout(tool).noun,
         )
         return await self._pay_approved(tool, args, call_key, request_id)
 

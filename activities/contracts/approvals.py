@@ -82,6 +82,9 @@ class ApprovalRequest(Contract):
     amount in; ``amount_cents`` counts its smallest unit."""
     identity: Identity = "exact"
     """How people are compared on this request: as mailboxes, or (requests opened before 1.1.0) exactly."""
+    payout: str = "refund"
+    """What the payout waiting is called, as its tool declares it (``activities.tools.Payout.noun``: ``refund``,
+    ``store credit``): how the audit trail, the inbox and the model name it."""
 
     def among(self, person: str, people: Sequence[str]) -> bool:
         """Whether ``person`` is one of ``people`` by this request's identity rule: the one comparison of approvers

@@ -101,6 +101,7 @@ class Answering:
             "person": person, "csrf": keys.csrf(person.binding), "workflow_id": description.id,
             "ticket": ticket, "request_id": fields["request_id"], "amount_cents": fields["amount_cents"],
             "order_id": same.order_id if same else "", "currency": same.currency if same else None,
+            "payout": same.payout if same else "payout",
             "customer": (same.customer_email if same else "") or str(ticket.get("customer_email", "")),
             "confirmation": confirmation(keys, **about), "confirm_above_cents": self.confirm_above_cents,
         }  # fmt: skip

@@ -45,6 +45,7 @@ from activities.contracts.fields import DAY, find_order_id
 from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, TicketState, Waiting
 from activities.contracts.world import OrderLookup
+from activities.tools import paying_tools
 from agent_worker import tickets
 from agent_worker.inbox.filters import Filters
 from agent_worker.stuck import StuckTicket, find_stuck, server_reports_problems
@@ -152,7 +153,7 @@ class Ticket:
     def asked(self) -> Entry | None:
         """The refund the request is about, as the model asked for it (with its words around the call)."""
         refunds = [e for e in self.entries if e.kind == "asks" and isinstance(e.detail, dict)]
-        refunds = [e for e in refunds if e.detail.get("name") == "issue_refund"]
+        refunds = [e for e in refunds if e.detail.get("name") in paying_tools()]
         if self.request is not None:
             same = [e for e in refunds if e.detail.get("input", {}).get("amount_cents") == self.request.amount_cents]
             refunds = same or refunds

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from activities.tools import payout_noun
 from agent_worker.codec_server import loopback_name
 from agent_worker.inbox.auth import SESSION_COOKIE, Authenticator, Person, same_origin
 from agent_worker.inbox.desk import TABS, Desk
@@ -49,6 +50,7 @@ class Pages:
         self.templates.env.filters.update(money=shown, ago=ago, utc=utc, ticket_url=self.ticket_url)
         self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
         self.templates.env.filters.update(plainly=plainly, asked_plainly=asked_plainly, decided=decided_plainly)
+        self.templates.env.filters.update(payout_noun=payout_noun)
         self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID)
 
     # --- who is asking ---------------------------------------------------------------------------------------

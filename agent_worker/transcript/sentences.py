@@ -8,6 +8,7 @@ from typing import Any
 from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
 from activities.contracts.fields import amount
 from activities.contracts.names import APPROVE_SIGNAL
+from activities.tools import TOOLS, paying_tools, payout_noun
 from agent_worker.transcript.entry import Entry
 
 ASKED = {
@@ -50,8 +51,8 @@ def asked_plainly(call: dict[str, Any], currency: str | None = None) -> str:
     name, args = str(call.get("name", "")), call.get("input") or {}
     args = args if isinstance(args, dict) else {}
     cents = args.get("amount_cents")
-    if name == "issue_refund" and isinstance(cents, int):
-        return f"The agent asked to refund {amount(cents, currency)} on order {args.get('order_id')}"
+    if name in paying_tools() and isinstance(cents, int):
+        return f"The agent asked for a {payout_noun(name)} of {amount(cents, currency)} on order {args.get('order_id')}"
     if name == "send_email":
         return f"The agent asked to email {args.get('to') or 'the customer'}: \u201c{args.get('subject', '')}\u201d"
     if name in ASKED and args.get("order_id"):
@@ -69,10 +70,11 @@ def _result_plainly(name: str, result: dict[str, Any], currency: str | None) -> 
             f"Looked up order {result.get('order_id')}: charged {cents('amount_cents')}, refunded before "
             f"{cents('refunded_cents')}, customer {result.get('customer_email')}"
         )
-    if name == "issue_refund":
+    payout = TOOLS[name].payout if name in TOOLS else None
+    if payout is not None:
         again = " (made before under the same key: not paid twice)" if result.get("replayed") else ""
-        refund = f"refund #{result.get('refund_id')}"
-        return f"Refunded {cents('amount_cents')} on order {result.get('order_id')} ({refund}){again}"
+        number = f"{payout.noun} #{result.get('refund_id')}"
+        return f"{payout.done} {cents('amount_cents')} on order {result.get('order_id')} ({number}){again}"
     if name == "send_email":
         again = " (sent before: not sent twice)" if result.get("replayed") else ""
         return f"Emailed {result.get('to')} (email #{result.get('email_id')}){again}"
