@@ -12,7 +12,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from temporalio.client import WorkflowUpdateFailedError
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
@@ -36,7 +39,7 @@ from activities.contracts.names import (
 )
 from activities.contracts.ticket import MessageReceipt, Status, Turn
 from tests.support.harness import Harness
-from tests.support.history import failed_workflow_tasks
+from tests.support.history import events, failed_workflow_tasks
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.outcomes import complete
 from tests.support.tickets import Handle, answer, ticket
@@ -206,3 +209,34 @@ async def test_a_model_that_writes_megabytes_is_recorded_as_a_head_and_a_size(ag
     assert encoded_bytes(outcome.answer) <= ANSWER_BYTES
     assert outcome.answer.startswith("zzz")
     assert outcome.turns[0].answer == outcome.answer
+
+
+# --- what a validation error says: never the value ------------------------------------------------------------
+
+TWO_MEGABYTES = 2_000_000
+"""Under the 2 MiB a payload may be, so the server takes it whole."""
+
+
+async def refused_at_once(handle: Handle) -> ApplicationError:
+    """The run must fail at once as invalid input, having done nothing: its error. A run that goes on instead
+    (to wedge, or to wait for a person) fails the test when the wait runs out."""
+    with pytest.raises(WorkflowFailureError) as failure:
+        await asyncio.wait_for(handle.result(), 30)
+    error = failure.value.cause
+    assert isinstance(error, ApplicationError)
+    assert (error.type, error.non_retryable) == ("InvalidTicketInput", True)
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+    assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
+    return error
+
+
+async def test_a_forged_unreadable_marker_of_two_megabytes_fails_the_ticket_with_a_line_not_the_megabytes(
+    agent: Harness,
+) -> None:
+    """What the codec hands on for a payload it cannot open carries its reason, and a caller can send one
+    itself: a validation error's words are cut, so no value a caller sends is echoed whole into a failure."""
+    async with agent.worker():
+        error = await refused_at_once(await agent.start({"unreadable_payload": "y" * TWO_MEGABYTES}))
+
+    assert error.message.startswith("Invalid ticket input: input: unreadable_payload: yyyy")
+    assert len(error.message) < 2_000

@@ -103,16 +103,24 @@ def number(units: int, currency: str | None, *, thousands: str = ",") -> str:
 ERRORS_NAMED = 10
 """Bad fields a validation error names; the rest are counted. A payload with ten thousand unknown fields would
 otherwise make a reason of a megabyte, recorded in the outcome and the audit trail."""
+ERROR_CHARS = 400
+"""The most of one field's message a validation error's line keeps. Pydantic's own words never quote the value,
+but a message may (the codec's reason for a payload it could not open, which a caller can forge): a failure must
+never echo a caller's megabytes back into the history."""
 
 
 def describe_errors(error: ValidationError) -> str:
     """A validation error as one line that names each bad field: ``options.max_steps: Input should be ...``
-    (the first ``ERRORS_NAMED`` of them, and how many more)."""
+    (the first ``ERRORS_NAMED`` of them, and how many more), and never more than ``ERROR_CHARS`` of what is
+    said about one field."""
     details = error.errors(include_url=False)
     parts = []
     for detail in details[:ERRORS_NAMED]:
         field = ".".join(str(part) for part in detail["loc"])[:100] or "input"
-        parts.append(f"{field}: {detail['msg']}")
+        message = detail["msg"]
+        if len(message) > ERROR_CHARS:
+            message = f"{message[:ERROR_CHARS]}… [{len(message)} characters in all]"
+        parts.append(f"{field}: {message}")
     if len(details) > ERRORS_NAMED:
         parts.append(f"and {len(details) - ERRORS_NAMED} more")
     return "; ".join(parts)
