@@ -12,7 +12,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRecord
+from activities.contracts.limits import RECORD_REASON_BYTES, encoded_bytes
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
@@ -76,6 +77,26 @@ async def test_a_malformed_ticket_fails_the_run_at_once_naming_the_field(
     assert message in error.message
     assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
     assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
+
+
+ANSWER_R1 = {"amount_cents": 4900, "approved": False, "approver": "ann", "request_id": "R1"}
+
+
+def test_a_record_of_an_answer_keeps_a_bounded_reason_and_reads_the_same_when_read_back() -> None:
+    """A rejection may quote what was sent or list every approver: the record keeps a head of it and its size. A
+    decline's reason, the longest a person may give, is kept whole."""
+    record = ApprovalRecord(
+        amount_cents=None, decision=ApprovalDecision.REJECTED, approver=None, at="2026-12-01T00:00:00Z",
+        reason="unreadable approval: " + "z" * 1_000_000,
+    )  # fmt: skip
+    assert encoded_bytes(record.reason) <= RECORD_REASON_BYTES
+    assert record.reason.startswith("unreadable approval: zzz")
+    assert record.reason.endswith("[cut here: 1000023 bytes in all]")
+    assert ApprovalRecord.model_validate(record.model_dump(mode="json")) == record
+    longest_decline = "because " + "\x01" * (500 - len("because "))  # six bytes a character in JSON
+    assert Approval.model_validate({**ANSWER_R1, "reason": longest_decline}).reason == longest_decline
+    kept = ApprovalRecord.model_validate({**record.model_dump(), "reason": longest_decline})
+    assert kept.reason == longest_decline, "a decline's reason is looked up in the audit trail by its words: never cut"
 
 
 async def test_a_run_started_with_no_input_fails_clearly(agent: Harness) -> None:

@@ -25,6 +25,7 @@ from activities.contracts.limits import (
     ANSWER_BYTES,
     PAYLOAD_LIMIT_BYTES,
     PENDING_REPLY_BYTES,
+    RECORD_REASON_BYTES,
     REJECTED_ANSWERS_KEPT,
     TEXT_CHARS,
     TOOL_INPUT_BYTES,
@@ -240,3 +241,24 @@ async def test_a_forged_unreadable_marker_of_two_megabytes_fails_the_ticket_with
 
     assert error.message.startswith("Invalid ticket input: input: unreadable_payload: yyyy")
     assert len(error.message) < 2_000
+
+
+async def test_a_forged_unreadable_approval_of_a_megabyte_is_recorded_in_a_line_and_the_request_waits_on(
+    agent: Harness,
+) -> None:
+    """The reason a rejected answer is recorded with quotes what was sent: the gate carries fifty of them into
+    the next run, so each is kept to a head and its size."""
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+        await handle.signal(APPROVE_SIGNAL, {"unreadable_payload": "z" * 1_000_000})
+        await awaiting(handle, 4900)
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
+        outcome = await asyncio.wait_for(handle.result(), 60)
+
+    assert await failed_workflow_tasks(agent.client, handle.id) == []
+    rejected, approved = outcome.approvals
+    assert rejected.decision is ApprovalDecision.REJECTED
+    assert rejected.reason.startswith("unreadable approval: zzz")
+    assert encoded_bytes(rejected.reason) <= RECORD_REASON_BYTES
+    assert approved.decision is ApprovalDecision.APPROVED

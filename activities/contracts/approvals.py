@@ -12,7 +12,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from activities.contracts.fields import Cents, Contract, Currency
+from activities.contracts.fields import Cents, Contract, Currency, Note
 
 
 class Approval(Contract):
@@ -92,7 +92,10 @@ class ApprovalRecord(Contract):
     approver: str | None
     at: datetime
     """Workflow time, so it is the same on every replay."""
-    reason: str = ""
+    reason: Note = ""
+    """Why it was rejected (what was wrong with it, quoting what was sent), a decline's reason, or how far a
+    request has come ("1 of 2"): at most ``RECORD_REASON_BYTES``, since the gate carries up to
+    ``REJECTED_ANSWERS_KEPT`` rejected records into every run that continues the ticket."""
     request_id: str | None = None
     """The request the answer decided or was rejected for (None: no request was waiting, or runs before ids)."""
     channel: Literal["signal", "web"] = "signal"

@@ -1,6 +1,8 @@
 """What every contract is made of: the base class that refuses unknown fields, the field types with their
 bounds (an order id, an email address, an amount in cents), and the few rules about them that more than one
-side applies (how money reads, when two addresses are the same mailbox, how a validation error reads)."""
+side applies (how money reads, when two addresses are the same mailbox, how a validation error reads). Records the
+workflow makes keep plain ``str``, except the one that quotes what it did not take, an approval's rejection,
+which is cut to a head and its size (``Note``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import re
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -15,12 +18,18 @@ from pydantic import (
     ValidationError,
 )
 
+from activities.contracts.limits import RECORD_REASON_BYTES, cut
+
 ORDER_ID_PATTERN = r"[A-Z]-\d{4,}"
 OrderId = Annotated[str, StringConstraints(pattern=rf"^{ORDER_ID_PATTERN}$")]
 EmailAddress = Annotated[
     str, StringConstraints(strip_whitespace=True, max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 ]
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Note = Annotated[str, AfterValidator(lambda text: cut(text, RECORD_REASON_BYTES))]
+"""A reason the workflow writes into a record about an answer: a rejection's may quote what the sender sent, or
+list every approver, so past ``RECORD_REASON_BYTES`` it is a head of it and its size. A decline's reason is never
+cut (500 characters, ``Approval.reason``), and cutting is idempotent: a record read back reads the same."""
 MAX_CENTS = 2**31 - 1
 """The most any order can be charged (the ``orders`` column is a 32-bit integer on PostgreSQL), so the most any
 refund or approval can be about: an amount the model, a caller or an approver sends above it is refused where

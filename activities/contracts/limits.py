@@ -48,6 +48,10 @@ past this, a head of it and its size."""
 NOTE_BYTES: Final = 2_000
 """An entry about something a ticket could not take (a malformed reply or event), as the audit trail reads it: a
 validation error about a payload with ten thousand unknown fields names each of them."""
+RECORD_REASON_BYTES: Final = 4 * 1024
+"""The reason an approval record gives (``fields.Note``), JSON-encoded: a rejection's may quote what its sender
+sent, or list every approver. More than the longest decline's reason (``REASON_CHARS`` of six bytes, 3,002), which
+is never cut: the next run looks the decision's audit entry up by its words."""
 
 INLINE_TURNS_BYTES: Final = 384 * 1024
 """The turns the ``turns`` query answers and the outcome carries, JSON-encoded: past this, the oldest go to the
