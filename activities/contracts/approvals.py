@@ -12,20 +12,21 @@ from pydantic import (
     StringConstraints,
 )
 
-from activities.contracts.fields import Cents, Contract, Currency, Note
+from activities.contracts.fields import Cents, Contract, Currency, Note, PersonName, Reason, RequestId
 
 
 class Approval(Contract):
-    """The ``approve`` signal: a person's answer about the request they were shown."""
+    """The ``approve`` signal: a person's answer about the request they were shown. Every field is the sender's
+    to fill, so each is bounded: past a bound, the answer is recorded as a malformed one, naming the field."""
 
     amount_cents: Cents
     approved: bool
-    approver: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    approver: PersonName
     """Who answered, as the sender claims it: a signal carries no identity the worker could check."""
-    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)] | None = None
+    request_id: RequestId | None = None
     """The request answered, as ``awaiting_approval_of`` shows it. Without it, the answer is about the request
     waiting when it arrives, and never about a later one."""
-    reason: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] | None = None
+    reason: Reason | None = None
     """Why, for a decline: it goes to the audit trail and to the model, so the customer can be told."""
 
 
@@ -33,7 +34,7 @@ class VouchedApproval(Approval):
     """The ``approve`` update, as the approval inbox sends it: an answer about a named request, signed by the
     inbox for the person it authenticated (``activities.vouching``)."""
 
-    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+    request_id: RequestId
     signature: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
