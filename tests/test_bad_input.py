@@ -1,22 +1,29 @@
-"""Bad input gets a clear error and loses nothing: tickets, approval signals, and the clock of a timeout."""
+"""Bad input gets a clear error and loses nothing: tickets, approval signals, every field a sender fills in past
+its bound, and the clock of a timeout."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.contracts.approvals import ApprovalDecision
+from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRecord, VouchedApproval
+from activities.contracts.fields import describe_errors
+from activities.contracts.limits import REASON_CHARS, RECORD_REASON_BYTES, encoded_bytes
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
-from activities.contracts.ticket import Status
+from activities.contracts.policy import MoneyPolicy, PolicyInForce, Role
+from activities.contracts.ticket import CustomerMessage, OrderEvent, Status, TicketInput
 from activities.contracts.world import EmailReceipt, EmailRequest
 from activities.tool_activities import ToolActivities
+from agent_worker.config import Settings
 from tests.support.handover import NEWER_STATE, NewerWorkerHandsOver
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts, events
@@ -57,6 +64,28 @@ BAD_TICKETS = {
     "not an object": ("please refund me", "input: Input should be a valid dictionary or instance of TicketInput"),
     "bad email": (ticket(email="not-an-address"), "customer_email: String should match pattern"),
     "naive opened_at": ({**ticket(), "opened_at": "2026-11-29T10:00:00"}, "opened_at: Input should have timezone info"),
+    # Every field a caller fills in is bounded (``activities.contracts.limits``), so that no copy of it outgrows a
+    # payload; these once ran, and the longest wedged the ticket:
+    "ticket id past its bound": (
+        {**ticket(), "ticket_id": "T-" + "1" * 199},
+        "ticket_id: String should have at most 200 characters",
+    ),
+    "an approver's name past its bound": (
+        ticket(approvers=["ann", "b" * 201]),
+        "options.approvers.1: String should have at most 200 characters",
+    ),
+    "approvers past their bytes together": (
+        ticket(approvers=[f"{n:02d}" + "x" * 198 for n in range(41)]),
+        "options.approvers: the names take 8324 bytes as JSON, more than the 8192",
+    ),
+    "more approvers than a ticket may name": (
+        ticket(approvers=[f"p{n}" for n in range(101)]),
+        "options.approvers: List should have at most 100 items after validation, not 101",
+    ),
+    "an email address past its bound": (
+        ticket(email="a" * 250 + "@b.co"),
+        "customer_email: String should have at most 254 characters",
+    ),
 }
 
 
@@ -76,6 +105,117 @@ async def test_a_malformed_ticket_fails_the_run_at_once_naming_the_field(
     assert message in error.message
     assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
     assert await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == []
+
+
+_ROLE = {"name": "lead", "people": ["ann"], "max_cents": 10_000}
+_ANSWER = {"amount_cents": 4900, "approved": False, "approver": "ann", "request_id": "R1"}
+_EVENT = {"order_id": "A-1001", "event": "delivered"}
+_PLAIN_NAMES = [f"{n:02d}" + "x" * 198 for n in range(41)]
+"""41 names of 200 characters: each within its bound, 8,324 bytes together, past the 8,192 of any approvers list."""
+
+PAST_THEIR_BOUNDS: dict[str, tuple[type[BaseModel | Settings], dict[str, Any], str]] = {
+    "an approver": (Approval, {**_ANSWER, "approver": "a" * 201}, "approver: String should have at most 200"),
+    "a request id": (Approval, {**_ANSWER, "request_id": "R" * 41}, "request_id: String should have at most 40"),
+    "a reason": (Approval, {**_ANSWER, "reason": "r" * 501}, "reason: String should have at most 500 characters"),
+    "a vouched request id": (
+        VouchedApproval, {**_ANSWER, "request_id": "R" * 41, "signature": "0" * 64}, "request_id: String should have",
+    ),
+    "a reply": (CustomerMessage, {"text": "t" * 20_001}, "text: String should have at most 20000 characters"),
+    "an event's order id": (
+        OrderEvent, {**_EVENT, "order_id": "A-" + "1" * 31}, "order_id: String should have at most 32 characters",
+    ),
+    "an event's kind": (OrderEvent, {**_EVENT, "event": "e" * 101}, "event: String should have at most 100"),
+    "an event's detail": (OrderEvent, {**_EVENT, "detail": "d" * 2_001}, "detail: String should have at most 2000"),
+    "an event's bytes": (
+        OrderEvent, {**_EVENT, "detail": "\x01" * 400}, "input: the event takes 2453 bytes as JSON, more than 2200",
+    ),
+    "a role's name": (Role, {**_ROLE, "name": "n" * 101}, "name: String should have at most 100 characters"),
+    "a role's person": (Role, {**_ROLE, "people": ["p" * 201]}, "people.0: String should have at most 200"),
+    "a role's people": (Role, {**_ROLE, "people": _PLAIN_NAMES}, "people: the names take 8324 bytes as JSON"),
+    "everyone the roles name": (
+        MoneyPolicy,
+        {"approval": {"roles": [{**_ROLE, "name": f"r{n}", "people": names} for n, names in
+                                enumerate([_PLAIN_NAMES[:20], _PLAIN_NAMES[20:]])]}},
+        "approval.roles: the names take 8324 bytes as JSON, more than the 8192",
+    ),
+    "the worker's approvers, in force": (
+        PolicyInForce, {"policy": {}, "digest": "sha256:0", "default_approvers": _PLAIN_NAMES},
+        "default_approvers: the names take 8324 bytes",
+    ),
+    "AGENT_APPROVERS": (Settings, {"approvers": _PLAIN_NAMES}, "approvers: the names take 8324 bytes as JSON"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("contract", "raw", "message"), PAST_THEIR_BOUNDS.values(), ids=PAST_THEIR_BOUNDS.keys())
+def test_a_field_a_sender_fills_in_is_refused_past_its_bound_naming_it(
+    contract: type[BaseModel], raw: dict[str, Any], message: str
+) -> None:
+    """What an approver, a relay, the customer or the operator sends, one step past a bound: refused, in a line
+    that names the field and does not quote the value."""
+    with pytest.raises(ValidationError) as refused:
+        contract.model_validate(raw)
+    said = describe_errors(refused.value)
+    assert said.startswith(message), said
+    assert len(said) < 300
+
+
+REVIEWED: dict[str, str] = {
+    "OrderEvent.order_id": "an order id's length is checked after its pattern, out of the schema the model is shown",
+    "VouchedApproval.signature": "64 hex digits, by its pattern",
+}
+"""Text without a ``maxLength`` in its schema that is bounded all the same, and how."""
+
+
+def unbounded(schema: dict[str, Any], where: str, definitions: dict[str, Any]) -> Iterator[str]:
+    """The paths of text with no ``maxLength`` and lists with no ``maxItems`` in a JSON schema (and its refs)."""
+    if "$ref" in schema:
+        yield from unbounded(definitions[schema["$ref"].split("/")[-1]], where, definitions)
+        return
+    for alternative in schema.get("anyOf", []):
+        yield from unbounded(alternative, where, definitions)
+    kind = schema.get("type")
+    if kind == "string" and "maxLength" not in schema and "enum" not in schema and "format" not in schema:
+        yield where
+    elif kind == "array":
+        if "maxItems" not in schema:
+            yield where
+        yield from unbounded(schema.get("items", {}), where, definitions)
+    elif kind == "object":
+        for name, field in schema.get("properties", {}).items():
+            yield from unbounded(field, f"{where}.{name}", definitions)
+        if isinstance(schema.get("additionalProperties"), dict):
+            yield f"{where}.*"
+
+
+INPUTS: list[type[BaseModel]] = [TicketInput, CustomerMessage, OrderEvent, Approval, VouchedApproval, MoneyPolicy]
+"""Every contract a caller, customer, approver, relay or operator fills in, as it is sent."""
+
+
+def test_every_text_and_list_a_sender_fills_in_has_a_bound() -> None:
+    """A field added to an input without a bound would be the next to wedge a ticket: each text has a length, each
+    list a count (and lists of approvers a size in bytes besides), or is named in ``REVIEWED`` with its bound."""
+    found = set()
+    for contract in INPUTS:
+        schema = contract.model_json_schema()
+        found |= set(unbounded(schema, contract.__name__, schema.get("$defs", {})))
+    assert found == set(REVIEWED)
+
+
+def test_a_record_of_an_answer_keeps_a_bounded_reason_and_reads_the_same_when_read_back() -> None:
+    """A rejection may quote what was sent or list every approver: the record keeps a head of it and its size. A
+    decline's reason, the longest a person may give, is kept whole."""
+    record = ApprovalRecord(
+        amount_cents=None, decision=ApprovalDecision.REJECTED, approver=None, at="2026-12-01T00:00:00Z",
+        reason="unreadable approval: " + "z" * 1_000_000,
+    )  # fmt: skip
+    assert encoded_bytes(record.reason) <= RECORD_REASON_BYTES
+    assert record.reason.startswith("unreadable approval: zzz")
+    assert record.reason.endswith("[cut here: 1000023 bytes in all]")
+    assert ApprovalRecord.model_validate(record.model_dump(mode="json")) == record
+    longest_decline = "because " + "\x01" * (REASON_CHARS - len("because "))  # six bytes a character in JSON
+    assert Approval.model_validate({**_ANSWER, "reason": longest_decline}).reason == longest_decline
+    kept = ApprovalRecord.model_validate({**record.model_dump(), "reason": longest_decline})
+    assert kept.reason == longest_decline, "a decline's reason is looked up in the audit trail by its words: never cut"
 
 
 async def test_a_run_started_with_no_input_fails_clearly(agent: Harness) -> None:

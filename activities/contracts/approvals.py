@@ -14,7 +14,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from activities.contracts.fields import Cents, Contract, Currency, same_address
+from activities.contracts.fields import Cents, Contract, Currency, Note, PersonName, Reason, RequestId, same_address
 
 Identity = Literal["exact", "mailbox"]
 """How a request compares the people who answer it with its approvers, with each other and with the customer:
@@ -23,16 +23,17 @@ as typed, for requests opened before 1.1.0 (``Patch.ONE_PAYOUT_DECISION``)."""
 
 
 class Approval(Contract):
-    """The ``approve`` signal: a person's answer about the request they were shown."""
+    """The ``approve`` signal: a person's answer about the request they were shown. Every field is the sender's
+    to fill, so each is bounded: past a bound, the answer is recorded as a malformed one, naming the field."""
 
     amount_cents: Cents
     approved: bool
-    approver: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    approver: PersonName
     """Who answered, as the sender claims it: a signal carries no identity the worker could check."""
-    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)] | None = None
+    request_id: RequestId | None = None
     """The request answered, as ``awaiting_approval_of`` shows it. Without it, the answer is about the request
     waiting when it arrives, and never about a later one."""
-    reason: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] | None = None
+    reason: Reason | None = None
     """Why, for a decline: it goes to the audit trail and to the model, so the customer can be told."""
 
 
@@ -40,7 +41,7 @@ class VouchedApproval(Approval):
     """The ``approve`` update, as the approval inbox sends it: an answer about a named request, signed by the
     inbox for the person it authenticated (``activities.vouching``)."""
 
-    request_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+    request_id: RequestId
     signature: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
@@ -110,7 +111,10 @@ class ApprovalRecord(Contract):
     approver: str | None
     at: datetime
     """Workflow time, so it is the same on every replay."""
-    reason: str = ""
+    reason: Note = ""
+    """Why it was rejected (what was wrong with it, quoting what was sent), a decline's reason, or how far a
+    request has come ("1 of 2"): at most ``RECORD_REASON_BYTES``, since the gate carries up to
+    ``REJECTED_ANSWERS_KEPT`` rejected records into every run that continues the ticket."""
     request_id: str | None = None
     """The request the answer decided or was rejected for (None: no request was waiting, or runs before ids)."""
     channel: Literal["signal", "web"] = "signal"

@@ -1,6 +1,13 @@
 """What every contract is made of: the base class that refuses unknown fields, the field types with their
-bounds (an order id, an email address, an amount in cents), and the few rules about them that more than one
-side applies (how money reads, when two addresses are the same mailbox, how a validation error reads)."""
+bounds (an id, a person's name, an email address, an amount in cents), and the few rules about them that more
+than one side applies (how money reads, when two addresses are the same mailbox, how a validation error reads).
+
+One type per kind of field, used wherever a caller, an approver or a relay fills that kind in, each bounded by
+its figure in ``activities.contracts.limits``: a field past its bound is refused where it comes in, naming the
+field, before any copy of it can outgrow a payload. Records the workflow makes from what it took (the outcome,
+audit entries, the request that waits) keep plain ``str``: what they hold was bounded on the way in, and a bound
+that refused a record would make a recorded history that holds one unreadable. The one record that quotes what
+it did not take, an approval's rejection, is cut to a head and its size instead (``Note``)."""
 
 from __future__ import annotations
 
@@ -8,19 +15,84 @@ import re
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
 )
+from pydantic_core import PydanticCustomError
+
+from activities.contracts.limits import (
+    APPROVERS_BYTES,
+    DETAIL_CHARS,
+    EMAIL_CHARS,
+    LABEL_CHARS,
+    NAME_CHARS,
+    ORDER_ID_CHARS,
+    REASON_CHARS,
+    RECORD_REASON_BYTES,
+    REQUEST_ID_CHARS,
+    TICKET_ID_CHARS,
+    cut,
+    encoded_bytes,
+)
+
+
+def _order_id_chars(order_id: str) -> str:
+    if len(order_id) > ORDER_ID_CHARS:
+        raise PydanticCustomError(
+            "string_too_long", "String should have at most {max_length} characters", {"max_length": ORDER_ID_CHARS}
+        )
+    return order_id
+
 
 ORDER_ID_PATTERN = r"[A-Z]-\d{4,}"
-OrderId = Annotated[str, StringConstraints(pattern=rf"^{ORDER_ID_PATTERN}$")]
+OrderId = Annotated[str, StringConstraints(pattern=rf"^{ORDER_ID_PATTERN}$"), AfterValidator(_order_id_chars)]
+"""An order id (``A-1001``). Its length is checked after the pattern rather than stated in the JSON schema: the
+tools' schemas are in every request the model is sent, and the evals look recorded answers up by the request."""
 EmailAddress = Annotated[
-    str, StringConstraints(strip_whitespace=True, max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    str, StringConstraints(strip_whitespace=True, max_length=EMAIL_CHARS, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 ]
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+"""Any text but blank, with no bound of its own: each use states one (the email tool's subject and body)."""
+TicketId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TICKET_ID_CHARS)]
+"""A ticket's id as its caller names it: the workflow's id (``ticket-<id>``) and every key the ticket makes are
+built from it. Any characters: nothing built from it needs fewer, and a ticket already running under an id a
+narrower rule refused would be failed by its next continue-as-new, which reads its ticket anew."""
+RequestId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=REQUEST_ID_CHARS)]
+"""An approval request's id, as an answer names it (``R1``)."""
+PersonName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=NAME_CHARS)]
+"""Someone who may approve, or who answered: as the approval inbox signs them in, and as a signal claims."""
+Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=LABEL_CHARS)]
+"""A short name for a kind of thing: a role (``lead``), an order event (``delivered``)."""
+Reason = Annotated[str, StringConstraints(strip_whitespace=True, max_length=REASON_CHARS)]
+"""Why a person answered as they did, in their words."""
+Detail = Annotated[str, StringConstraints(strip_whitespace=True, max_length=DETAIL_CHARS)]
+"""What a relay says of an event besides its kind."""
+
+
+def approvers_fit(names: list[str]) -> list[str]:
+    """``names`` if they fit ``APPROVERS_BYTES`` encoded; a validation error saying by how much they do not."""
+    size = encoded_bytes(names)
+    if size > APPROVERS_BYTES:
+        raise PydanticCustomError(
+            "approvers_too_long",
+            "the names take {size} bytes as JSON, more than the {limit} a waiting approval request may carry",
+            {"size": size, "limit": APPROVERS_BYTES},
+        )
+    return names
+
+
+Approvers = Annotated[list[PersonName], AfterValidator(approvers_fit)]
+"""People who may approve, within ``APPROVERS_BYTES`` together. A use that also bounds how many states it before
+the check of bytes (``Annotated[list[PersonName], Field(max_length=...), AfterValidator(approvers_fit)]``): a
+count stated after a validator reads "Value should have ..." instead of "List should have ..."."""
+Note = Annotated[str, AfterValidator(lambda text: cut(text, RECORD_REASON_BYTES))]
+"""A reason the workflow writes into a record about an answer: a rejection's may quote what the sender sent, or
+list every approver, so past ``RECORD_REASON_BYTES`` it is a head of it and its size. A decline's reason is never
+cut (``Reason`` fits), and cutting is idempotent: a record read back reads the same."""
 MAX_CENTS = 2**31 - 1
 """The most any order can be charged (the ``orders`` column is a 32-bit integer on PostgreSQL), so the most any
 refund or approval can be about: an amount the model, a caller or an approver sends above it is refused where
@@ -110,16 +182,24 @@ def number(units: int, currency: str | None, *, thousands: str = ",") -> str:
 ERRORS_NAMED = 10
 """Bad fields a validation error names; the rest are counted. A payload with ten thousand unknown fields would
 otherwise make a reason of a megabyte, recorded in the outcome and the audit trail."""
+ERROR_CHARS = 400
+"""The most of one field's message a validation error's line keeps. Pydantic's own words never quote the value,
+but a message may (the codec's reason for a payload it could not open, which a caller can forge): a failure must
+never echo a caller's megabytes back into the history."""
 
 
 def describe_errors(error: ValidationError) -> str:
     """A validation error as one line that names each bad field: ``options.max_steps: Input should be ...``
-    (the first ``ERRORS_NAMED`` of them, and how many more)."""
+    (the first ``ERRORS_NAMED`` of them, and how many more), and never more than ``ERROR_CHARS`` of what is
+    said about one field."""
     details = error.errors(include_url=False)
     parts = []
     for detail in details[:ERRORS_NAMED]:
         field = ".".join(str(part) for part in detail["loc"])[:100] or "input"
-        parts.append(f"{field}: {detail['msg']}")
+        message = detail["msg"]
+        if len(message) > ERROR_CHARS:
+            message = f"{message[:ERROR_CHARS]}… [{len(message)} characters in all]"
+        parts.append(f"{field}: {message}")
     if len(details) > ERRORS_NAMED:
         parts.append(f"and {len(details) - ERRORS_NAMED} more")
     return "; ".join(parts)

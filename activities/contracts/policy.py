@@ -14,11 +14,21 @@ import hashlib
 import json
 from typing import Annotated
 
-from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, field_validator
 
-from activities.contracts.fields import DAY, MAX_CENTS, Cents, Contract, bounded, same_address
-
-Person = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+from activities.contracts.fields import (
+    DAY,
+    MAX_CENTS,
+    Approvers,
+    Cents,
+    Contract,
+    Label,
+    PersonName,
+    approvers_fit,
+    bounded,
+    same_address,
+)
+from activities.contracts.limits import PEOPLE_PER_ROLE, ROLES
 
 
 def _false_is_none(value: object) -> object:
@@ -40,9 +50,9 @@ class _Policy(Contract):
 class Role(_Policy):
     """People who may approve refunds up to an amount."""
 
-    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    name: Label
     """What the desk calls the role (``agent``, ``lead``): unique in the file."""
-    people: Annotated[list[Person], Field(min_length=1, max_length=1000)]
+    people: Annotated[list[PersonName], Field(min_length=1, max_length=PEOPLE_PER_ROLE), AfterValidator(approvers_fit)]
     """Who holds it: the approver names the approval inbox signs people in as."""
     max_cents: Cents
     """The largest refund this role's people may approve."""
@@ -57,9 +67,10 @@ class ApprovalPolicy(_Policy):
     """How long a person has to answer; silence means no."""
     two_people_above_cents: Annotated[Annotated[int, bounded(0, MAX_CENTS)] | None, Off] = 50_000
     """A refund above this needs two different people's authenticated approvals; off (false): one is enough."""
-    roles: Annotated[list[Role], Field(max_length=100)] = []
+    roles: Annotated[list[Role], Field(max_length=ROLES)] = []
     """Who may approve, and up to how much. None named: the worker's ``AGENT_APPROVERS``, else anyone, for any
-    amount, by signal as well as in the approval inbox."""
+    amount, by signal as well as in the approval inbox. Everyone the roles name, together, within
+    ``APPROVERS_BYTES``: a request that waits carries them."""
 
     @field_validator("roles")
     @classmethod
@@ -68,6 +79,13 @@ class ApprovalPolicy(_Policy):
         names = [role.name for role in roles]
         if len(set(names)) != len(names):
             raise ValueError(f"two roles share a name: {sorted(n for n in set(names) if names.count(n) > 1)}")
+        return roles
+
+    @field_validator("roles")
+    @classmethod
+    def _people_fit(cls, roles: list[Role]) -> list[Role]:
+        """Each role's people fit, and so must everyone together: a request for the largest amount names them all."""
+        approvers_fit(list(dict.fromkeys(person for role in roles for person in role.people)))
         return roles
 
     @property
@@ -131,7 +149,7 @@ class PolicyInForce(Contract):
 
     policy: MoneyPolicy
     digest: str
-    default_approvers: list[str] = []
+    default_approvers: Approvers = []
     """``AGENT_APPROVERS``: who may approve when the policy names no roles (empty: anyone)."""
     demonstrations: bool = False
     """Whether tickets may switch safeguards off (``refund_key``, ``reconcile_refunds``, ``linear_history``) to

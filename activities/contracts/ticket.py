@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     Field,
     NonNegativeInt,
@@ -20,8 +21,21 @@ from pydantic_core import PydanticCustomError
 
 from activities.contracts.approvals import ApprovalRecord
 from activities.contracts.conversation import UsageReport
-from activities.contracts.fields import DAY, MAX_CENTS, Contract, Currency, EmailAddress, NonEmpty, OrderId, bounded
-from activities.contracts.limits import TEXT_CHARS
+from activities.contracts.fields import (
+    DAY,
+    MAX_CENTS,
+    Contract,
+    Currency,
+    Detail,
+    EmailAddress,
+    Label,
+    OrderId,
+    PersonName,
+    TicketId,
+    approvers_fit,
+    bounded,
+)
+from activities.contracts.limits import APPROVERS_LISTED, EVENT_BYTES, TEXT_CHARS, encoded_bytes
 
 CustomerText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TEXT_CHARS)]
 """What a customer writes, the question or a reply: every turn's message is one, or replies joined within their
@@ -53,7 +67,10 @@ class TicketOptions(Contract):
     """Model calls the agent may make before it gives up."""
     sla_seconds: Annotated[int, bounded(1, 3650 * DAY)] = DAY
     """A ticket older than this when its run starts goes to a person: the model is not asked."""
-    approvers: Annotated[list[NonEmpty], Field(min_length=1, max_length=100)] | None = None
+    approvers: (
+        Annotated[list[PersonName], Field(min_length=1, max_length=APPROVERS_LISTED), AfterValidator(approvers_fit)]
+        | None
+    ) = None
     """Who may approve this ticket's refunds, among those the policy allows; None (left out): all of them. An
     empty list is refused: it must never read as "anyone"."""
     linear_history: bool = True
@@ -79,7 +96,10 @@ class TicketOptions(Contract):
 
 
 class TicketInput(Contract):
-    ticket_id: NonEmpty
+    """What a caller starts a ticket with. Every field is bounded (``activities.contracts.limits``), so the largest
+    ticket fits ``TICKET_INPUT_BYTES``: the run's input, and the first argument of every run that continues it."""
+
+    ticket_id: TicketId
     question: CustomerText
     customer_email: EmailAddress
     opened_at: AwareDatetime | None = None
@@ -115,8 +135,20 @@ class OrderEvent(Contract):
     forwards it (``{"order_id": "A-1001", "event": "delivered", "detail": "left at the front door"}``)."""
 
     order_id: OrderId
-    event: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
-    detail: Annotated[str, StringConstraints(strip_whitespace=True, max_length=2_000)] = ""
+    event: Label
+    detail: Detail = ""
+
+    @model_validator(mode="after")
+    def _fits(self) -> OrderEvent:
+        """A relay's event is kept for the waits to come, and handed to every run that continues the ticket: one
+        past ``EVENT_BYTES`` (a detail of control characters, six bytes each in JSON) is refused, with its size."""
+        size = encoded_bytes(self)
+        if size > EVENT_BYTES:
+            raise PydanticCustomError(
+                "event_too_long", "the event takes {size} bytes as JSON, more than {limit}",
+                {"size": size, "limit": EVENT_BYTES},
+            )  # fmt: skip
+        return self
 
 
 class TicketState(StrEnum):

@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
+from activities.contracts.fields import Approvers
 from activities.contracts.names import TASK_QUEUE
 from activities.contracts.policy import MoneyPolicy
 from agent_worker import policy_file
@@ -114,9 +115,10 @@ class Settings(BaseSettings):
     web: WebSettings = Field(default_factory=WebSettings)
     versioning: DeploymentSettings = Field(default_factory=DeploymentSettings)
 
-    approvers: list[str] = []
+    approvers: Approvers = []
     """Who may approve refunds on tickets that name nobody in ``options.approvers``, when the policy file names no
-    roles; empty: anyone. Set with roles, the worker does not start: one list of approvers, not two."""
+    roles; empty: anyone. Set with roles, the worker does not start: one list of approvers, not two. Within
+    ``APPROVERS_BYTES``, as the roles' people are: every request that waits carries them."""
 
     policy_file: Path | None = None
     """The desk's money policy (``agent_worker.policy_file``, ``agent-worker policy check``): approval limits, roles,
