@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from activities import vouching
@@ -21,6 +22,7 @@ from tests.support.harness import Harness
 from tests.support.holds import Holds, NextRunStumbles
 from tests.support.inbox import KEY
 from tests.support.tickets import Handle, answer, ticket
+from tests.support.waits import awaiting, poll
 
 HANDS_OVER_AT_THE_REQUEST: dict[str, Any] = {"continue_as_new_after_steps": 2, "approval_timeout_seconds": 60}
 """A ticket whose first run continues as new as soon as its refund of 49.00 waits (its second model call)."""
@@ -122,3 +124,26 @@ async def test_a_burst_of_approvals_across_hand_overs_decides_the_request_once(
     assert decided(outcome.approvals) == [("R1", ApprovalDecision.APPROVED)]
     forged = [a.reason for a in outcome.approvals if "audit trail does not hold" in a.reason]
     assert forged == []
+
+
+async def test_the_approvers_are_carried_once_in_the_request_that_waits_not_again_by_the_gate(agent: Harness) -> None:
+    """What a run hands the next holds the approvers in the ticket and in the waiting request only: a list of
+    approvers is not carried three times toward the payload limit."""
+    named = ["ann", "ben"]
+    async with agent.worker():
+        handle = await agent.start(ticket(**HANDS_OVER_AT_THE_REQUEST, approvers=named))
+        first = agent.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+
+        async def continued() -> bool:
+            return (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+
+        await poll(continued, timeout=30, interval=0.05, what="the first run to continue as new")
+        await awaiting(handle, 4900)
+        history = await first.fetch_history()
+        await handle.signal(APPROVE_SIGNAL, answer(4900, request_id="R1"))
+        await asyncio.wait_for(handle.result(), 60)
+
+    handed = history.events[-1].workflow_execution_continued_as_new_event_attributes
+    _, state = await agent.client.data_converter.decode(handed.input.payloads)
+    assert state["gate"]["approvers"] == []
+    assert state["gate"]["waiting"]["approvers"] == named

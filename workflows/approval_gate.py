@@ -51,10 +51,13 @@ AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 
 
 class GateSnapshot(Contract):
-    """What a run hands the next of the gate: who may answer, every answer so far, and the request waiting with
-    the answer that decided it, if any (checked again by the next run against the audit trail, not believed)."""
+    """What a run hands the next of the gate: every answer so far, and the request waiting with the answer that
+    decided it, if any (checked again by the next run against the audit trail, not believed). Who may answer is
+    the waiting request's, and for a later request the rules', read anew: not carried a second time."""
 
     approvers: list[str] = []
+    """Written empty since 1.1.0 and read by nobody: kept so that a run of 1.0.0, which wrote the approvers here,
+    continues into this worker, and one of this worker into a 1.0.0 worker."""
     records: list[ApprovalRecord] = []
     waiting: ApprovalRequest | None = None
     decided: ApprovalRecord | None = None
@@ -73,7 +76,6 @@ class ApprovalGate:
         self._audited_entry = audited
         self._continuation = continuation
         self.desk = ApprovalDesk()
-        self.approvers: list[str] = []
         self._audited = 0
         """How many of the desk's records are in the audit trail."""
         self._counted = 0
@@ -221,7 +223,6 @@ class ApprovalGate:
         say by when (the policy's, tightened by the ticket). Runs before ``Patch.ONE_PAYOUT_DECISION`` give no
         ``ask``, and the gate counts people and approvers from ``rules`` as they did. ``customer`` may not answer,
         and ``why`` the refund waits is shown with the request, which calls it ``noun`` (its tool's declared one)."""
-        self.approvers = list(rules.approvers)
         resumed = self._resume(amount_cents)
         if not resumed:
             deadline = workflow.now() + timedelta(seconds=rules.timeout_seconds)
@@ -286,8 +287,8 @@ class ApprovalGate:
         """The approvers whose role reaches the amount, as runs before ``Patch.ONE_PAYOUT_DECISION`` count them; a
         refund no role reaches is refused, audited, at once."""
         if not rules.roles:
-            return self.approvers
-        able = [person for person in self.approvers if (rules.reach(person) or 0) >= amount_cents]
+            return list(rules.approvers)
+        able = [person for person in rules.approvers if (rules.reach(person) or 0) >= amount_cents]
         if not able:
             refused = (
                 f"No one may approve a refund of {spelled(amount_cents, currency)} under the desk's policy, so it was "
@@ -384,9 +385,8 @@ class ApprovalGate:
         return any(a.decision in refused for a in self.desk.records[since:])
 
     def restore(self, snapshot: GateSnapshot) -> None:
-        """Take over the approvers, the records, and a wait (with any answer to it) from the run continued; the
+        """Take over the records, and a wait (with any answer to it) from the run continued; the
         wait is taken over in ``ready``, once the answer handed over with it has been checked."""
-        self.approvers = list(snapshot.approvers)
         self.desk.records = list(snapshot.records)
         self.desk.requests_made = snapshot.requests_made
         self._audited = self._counted = len(self.desk.records)
@@ -396,7 +396,7 @@ class ApprovalGate:
 
     def snapshot(self) -> GateSnapshot:
         return GateSnapshot(
-            approvers=self.approvers, records=self.desk.records, waiting=self.desk.waiting,
+            records=self.desk.records, waiting=self.desk.waiting,
             decided=self.desk.decision, requests_made=self.desk.requests_made, unlisted=self.unlisted,
         )  # fmt: skip
 

@@ -22,12 +22,13 @@ gRPC message far below 4 MiB:
     the turns kept inline             INLINE_TURNS_BYTES                384 KiB
     the message the turn answers      PENDING_REPLY_BYTES               128 KiB
     the replies no turn has read      PENDING_REPLY_BYTES               128 KiB
-    the approvers, twice more         2 x APPROVERS_BYTES                16 KiB
+    the approvers, once more          APPROVERS_BYTES                     8 KiB
     the events kept for waits         EVENTS_KEPT x EVENT_BYTES         215 KiB
                                                                       ---------
-                                                                      1,007 KiB of 1,024
+                                                                        999 KiB of 1,024
 
-The approvers are in it three times: the ticket's options, the approval gate's copy, and the request that waits.
+The approvers are in it twice: the ticket's options, and the request that waits (never more of them than the
+ticket or the policy names). The approval gate carries no copy of its own (since 1.1.0).
 Outside the sum, because the workflow bounds them by count and not by bytes: the approval records the gate
 carries (``REJECTED_ANSWERS_KEPT`` rejected answers, each reason at most ``RECORD_REASON_BYTES``, and one record
 per decided request), and the step in progress (the model's calls and their results' previews, bounded by the
