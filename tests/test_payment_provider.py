@@ -75,7 +75,9 @@ def test_without_a_key_every_request_pays(make_store: StoreFactory) -> None:
 def test_the_guard_refuses_a_refund_above_what_was_charged(make_store: StoreFactory) -> None:
     store = make_store()
     store.payments.refund(refund(4000, key="a"))
-    with pytest.raises(RefundExceedsChargeError, match=r"40.00 of 49.00 is already refunded"):
+    with pytest.raises(
+        RefundExceedsChargeError, match=r"USD 40\.00 of USD 49\.00 is already paid back \(refunds USD 40\.00\)"
+    ):
         store.payments.refund(refund(1000, key="b"))
     store.payments.refund(refund(900, key="c"))
     assert sum(r.amount_cents for r in store.payments.refunds()) == 4900
