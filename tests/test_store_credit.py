@@ -1,23 +1,32 @@
 """Store credit (``issue_store_credit``): a voucher instead of a refund, added by its declaration, its body and its
 ledger alone. Because its rule is the one a refund is under, it gets what a refund gets: a person above the limit,
 one voucher per part however often it is asked for, only the customer's orders, the limits across tickets, and an
-unknown outcome settled before the model hears of it. Real tickets on real workers and a real dev server."""
+unknown outcome settled before the model hears of it. Real tickets on real workers and a real dev server.
+
+And a voucher is money paid back like a refund: an order credited in full is not refunded as well, nor the other
+way round, whichever ticket asked first, through the embedded provider and through Stripe (the local fake), with
+Claude's real client talking to the local Messages API."""
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
 from activities.business import Business
 from activities.business.refusals import KeyClosedError, RefundExceedsChargeError
 from activities.contracts.names import APPROVE_SIGNAL
-from activities.contracts.policy import ApprovalPolicy, Limits
+from activities.contracts.policy import ApprovalPolicy, Limits, MoneyPolicy
 from activities.contracts.ticket import Outcome, Status
 from activities.contracts.world import Order, RefundRequest
 from tests.support.desk import LOOSE
+from tests.support.fake_messages_api import FakeMessagesAPI, Reply, message, text, tool_use
+from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
 from tests.support.models import PlaybackModel, calls, says
@@ -163,3 +172,89 @@ def test_the_ledger_keeps_a_settled_key_closed_and_credits_no_more_than_is_left_
         store.credits.issue(RefundRequest(order_id="A-1001", amount_cents=3901, idempotency_key="k3"))
     assert issued(store) == [("A-1001", 1000)]
     store.close()
+
+
+# --- a voucher and a refund of one order: never more than its charge ----------------------------------------------
+
+FIFTEEN = Order(order_id="C-3001", amount_cents=1500, customer_email="ann@example.com")
+"""Issue #33's order: 15.00, ann's."""
+
+
+@pytest.fixture
+def fake_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeMessagesAPI]:
+    """The Messages API on localhost, reached through the SDK's own environment as an operator sets it."""
+    with FakeMessagesAPI().running() as api:
+        for name in os.environ:
+            if name.startswith("ANTHROPIC_"):
+                monkeypatch.delenv(name)
+        monkeypatch.setenv("HOME", str(tmp_path))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        yield api
+
+
+@pytest.fixture(params=["embedded", "stripe"])
+def desk(request: pytest.FixtureRequest, client: Client, tmp_path: Path) -> Iterator[Harness]:
+    """A harness whose business holds ``FIFTEEN``, paid through the embedded provider or at Stripe (the fake)."""
+    queue = f"support-agent-{uuid.uuid4()}"
+    if request.param == "embedded":
+        store = Business.sqlite(tmp_path / "business.sqlite3").create()
+        store.orders.add(FIFTEEN)
+        yield Harness(client, store, task_queue=queue)
+        store.close()
+        return
+    with FakeStripe().running() as account:
+        store = stripe_business(account, tmp_path).create()
+        store.orders.add(FIFTEEN)
+        pay_at_stripe(account, store, FIFTEEN.order_id)
+        yield Harness(client, store, task_queue=queue)
+        store.close()
+
+
+def asks_for(tool: str, **tool_input: Any) -> Reply:
+    return message(tool_use(tool, **tool_input), stop_reason="tool_use")
+
+
+def paid(tool: str) -> Reply:
+    return asks_for(tool, order_id=FIFTEEN.order_id, amount_cents=FIFTEEN.amount_cents)
+
+
+def paid_back(store: Business) -> int:
+    """What both ledgers hold for the order: refunds, and vouchers."""
+    refunded = sum(r.amount_cents for r in store.payments.refunds(FIFTEEN.order_id))
+    return refunded + sum(c.amount_cents for c in store.credits.credits(FIFTEEN.order_id))
+
+
+@pytest.mark.parametrize(("first", "then"), [(CREDIT, "issue_refund"), ("issue_refund", CREDIT)])
+@pytest.mark.parametrize("tickets", [2, 1], ids=["two tickets", "one ticket"])
+async def test_an_order_paid_back_in_full_one_way_is_not_paid_back_again_the_other_way_even_with_a_persons_yes(
+    desk: Harness, fake_api: FakeMessagesAPI, first: str, then: str, tickets: int
+) -> None:
+    """Under the default policy both payouts of 15.00 are below the approval limit, so the first goes without a
+    person. The second waits for one, because the lookup (in a new ticket) or the ticket itself (in the same one)
+    says the order was paid back before; and once a person says yes, the ledger still refuses it: 15.00 paid back
+    of a 15.00 charge, never 30.00."""
+    order, look_up, done = FIFTEEN.order_id, asks_for("lookup_order", order_id=FIFTEEN.order_id), message(text("Done."))
+    async with desk.worker(policy=MoneyPolicy(), model_backend="auto"):  # Claude's client, chosen from the SDK's env
+        if tickets == 2:
+            fake_api.script(look_up, paid(first), done)
+            earlier = await (await desk.start(ticket(f"Order {order}"))).result()
+            assert [c.is_error for c in earlier.tool_calls] == [False, False], earlier.tool_calls
+            fake_api.script(look_up, paid(then), done)
+        else:
+            fake_api.script(look_up, paid(first), paid(then), done)
+        handle = await desk.start(ticket(f"Order {order}"))
+        request = await awaiting(handle, FIFTEEN.amount_cents)
+        assert paid_back(desk.store) == 1500  # the second waits, unpaid
+        assert request is not None
+        await handle.signal(APPROVE_SIGNAL, answer(1500, request_id=request.request_id))
+        outcome = await handle.result()
+
+    lookup, *payouts = outcome.tool_calls
+    if tickets == 2:
+        assert '"refunded_cents":1500' in lookup.result.replace(" ", "")  # the voucher or the refund, counted
+    refused = payouts[-1]
+    assert (refused.name, refused.is_error) == (then, True)
+    assert "USD 15.00 of USD 15.00 is already paid back" in refused.result
+    assert paid_back(desk.store) == desk.store.payments.charge(order).refunded_cents == 1500
+    assert outcome.status is Status.RESOLVED
