@@ -108,9 +108,10 @@ class ToolActivities:
         return await call(lambda: self._look_up(args.order_id))
 
     def _look_up(self, order_id: str) -> OrderLookup:
-        """The order as the shop has it, with what the payment provider charged for it and has refunded of it so
-        far, by any ticket (the provider's word on money, not the shop's). The shop is asked first, so an order
-        that does not exist is refused before the provider is asked."""
+        """The order as the shop has it, with what the payment provider charged for it and what was paid back of
+        it so far, by any ticket and by every kind of payout, refunds and store credit together (the provider's
+        word on money, not the shop's). The shop is asked first, so an order that does not exist is refused before
+        the provider is asked."""
         order = self.orders.order(order_id)
         charge = self.payments.charge(order_id)
         return OrderLookup(

@@ -205,7 +205,7 @@ async def test_a_refund_above_the_charge_is_refused_by_the_provider_and_the_mode
 
     assert store.payments.refunds() == []
     assert outcome.tool_calls[0].is_error
-    assert "Refusing to refund 26.00 on A-1005" in outcome.tool_calls[0].result
+    assert "Refusing to refund USD 26.00 on A-1005" in outcome.tool_calls[0].result
 
 
 def _tool_result(message: Message) -> ToolResultBlock:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from activities.business.orders import DEMO_ORDERS
 from activities.business.schema import metadata
 from activities.business.unattended import Totals
 from activities.contracts.policy import Limits
-from activities.contracts.world import EmailRequest, Order, RefundRequest
+from activities.contracts.world import EmailRequest, Order, RefundReceipt, RefundRequest
 from tests.support.processes import AGENT_WORKER
 
 BlankStore = Callable[..., Business]
@@ -84,6 +85,31 @@ def old_order(store: Business, schema: sa.MetaData, **row: Any) -> None:
         db.execute(schema.tables["orders"].insert().values(**row))
 
 
+def old_refund(store: Business, schema: sa.MetaData, *, order_id: str, amount_cents: int, key: str) -> RefundReceipt:
+    """A refund as the embedded provider of ``schema``'s time booked it: its row, and its key's row naming it. Today's
+    code reads columns and tables that ``schema`` lacks (an order's currency, store credit), so it cannot write one."""
+    with store.database.writer.begin() as db:
+        refund_id = db.execute(
+            schema.tables["refunds"].insert().returning(schema.tables["refunds"].c.id),
+            {
+                "order_id": order_id,
+                "amount_cents": amount_cents,
+                "idempotency_key": key,
+                "created_at": datetime.now(UTC),
+            },
+        ).scalar_one()
+        db.execute(
+            schema.tables["idempotency_keys"].insert(),
+            {
+                "key": key,
+                "request": f"refund {order_id} {amount_cents}",  # the fingerprint as it was written then
+                "result_id": refund_id,
+                "created_at": datetime.now(UTC),
+            },
+        )
+    return RefundReceipt(refund_id=refund_id, order_id=order_id, amount_cents=amount_cents)
+
+
 def test_a_store_made_before_migrations_is_adopted_at_the_baseline_and_keeps_its_orders_and_refunds(
     blank_store: BlankStore,
 ) -> None:
@@ -91,7 +117,7 @@ def test_a_store_made_before_migrations_is_adopted_at_the_baseline_and_keeps_its
     schema = baseline()
     schema.create_all(store.database.writer)  # what Business.create did before migrations
     old_order(store, schema, order_id="L-1", amount_cents=2500, customer_email="old@example.com")
-    paid = store.payments.refund(RefundRequest(order_id="L-1", amount_cents=700, idempotency_key="refund:legacy"))
+    paid = old_refund(store, schema, order_id="L-1", amount_cents=700, key="refund:legacy")
 
     store.create()
 
@@ -252,9 +278,9 @@ def test_refunds_made_before_limits_were_counted_stay_paid_and_the_count_starts_
 ) -> None:
     """Revision 0005 adds the count of refunds without a person; what was paid before it is not counted."""
     store = blank_store().create()
-    with store.database.writer.begin() as db:
-        assert migrations.downgrade(db, "0004") == "0004"
     paid = store.payments.refund(RefundRequest(order_id="A-1001", amount_cents=4900, idempotency_key="refund:old"))
+    with store.database.writer.begin() as db:  # the row and key as the code of revision 0004 wrote them
+        assert migrations.downgrade(db, "0004") == "0004"
 
     store.create()
 

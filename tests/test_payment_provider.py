@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -75,7 +76,9 @@ def test_without_a_key_every_request_pays(make_store: StoreFactory) -> None:
 def test_the_guard_refuses_a_refund_above_what_was_charged(make_store: StoreFactory) -> None:
     store = make_store()
     store.payments.refund(refund(4000, key="a"))
-    with pytest.raises(RefundExceedsChargeError, match=r"40.00 of 49.00 is already refunded"):
+    with pytest.raises(
+        RefundExceedsChargeError, match=r"USD 40\.00 of USD 49\.00 is already paid back \(refunds USD 40\.00\)"
+    ):
         store.payments.refund(refund(1000, key="b"))
     store.payments.refund(refund(900, key="c"))
     assert sum(r.amount_cents for r in store.payments.refunds()) == 4900
@@ -338,6 +341,58 @@ def test_whatever_the_limits_and_the_order_of_refunds_the_ledger_counts_as_the_r
             for customer in customers:
                 theirs = [a for at, who, a in counted if who == customer and at > clock.now - timedelta(hours=24)]
                 assert store.unattended.totals(customer.upper()) == Totals(cents=sum(theirs), refunds=len(theirs))
+
+    holds()
+
+
+# --- refunds and store credit of one order, in any order, against a model of the rule ------------------------------
+
+
+@dataclass(frozen=True)
+class Payout:
+    credit: bool
+    """Store credit; else a refund."""
+    amount: int
+    again: bool
+    """Ask for the last payout that was paid again, under its key: its first receipt, nothing more paid."""
+
+
+PAYOUTS = st.lists(
+    st.builds(Payout, credit=st.booleans(), amount=st.integers(1, 2500), again=st.booleans()), min_size=1, max_size=12
+)
+
+
+def test_whatever_the_sequence_of_refunds_and_credits_what_is_paid_back_never_passes_the_charge(
+    make_store: StoreFactory,
+) -> None:
+    """Refunds and store credit of one order, of any amounts, in any order, with repeats under their keys: each is
+    paid exactly when what was paid back before, every kind together, leaves room for it, and what the charge
+    reports paid back is what both ledgers hold, never more than the charge."""
+    store = make_store()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(charged=st.integers(1, 5000), payouts=PAYOUTS)
+    def holds(charged: int, payouts: list[Payout]) -> None:
+        order = f"L-{uuid.uuid4().hex[:8]}"
+        store.orders.add(Order(order_id=order, amount_cents=charged, customer_email="ann@example.com"))
+        total = 0
+        last: tuple[Callable[[RefundRequest], RefundReceipt], RefundRequest, RefundReceipt] | None = None
+        for n, payout in enumerate(payouts):
+            if payout.again and last is not None:
+                paid_by, asked, first = last
+                assert paid_by(asked) == first.model_copy(update={"replayed": True})
+                continue
+            pay = store.credits.issue if payout.credit else store.payments.refund
+            request = RefundRequest(order_id=order, amount_cents=payout.amount, idempotency_key=f"{order}/{n}")
+            if total + payout.amount > charged:
+                with pytest.raises(RefundExceedsChargeError):
+                    pay(request)
+            else:
+                last = (pay, request, pay(request))
+                total += payout.amount
+            refunded = sum(r.amount_cents for r in store.payments.refunds(order))
+            credited = sum(c.amount_cents for c in store.credits.credits(order))
+            assert refunded + credited == store.payments.charge(order).refunded_cents == total <= charged
 
     holds()
 

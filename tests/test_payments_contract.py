@@ -10,6 +10,10 @@ expiring on a turned clock, the guard switched off, connections racing) and ``te
 The limits across tickets are part of the contract: whichever provider pays, a refund without a person is
 counted in the worker's own database, and the provider's clock (the database's, which the test turns) is what
 the 24 hours are measured on.
+
+So is store credit: it is issued from the worker's own database whichever provider refunds, and what was paid
+back against an order is refunds and credits together, never more than the charge, whichever came first and
+however many tickets pay at once (``activities.business.paid_back``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pytest
 from pydantic import ValidationError
 
 from activities.business import Business
+from activities.business.credits import StoreCredits
 from activities.business.payments import Payments
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -40,8 +45,16 @@ from tests.support.fake_stripe import FakeStripe, stripe_business
 
 
 class Provider(Protocol):
+    store: Business
+    """The worker's business database beside the provider: what its ledgers booked, for the assertions."""
+
     @property
     def payments(self) -> Payments: ...
+
+    @property
+    def credits(self) -> StoreCredits:
+        """The store credit ledger beside the provider, as a worker refunding through it builds it."""
+        ...
 
     def charge(self, amount_cents: int, customer: str = "c@example.com") -> str:
         """Charge ``customer`` for a new order of ``amount_cents`` and return its id."""
@@ -68,6 +81,10 @@ class Embedded:
     def payments(self) -> Payments:
         return self.store.payments
 
+    @property
+    def credits(self) -> StoreCredits:
+        return self.store.credits
+
     def charge(self, amount_cents: int, customer: str = "c@example.com") -> str:
         order_id = f"C-{uuid.uuid4().hex[:8]}"
         self.store.orders.add(Order(order_id=order_id, amount_cents=amount_cents, customer_email=customer))
@@ -84,6 +101,10 @@ class Stripe:
     @property
     def payments(self) -> Payments:
         return self.store.payments
+
+    @property
+    def credits(self) -> StoreCredits:
+        return self.store.credits
 
     def charge(self, amount_cents: int, customer: str = "c@example.com") -> str:
         order_id = f"C-{uuid.uuid4().hex[:8]}"
@@ -202,6 +223,123 @@ def test_settling_a_key_that_paid_returns_the_refund_and_a_retry_still_gets_it(p
     assert payments.settle_refund("refund:T-1/1") == paid.model_copy(update={"replayed": True})
     assert payments.refund(refund(order, 4900, "refund:T-1/1")) == paid.model_copy(update={"replayed": True})
     assert payments.charge(order).refunded_cents == 4900
+
+
+# --- refunds and store credit: one order, one charge, every kind of payout counted together ---------------------
+
+
+def credit(order_id: str, amount: int, key: str | None) -> RefundRequest:
+    return RefundRequest(order_id=order_id, amount_cents=amount, idempotency_key=key)
+
+
+def paid_back(provider: Provider, order_id: str) -> tuple[int, int]:
+    """What was refunded and what was credited of the order, each as its own ledger lists it."""
+    refunded = sum(r.amount_cents for r in provider.store.payments.refunds(order_id))
+    credited = sum(c.amount_cents for c in provider.store.credits.credits(order_id))
+    return refunded, credited
+
+
+def test_after_store_credit_of_the_whole_order_a_refund_of_it_is_refused_and_nothing_is_paid_twice(
+    provider: Provider,
+) -> None:
+    """Issue #33's first defect: a credit of 15.00 on a 15.00 order, then a refund of 15.00 in another ticket."""
+    order = provider.charge(1500)
+    provider.credits.issue(credit(order, 1500, "store_credit:ticket:T-1/o/1"))
+
+    with pytest.raises(RefundExceedsChargeError) as refused:
+        provider.payments.refund(refund(order, 1500, "refund:ticket:T-2/o/1"))
+
+    assert str(refused.value) == (
+        f"Refusing to refund USD 15.00 on {order}: USD 15.00 of USD 15.00 is already paid back (store credit USD 15.00)"
+    )
+    assert paid_back(provider, order) == (0, 1500)
+    assert provider.payments.charge(order).refunded_cents == 1500
+
+
+def test_after_a_refund_of_the_whole_order_store_credit_of_it_is_refused(provider: Provider) -> None:
+    order = provider.charge(1500)
+    provider.payments.refund(refund(order, 1500, "refund:ticket:T-1/o/1"))
+
+    with pytest.raises(RefundExceedsChargeError, match=r"is already paid back \(refunds USD 15\.00\)$"):
+        provider.credits.issue(credit(order, 1500, "store_credit:ticket:T-2/o/1"))
+
+    assert paid_back(provider, order) == (1500, 0)
+    assert provider.payments.charge(order).refunded_cents == 1500
+
+
+def test_refunds_and_credits_in_turns_pay_back_exactly_the_charge_and_not_a_cent_more(provider: Provider) -> None:
+    payments, vouchers, order = provider.payments, provider.credits, provider.charge(4900)
+    vouchers.issue(credit(order, 1000, "c1"))
+    payments.refund(refund(order, 3000, "r1"))
+
+    with pytest.raises(
+        RefundExceedsChargeError, match=r"USD 40\.00 of USD 49\.00 .* \(refunds USD 30\.00, store credit USD"
+    ):
+        payments.refund(refund(order, 1000, "r2"))
+    with pytest.raises(RefundExceedsChargeError):
+        vouchers.issue(credit(order, 901, "c2"))
+    assert payments.refund(refund(order, 400, "r3")).amount_cents == 400
+    assert vouchers.issue(credit(order, 500, "c3")).amount_cents == 500
+    with pytest.raises(RefundExceedsChargeError):
+        payments.refund(refund(order, 1, "r4"))
+    with pytest.raises(RefundExceedsChargeError):
+        vouchers.issue(credit(order, 1, "c4"))
+
+    assert paid_back(provider, order) == (3400, 1500)
+    assert payments.charge(order).refunded_cents == 4900
+
+
+def test_the_charge_reports_refunds_and_store_credit_together_per_order(provider: Provider) -> None:
+    """What ``lookup_order`` tells the workflow as ``refunded_cents``: a further payment of an order paid back
+    before, in any way, needs a person."""
+    payments, order, other = provider.payments, provider.charge(4900), provider.charge(1500)
+    provider.credits.issue(credit(order, 1000, "c1"))
+    assert (payments.charge(order).refunded_cents, payments.charge(other).refunded_cents) == (1000, 0)
+
+    payments.refund(refund(order, 500, "r1"))
+    provider.credits.issue(credit(other, 200, "c2"))
+
+    assert (payments.charge(order).refunded_cents, payments.charge(other).refunded_cents) == (1500, 200)
+    assert (payments.charge(order).amount_cents, payments.charge(other).amount_cents) == (4900, 1500)
+
+
+def test_a_repeated_refund_under_its_key_after_store_credit_is_its_first_receipt_not_a_refusal(
+    provider: Provider,
+) -> None:
+    """The refund took what the credit left; its retry is the same refund, not a further one past the charge."""
+    payments, order = provider.payments, provider.charge(1500)
+    provider.credits.issue(credit(order, 500, "c1"))
+    first = payments.refund(refund(order, 1000, "r1"))
+
+    assert payments.refund(refund(order, 1000, "r1")) == first.model_copy(update={"replayed": True})
+    assert paid_back(provider, order) == (1000, 500)
+
+
+def test_refunds_and_credits_racing_on_one_order_never_pay_back_more_than_its_charge(provider: Provider) -> None:
+    """Eight connections at once, four refunding 10.00 and four crediting 10.00 of one 40.00 order, each under a
+    key of its own (eight tickets): whatever order they commit in, four are paid and four refused."""
+    order = provider.charge(4000)
+    barrier = threading.Barrier(8)
+    paid: list[int] = []
+    refused: list[int] = []
+
+    def race(n: int) -> None:
+        pay = provider.payments.refund if n % 2 else provider.credits.issue
+        barrier.wait()
+        try:
+            paid.append(pay(refund(order, 1000, f"payout:T-{n}/{order}/1")).amount_cents)
+        except RefundExceedsChargeError:
+            refused.append(n)
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert (sum(paid), len(refused)) == (4000, 4)
+    assert sum(paid_back(provider, order)) == 4000
+    assert provider.payments.charge(order).refunded_cents == 4000
 
 
 # --- limits across tickets: what is refunded without a person, per customer and for the desk ---------------------

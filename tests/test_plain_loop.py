@@ -41,4 +41,7 @@ async def test_with_the_refund_guard_on_the_plain_loops_second_refund_is_refused
 
     assert (killed, rerun) == (-signal.SIGKILL, 0)
     assert [r.amount_cents for r in store.payments.refunds()] == [4900]
-    assert "Refusing to refund 59.00 on A-1001: 49.00 of 49.00 is already refunded" in answer
+    assert (
+        "Refusing to refund USD 59.00 on A-1001: USD 49.00 of USD 49.00 is already paid back (refunds USD 49.00)"
+        in answer
+    )

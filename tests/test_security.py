@@ -395,7 +395,7 @@ async def test_an_injected_prompt_cannot_pay_more_than_the_order_skip_approval_o
         outcome = await handle.result()  # nobody approves 49.00: it times out
 
     results = {c.tool_use_id: c for c in outcome.tool_calls}
-    assert "Refusing to refund 500.00 on A-1001" in results["toolu_1"].result  # the provider's guard
+    assert "Refusing to refund USD 500.00 on A-1001" in results["toolu_1"].result  # the provider's guard
     assert results["toolu_2"].result.startswith("A person did not approve this refund")
     assert "only to this ticket's customer" in results["toolu_3"].result
     assert agent.store.payments.refunds() == []

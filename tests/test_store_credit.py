@@ -1,23 +1,31 @@
 """Store credit (``issue_store_credit``): a voucher instead of a refund, added by its declaration, its body and its
 ledger alone. Because its rule is the one a refund is under, it gets what a refund gets: a person above the limit,
 one voucher per part however often it is asked for, only the customer's orders, the limits across tickets, and an
-unknown outcome settled before the model hears of it. Real tickets on real workers and a real dev server."""
+unknown outcome settled before the model hears of it. Real tickets on real workers and a real dev server.
+
+And a voucher is money paid back like a refund: an order credited in full is not refunded as well, nor the other
+way round, whichever ticket asked first, through the embedded provider and through Stripe (the local fake), with
+Claude's real client talking to the local Messages API."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
 from activities.business import Business
 from activities.business.refusals import KeyClosedError, RefundExceedsChargeError
 from activities.contracts.names import APPROVE_SIGNAL
-from activities.contracts.policy import ApprovalPolicy, Limits
+from activities.contracts.policy import ApprovalPolicy, Limits, MoneyPolicy
 from activities.contracts.ticket import Outcome, Status
 from activities.contracts.world import Order, RefundRequest
 from tests.support.desk import LOOSE
+from tests.support.fake_messages_api import FakeMessagesAPI, Reply, message, text, tool_use
+from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
 from tests.support.models import PlaybackModel, calls, says
@@ -74,11 +82,16 @@ async def test_a_declined_credit_issues_nothing(agent: Harness) -> None:
 
 async def test_the_same_ticket_started_twice_issues_one_credit(agent: Harness) -> None:
     """Two runs of one ticket (a caller that started it under two workflow ids) ask for the same part under the
-    same key: the second gets the first voucher back."""
+    same key: the second gets the first voucher back. Its lookup says the order was paid back before (by the first
+    run: a lookup cannot tell by whom), so, as for a refund, a person is asked first."""
     same = ticket(approval_limit_cents=10_000)
     async with agent.worker(crediting(amount=1000)):
         first = await (await agent.start(same)).result()
-        second = await (await agent.start(same)).result()
+        again = await agent.start(same)
+        await awaiting(again, 1000)
+        assert issued(agent.store) == [("A-1001", 1000)]
+        await again.signal(APPROVE_SIGNAL, answer(1000))
+        second = await again.result()
 
     assert issued(agent.store) == [("A-1001", 1000)]
     assert results(first) == results(second) == [(False, "Credited USD 10.00 on order A-1001 (store credit #1).")]
@@ -180,3 +193,74 @@ async def test_a_waiting_credit_is_named_as_a_credit_in_its_request_the_audit_tr
     assert "request R1: store credit of USD 49.00 declined by ben" in trail
     assert results(outcome) == [(True, "A person (ben) declined this store credit, so it was not made.")]
     assert not any("refund" in entry for entry in trail if "R1" in entry), trail
+
+
+# --- a voucher and a refund of one order: never more than its charge ----------------------------------------------
+
+FIFTEEN = Order(order_id="C-3001", amount_cents=1500, customer_email="ann@example.com")
+"""Issue #33's order: 15.00, ann's."""
+
+
+@pytest.fixture(params=["embedded", "stripe"])
+def desk(request: pytest.FixtureRequest, client: Client, tmp_path: Path) -> Iterator[Harness]:
+    """A harness whose business holds ``FIFTEEN``, paid through the embedded provider or at Stripe (the fake)."""
+    queue = f"support-agent-{uuid.uuid4()}"
+    if request.param == "embedded":
+        store = Business.sqlite(tmp_path / "business.sqlite3").create()
+        store.orders.add(FIFTEEN)
+        yield Harness(client, store, task_queue=queue)
+        store.close()
+        return
+    with FakeStripe().running() as account:
+        store = stripe_business(account, tmp_path).create()
+        store.orders.add(FIFTEEN)
+        pay_at_stripe(account, store, FIFTEEN.order_id)
+        yield Harness(client, store, task_queue=queue)
+        store.close()
+
+
+def asks_for(tool: str, **tool_input: Any) -> Reply:
+    return message(tool_use(tool, **tool_input), stop_reason="tool_use")
+
+
+def paid(tool: str) -> Reply:
+    return asks_for(tool, order_id=FIFTEEN.order_id, amount_cents=FIFTEEN.amount_cents)
+
+
+def paid_back(store: Business) -> int:
+    """What both ledgers hold for the order: refunds, and vouchers."""
+    refunded = sum(r.amount_cents for r in store.payments.refunds(FIFTEEN.order_id))
+    return refunded + sum(c.amount_cents for c in store.credits.credits(FIFTEEN.order_id))
+
+
+@pytest.mark.parametrize(("first", "then"), [(CREDIT, "issue_refund"), ("issue_refund", CREDIT)])
+@pytest.mark.parametrize("tickets", [2, 1], ids=["two tickets", "one ticket"])
+async def test_an_order_paid_back_in_full_one_way_is_not_paid_back_again_the_other_way_and_nobody_is_asked(
+    desk: Harness, fake_api: FakeMessagesAPI, first: str, then: str, tickets: int
+) -> None:
+    """Under the default policy both payouts of 15.00 are below the approval limit, so the first goes without a
+    person. The second is more than is left of the charge, as the lookup (in a new ticket) or the ticket itself (in
+    the same one) knows, every kind of payout counted: refused at once, with nobody asked to approve what could
+    not be paid. 15.00 paid back of a 15.00 charge, never 30.00."""
+    order, look_up, done = FIFTEEN.order_id, asks_for("lookup_order", order_id=FIFTEEN.order_id), message(text("Done."))
+    async with desk.worker(policy=MoneyPolicy(), model_backend="auto"):  # Claude's client, chosen from the SDK's env
+        if tickets == 2:
+            fake_api.script(look_up, paid(first), done)
+            earlier = await (await desk.start(ticket(f"Order {order}"))).result()
+            assert [c.is_error for c in earlier.tool_calls] == [False, False], earlier.tool_calls
+            fake_api.script(look_up, paid(then), done)
+        else:
+            fake_api.script(look_up, paid(first), paid(then), done)
+        outcome = await (await desk.start(ticket(f"Order {order}"))).result()
+
+    lookup, *payouts = outcome.tool_calls
+    if tickets == 2:
+        assert '"refunded_cents":1500' in lookup.result.replace(" ", "")  # the voucher or the refund, counted
+    refused = payouts[-1]
+    assert (refused.name, refused.is_error) == (then, True)
+    assert f"is more than is left of order {order}'s charge: USD 15.00 of USD 15.00 was paid back already" in (
+        refused.result
+    )
+    assert outcome.approvals == []
+    assert paid_back(desk.store) == desk.store.payments.charge(order).refunded_cents == 1500
+    assert outcome.status is Status.RESOLVED

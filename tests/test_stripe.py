@@ -286,6 +286,74 @@ async def test_a_key_stripe_refuses_is_unusable_credentials_and_never_retried(
     assert account.refunds() == []
 
 
+# --- refunds at Stripe and store credit in the worker's database: one charge --------------------------------------
+
+
+def credit(amount: int, key: str, order_id: str = "A-1001") -> RefundRequest:
+    return RefundRequest(order_id=order_id, amount_cents=amount, idempotency_key=key)
+
+
+async def test_a_refund_after_store_credit_is_refused_before_stripe_hears_of_it(
+    shop: Business, account: FakeStripe
+) -> None:
+    """Stripe knows nothing of the voucher, so its own guard would pay 49.00 on top of it."""
+    await asyncio.to_thread(shop.credits.issue, credit(1000, "store_credit:ticket:T-1/A-1001/1"))
+
+    with pytest.raises(RefundExceedsChargeError) as refused:
+        await pay(shop, refund(4900))
+
+    assert str(refused.value) == (
+        "Refusing to refund USD 49.00 on A-1001: USD 10.00 of USD 49.00 is already paid back (store credit USD 10.00)"
+    )
+    assert account.refund_requests() == []
+    assert (await pay(shop, refund(3900, key="refund:ticket:T-2/A-1001/1"))).amount_cents == 3900
+    assert shop.payments.charge("A-1001").refunded_cents == 4900
+
+
+async def test_a_refund_made_in_stripes_dashboard_counts_against_store_credit(
+    shop: Business, account: FakeStripe
+) -> None:
+    """A person refunded 40.00 at Stripe, outside the worker: the worker's book has no row of it, Stripe's does."""
+    stripe(shop).client.v1.refunds.create({"payment_intent": "pi_fake0001", "amount": 4000})
+
+    with pytest.raises(RefundExceedsChargeError, match=r"USD 40\.00 of USD 49\.00 is already paid back \(refunds"):
+        await asyncio.to_thread(shop.credits.issue, credit(1000, "store_credit:ticket:T-1/A-1001/1"))
+
+    assert (await asyncio.to_thread(shop.credits.issue, credit(900, "store_credit:ticket:T-1/A-1001/2"))).amount_cents
+    assert shop.payments.charge("A-1001").refunded_cents == 4900
+
+
+async def test_store_credit_is_held_to_what_stripe_charged_not_to_what_the_shop_says(
+    shop: Business, account: FakeStripe
+) -> None:
+    """The shop says A-1001 cost 49.00; the customer paid 45.00 at Stripe, 40.00 of which was refunded."""
+    shop.orders.add(shop.orders.order("A-1001"), stripe_payment=account.charge(4500))
+    await pay(shop, refund(4000))
+
+    with pytest.raises(RefundExceedsChargeError, match=r"USD 40\.00 of USD 45\.00"):
+        await asyncio.to_thread(shop.credits.issue, credit(900, "store_credit:ticket:T-1/A-1001/1"))
+
+    assert shop.credits.credits() == []
+
+
+async def test_a_retry_of_a_refund_stripe_made_after_store_credit_gets_that_refund_and_no_refusal(
+    shop: Business, account: FakeStripe
+) -> None:
+    """The refund took what the voucher left and its answer was lost: Stripe's refunded total already holds it, so
+    the retry would pass the charge were it a new refund. It is not: Stripe has a refund under its key."""
+    await asyncio.to_thread(shop.credits.issue, credit(1000, "store_credit:ticket:T-1/A-1001/1"))
+    account.fail("drop_after_refund")
+    with pytest.raises(PaymentDeferredError):
+        await pay(shop, refund(3900))
+
+    receipt = await pay(shop, refund(3900))
+
+    [made] = account.refunds()
+    assert (receipt.provider_refund_id, receipt.amount_cents, receipt.replayed) == (made["id"], 3900, True)
+    assert [r.provider_refund_id for r in stripe(shop).refunds()] == [made["id"]]
+    assert shop.payments.charge("A-1001").refunded_cents == 4900
+
+
 # --- limits across tickets: Stripe's refunds counted in the worker's database -----------------------------------
 
 FIFTY_A_DAY = Limits(customer_cents_per_day=5000, customer_refunds_per_day=None, desk_cents_per_day=None)

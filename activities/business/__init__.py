@@ -8,6 +8,8 @@ default, PostgreSQL when several workers share it:
 - ``payments``: the payment provider's refunds under idempotency keys, with Stripe's rules, the
   refund-total guard and settling an unknown outcome (``Payments``, ``SqlPayments``), and what was refunded
   without a person, counted against the limits across tickets whichever provider pays (``unattended``);
+- ``paid_back``: what was paid back against an order, every kind of payout together (refunds, store credit),
+  read by every guard in the transaction that books a payout and by every report: never past the charge;
 - ``credits``: store credit, vouchers issued on an order instead of a refund, once per key, counted against the
   limits across tickets like refunds (``StoreCredits``, ``SqlStoreCredits``), in this database whichever
   provider refunds;
@@ -98,16 +100,18 @@ class Business:
         unattended = UnattendedLedger(database)
         orders = SqlOrders(database)
         payments: SqlPayments | StripePayments = SqlPayments(database, keys, unattended, refund_guard=refund_guard)
+        store_credit = SqlStoreCredits(database, keys, unattended)
         if stripe is not None:
             from activities.business.stripe_payments import StripePayments  # noqa: PLC0415 - the SDK, when asked
 
             payments = StripePayments(stripe, database, keys, orders, unattended)
+            store_credit = SqlStoreCredits(database, keys, unattended, charges=payments.at_stripe)  # Stripe's word
         return cls(
             database=database,
             orders=orders,
             payments=payments,
             unattended=unattended,
-            credits=SqlStoreCredits(database, keys, unattended),
+            credits=store_credit,
             mail=SqlOutbox(database, keys, mail_relay),
             audit=SqlAuditTrail(database),
             model_calls=SqlModelCalls(database),

@@ -7,7 +7,11 @@ the rules the workflow's payment rule relies on, as the payment provider does fo
 - once per idempotency key: a repeat of the same request under its key issues nothing and returns the first
   voucher, ``replayed``; another request under the key is refused (``IdempotencyConflictError``), and so is a
   key closed by a settlement (``KeyClosedError``);
-- never more than is left of the order's charge, refunds and credits together (``RefundExceedsChargeError``);
+- never more than is left of the order's charge after every payout of it, refunds and credits together
+  (``RefundExceedsChargeError``), read and checked with the order's row locked in the transaction that issues
+  the voucher (``activities.business.paid_back``); with Stripe as the provider, the charge and its refunds are
+  Stripe's word, asked in that transaction, so a refund made in Stripe's dashboard or one whose answer was lost
+  counts too;
 - a credit nobody approved (a request with ``limits``) is checked against what its customer and the desk were
   paid back without a person in the last 24 hours, refunds and credits alike, and counted in the same
   transaction (``activities.business.unattended``); one that would pass a limit issues nothing
@@ -23,6 +27,7 @@ credit's count against the limits is written in the transaction that issues it a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -30,11 +35,12 @@ from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.refusals import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
-from activities.business.schema import idempotency_keys, orders, refunds, store_credits
+from activities.business.paid_back import paid_back
+from activities.business.refusals import IdempotencyConflictError
+from activities.business.schema import idempotency_keys, store_credits
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.fields import money
-from activities.contracts.world import RefundReceipt, RefundRequest
+from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
 PREFIX = "store_credit "
 """How a credit's request is fingerprinted in the key ledger (``store_credit A-1001 500``)."""
@@ -61,10 +67,20 @@ def _fingerprint(request: RefundRequest) -> str:
 class SqlStoreCredits:
     """The embedded store credit ledger (``StoreCredits``)."""
 
-    def __init__(self, database: Database, keys: KeyLedger, unattended: UnattendedLedger) -> None:
+    def __init__(
+        self,
+        database: Database,
+        keys: KeyLedger,
+        unattended: UnattendedLedger,
+        charges: Callable[[str], Charge] | None = None,
+    ) -> None:
         self.database = database
         self.keys = keys
         self.unattended = unattended
+        self.charges = charges
+        """The payment provider's own word on an order's charge and its refunds, where it keeps a book of its own
+        (Stripe's, which knows refunds the worker never booked); None: the worker's database is the whole book
+        (the embedded provider)."""
 
     def issue(self, request: RefundRequest) -> RefundReceipt:
         asked = _fingerprint(request)
@@ -73,17 +89,12 @@ class SqlStoreCredits:
                 first = self.keys.claim(db, request.idempotency_key, asked)
                 if first is not None:
                     return self._first_credit(db, request, first)
-            order = db.execute(
-                sa.select(orders.c.amount_cents).where(orders.c.order_id == request.order_id).with_for_update()
-            ).first()  # the row lock serialises payments of one order, so the sum below stays true
-            if order is None:
-                raise OrderNotFoundError(f"There is no order {request.order_id}")
-            paid_back = _paid_back(db, request.order_id)
-            if paid_back + request.amount_cents > order.amount_cents:
-                raise RefundExceedsChargeError(
-                    f"Refusing store credit of {money(request.amount_cents)} on {request.order_id}: "
-                    f"{money(paid_back)} of {money(order.amount_cents)} is already refunded or credited"
-                )
+            # The order's row stays locked until the voucher is booked: refunds and store credit of one order are
+            # booked one at a time, each checked against what the ones before paid back.
+            book = paid_back(db, request.order_id, lock=True)
+            if self.charges is not None:
+                book = book.reported_by(self.charges(request.order_id))
+            book.refuse_past_charge(request.amount_cents, "to credit")
             counted = self.unattended.count(db, request)  # past a limit: refused before a voucher number is taken
             credit_id: int = db.execute(
                 store_credits.insert().returning(store_credits.c.id),
@@ -126,16 +137,6 @@ class SqlStoreCredits:
             query = query.where(store_credits.c.order_id == order_id)
         with self.database.reader.connect() as db:
             return [_receipt(row) for row in db.execute(query)]
-
-
-def _paid_back(db: Connection, order_id: str) -> int:
-    """What was refunded and credited of the order so far."""
-    total = 0
-    for table in (refunds, store_credits):
-        total += db.execute(
-            sa.select(sa.func.coalesce(sa.func.sum(table.c.amount_cents), 0)).where(table.c.order_id == order_id)
-        ).scalar_one()
-    return total
 
 
 def _receipt(row: sa.Row[Any], *, replayed: bool = False) -> RefundReceipt:

@@ -9,8 +9,10 @@ one a retried activity relies on:
   the model and the customer see the same text as without the crash);
 - the same key with another request is refused;
 - keys expire (24 hours by default), after which a repeat is a new request;
-- a refund that would take an order's refunded total above what was charged is refused (a setting of the
-  embedded provider, on by default; the crash tests switch it off to show what orchestration alone does).
+- a refund that would take what was paid back against an order (refunds, store credit and every other kind of
+  payout together, ``activities.business.paid_back``) above what was charged is refused, checked in the
+  transaction that books it (a setting of the embedded provider, on by default; the crash tests switch it off to
+  show what orchestration alone does).
 
 And the limits across tickets, which no provider has a word for: a refund nobody approved (a request with
 ``limits``) is checked against what its customer and the desk were refunded without a person in the last 24
@@ -37,8 +39,9 @@ from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.refusals import IdempotencyConflictError, OrderNotFoundError, RefundExceedsChargeError
-from activities.business.schema import idempotency_keys, orders, refunds
+from activities.business.paid_back import paid_back
+from activities.business.refusals import IdempotencyConflictError
+from activities.business.schema import idempotency_keys, refunds
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.fields import money
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
@@ -51,9 +54,10 @@ class Payments(Protocol):
     def refund(self, request: RefundRequest) -> RefundReceipt:
         """Pay ``request`` back, once per idempotency key: a repeat of the same request under its key pays
         nothing and returns the first receipt, ``replayed``. Refused: another request under the key
-        (``IdempotencyConflictError``), a closed key (``KeyClosedError``), more than is left of the charge
-        (``RefundExceedsChargeError``), no such order (``OrderNotFoundError``), a refund without a person that
-        would pass one of its ``limits`` (``NeedsApprovalError``: nothing paid, a person may approve it)."""
+        (``IdempotencyConflictError``), a closed key (``KeyClosedError``), more than is left of the charge after
+        every payout of the order, refunds and store credit alike (``RefundExceedsChargeError``), no such order
+        (``OrderNotFoundError``), a refund without a person that would pass one of its ``limits``
+        (``NeedsApprovalError``: nothing paid, a person may approve it)."""
         ...
 
     def settle_refund(self, key: str) -> RefundReceipt | None:
@@ -64,9 +68,10 @@ class Payments(Protocol):
         ...
 
     def charge(self, order_id: str) -> Charge:
-        """What was charged for the order and how much of it has been refunded so far, by anyone: the
-        provider's word, which is the truth about money whatever the shop's records say. Refused: no such order
-        or no payment of it (``OrderNotFoundError``)."""
+        """What was charged for the order and how much of it has been paid back so far, by anyone and by every
+        kind of payout (refunds and store credit together): the provider's word on the charge and its refunds,
+        which is the truth about money whatever the shop's records say, beside what only the worker's database
+        pays back. Refused: no such order or no payment of it (``OrderNotFoundError``)."""
         ...
 
 
@@ -128,18 +133,11 @@ class SqlPayments:
                 first = self.keys.claim(db, request.idempotency_key, asked.to_text())
                 if first is not None:
                     return self._first_refund(db, request.idempotency_key, asked, first)
-            order = db.execute(
-                sa.select(orders.c.amount_cents).where(orders.c.order_id == request.order_id).with_for_update()
-            ).first()  # the row lock serialises refunds of one order, so the guard's sum stays true
-            if order is None:
-                raise OrderNotFoundError(f"There is no order {request.order_id}")
+            # The order's row stays locked until the refund is booked: refunds and store credit of one order are
+            # booked one at a time, each checked against what the ones before paid back.
+            book = paid_back(db, request.order_id, lock=True)
             if self.refund_guard:
-                refunded = _refunded(db, request.order_id)
-                if refunded + request.amount_cents > order.amount_cents:
-                    raise RefundExceedsChargeError(
-                        f"Refusing to refund {money(request.amount_cents)} on {request.order_id}: "
-                        f"{money(refunded)} of {money(order.amount_cents)} is already refunded"
-                    )
+                book.refuse_past_charge(request.amount_cents, "to refund")
             counted = self.unattended.count(db, request)  # past a limit: refused before a refund number is taken
             refund_id = db.execute(
                 refunds.insert().returning(refunds.c.id),
@@ -175,23 +173,15 @@ class SqlPayments:
         return found
 
     def charge(self, order_id: str) -> Charge:
-        """The embedded provider's charge of an order is the order's amount: it shares the shop's database."""
+        """The embedded provider's charge of an order is the order's amount: it shares the shop's database; what
+        was paid back is every kind of payout booked against it (``activities.business.paid_back``)."""
         with self.database.reader.connect() as db:
-            amount = db.execute(sa.select(orders.c.amount_cents).where(orders.c.order_id == order_id)).scalar()
-            if amount is None:
-                raise OrderNotFoundError(f"There is no order {order_id}")
-            return Charge(amount_cents=amount, refunded_cents=_refunded(db, order_id))
+            book = paid_back(db, order_id)
+        return Charge(amount_cents=book.charged_cents, refunded_cents=book.total_cents)
 
     def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:
         """Every refund paid (of one order, if given), oldest first: for tests and operators."""
         return booked(self.database, order_id)
-
-
-def _refunded(db: Connection, order_id: str) -> int:
-    total: int = db.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(refunds.c.amount_cents), 0)).where(refunds.c.order_id == order_id)
-    ).scalar_one()
-    return total
 
 
 def _refund_under(db: Connection, key: str) -> RefundReceipt | None:

@@ -20,6 +20,22 @@ when Stripe refuses for good (``NOT_PAID``; for a retry, only a refusal Stripe g
 and stays counted while the outcome is unknown, until ``settle_refund`` finds the refund (kept) or closes the
 key (released). A repeat under a key taken before reserves nothing again.
 
+**Never past the charge, refunds and store credit together.** Stripe refuses a refund above what is left of its
+charge after *its* refunds; store credit is issued from the worker's own database, which Stripe never hears of.
+So what was paid back against an order is both books together (``activities.business.paid_back``): ``charge``
+(hence ``lookup_order``) reports Stripe's refunds plus the worker's other payouts, and each side checks the sum in
+the transaction that books its own payout, with the order's row locked (a row lock on PostgreSQL, the writer's
+lock on SQLite) until it is booked. A refund takes that lock in the transaction that holds its key, before Stripe
+is asked, and keeps it until Stripe's answer is booked in the refunds table; if the order has other payouts, it
+reads Stripe's charge under the lock and refuses past it (a repeat whose key Stripe already paid under is answered
+with that refund instead). A store credit, under the same lock, reads Stripe's charge and refunds
+(``SqlStoreCredits.charges``), so a refund made in Stripe's dashboard, or one whose answer was lost, counts
+against it. What holds, then: no two payouts of one order through this worker's database are checked at once,
+and each is checked against Stripe's word on refunds and the database's on everything else. What no lock here
+covers is a refund made outside the worker (Stripe's dashboard) at the same moment as a credit; Stripe's own
+guard still keeps refunds alone within the charge. Without other payouts a refund asks Stripe nothing more:
+Stripe's own guard is then the same rule, kept atomically at Stripe and said in Stripe's words.
+
 **Settling an unknown outcome.** An attempt holds its key's row in the ledger (a row lock on PostgreSQL, the
 writer's lock on SQLite) from before it asks Stripe until its answer is booked; ``settle_refund`` takes the
 same row first, so it waits for an attempt in flight in any worker, then asks Stripe for a refund under the key
@@ -50,6 +66,7 @@ from stripe.params import RefundCreateParams, RefundListParams
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.orders import SqlOrders
+from activities.business.paid_back import paid_back
 from activities.business.payments import RefundFingerprint, booked, receipt
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -87,8 +104,9 @@ NOTHING_PAID_UNDER_THE_KEY = (
 )  # fmt: skip
 """Stripe's refusals once it has looked at the key: had an earlier attempt under the key paid, Stripe would have
 answered a retry with that refund instead, so what the key's first attempt reserved is released by the retry's
-refusal too. Not a refused API key, which Stripe answers before it looks at the key, nor a closed key, whose
-settlement released what it had to."""
+refusal too. The worker's own refusal past the charge (``_within_charge``) is one of them: it refuses a retry only
+once Stripe's list of the payment's refunds has none under the key. Not a refused API key, which Stripe answers
+before it looks at the key, nor a closed key, whose settlement released what it had to."""
 
 
 class StripePayments:
@@ -112,17 +130,18 @@ class StripePayments:
     def refund(self, request: RefundRequest) -> RefundReceipt:
         payment = self._payment_of(request.order_id)
         key, asked = request.idempotency_key, RefundFingerprint.of(request)
-        reserved = None
+        reserved, repeat = None, False
         if key is not None or request.limits is not None:
             # The request is committed under its key before Stripe hears of it, so a settlement after a crash
             # knows which payment to look at, and reserved against its limits, so no other ticket's check misses
             # it. A key taken before is not refused here (Stripe judges a repeat), nor reserved again.
             with self.database.writer.begin() as db:
                 first = None if key is None else self.keys.claim(db, key, asked.to_text())
+                repeat = first is not None
                 if first is None:
                     reserved = self.unattended.count(db, request)
         try:
-            return self._ask(payment, request, reserved)
+            return self._ask(payment, request, reserved, repeat=repeat)
         except NOT_PAID as refusal:
             under = key if isinstance(refusal, NOTHING_PAID_UNDER_THE_KEY) else None
             if reserved is not None or under is not None:
@@ -132,13 +151,14 @@ class StripePayments:
                     self.unattended.release(db, reserved=reserved, key=earlier)
             raise
 
-    def _ask(self, payment: str, request: RefundRequest, reserved: int | None) -> RefundReceipt:
-        """Stripe's refund, booked (and what it ``reserved`` kept), with the key's row held from before the request
-        until the booking commits."""
+    def _ask(self, payment: str, request: RefundRequest, reserved: int | None, *, repeat: bool) -> RefundReceipt:
+        """Stripe's refund, booked (and what it ``reserved`` kept), with the key's row and the order's held from
+        before the request until the booking commits; ``repeat``: the key was taken by an earlier attempt."""
         key = request.idempotency_key
         with self.database.writer.begin() as db:
             if key is not None:
                 self.keys.lock(db, key, open_only=True)  # held until the refund is booked; closed: refused
+            self._within_charge(db, payment, request, repeat=repeat)
             params = _on(payment, RefundCreateParams(amount=request.amount_cents))
             at_stripe = None if key is None else stripe_key(key)
             if at_stripe is not None:
@@ -152,6 +172,25 @@ class StripePayments:
             if reserved is not None:  # a keyed reservation is kept by _book already; a keyless one only here
                 self.unattended.keep(db, paid.refund_id, reserved=reserved)
         return paid
+
+    def _within_charge(self, db: Connection, payment: str, request: RefundRequest, *, repeat: bool) -> None:
+        """Refuse a refund that would take what was paid back against the order past Stripe's charge once the
+        payouts Stripe knows nothing of (store credit) are counted; the order's row stays locked until the refund
+        is booked, so no payout of the order is booked in between, by any worker.
+
+        Without such payouts this is Stripe's own rule, which Stripe keeps atomically and says in its words, so
+        Stripe is left to judge and asked nothing more. A repeat under a key an earlier attempt may have paid
+        under is refused only if Stripe has no refund under the key: had it one, its amount is in Stripe's
+        refunded total already, and Stripe answers the repeat with that refund, paying nothing."""
+        book = paid_back(db, request.order_id, lock=True)
+        if book.besides_refunds == 0:
+            return
+        book = book.reported_by(self.at_stripe(request.order_id, payment))
+        if book.allows(request.amount_cents):
+            return
+        if repeat and request.idempotency_key is not None and self._find(db, request.idempotency_key) is not None:
+            return
+        book.refuse_past_charge(request.amount_cents, "to refund")
 
     def _taken_for(self, db: Connection, key: str) -> RefundFingerprint | None:
         """The refund the key's first request asked for (None: no refund asked under it)."""
@@ -171,7 +210,17 @@ class StripePayments:
         return found
 
     def charge(self, order_id: str) -> Charge:
-        payment = self._payment_of(order_id)
+        """Stripe's charge and its refunds, with what the worker paid back otherwise (store credit) added: every
+        kind of payout of the order together."""
+        at_stripe = self.at_stripe(order_id)
+        with self.database.reader.connect() as db:
+            book = paid_back(db, order_id).reported_by(at_stripe)
+        return Charge(amount_cents=book.charged_cents, refunded_cents=book.total_cents, currency=at_stripe.currency)
+
+    def at_stripe(self, order_id: str, payment: str | None = None) -> Charge:
+        """What Stripe charged for the order (its ``payment``, else the one the order names) and refunded of it,
+        by anyone, in Stripe's own words: refunds only, for Stripe knows nothing of store credit."""
+        payment = payment or self._payment_of(order_id)
         if payment.startswith("pi_"):
             intent = _asking(lambda: self.client.v1.payment_intents.retrieve(payment, {"expand": ["latest_charge"]}))
             charge = intent.latest_charge

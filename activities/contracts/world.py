@@ -51,10 +51,14 @@ class Order(Contract):
 
 
 class OrderLookup(Order):
-    """An order as ``lookup_order`` reports it: what was charged, and how much of it the payment provider has
-    refunded so far, by any ticket. A further refund of an order refunded before needs a person."""
+    """An order as ``lookup_order`` reports it: what was charged, and how much of it has been paid back so far, by
+    any ticket. A further payment back of an order paid back before needs a person."""
 
     refunded_cents: NonNegativeInt = 0
+    """Everything paid back against the order so far, every kind of payout together: refunds (the payment
+    provider's word) and store credit (the worker's database), and any kind declared later
+    (``activities.business.paid_back.PAYOUTS``). The name is older than store credit and stays: it is part of the
+    wire contract that stored histories and the model read."""
 
 
 class RefundRequest(Contract):
@@ -95,10 +99,12 @@ class RefundReceipt(Contract):
 
 
 class Charge(Contract):
-    """What the payment provider charged for an order, and how much of it it has refunded so far, by anyone."""
+    """What the payment provider charged for an order, and how much of it has been paid back so far, by anyone."""
 
     amount_cents: NonNegativeInt
     refunded_cents: NonNegativeInt
+    """Paid back against the charge, every kind of payout together (refunds and store credit): what
+    ``OrderLookup.refunded_cents`` reports. Only ``StripePayments.at_stripe`` gives Stripe's refunds alone."""
     currency: Currency | None = None
     """The charge's currency as the provider reports it; None: the provider keeps none of its own (the embedded
     one shares the shop's records)."""

@@ -1,0 +1,127 @@
+"""What was paid back against an order: one view of every kind of payout together, and the one rule about it,
+that it never passes what the order was charged.
+
+Money goes back to a customer in more than one way: a refund through the payment provider, store credit from
+the worker's own database, and whatever kind comes next. Each kind is booked in a table of its own. When each
+guard summed the tables it knew of, the refund guard knew only refunds: store credit of a whole order and then a
+refund of it paid twice the charge, and ``lookup_order`` said nothing had been paid back, so nobody was asked
+either. Here the kinds are declared once (``PAYOUTS``) and every guard and every report reads them through
+``paid_back``: a kind added there is counted everywhere at once, and a kind that is not there is a bug of this
+module, not of every caller's.
+
+**Checked where it is booked.** ``paid_back(db, order_id, lock=True)`` locks the order's row for the rest of the
+transaction (``SELECT ... FOR UPDATE`` on PostgreSQL; on SQLite the writer's ``BEGIN IMMEDIATE`` already keeps
+every other writer out), and every payout of an order is booked in a transaction that took that lock before it
+read the sum. Two tickets paying one order at once, by any tool and in any worker, are served one after the
+other, and the second sees the first's payout. A check read in any other transaction (a lookup before the
+payment) is advice for the workflow's rules, never the guard.
+
+**The provider's word.** A payment provider that keeps its own book (Stripe) knows what it charged and every
+refund of the charge, including those the worker never booked (one made in its dashboard, one whose answer was
+lost), and knows nothing of store credit. ``PaidBack.reported_by`` puts its word on the charge and on refunds in
+place of the worker's book, beside the payouts only the worker's database holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from activities.business.refusals import OrderNotFoundError, RefundExceedsChargeError
+from activities.business.schema import orders, refunds, store_credits
+from activities.contracts.fields import amount
+from activities.contracts.world import Charge
+
+
+@dataclass(frozen=True)
+class Payout:
+    """One kind of payment back to a customer, and where it is booked."""
+
+    table: sa.Table
+    """One row per payment back, each with its ``order_id`` and its ``amount_cents``."""
+    noun: str
+    """What a person reads it as, in a refusal."""
+
+
+REFUNDS = Payout(refunds, "refunds")
+PAYOUTS: tuple[Payout, ...] = (REFUNDS, Payout(store_credits, "store credit"))
+"""Every kind of payment back against an order. A new kind is declared here, once, and is counted by every guard
+and every report from then on."""
+
+
+@dataclass(frozen=True)
+class PaidBack:
+    """What an order was charged and what was paid back against it, per kind of payout, as one transaction read
+    them."""
+
+    order_id: str
+    charged_cents: int
+    currency: str | None
+    by_kind: tuple[tuple[Payout, int], ...]
+
+    @property
+    def total_cents(self) -> int:
+        """Every kind together: what ``Charge.refunded_cents`` and ``lookup_order`` report."""
+        return sum(cents for _kind, cents in self.by_kind)
+
+    @property
+    def besides_refunds(self) -> int:
+        """What was paid back otherwise than by refund: what only the worker's database knows of, whichever
+        provider refunds."""
+        return sum(cents for kind, cents in self.by_kind if kind is not REFUNDS)
+
+    def reported_by(self, charge: Charge) -> PaidBack:
+        """This order as a provider with a book of its own reports it: its charge, and its refunds in place of the
+        refunds the worker booked (the provider's word is the truth about money); the rest as the worker has it."""
+        return replace(
+            self,
+            charged_cents=charge.amount_cents,
+            currency=charge.currency or self.currency,
+            by_kind=tuple((kind, charge.refunded_cents if kind is REFUNDS else c) for kind, c in self.by_kind),
+        )
+
+    def allows(self, amount_cents: int) -> bool:
+        return self.total_cents + amount_cents <= self.charged_cents
+
+    def refuse_past_charge(self, amount_cents: int, verb: str) -> None:
+        """Refuse (``RefundExceedsChargeError``) paying back ``amount_cents`` more, which ``verb`` names ("to
+        refund"), if it would take what was paid back past the charge; the refusal says what was paid, of each
+        kind, in the order's currency."""
+        if self.allows(amount_cents):
+            return
+        said = [f"{kind.noun} {self._amount(cents)}" for kind, cents in self.by_kind if cents]
+        raise RefundExceedsChargeError(
+            f"Refusing {verb} {self._amount(amount_cents)} on {self.order_id}: {self._amount(self.total_cents)} of "
+            f"{self._amount(self.charged_cents)} is already paid back" + (f" ({', '.join(said)})" if said else "")
+        )
+
+    def _amount(self, units: int) -> str:
+        return amount(units, self.currency)
+
+
+def paid_back(db: Connection, order_id: str, *, lock: bool = False) -> PaidBack:
+    """What the order was charged and what was paid back against it, every kind of payout (``PAYOUTS``), as the
+    worker's database has them; with ``lock``, the order's row is held until the transaction ends, so that a
+    payout booked in it is checked against a sum no other payout can change. No such order: ``OrderNotFoundError``.
+    """
+    query = sa.select(orders.c.amount_cents, orders.c.currency).where(orders.c.order_id == order_id)
+    order = db.execute(query.with_for_update() if lock else query).first()
+    if order is None:
+        raise OrderNotFoundError(f"There is no order {order_id}")
+    sums = sa.select(
+        *(
+            sa.select(sa.func.coalesce(sa.func.sum(kind.table.c.amount_cents), 0))
+            .where(kind.table.c.order_id == order_id)
+            .scalar_subquery()
+            for kind in PAYOUTS
+        )
+    )
+    paid = db.execute(sums).one()
+    return PaidBack(
+        order_id=order_id,
+        charged_cents=order.amount_cents,
+        currency=order.currency,
+        by_kind=tuple((kind, int(cents)) for kind, cents in zip(PAYOUTS, paid, strict=True)),
+    )
