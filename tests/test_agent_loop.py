@@ -60,7 +60,7 @@ async def test_the_approval_query_reports_4900_and_an_approval_of_1000_releases_
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     rejected, approved = outcome.approvals
     assert (rejected.decision, rejected.amount_cents, rejected.approver) == (ApprovalDecision.REJECTED, 1000, "ann")
-    assert "49.00, not 10.00" in rejected.reason
+    assert "USD 49.00, not USD 10.00" in rejected.reason
     assert (approved.decision, approved.amount_cents, approved.approver) == (ApprovalDecision.APPROVED, 4900, "ben")
     assert approved.at >= rejected.at
 
@@ -195,7 +195,7 @@ async def test_an_agent_that_never_answers_gives_up_after_max_steps(agent: Harne
     assert "Gave up after 3 steps" in outcome.answer
 
 
-async def test_a_refund_above_the_charge_is_refused_by_the_provider_and_the_model_is_told(
+async def test_a_refund_above_the_charge_is_refused_before_the_provider_or_a_person_is_asked_and_the_model_is_told(
     agent: Harness, store: Business
 ) -> None:
     model = PlaybackModel(
@@ -205,7 +205,11 @@ async def test_a_refund_above_the_charge_is_refused_by_the_provider_and_the_mode
 
     assert store.payments.refunds() == []
     assert outcome.tool_calls[0].is_error
-    assert "Refusing to refund USD 26.00 on A-1005" in outcome.tool_calls[0].result
+    assert outcome.tool_calls[0].result == (
+        "This refund of USD 26.00 was not made, and no person was asked: USD 26.00 is more than is left of order "
+        "A-1005's charge: USD 0.00 of USD 25.00 was paid back already."
+    )
+    assert outcome.approvals == []
 
 
 def _tool_result(message: Message) -> ToolResultBlock:

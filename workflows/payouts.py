@@ -80,9 +80,12 @@ class Payouts:
         """A payment back to the customer (a refund, a store credit): the order checked, a person asked where the
         rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total.
         ``call_key`` names the tool call, for a demonstration's key per call."""
+        # Asked before anything awaits, so that the patch's marker is recorded where no local activity's can be
+        # resolved around it (the policy read below is one).
+        one_decision = workflow.patched(Patch.ONE_PAYOUT_DECISION)
         order = await self._orders.own(args.order_id)
         rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
-        if not workflow.patched(Patch.ONE_PAYOUT_DECISION):
+        if not one_decision:
             return await self._pay_as_before(tool, args, call_key, rules)
         verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
         if isinstance(verdict, Unattended):
