@@ -3,8 +3,9 @@
 It plays a support desk's script for whatever order the customer names: look the order up,
 refund its amount, email the customer, answer. It keeps the one property of a real model that matters to
 durability: asked again about the same step, it answers differently. Each time it has already been asked
-about the refund step, it proposes 10.00 more, as a model at a non-zero temperature might change its mind.
-That is what makes "was the model asked twice?" visible in the refunds table.
+about the refund step, it proposes 10.00 less, as a model at a non-zero temperature might change its mind (never
+more than the order: the workflow refuses a refund past what is left of the charge, so the changed answer must be
+one it can pay). That is what makes "was the model asked twice?" visible in the refunds table.
 
 The script refunds for real, on whatever orders the database holds. A worker an operator runs on it (not the dev
 stack, whose orders are the demo's) says so on every ticket (``announce``), where whoever reads the logs of the
@@ -169,7 +170,8 @@ def after_wait(turn: ScriptedTurn, last: Exchange) -> Decision:
 
 
 def refund(turn: ScriptedTurn, order: OrderLookup) -> Decision:
-    amount = order.amount_cents + CHANGE_OF_MIND_CENTS * turn.asked_before
+    less = order.amount_cents - CHANGE_OF_MIND_CENTS * turn.asked_before
+    amount = less if less > 0 else order.amount_cents
     return turn.use("issue_refund", order_id=turn.order_id, amount_cents=amount)
 
 

@@ -47,7 +47,9 @@ IDENTIFIERS = frozenset(
         "type", "id", "name", "tool_use_id", "role", "stop_reason", "model", "purpose", "signature",
         # states, decisions and the ids that tie them together
         "status", "decision", "channel", "state", "event", "request_id", "refund_key", "ticket_id", "workflow_id",
-        "idempotency_key", "key_prefixes", "provider_refund_id", "currency", "digest", "policy",
+        "idempotency_key", "key_prefixes", "provider_refund_id", "currency", "digest", "policy", "identity",
+        # what a waiting payout is called (its tool's declared noun): the audit trail is searched by it
+        "payout",
         # times the workflow reads back
         "at", "deadline", "until", "opened_at", "approval_deadline", "reply_until",
         # content-store keys (mapped by shape), and who may approve: the desk's staff, compared by name

@@ -35,7 +35,7 @@ from tests.support.waits import awaiting, waiting_for_customer
 KEY = os.urandom(32)
 KEYS = json.dumps({"2026-11": base64.b64encode(KEY).decode()})
 QUESTION = "My parcel for order A-1001 never arrived, my name is Ann Lovelace"
-REPLY = "Ann Lovelace again: please refund order A-1001 once more, the second box was crushed"
+REPLY = "Ann Lovelace again: please refund order A-1005 too, the second box was crushed"
 REASON = "Checked with the courier, Lovelace's box was crushed"
 DAYS_3 = 3 * 86_400
 
@@ -101,14 +101,15 @@ async def finished(agent: Harness, raw: dict[str, Any], model: PlaybackModel | N
 
 async def a_ticket_with_a_reply_an_approval_and_a_cancel(agent: Harness) -> str:
     """A ticket as a desk's real one runs: a question naming the customer, a refund and the email about it, a reply
-    asking for more, a person's decline with a reason, and a cancel. Returns its workflow id."""
+    asking for another order's, which takes the ticket's total past its limit, a person's decline with a reason, and a
+    cancel. Returns its workflow id."""
     async with agent.worker():
-        handle = await agent.start(ticket(QUESTION, reply_window_seconds=DAYS_3, approval_limit_cents=10_000))
+        handle = await agent.start(ticket(QUESTION, reply_window_seconds=DAYS_3, approval_limit_cents=5000))
         await waiting_for_customer(handle, turns=1)
         await handle.execute_update(CUSTOMER_MESSAGE, {"text": REPLY})
-        request = await awaiting(handle, 4900)
+        request = await awaiting(handle, 2500)
         assert request is not None
-        decline = answer(4900, approved=False, request_id=request.request_id, reason=REASON)
+        decline = answer(2500, approved=False, request_id=request.request_id, reason=REASON)
         await handle.signal(APPROVE_SIGNAL, decline)
         await waiting_for_customer(handle, turns=2)
         await handle.cancel()

@@ -108,6 +108,6 @@ async def test_a_worker_killed_after_the_model_answered_asks_it_again_and_acts_o
     assert len(lab.killed()) == 1
     assert model_calls_per_step(lab.store, outcome.ticket_id) == {1: 1, 2: 2, 3: 1, 4: 1}
     assert await activity_attempts(handle, "think") == [1, 2, 1, 1]
-    assert [r.amount_cents for r in lab.store.payments.refunds()] == [5900]
-    assert [r.amount_cents for r in outcome.refunds] == [5900]
-    assert "59.00" in lab.store.mail.sent()[0].body
+    assert [r.amount_cents for r in lab.store.payments.refunds()] == [3900]
+    assert [r.amount_cents for r in outcome.refunds] == [3900]
+    assert "39.00" in lab.store.mail.sent()[0].body

@@ -85,7 +85,7 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
     async with inbox_for(agent) as inbox:
         page = await context.new_page()
         await sign_in(page, inbox, "ann")
-        await expect(page.get_by_text("no refund waits for a person")).to_be_visible()
+        await expect(page.get_by_text("no payout waits for a person")).to_be_visible()
 
         workflow_id = await start_with_cli(agent, reply_window_seconds=3600)  # open after it answers
         listed = page.locator(f"[data-workflow-id='{workflow_id}']")
@@ -477,7 +477,7 @@ async def test_tickets_with_odd_ids_are_each_opened_from_the_list_and_approved(
             await expect(listed).to_contain_text(f"order {order_id}", timeout=LIVE)
             await listed.click()
             await expect(page.locator("p.meta")).to_contain_text(workflow_id)
-            await expect(page.get_by_test_id("asked")).to_contain_text(f"refund USD 49.00 on order {order_id}")
+            await expect(page.get_by_test_id("asked")).to_contain_text(f"a refund of USD 49.00 on order {order_id}")
             await page.get_by_role("button", name="Approve USD 49.00").click()
             await expect(page.get_by_test_id("notice")).to_contain_text(
                 f"approved; Refunded USD 49.00 on order {order_id} (refund #"
@@ -631,7 +631,9 @@ async def test_every_amount_reads_in_its_orders_currency_with_its_thousands_sepa
         await listed.get_by_role("link").click()
         await expect(page.get_by_test_id("amount")).to_have_text(shown)
         await expect(page.get_by_test_id("why")).to_have_text(f"{shown} is above the approval limit of EUR 20.00")
-        await expect(page.get_by_test_id("asked")).to_contain_text(f"The agent asked to refund {shown} on order A-8001")
+        await expect(page.get_by_test_id("asked")).to_contain_text(
+            f"The agent asked for a refund of {shown} on order A-8001"
+        )
         await expect(page.locator("section.orders")).to_contain_text(shown)
         await expect(page.get_by_test_id("transcript")).to_contain_text(f"charged {shown}, refunded before EUR 0.00")
         pages.append(await page.content())

@@ -28,11 +28,11 @@ async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_
     rerun, answer = await run_plain_loop(store, "T-plain", QUESTION, **crash)
 
     assert (killed, rerun) == (-signal.SIGKILL, 0)
-    assert [r.amount_cents for r in store.payments.refunds()] == [4900, 5900]
+    assert [r.amount_cents for r in store.payments.refunds()] == [4900, 3900]
     calls = Counter(call.step for call in store.model_calls.of("T-plain"))
     assert sum(calls.values()) == 5
     assert calls[2] == 2
-    assert "refunded USD 59.00" in answer
+    assert "refunded USD 39.00" in answer
 
 
 async def test_with_the_refund_guard_on_the_plain_loops_second_refund_is_refused(store: Business) -> None:
@@ -42,6 +42,6 @@ async def test_with_the_refund_guard_on_the_plain_loops_second_refund_is_refused
     assert (killed, rerun) == (-signal.SIGKILL, 0)
     assert [r.amount_cents for r in store.payments.refunds()] == [4900]
     assert (
-        "Refusing to refund USD 59.00 on A-1001: USD 49.00 of USD 49.00 is already paid back (refunds USD 49.00)"
+        "Refusing to refund USD 39.00 on A-1001: USD 49.00 of USD 49.00 is already paid back (refunds USD 49.00)"
         in answer
     )

@@ -86,16 +86,42 @@ async def test_a_reply_starts_a_new_turn_over_the_whole_conversation_and_the_tic
     assert await final.memo_value(WAITING_FOR_MEMO, None) is None
 
 
-async def test_a_reply_asking_for_the_same_refund_again_needs_a_person(agent: Harness) -> None:
-    """The customer steers the second turn to refund the order again: the second part waits for a person."""
+async def test_a_reply_asking_for_the_same_refund_again_is_refused_with_nobody_asked(agent: Harness) -> None:
+    """The customer steers the second turn to refund the order again: it was paid back in full, so the refund is
+    refused at once, and nobody is asked to approve what could not be paid."""
     raw = ticket(reply_window_seconds=DAYS_3, approval_limit_cents=10_000)
     async with agent.worker():
         handle = await agent.start(raw)
         await waiting_for_customer(handle, turns=1)
         await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Refund order A-1001 again please"})
-        request = await awaiting(handle, 4900)
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel()
+        outcome = await handle.result()
+
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert outcome.approvals == []
+    refused = [c.result for c in outcome.tool_calls if c.name == "issue_refund" and c.is_error]
+    assert refused, "the second turn asked for the refund again"
+    assert set(refused) == {
+        (
+            "This refund of USD 49.00 was not made, and no person was asked: USD 49.00 is more than is left of order "
+            "A-1001's charge: USD 49.00 of USD 49.00 was paid back already."
+        )
+    }
+
+
+async def test_a_reply_asking_for_another_orders_refund_past_the_tickets_total_needs_a_person(agent: Harness) -> None:
+    """The second turn refunds another order, and the ticket's total would pass its limit: that part waits for a
+    person, who declines, and nothing more is paid."""
+    raw = ticket(reply_window_seconds=DAYS_3, approval_limit_cents=5000)
+    async with agent.worker():
+        handle = await agent.start(raw)
+        await waiting_for_customer(handle, turns=1)
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Refund order A-1005 too please"})
+        request = await awaiting(handle, 2500)
         assert request is not None
-        await handle.signal("approve", answer(4900, approved=False, request_id=request.request_id))
+        assert "the ticket's total would pass USD 50.00" in request.why
+        await handle.signal("approve", answer(2500, approved=False, request_id=request.request_id))
         await waiting_for_customer(handle, turns=2)
         await handle.cancel()
         outcome = await handle.result()

@@ -97,8 +97,8 @@ async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_stil
 ) -> None:
     """The strongest reset: every activity runs again, and the model, asked again, proposes another amount (the
     script changes its mind on a step asked twice). The rules and keys hold: the order, looked up again, reads as
-    refunded before, so the refund waits for a person, who does not answer in time; and the email the new run
-    writes at the old one's place is refused by the mailbox as a key reused for another message."""
+    paid back in full, so the refund is refused with nobody asked; and the email the new run writes at the old
+    one's place is refused by the mailbox as a key reused for another message."""
     model = KeyRevokedAtTheAnswer(agent.store)
     async with agent.worker(model):
         handle = await failed_ticket(agent, approval_timeout_seconds=2)
@@ -111,15 +111,22 @@ async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_stil
 
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert [e.body for e in agent.store.mail.sent()] == ["We have refunded USD 49.00 for order A-1001 (refund #1)."]
-    lookup, refund, email = outcome.tool_calls
+    lookup, *calls = outcome.tool_calls
     assert '"refunded_cents":4900' in lookup.result
-    assert refund.input["amount_cents"] == 5900
-    assert (refund.is_error, refund.result) == (
-        True,
-        "A person did not approve this refund in time, so it was not made.",
-    )
-    assert email.is_error
-    assert "was used for another email" in email.result, email
+    refunds = [c for c in calls if c.name == "issue_refund"]
+    assert refunds, "the new run asked the model again, and it asked for a refund"
+    assert refunds[0].input["amount_cents"] == 3900
+    for refund in refunds:
+        assert refund.is_error
+        assert refund.result.startswith(
+            f"This refund of USD {refund.input['amount_cents'] // 100}.00 was not made, and"
+        )
+        assert "no person was asked" in refund.result
+        assert "USD 49.00 of USD 49.00 was paid back already" in refund.result
+    for email in (c for c in calls if c.name == "send_email"):
+        assert email.is_error
+        assert "was used for another email" in email.result, email
+    assert outcome.approvals == []
     assert outcome.refunds == []
 
 

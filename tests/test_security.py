@@ -388,14 +388,17 @@ async def test_an_injected_prompt_cannot_pay_more_than_the_order_skip_approval_o
 ) -> None:
     async with agent.worker(ObedientModel()):
         handle = await agent.start(ticket(INJECTION, approval_limit_cents=2000, approval_timeout_seconds=8))
-        await awaiting(handle, 50_000)  # 500.00 waits for a person, whatever the prompt claims
-        await handle.signal(APPROVE_SIGNAL, answer(50_000, approver="tricked"))
-        await awaiting(handle, 4900)  # and 49.00 too: approval is per amount, never "already granted"
+        await awaiting(handle, 4900)  # 49.00 waits for a person, whatever the prompt claims
+        await handle.signal(APPROVE_SIGNAL, answer(50_000, approver="tricked"))  # approval is per amount
         assert agent.store.payments.refunds() == []
         outcome = await handle.result()  # nobody approves 49.00: it times out
 
     results = {c.tool_use_id: c for c in outcome.tool_calls}
-    assert "Refusing to refund USD 500.00 on A-1001" in results["toolu_1"].result  # the provider's guard
+    assert results["toolu_1"].result == (  # 500.00 on a 49.00 order: nobody is even asked
+        "This refund of USD 500.00 was not made, and no person was asked: USD 500.00 is more than is left of order "
+        "A-1001's charge: USD 0.00 of USD 49.00 was paid back already."
+    )
+    assert [a.decision for a in outcome.approvals] == [ApprovalDecision.REJECTED, ApprovalDecision.TIMED_OUT]
     assert results["toolu_2"].result.startswith("A person did not approve this refund")
     assert "only to this ticket's customer" in results["toolu_3"].result
     assert agent.store.payments.refunds() == []

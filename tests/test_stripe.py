@@ -44,6 +44,7 @@ from tests.support.crashlab import Lab
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business, stripe_env
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
+from tests.support.holds import Holds
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import ticket
 
@@ -570,20 +571,24 @@ async def test_500s_after_the_refund_until_the_retries_run_out_are_reconciled_wi
 async def test_a_refund_stripe_refuses_reaches_the_model_at_once_in_stripes_words(
     paying: Harness, account: FakeStripe
 ) -> None:
-    """A model steered to refund more than was paid: Stripe's ``amount_too_large`` is a refusal, not worth a retry,
-    and the model reads it as Stripe wrote it."""
+    """Someone refunds part of the charge in Stripe's dashboard after the workflow decided the refund: Stripe's
+    ``amount_too_large`` is a refusal, not worth a retry, and the model reads it as Stripe wrote it."""
     model = PlaybackModel(
-        [calls(("issue_refund", {"order_id": "A-1001", "amount_cents": 5000}), step=1), says("I could not refund.")]
+        [calls(("issue_refund", {"order_id": "A-1001", "amount_cents": 4900}), step=1), says("I could not refund.")]
     )
-    async with paying.worker(model):
+    holds = Holds("issue_refund")
+    async with paying.worker(model, plugins=[holds]):
         handle = await paying.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
+        await holds.entered("issue_refund")
+        account.refund_in_dashboard(2000)
+        holds.release("issue_refund")
         outcome = await handle.result()
 
     assert await activity_attempts(handle, "issue_refund") == [1]
     [refused] = outcome.tool_calls
     assert refused.is_error
-    assert "Stripe refused the request: Refund amount ($50.00) is greater than unrefunded amount" in refused.result
-    assert account.refunds() == []
+    assert "Stripe refused the request: Refund amount ($49.00) is greater than unrefunded amount" in refused.result
+    assert [r["amount"] for r in account.refunds()] == [2000]  # the dashboard's, and nothing of the worker's
 
 
 async def test_a_revoked_key_ends_the_ticket_as_failed_for_a_person_without_telling_the_customer_an_error(

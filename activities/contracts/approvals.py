@@ -4,7 +4,6 @@ the inbox."""
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -90,8 +89,9 @@ class ApprovalRequest(Contract):
     def among(self, person: str, people: Sequence[str]) -> bool:
         """Whether ``person`` is one of ``people`` by this request's identity rule: the one comparison of approvers
         the workflow's rules and the inbox's page both make."""
-        same = same_address if self.identity == "mailbox" else operator.eq
-        return any(same(person, other) for other in people)
+        if self.identity == "mailbox":
+            return any(same_address(person, other) for other in people)
+        return person in people
 
 
 class ApprovalDecision(StrEnum):

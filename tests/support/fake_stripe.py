@@ -94,6 +94,21 @@ class FakeStripe:
             }  # fmt: skip
             return intent_id
 
+    def refund_in_dashboard(self, amount_cents: int) -> None:
+        """A person refunds ``amount_cents`` of the newest charge in Stripe's dashboard, outside the worker: no key,
+        no metadata, and the worker hears of it only from Stripe."""
+        with self._lock:
+            charge = list(self._charges.values())[-1]
+            charge["amount_refunded"] += amount_cents
+            charge["refunded"] = charge["amount_refunded"] == charge["amount"]
+            self._refunds.append(
+                {
+                    "id": f"re_fake{next(self._ids):04d}", "object": "refund", "amount": amount_cents,
+                    "currency": charge["currency"], "charge": charge["id"], "payment_intent": charge["payment_intent"],
+                    "status": "succeeded", "metadata": {}, "created": int(time.time()),
+                }
+            )  # fmt: skip
+
     def fail(self, *failures: Failure) -> None:
         """What happens to the next refund requests, one each, in order."""
         with self._lock:

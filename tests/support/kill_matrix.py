@@ -132,7 +132,7 @@ async def run_kill_point(client: Client, directory: Path, kill_point: str, *, re
 
 
 async def _run(client: Client, store: Business, kill_point: str, providers: RealProviders | None) -> Row:
-    # The guard is off so that the model's change of mind after a lost answer (59.00 on a 49.00 order)
+    # The guard is off so that the model's change of mind after a lost answer (39.00 on a 49.00 order)
     # is paid if approved: the rows show what orchestration does, not what the provider's guard catches.
     lab = Lab(client, store, settings={"AGENT_REFUND_GUARD": "false", **(providers.env() if providers else {})})
     if kill_point not in (WAITING, NO_CRASH):
