@@ -52,3 +52,10 @@ async def test_the_worker_is_not_built_with_an_anthropic_timeout_as_long_as_a_th
     check_client_timeouts(Settings())  # the defaults fit
     with pytest.raises(ClientTimeoutError, match=r"AGENT_ANTHROPIC_TIMEOUT_SECONDS=120 is not below the think"):
         build_worker(client, Settings(anthropic_timeout_seconds=120))
+
+
+def test_an_activity_no_one_declared_timeouts_for_is_refused_by_name_not_run_on_a_default() -> None:
+    with pytest.raises(LookupError, match="'issue_refnud'"):
+        timeouts.attempt("issue_refnud")
+    assert timeouts.attempt("issue_store_credit") == timeouts.PAY
+    assert timeouts.attempt("find_store_credit") == timeouts.UNTIL_DONE

@@ -121,18 +121,22 @@ LOCAL_AT_ONCE: LocalActivityConfig = {
 """``AT_ONCE`` for a local activity (``money_policy`` since ``Patch.POLICY_LOCAL_ACTIVITY``): the same attempt, run
 in the workflow task that asks for it."""
 
-DEFAULT: ActivityConfig = READ
-"""An activity not named above: a short call that heartbeats, bounded in attempts."""
-
 
 def attempt(name: str) -> ActivityConfig:
-    """The timeouts and retries of the activity registered as ``name``."""
-    return ATTEMPTS.get(name, DEFAULT)
+    """The timeouts and retries of the activity registered as ``name``: the table's, else those its tool's
+    declaration gives it (a tool declared after this module was read). A name neither knows is a mistake in the
+    code, refused by name rather than run on a default nobody chose for it."""
+    if name in ATTEMPTS:
+        return ATTEMPTS[name]
+    for tool in TOOLS.values():
+        if tool.name == name and tool.rule in BY_RULE:
+            return BY_RULE[tool.rule]
+        if tool.payout is not None and tool.payout.settled_by == name:
+            return UNTIL_DONE
+    raise LookupError(f"no timeouts are declared for the activity {name!r}: add it to workflows.timeouts.ATTEMPTS")
 
 
-LONGEST_ATTEMPT: timedelta = max(
-    options.get("start_to_close_timeout") or timedelta(0) for options in (*ATTEMPTS.values(), DEFAULT)
-)
+LONGEST_ATTEMPT: timedelta = max(options.get("start_to_close_timeout") or timedelta(0) for options in ATTEMPTS.values())
 """The longest one attempt of any activity may run: a model call's two minutes. A worker told to stop gives its
 activities in flight this long to finish (``AGENT_GRACEFUL_SHUTDOWN_SECONDS``), so a deploy never cuts a call
 short that the next worker would then make, and pay for, again."""
