@@ -170,20 +170,33 @@ def implements(tool: Tool) -> Callable[[F], F]:
     """Make the decorated method the activity of ``tool``, registered under the tool's name."""
     if tool.returns is None:
         raise TypeError(f"{tool.name} runs no activity")
-    return activity.defn(name=tool.name)
+    return _registered_as(tool.name)
 
 
 def settles(tool: Tool) -> Callable[[F], F]:
     """Make the decorated method the activity that settles an unknown outcome of paying ``tool``."""
     if tool.payout is None:
         raise TypeError(f"{tool.name} pays nothing to settle")
-    return activity.defn(name=tool.payout.settled_by)
+    return _registered_as(tool.payout.settled_by)
+
+
+_REGISTERED_AS = "__agent_worker_activity_name__"
+"""Where ``implements`` and ``settles`` note the name they register a method under: the SDK keeps its own mark
+private, so the worker reads this one to find a declared tool's body."""
+
+
+def _registered_as(name: str) -> Callable[[F], F]:
+    def mark(fn: F) -> F:
+        setattr(fn, _REGISTERED_AS, name)
+        return activity.defn(name=name)(fn)
+
+    return mark
 
 
 def activity_name(fn: Callable[..., Any]) -> str | None:
-    """The name an activity function or method is registered under (None: not an activity)."""
-    definition = activity._Definition.from_callable(fn)  # noqa: SLF001 - the SDK's one reader of its own mark
-    return None if definition is None else definition.name
+    """The name ``implements`` or ``settles`` registered an activity function or method under (None: neither)."""
+    name = getattr(fn, _REGISTERED_AS, None)
+    return name if isinstance(name, str) else None
 
 
 # --- the declarations ------------------------------------------------------------------------------------------
