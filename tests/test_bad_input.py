@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
-from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -23,6 +22,7 @@ from activities.contracts.policy import MoneyPolicy, PolicyInForce, Role
 from activities.contracts.ticket import CustomerMessage, OrderEvent, Status, TicketInput
 from activities.contracts.world import EmailReceipt, EmailRequest
 from activities.tool_activities import ToolActivities
+from activities.tools import SEND_EMAIL, implements
 from agent_worker.config import Settings
 from tests.support.handover import NEWER_STATE, NewerWorkerHandsOver
 from tests.support.harness import Harness
@@ -383,7 +383,7 @@ async def test_without_an_approval_in_time_the_agent_is_told_no_and_refunds_noth
 class _MailServerDown(ToolActivities):
     """The mail server refuses every connection: a failure that might pass, so it is retried to the limit."""
 
-    @activity.defn(name="send_email")
+    @implements(SEND_EMAIL)
     async def send_email(self, request: EmailRequest) -> EmailReceipt:
         raise ConnectionRefusedError(f"mail server refused the connection for {request.to}")
 

@@ -35,11 +35,10 @@ from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.paid_back import paid_back
+from activities.business.paid_back import paid_back, said
 from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import idempotency_keys, store_credits
 from activities.business.unattended import UnattendedLedger
-from activities.contracts.fields import money
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
 PREFIX = "store_credit "
@@ -110,7 +109,7 @@ class SqlStoreCredits:
         if first.request != _fingerprint(request):
             raise IdempotencyConflictError(
                 f"Idempotency key {request.idempotency_key} was used for another request, not store credit of "
-                f"{money(request.amount_cents)} on {request.order_id}"
+                f"{said(db, request.amount_cents, request.order_id)} on {request.order_id}"
             )
         row = db.execute(store_credits.select().where(store_credits.c.id == first.result_id)).one()
         return _receipt(row, replayed=True)

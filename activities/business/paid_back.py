@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection
 
 from activities.business.refusals import OrderNotFoundError, RefundExceedsChargeError
 from activities.business.schema import orders, refunds, store_credits
-from activities.contracts.fields import amount
+from activities.contracts.fields import DEFAULT_CURRENCY, amount
 from activities.contracts.world import Charge
 
 
@@ -125,3 +125,10 @@ def paid_back(db: Connection, order_id: str, *, lock: bool = False) -> PaidBack:
         currency=order.currency,
         by_kind=tuple((kind, int(cents)) for kind, cents in zip(PAYOUTS, paid, strict=True)),
     )
+
+
+def said(db: Connection, units: int, order_id: str) -> str:
+    """An amount of ``order_id`` as a person reads it, in the order's currency (the default where the shop's record
+    names none, or has no such order): for refusals written where no lookup is at hand."""
+    currency = db.execute(sa.select(orders.c.currency).where(orders.c.order_id == order_id)).scalar()
+    return amount(units, currency or DEFAULT_CURRENCY)

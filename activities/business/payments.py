@@ -39,11 +39,10 @@ from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.paid_back import paid_back
+from activities.business.paid_back import paid_back, said
 from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import idempotency_keys, refunds
 from activities.business.unattended import UnattendedLedger
-from activities.contracts.fields import money
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
 
 
@@ -154,10 +153,13 @@ class SqlPayments:
         taken = RefundFingerprint.from_text(first.request)
         if taken != asked:
             used_for = (
-                "another request" if taken is None else f"a refund of {money(taken.amount_cents)} on {taken.order_id}"
+                "another request"
+                if taken is None
+                else f"a refund of {said(db, taken.amount_cents, taken.order_id)} on {taken.order_id}"
             )
             raise IdempotencyConflictError(
-                f"Idempotency key {key} was used for {used_for}, not {money(asked.amount_cents)} on {asked.order_id}"
+                f"Idempotency key {key} was used for {used_for}, not {said(db, asked.amount_cents, asked.order_id)} on "
+                f"{asked.order_id}"
             )
         row = db.execute(refunds.select().where(refunds.c.id == first.result_id)).one()
         return receipt(row, replayed=True)
