@@ -47,7 +47,7 @@ def refund(amount: int, key: str | None = "refund:A-1001", order: str = "A-1001"
 def test_the_same_key_with_another_amount_is_refused(make_store: StoreFactory) -> None:
     store = make_store()
     store.payments.refund(refund(4900))
-    with pytest.raises(IdempotencyConflictError, match=r"used for a refund of 49\.00 on A-1001, not 59\.00"):
+    with pytest.raises(IdempotencyConflictError, match=r"used for a refund of USD 49\.00 on A-1001, not USD 59\.00"):
         store.payments.refund(refund(5900))
     assert len(store.payments.refunds()) == 1
 
@@ -246,7 +246,7 @@ def test_a_refunds_fingerprint_is_stored_in_the_words_databases_already_hold() -
 def test_a_key_an_email_took_refuses_a_refund_as_another_request(make_store: StoreFactory) -> None:
     store = make_store()
     store.mail.send_email(EmailRequest(to="ann@example.com", subject="Refund", body="49.00", idempotency_key="k-1"))
-    with pytest.raises(IdempotencyConflictError, match=r"k-1 was used for another request, not 49\.00 on A-1001"):
+    with pytest.raises(IdempotencyConflictError, match=r"k-1 was used for another request, not USD 49\.00 on A-1001"):
         store.payments.refund(refund(4900, key="k-1"))
     assert store.payments.refunds() == []
 
