@@ -92,7 +92,14 @@ def _operator_commands(commands: Any) -> None:
     tickets.add_argument("--limit", type=int, default=50)
     show = commands.add_parser("show", help="a ticket's transcript, tool calls, approvals and outcome")
     show.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
-    approve = commands.add_parser("approve", help="approve (or --decline) the refund a ticket waits for")
+    approve = commands.add_parser(
+        "approve",
+        help="approve (or --decline) the refund a ticket waits for, and say what the ticket made of it",
+        epilog="Exit codes: 0 the answer decided the request (approved: the refund is made; declined), 3 one approval "
+        "of several recorded (nothing paid yet), 4 the ticket does not count it, with the reason (not sent where "
+        "its rules tell beforehand: under roles or two people a signal's approval never counts), 5 sent but not "
+        "judged yet (no worker took it), 1 nothing of that amount waits or the server refused, 2 bad input.",
+    )
     approve.add_argument("ticket")
     approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")
     approve.add_argument("--approver", required=True)

@@ -7,7 +7,7 @@ history say of its failing workflow task), ``show`` reads the run's history (plu
 ``approve`` is ``temporal workflow signal --name approve``, ``reply`` is ``temporal workflow update execute --name
 customer_message``, and ``retry`` is ``temporal workflow reset`` to the last model call. The calls themselves are
 ``agent_worker.tickets``'s; this module words what came of them, and gives each its exit code: 0 done, 1 refused
-(by the ticket or the server), 2 bad input.
+(by the ticket or the server), 2 bad input; ``approve`` says what the ticket made of the answer (``APPROVE_EXITS``).
 """
 
 from __future__ import annotations
@@ -146,16 +146,53 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
                 + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
 
 
+APPROVE_EXITS = {
+    ApprovalDecision.APPROVED: 0, ApprovalDecision.DECLINED: 0, ApprovalDecision.PARTLY_APPROVED: 3, None: 5,
+}  # fmt: skip
+"""``approve``'s exit code for what the ticket recorded of the answer; 4 when it does not count it, 1 when nothing
+(of that amount) waits, 2 bad input."""
+
+
 @operator_command
-async def approve(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
-    """``approve T-1 --amount-cents N --approver NAME [--decline] [--request-id R1]``: the ``approve`` signal."""
-    answer = Approval(
+async def approve(client: Client, _settings: Settings, args: argparse.Namespace) -> int:
+    """``approve T-1 --amount-cents N --approver NAME [--decline] [--request-id R1]``: the ``approve`` signal, and
+    what the ticket made of it (``APPROVE_EXITS``)."""
+    given = Approval(
         amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver, request_id=args.request_id
     )
-    sent = await tickets.approve(client, tickets.workflow_id_of(args.ticket), answer)
-    verb = "approved" if sent.answer.approved else "declined"
-    shown = amount_of(sent.answer.amount_cents, sent.request)
-    say(f"{verb} {shown} ({sent.answer.request_id}) on {sent.workflow_id} as {sent.answer.approver}")
+    try:
+        answered = await tickets.answer(client, tickets.workflow_id_of(args.ticket), given)
+    except tickets.AnswerRefusedError as refused:
+        print(not_counted(refused), file=sys.stderr)
+        return 4
+    say(told(answered))
+    return APPROVE_EXITS[answered.decision]
+
+
+def told(answered: tickets.Answered) -> str:
+    """What the ticket made of an answer it counted, or that it has not judged it yet."""
+    given, request = answered.answer, answered.request
+    shown = amount_of(given.amount_cents, request)
+    verb = "approved" if given.approved else "declined"
+    sent = f"{verb} {shown} ({given.request_id}) on {answered.workflow_id} as {given.approver}"
+    if answered.decision is ApprovalDecision.APPROVED:
+        return f"{sent}: the ticket took it, and makes the refund"
+    if answered.decision is ApprovalDecision.DECLINED:
+        return f"{sent}: the ticket took it; the refund is not made"
+    if answered.decision is ApprovalDecision.PARTLY_APPROVED:
+        progress = f"{len(request.approved_by)} of {request.approvals_needed}"
+        return f"{sent}: approval {progress} recorded; nothing is paid until another person approves"
+    return (
+        f"{sent}: sent, not judged yet (no worker took it within {tickets.JUDGED_WITHIN.seconds} s); "
+        f"agent-worker show {answered.workflow_id} tells what the ticket decided"
+    )
+
+
+def not_counted(refused: tickets.AnswerRefusedError) -> str:
+    """Why the ticket does not count an answer, and whether it was sent."""
+    if refused.sent:
+        return f"sent, but {refused.workflow_id} did not count it: {refused.reason}"
+    return f"not sent: {refused.workflow_id} would not count it: {refused.reason}"
 
 
 def not_waiting(error: tickets.NotWaitingError) -> str:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 from temporalio.client import Client
 
+from activities.contracts.ticket import Status
+from agent_worker import policy_file
 from tests.support.harness import Harness
-from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.processes import AGENT_WORKER, address, exited, run
 from tests.support.tickets import ticket
 from tests.support.waits import awaiting, poll
 from workflows.patches import Patch
+
+EXAMPLE_POLICY = Path(__file__).resolve().parent.parent / "deploy" / "policy.example.toml"
 
 
 async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_shows_and_approves_it(
@@ -46,8 +51,12 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
     assert wrong.returncode == 1
     assert refused.decode().startswith(f"{handle.id} waits for USD 49.00 (request R1 on A-1001, answer by ")
     assert refused.decode().strip().endswith("not USD 59.00; nothing was sent")
-    approved = await run(AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli)
-    assert approved.strip() == f"approved USD 49.00 (R1) on {handle.id} as ann"
+    # Sent, but with no worker nobody has judged it yet: the command says so, with a code of its own.
+    code, approved, _ = await exited(
+        AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli
+    )
+    assert code == 5
+    assert approved.strip().startswith(f"approved USD 49.00 (R1) on {handle.id} as ann: sent, not judged yet")
 
     async with agent.worker():
         outcome = await handle.result()
@@ -101,3 +110,55 @@ async def test_patches_names_each_with_its_release_and_the_oldest_open_ticket_fr
     assert datetime.strptime(oldest[2], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC) <= started
     assert int(oldest[3]) >= 1
     await handle.terminate("test over")
+
+
+async def test_approve_under_roles_refuses_a_signal_that_cannot_count_and_sends_nothing(
+    agent: Harness, client: Client
+) -> None:
+    """The example policy has roles, so only the approval inbox's signed answers approve: ``approve`` says the
+    signal cannot count and exits 4, nothing is sent or paid, and the request still waits. A decline by signal does
+    count there, and the command says the ticket took it."""
+    cli = ["--address", address(client)]
+    async with agent.worker(policy=policy_file.read(EXAMPLE_POLICY)):
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+        code, out, err = await exited(
+            AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli
+        )
+        assert (code, out) == (4, "")
+        assert err.strip() == (
+            f"not sent: {handle.id} would not count it: request R1 takes approvals signed in the approval inbox "
+            "only: a signal's approver is a claim, and this refund needs roles or two people checked"
+        )
+        assert await awaiting(handle, 4900) is not None
+        signals = [
+            e async for e in handle.fetch_history_events() if e.HasField("workflow_execution_signaled_event_attributes")
+        ]
+        assert signals == []
+
+        code, out, err = await exited(
+            AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", "--decline", *cli
+        )
+        assert (code, err) == (0, "")
+        assert (
+            out.strip() == f"declined USD 49.00 (R1) on {handle.id} as ann: the ticket took it; the refund is not made"
+        )
+        outcome = await handle.result()
+    assert outcome.status is Status.DECLINED
+    assert agent.store.payments.refunds() == []
+
+
+async def test_approve_says_the_ticket_took_the_answer_once_a_worker_has_judged_it(
+    agent: Harness, client: Client
+) -> None:
+    cli = ["--address", address(client)]
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+        code, out, _ = await exited(
+            AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli
+        )
+        assert code == 0
+        assert out.strip() == f"approved USD 49.00 (R1) on {handle.id} as ann: the ticket took it, and makes the refund"
+        await handle.result()
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
