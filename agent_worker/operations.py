@@ -207,13 +207,17 @@ def not_waiting(error: tickets.NotWaitingError) -> str:
 
 @operator_command
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
-    """``start ticket.json``: a ticket checked here first, so bad input is refused before anything starts."""
+    """``start ticket.json``: a ticket checked here first, its options against the money policy too, so bad input is
+    refused before anything starts."""
     source = args.input
     text = await asyncio.to_thread(sys.stdin.read if str(source) == "-" else source.read_text)
     try:
         ticket = TicketInput.model_validate_json(text)
     except ValidationError as error:
         print(f"not started: {describe_errors(error)}", file=sys.stderr)
+        return 2
+    if looser := looser_than_policy(ticket, settings):
+        print(f"not started: {looser}", file=sys.stderr)
         return 2
     try:
         started = await tickets.start(client, ticket, settings.task_queue)
@@ -225,6 +229,23 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
     else:
         say(f"started {started.workflow_id} (run {started.run_id})")
     return 0
+
+
+def looser_than_policy(ticket: TicketInput, settings: Settings) -> str | None:
+    """What the workflow would fail the ticket for at once (``InvalidTicketInput``) under the policy these settings
+    name: an option looser than it, checked by the workflow's own rule (``rules_for``, pure); None if none. The
+    workers' file is the one in force, so the command names the one it judged by."""
+    # Only here: the workflow's rules load the audit trail's database, which no other operator command needs.
+    from agent_worker.wiring import policy_in_force  # noqa: PLC0415
+    from workflows.rules import LooserThanPolicyError, rules_for  # noqa: PLC0415
+
+    in_force = policy_in_force(settings)
+    try:
+        rules_for(ticket.options, in_force, starting=True)
+    except LooserThanPolicyError as error:
+        source = f"AGENT_POLICY_FILE={settings.policy_file}" if settings.policy_file else "AGENT_POLICY_FILE unset"
+        return f"{error} (the money policy {in_force.digest}: {source})"
+    return None
 
 
 @operator_command
