@@ -29,7 +29,7 @@ from agent_worker import tickets
 from agent_worker.client import connect
 from agent_worker.commands import settings
 from agent_worker.config import Settings
-from agent_worker.stuck import StuckTicket, find_stuck
+from agent_worker.stuck import STUCK_AFTER_FAILURES, StuckTicket, examine, find_stuck
 from agent_worker.transcript import currency_of, decided_plainly, orders_of
 from agent_worker.transcript.terminal import lines, say
 from workflows.patches import Patch
@@ -111,7 +111,8 @@ async def list_stuck(client: Client, *, limit: int) -> None:
 
 @operator_command
 async def show(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
-    """``show T-1``: the transcript of every run, then what it waits for (a worker asked) or its outcome."""
+    """``show T-1``: the transcript of every run (a run that ended without an outcome says why), then what it waits
+    for (a worker asked), that it is stuck, or its outcome."""
     workflow_id = tickets.workflow_id_of(args.ticket)
     description = await tickets.describe(client, workflow_id)
     say(f"{workflow_id}: {description.status.name.lower() if description.status else 'unknown'}")
@@ -119,6 +120,11 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
     for entry in told:
         say(*lines(entry))
     if description.status == WorkflowExecutionStatus.RUNNING:
+        stuck = await examine(client, workflow_id, description.run_id, at_least=STUCK_AFTER_FAILURES + 1)
+        if stuck is not None:  # no worker can answer a query of it either
+            failed = f"failed {stuck.failures} times in a row since {when(stuck.since)} UTC"
+            say("", f"stuck: it does nothing, its workflow task {failed}: {stuck.failure}")
+            return
         try:
             request = await tickets.awaiting_approval(client, workflow_id, rpc_timeout=QUERY_TIMEOUT)
         except RPCError as error:  # a query needs a worker; the history above does not

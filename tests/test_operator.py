@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from temporalio.client import Client
+import pytest
+from temporalio.client import Client, WorkflowFailureError
 
+from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Status
 from agent_worker import policy_file
 from tests.support.harness import Harness
@@ -162,3 +165,34 @@ async def test_approve_says_the_ticket_took_the_answer_once_a_worker_has_judged_
         assert out.strip() == f"approved USD 49.00 (R1) on {handle.id} as ann: the ticket took it, and makes the refund"
         await handle.result()
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+async def test_show_says_why_a_ticket_failed_was_terminated_or_timed_out(agent: Harness, client: Client) -> None:
+    """A run that ended without an outcome: ``show`` gives the failure's type and message (naming the field of a
+    ticket refused at once), who terminated it and why, or that it timed out; not only "the run failed"."""
+    cli = ["--address", address(client)]
+    async with agent.worker(policy=policy_file.read(EXAMPLE_POLICY)):
+        refused = await agent.start(ticket(approval_limit_cents=999_999))
+        with pytest.raises(WorkflowFailureError):
+            await refused.result()
+        terminated = await agent.start(ticket())
+        await awaiting(terminated, 4900)
+        await terminated.terminate(reason="a duplicate of T-9")
+    timed_out = await client.start_workflow(
+        WORKFLOW_NAME, ticket(), id=f"ticket-{uuid.uuid4()}", task_queue=agent.task_queue,
+        execution_timeout=timedelta(seconds=1),
+    )  # fmt: skip
+    with pytest.raises(WorkflowFailureError):
+        await timed_out.result()
+
+    shown = await run(AGENT_WORKER, "show", refused.id, *cli)
+    assert shown.startswith(f"{refused.id}: failed\n")
+    assert (
+        "[closed] the run failed: InvalidTicketInput: Invalid ticket input: options.approval_limit_cents: 999,999 "
+        "(9,999.99 in a two-decimal currency) is above the desk's approval limit of 2,000"
+    ) in shown
+    shown = await run(AGENT_WORKER, "show", terminated.id, *cli)
+    assert shown.startswith(f"{terminated.id}: terminated\n")
+    assert re.search(r"\[closed\] the run was terminated by \S+: a duplicate of T-9\n", shown), shown
+    shown = await run(AGENT_WORKER, "show", timed_out.id, *cli)
+    assert "[closed] the run timed out: it outlived the timeout it was started with" in shown
