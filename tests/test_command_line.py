@@ -4,9 +4,14 @@ stops early (``| head``) ends it quietly, and a worker starts without lines that
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 from agent_worker import cli
+from tests.support.processes import AGENT_WORKER, run
 
 
 def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -29,3 +34,21 @@ def test_every_subcommand_and_every_option_of_every_command_has_help_text() -> N
             elif not isinstance(action, argparse._HelpAction) and not action.help:
                 silent.append(f"{parser.prog} {'/'.join(action.option_strings) or action.dest}")
     assert silent == []
+
+
+async def test_a_reader_that_stops_early_ends_orders_list_without_a_traceback(tmp_path: Path) -> None:
+    """``agent-worker orders list | head -1``: the pipe's reader is gone before the command writes, as when ``head``
+    has its line. The command ends quietly with the code a tool killed by SIGPIPE has, not a BrokenPipeError."""
+    env = {**os.environ, "AGENT_DATA_DIR": str(tmp_path)}
+    await run(AGENT_WORKER, "orders", "seed-demo", env=env)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        listing = await asyncio.create_subprocess_exec(
+            AGENT_WORKER, "orders", "list", stdout=write, stderr=asyncio.subprocess.PIPE, env=env
+        )
+    finally:
+        os.close(write)
+    _, err = await asyncio.wait_for(listing.communicate(), 60)
+    assert err.decode() == ""
+    assert listing.returncode == 128 + signal.SIGPIPE
