@@ -9,6 +9,7 @@ command can stop, sends nothing twice, because refunds and emails are keyed by t
 from __future__ import annotations
 
 import json
+import shlex
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from tests.support.models import says
 from tests.support.processes import AGENT_WORKER, address, exited, run
 from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
+
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 class NamesCallsAnew:
@@ -130,3 +133,45 @@ async def test_the_same_ticket_under_another_workflow_id_pays_once_and_mails_onc
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
     assert len(agent.store.mail.sent()) == 1
     assert [[r.refund_id for r in o.refunds] for o in outcomes] == [[1], [1]]
+
+
+def readme_commands(section: str) -> list[list[str]]:
+    """The ``temporal`` commands of the README's ``section``'s first shell block, each split as a shell would."""
+    text = README.read_text()
+    start = text.index("```sh", text.index(section)) + len("```sh")
+    words = shlex.split(text[start : text.index("```", start)].replace("\\\n", " "), comments=True)
+    commands: list[list[str]] = []
+    for word in words:
+        if word == "temporal":
+            commands.append([])
+        commands[-1].append(word)
+    return commands
+
+
+async def test_the_readmes_temporal_workflow_start_fails_visibly_for_a_ticket_that_has_finished(
+    agent: Harness, client: Client
+) -> None:
+    """README (b) as printed, on a ticket id and task queue of the test's own: the first start starts the ticket;
+    once it has finished, the same command exits 1 saying so, and starts nothing."""
+    start = readme_commands("### (b)")[0]
+    assert start[:3] == ["temporal", "workflow", "start"]
+    ticket_id = f"T-{uuid.uuid4().hex[:8]}"
+    given = json.loads(start[start.index("--input") + 1])
+    changes = {
+        "--task-queue": agent.task_queue, "--workflow-id": f"ticket-{ticket_id}",
+        "--input": json.dumps({**given, "ticket_id": ticket_id}),
+    }  # fmt: skip
+    command = [binary("temporal"), "--address", address(client), *start[1:]]
+    for flag, value in changes.items():
+        command[command.index(flag) + 1] = value
+
+    code, started, _ = await exited(*command)
+    assert code == 0
+    assert "Running execution:" in started
+    await client.get_workflow_handle(f"ticket-{ticket_id}").terminate(reason="finished, for the test")
+    code, again, refused = await exited(*command)
+
+    assert (code, again) == (1, "")
+    assert "Workflow execution already finished" in refused
+    runs = [w async for w in client.list_workflows(f"WorkflowId = 'ticket-{ticket_id}'")]
+    assert len(runs) == 1
