@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import structlog
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -42,6 +42,11 @@ NON_RETRYABLE: dict[type[Exception], str] = {
     NeedsApprovalError: NEEDS_APPROVAL,
 }
 
+ANSWERS = (OrderNotFoundError, RefundExceedsChargeError, NeedsApprovalError)
+"""Refusals that answer the customer's request (no such order, more than was charged, a limit met) rather than
+tell of trouble: raised as benign, which the SDK logs at DEBUG, not as a warning with its traceback. The
+``refused`` line below still records each; the other refusals may need a person, and keep their warning."""
+
 
 async def call(fn: Callable[[], T]) -> T:
     """Run a store call off the event loop, heartbeating, with business refusals made non-retryable."""
@@ -50,7 +55,12 @@ async def call(fn: Callable[[], T]) -> T:
             return await asyncio.to_thread(_logging_refusals, fn)
     except tuple(NON_RETRYABLE) as error:
         details = [list(error.met)] if isinstance(error, NeedsApprovalError) else []
-        raise ApplicationError(str(error), *details, type=NON_RETRYABLE[type(error)], non_retryable=True) from error
+        category = (
+            ApplicationErrorCategory.BENIGN if isinstance(error, ANSWERS) else ApplicationErrorCategory.UNSPECIFIED
+        )
+        raise ApplicationError(
+            str(error), *details, type=NON_RETRYABLE[type(error)], non_retryable=True, category=category
+        ) from error
 
 
 def _logging_refusals(fn: Callable[[], T]) -> T:

@@ -78,6 +78,9 @@ def _eval_command(commands: Any) -> None:
     parser.set_defaults(func=Runs("evals.command", "run"))
 
 
+TICKET_HELP = "the ticket id (T-1) or workflow id (ticket-T-1)"
+
+
 def _operator_commands(commands: Any) -> None:
     """What a person runs against tickets: each is what a ``temporal`` CLI user would type, made readable."""
     tickets = commands.add_parser("tickets", help="list tickets from Temporal's visibility (no worker needed)")
@@ -89,29 +92,38 @@ def _operator_commands(commands: Any) -> None:
     which.add_argument(
         "--stuck", action="store_true", help="only those whose workflow task keeps failing, with the failure"
     )
-    tickets.add_argument("--limit", type=int, default=50)
+    tickets.add_argument("--limit", type=int, default=50, help="list at most this many tickets (default 50)")
     show = commands.add_parser("show", help="a ticket's transcript, tool calls, approvals and outcome")
-    show.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
-    approve = commands.add_parser("approve", help="approve (or --decline) the refund a ticket waits for")
-    approve.add_argument("ticket")
+    show.add_argument("ticket", help=TICKET_HELP)
+    approve = commands.add_parser(
+        "approve",
+        help="approve (or --decline) the refund a ticket waits for, and say what the ticket made of it",
+        epilog="Exit codes: 0 the answer decided the request (approved: the refund is made; declined), 3 one approval "
+        "of several recorded (nothing paid yet), 4 the ticket does not count it, with the reason (not sent where "
+        "its rules tell beforehand: under roles or two people a signal's approval never counts), 5 sent but not "
+        "judged yet (no worker took it), 1 nothing of that amount waits or the server refused, 2 bad input.",
+    )
+    approve.add_argument("ticket", help=TICKET_HELP)
     approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")
-    approve.add_argument("--approver", required=True)
-    approve.add_argument("--decline", action="store_true")
+    approve.add_argument(
+        "--approver", required=True, help="who answers, as the ticket records it (a claim: a signal proves no one)"
+    )
+    approve.add_argument("--decline", action="store_true", help="decline the refund instead of approving it")
     approve.add_argument("--request-id", help="the request answered (R1, ...); by default the one waiting now")
     start = commands.add_parser("start", help="start a ticket as its one run, ticket-<ticket id>; twice is once")
     start.add_argument(
         "input", type=Path, help="the ticket as JSON, as temporal workflow start --input takes it; - reads stdin"
     )
     cancel = commands.add_parser("cancel", help="end a ticket now; a refund in flight finishes first")
-    cancel.add_argument("ticket")
+    cancel.add_argument("ticket", help=TICKET_HELP)
     cancel.add_argument("--reason", required=True, help="why, for the audit trail")
     cancel.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
     reply = commands.add_parser("reply", help="pass on the customer's reply; it starts the ticket's next turn")
-    reply.add_argument("ticket")
+    reply.add_argument("ticket", help=TICKET_HELP)
     reply.add_argument("text", help="what the customer wrote")
     reply.add_argument("--wait", action="store_true", help="wait for the agent's answer to it, and print it")
     retry = commands.add_parser("retry", help="reset a closed ticket to its last model call, to go on from there")
-    retry.add_argument("ticket")
+    retry.add_argument("ticket", help=TICKET_HELP)
     retry.add_argument("--by", default=getpass.getuser(), help="who asks (default: this user)")
     patches = commands.add_parser(
         "patches", help="the workflow's patches and the oldest open ticket: when a patch may be retired"
@@ -147,7 +159,10 @@ def _web_commands(commands: Any) -> None:
 def _store_commands(commands: Any) -> None:
     """The business store's schema and orders, the money policy file, and the answers for auditors."""
     migrate = commands.add_parser(
-        "migrate", help="upgrade the business store's schema to this version's newest revision (workers also do it)"
+        "migrate",
+        help="upgrade the business store's schema to this version's newest revision (workers also do it)",
+        description="Upgrade the business store's schema (AGENT_DATABASE_URL, else AGENT_DB_PATH, else "
+        "business.sqlite3 in AGENT_DATA_DIR) to this version's newest revision. Workers also do it when they start.",
     )
     migrate.set_defaults(func=Runs("store_commands", "migrate"))
 
@@ -163,14 +178,14 @@ def _store_commands(commands: Any) -> None:
     orders = commands.add_parser("orders", help="list orders, add one or an event of one, or add the demo's")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
     orders.set_defaults(func=Runs("store_commands", "orders"))
-    orders_commands.add_parser("list")
+    orders_commands.add_parser("list", help="every order: its id, amount, customer and Stripe payment, if any")
     orders_commands.add_parser(
         "seed-demo", help="add the demo's orders (A-1001 ..., ann@example.com ...): for a store nobody is paid from"
     )
-    add = orders_commands.add_parser("add")
-    add.add_argument("order_id")
-    add.add_argument("amount_cents", type=int)
-    add.add_argument("customer_email")
+    add = orders_commands.add_parser("add", help="add an order the agent can look up and refund")
+    add.add_argument("order_id", help="the shop's order id, as customers quote it (A-1001)")
+    add.add_argument("amount_cents", type=int, help="what was charged, in the currency's smallest unit")
+    add.add_argument("customer_email", help="whose order it is: only this customer's tickets can see it")
     add.add_argument(
         "--currency", type=currency, default=DEFAULT_CURRENCY, metavar="CODE",
         help=f"the order's currency, ISO 4217 (amount_cents counts its smallest unit; default {DEFAULT_CURRENCY})",
@@ -182,7 +197,7 @@ def _store_commands(commands: Any) -> None:
     event = orders_commands.add_parser(
         "event", help="add to an order's event log what a carrier or a person reports (order_events reads it)"
     )
-    event.add_argument("order_id")
+    event.add_argument("order_id", help="the order it is about")
     event.add_argument("text", help="what happened, as one line of the log: 'scanned at the Leeds depot'")
     answers_parser(commands.add_parser("answers", help="the answers to approval requests, from the audit trail"))
 
@@ -205,8 +220,10 @@ def parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=Runs("commands", "worker"))
 
     dev = commands.add_parser("dev", help="embedded Temporal dev server with its Web UI, and a worker beside it")
-    dev.add_argument("--port", type=int, default=DEFAULT_PORT)
-    dev.add_argument("--ui-port", type=int, default=DEFAULT_UI_PORT)
+    dev.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the dev server's port (default {DEFAULT_PORT})")
+    dev.add_argument(
+        "--ui-port", type=int, default=DEFAULT_UI_PORT, help=f"the Web UI's port (default {DEFAULT_UI_PORT})"
+    )
     dev.set_defaults(func=Runs("commands", "dev"))
 
     demo = commands.add_parser("demo", help="one support ticket end to end, with the approval asked here")
@@ -229,9 +246,9 @@ def parser() -> argparse.ArgumentParser:
     history = commands.add_parser("history", help="record a run's history for the replayer")
     history_commands = history.add_subparsers(dest="history_command", required=True)
     export = history_commands.add_parser("export", help="write a run's history as JSON")
-    export.add_argument("--workflow-id", required=True)
+    export.add_argument("--workflow-id", required=True, help="the run's workflow id (ticket-T-1)")
     export.add_argument("--run-id", help="a particular run (default: the latest)")
-    export.add_argument("--out", type=Path, required=True)
+    export.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     _where(export)
     export.set_defaults(func=Runs("commands", "export_history"))
 
@@ -242,8 +259,14 @@ def parser() -> argparse.ArgumentParser:
     _web_commands(commands)
 
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
-    codec.add_argument("--host", default="127.0.0.1")
-    codec.add_argument("--port", type=int, default=DEFAULT_CODEC_PORT)
+    codec.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1; any other needs authentication)",
+    )
+    codec.add_argument(
+        "--port", type=int, default=DEFAULT_CODEC_PORT, help=f"the port to listen on (default {DEFAULT_CODEC_PORT})"
+    )
     codec.set_defaults(func=Runs("commands", "codec_server"))
 
     _store_commands(commands)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -31,14 +32,21 @@ log = structlog.get_logger(__name__)
 def run(args: argparse.Namespace) -> None:
     """Run the parsed command (``args.func``), and exit with its code, through ``exit_hard`` whatever way the command
     ended: a refusal raised as ``SystemExit("why")`` (no server at that address, a setting missing) included, which
-    would otherwise leave through the interpreter's teardown, where temporalio can crash (sdk-python #300)."""
+    would otherwise leave through the interpreter's teardown, where temporalio can crash (sdk-python #300), and an
+    output whose reader has gone, as Python's note on SIGPIPE advises (the ``signal`` module's documentation)."""
     try:
         code = args.func(args) or 0
     except SystemExit as stop:
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BrokenPipeError:  # the reader stopped early (``| head``): it has what it wanted, so no traceback
+        code = READER_GONE
     exit_hard(code)
+
+
+READER_GONE = 128 + signal.SIGPIPE
+"""The exit code of a command whose reader closed its output: a tool killed by SIGPIPE ends with it in a shell."""
 
 
 def settings() -> Settings:

@@ -9,6 +9,7 @@ recorder, the test session) ends through ``exit_hard``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import NoReturn
@@ -16,7 +17,9 @@ from typing import NoReturn
 
 def exit_hard(code: int = 0) -> NoReturn:
     """Flush stdout and stderr and leave with ``code`` at once, skipping the interpreter's teardown: no atexit
-    handler or finalizer runs after it, so call it only when all the work is done."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    handler or finalizer runs after it, so call it only when all the work is done. What a reader that has gone
+    (``| head``) did not take is dropped: the code stays the command's."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError):
+            stream.flush()
     os._exit(code)

@@ -76,6 +76,9 @@ def configure(level: str = "INFO", fmt: str = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Alembic (1.18) announces each of its built-in plugins at INFO as it is imported: seven lines at every worker's
+    # start that read like trouble. The revisions a migration runs, also INFO, are its other loggers', and stay.
+    logging.getLogger("alembic.runtime.plugins").setLevel(max(logging.WARNING, root.level))
 
 
 @contextmanager

@@ -7,7 +7,7 @@ history say of its failing workflow task), ``show`` reads the run's history (plu
 ``approve`` is ``temporal workflow signal --name approve``, ``reply`` is ``temporal workflow update execute --name
 customer_message``, and ``retry`` is ``temporal workflow reset`` to the last model call. The calls themselves are
 ``agent_worker.tickets``'s; this module words what came of them, and gives each its exit code: 0 done, 1 refused
-(by the ticket or the server), 2 bad input.
+(by the ticket or the server), 2 bad input; ``approve`` says what the ticket made of the answer (``APPROVE_EXITS``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from agent_worker import tickets
 from agent_worker.client import connect
 from agent_worker.commands import settings
 from agent_worker.config import Settings
-from agent_worker.stuck import StuckTicket, find_stuck
+from agent_worker.stuck import STUCK_AFTER_FAILURES, StuckTicket, examine, find_stuck
 from agent_worker.transcript import currency_of, decided_plainly, orders_of
 from agent_worker.transcript.terminal import lines, say
 from workflows.patches import Patch
@@ -111,7 +111,8 @@ async def list_stuck(client: Client, *, limit: int) -> None:
 
 @operator_command
 async def show(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
-    """``show T-1``: the transcript of every run, then what it waits for (a worker asked) or its outcome."""
+    """``show T-1``: the transcript of every run (a run that ended without an outcome says why), then what it waits
+    for (a worker asked), that it is stuck, or its outcome."""
     workflow_id = tickets.workflow_id_of(args.ticket)
     description = await tickets.describe(client, workflow_id)
     say(f"{workflow_id}: {description.status.name.lower() if description.status else 'unknown'}")
@@ -119,6 +120,11 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
     for entry in told:
         say(*lines(entry))
     if description.status == WorkflowExecutionStatus.RUNNING:
+        stuck = await examine(client, workflow_id, description.run_id, at_least=STUCK_AFTER_FAILURES + 1)
+        if stuck is not None:  # no worker can answer a query of it either
+            failed = f"failed {stuck.failures} times in a row since {when(stuck.since)} UTC"
+            say("", f"stuck: it does nothing, its workflow task {failed}: {stuck.failure}")
+            return
         try:
             request = await tickets.awaiting_approval(client, workflow_id, rpc_timeout=QUERY_TIMEOUT)
         except RPCError as error:  # a query needs a worker; the history above does not
@@ -146,16 +152,53 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
                 + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
 
 
+APPROVE_EXITS = {
+    ApprovalDecision.APPROVED: 0, ApprovalDecision.DECLINED: 0, ApprovalDecision.PARTLY_APPROVED: 3, None: 5,
+}  # fmt: skip
+"""``approve``'s exit code for what the ticket recorded of the answer; 4 when it does not count it, 1 when nothing
+(of that amount) waits, 2 bad input."""
+
+
 @operator_command
-async def approve(client: Client, _settings: Settings, args: argparse.Namespace) -> None:
-    """``approve T-1 --amount-cents N --approver NAME [--decline] [--request-id R1]``: the ``approve`` signal."""
-    answer = Approval(
+async def approve(client: Client, _settings: Settings, args: argparse.Namespace) -> int:
+    """``approve T-1 --amount-cents N --approver NAME [--decline] [--request-id R1]``: the ``approve`` signal, and
+    what the ticket made of it (``APPROVE_EXITS``)."""
+    given = Approval(
         amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver, request_id=args.request_id
     )
-    sent = await tickets.approve(client, tickets.workflow_id_of(args.ticket), answer)
-    verb = "approved" if sent.answer.approved else "declined"
-    shown = amount_of(sent.answer.amount_cents, sent.request)
-    say(f"{verb} {shown} ({sent.answer.request_id}) on {sent.workflow_id} as {sent.answer.approver}")
+    try:
+        answered = await tickets.answer(client, tickets.workflow_id_of(args.ticket), given)
+    except tickets.AnswerRefusedError as refused:
+        print(not_counted(refused), file=sys.stderr)
+        return 4
+    say(told(answered))
+    return APPROVE_EXITS[answered.decision]
+
+
+def told(answered: tickets.Answered) -> str:
+    """What the ticket made of an answer it counted, or that it has not judged it yet."""
+    given, request = answered.answer, answered.request
+    shown = amount_of(given.amount_cents, request)
+    verb = "approved" if given.approved else "declined"
+    sent = f"{verb} {shown} ({given.request_id}) on {answered.workflow_id} as {given.approver}"
+    if answered.decision is ApprovalDecision.APPROVED:
+        return f"{sent}: the ticket took it, and makes the refund"
+    if answered.decision is ApprovalDecision.DECLINED:
+        return f"{sent}: the ticket took it; the refund is not made"
+    if answered.decision is ApprovalDecision.PARTLY_APPROVED:
+        progress = f"{len(request.approved_by)} of {request.approvals_needed}"
+        return f"{sent}: approval {progress} recorded; nothing is paid until another person approves"
+    return (
+        f"{sent}: sent, not judged yet (no worker took it within {tickets.JUDGED_WITHIN.seconds} s); "
+        f"agent-worker show {answered.workflow_id} tells what the ticket decided"
+    )
+
+
+def not_counted(refused: tickets.AnswerRefusedError) -> str:
+    """Why the ticket does not count an answer, and whether it was sent."""
+    if refused.sent:
+        return f"sent, but {refused.workflow_id} did not count it: {refused.reason}"
+    return f"not sent: {refused.workflow_id} would not count it: {refused.reason}"
 
 
 def not_waiting(error: tickets.NotWaitingError) -> str:
@@ -170,13 +213,17 @@ def not_waiting(error: tickets.NotWaitingError) -> str:
 
 @operator_command
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
-    """``start ticket.json``: a ticket checked here first, so bad input is refused before anything starts."""
+    """``start ticket.json``: a ticket checked here first, its options against the money policy too, so bad input is
+    refused before anything starts."""
     source = args.input
     text = await asyncio.to_thread(sys.stdin.read if str(source) == "-" else source.read_text)
     try:
         ticket = TicketInput.model_validate_json(text)
     except ValidationError as error:
         print(f"not started: {describe_errors(error)}", file=sys.stderr)
+        return 2
+    if looser := looser_than_policy(ticket, settings):
+        print(f"not started: {looser}", file=sys.stderr)
         return 2
     try:
         started = await tickets.start(client, ticket, settings.task_queue)
@@ -188,6 +235,23 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
     else:
         say(f"started {started.workflow_id} (run {started.run_id})")
     return 0
+
+
+def looser_than_policy(ticket: TicketInput, settings: Settings) -> str | None:
+    """What the workflow would fail the ticket for at once (``InvalidTicketInput``) under the policy these settings
+    name: an option looser than it, checked by the workflow's own rule (``rules_for``, pure); None if none. The
+    workers' file is the one in force, so the command names the one it judged by."""
+    # Only here: the workflow's rules load the audit trail's database, which no other operator command needs.
+    from agent_worker.wiring import policy_in_force  # noqa: PLC0415
+    from workflows.rules import LooserThanPolicyError, rules_for  # noqa: PLC0415
+
+    in_force = policy_in_force(settings)
+    try:
+        rules_for(ticket.options, in_force, starting=True)
+    except LooserThanPolicyError as error:
+        source = f"AGENT_POLICY_FILE={settings.policy_file}" if settings.policy_file else "AGENT_POLICY_FILE unset"
+        return f"{error} (the money policy {in_force.digest}: {source})"
+    return None
 
 
 @operator_command

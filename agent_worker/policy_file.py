@@ -46,13 +46,20 @@ def read(path: Path) -> MoneyPolicy:
         raise PolicyFileError(f"{path}: {describe_errors(error)}") from None
 
 
+_TWO_BELOW_THE_LIMIT = " (below the approval limit: every payout that takes a ticket's total above it needs two people)"
+"""What a two-people threshold below the approval limit means (``approval_rules.decide``: the strictest rule wins,
+whatever order the thresholds are in), said where an operator might read the pair as a mistake or as "one person
+up to the limit"."""
+
+
 def summary(policy: MoneyPolicy) -> str:
     """The policy in one line, for ``policy check`` and the worker's start."""
     approval, limits, budget = policy.approval, policy.limits, policy.model.max_cost_usd_per_ticket
     two = approval.two_people_above_cents
     parts = [
         f"refunds above {_units(approval.limit_cents)} wait up to {_duration(approval.timeout_seconds)} for a person"
-        + ("" if two is None else f", two people above {_units(two)}"),
+        + ("" if two is None else f", two people above {_units(two)}")
+        + (_TWO_BELOW_THE_LIMIT if two is not None and two < approval.limit_cents else ""),
         "approvers: " + (", ".join(map(_role, approval.roles)) if approval.roles else "AGENT_APPROVERS, else anyone"),
         "without a person, a day: "
         + ", ".join(

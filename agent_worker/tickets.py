@@ -2,9 +2,10 @@
 ticket's workflow, made here, the same way for all of them.
 
 A ticket is one workflow, ``ticket-<ticket id>`` (``workflow_id_of``). What a caller asks of it is a Temporal call
-here, returning typed values: start it, answer its approval (the ``approve`` signal, or the inbox's vouched
-``approve`` update), pass on a reply, cancel it, retry it, query it, read its history as transcript entries, and
-list or count tickets from the visibility store with the queries and search-attribute keys defined once below.
+here, returning typed values: start it, answer its approval (the ``approve`` signal, judged first by the
+ticket's rules and read back for what the ticket made of it, or the inbox's vouched ``approve`` update), pass on a
+reply, cancel it, retry it, query it, read its history as transcript entries, and list or count tickets from the
+visibility store with the queries and search-attribute keys defined once below.
 Nothing here prints or renders: each caller says what came of a call in its own words (a terminal's lines, an
 inbox's page), and refusals are exceptions carrying what the caller needs to word them.
 
@@ -18,7 +19,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution as ExecutionRef
@@ -35,8 +36,17 @@ from temporalio.client import (
 )
 from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
-from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalReceipt, ApprovalRequest, VouchedApproval
+from activities.contracts.approvals import (
+    AnsweredRequest,
+    Approval,
+    ApprovalDecision,
+    ApprovalReceipt,
+    ApprovalRecord,
+    ApprovalRequest,
+    VouchedApproval,
+)
 from activities.contracts.fields import amount
 from activities.contracts.names import (
     APPROVAL_REQUEST_MEMO,
@@ -61,7 +71,8 @@ from activities.contracts.ticket import (
 )
 from agent_worker.defaults import WAITING_KINDS
 from agent_worker.transcript import Entry as Entry  # noqa: PLC0414 - re-exported: what ``transcript`` returns
-from agent_worker.transcript import entries, first
+from agent_worker.transcript import decided_plainly, entries, first
+from workflows.approval_rules import ApprovalDesk
 
 PREFIX = "ticket-"
 
@@ -331,6 +342,111 @@ async def approve(client: Client, workflow_id: str, answer: Approval) -> Approve
         answer = answer.model_copy(update={"request_id": request.request_id})
     await handle(client, workflow_id).signal(APPROVE_SIGNAL, answer)
     return Approved(workflow_id, answer, request)
+
+
+JUDGED_WITHIN = timedelta(seconds=5)
+"""How long ``answer`` waits for a worker to judge the answer it sent, before saying it is not judged yet."""
+
+
+class AnswerRefusedError(RuntimeError):
+    """The ticket does not count this answer, and ``reason`` says why in its rules' words. ``sent`` False: judged by
+    those rules before sending, so nothing was sent; True: sent, and the ticket recorded it as released nothing."""
+
+    def __init__(self, workflow_id: str, request: ApprovalRequest, reason: str, *, sent: bool) -> None:
+        super().__init__(f"{workflow_id}: {reason}")
+        self.workflow_id, self.request, self.reason, self.sent = workflow_id, request, reason, sent
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An answer sent, and what the ticket recorded of it."""
+
+    workflow_id: str
+    answer: Approval
+    """What was sent, naming the request it answers."""
+    request: ApprovalRequest
+    """The request as it waited when the answer was sent."""
+    decision: ApprovalDecision | None
+    """``approved`` or ``declined``: the answer decided the request; ``partly_approved``: it is one of the approvals
+    the request needs; None: not judged yet (no worker answered in time), or no record of it could be read."""
+
+
+async def answer(
+    client: Client, workflow_id: str, given: Approval, *, judged_within: timedelta = JUDGED_WITHIN
+) -> Answered:
+    """Answer the request the ticket waits on with the ``approve`` signal, and say what the ticket made of it. A
+    signal cannot carry the inbox's signature that the ``approve`` update needs, so the truth is read back instead
+    of returned.
+
+    Before sending, the answer is judged by the rules the ticket judges it by (``ApprovalDesk.why_not``) against the
+    request as its memo shows it (no worker needed); one that could not count is not sent (``AnswerRefusedError``),
+    so that, for one, a signal's approval under roles or two people is refused here rather than recorded as
+    nothing. After sending, the ``awaiting_approval_of`` query, which the server answers only once the workflow task
+    that took the signal is done, says whether the request still waits (then the answer was one approval of several,
+    or rejected), and for a request that no longer waits, the audit trail's row of the answer that decided it
+    (scheduled in that same task) says whose it was. No worker answering within ``judged_within``, the answer is
+    sent and not judged yet."""
+    request = await waiting_request(client, workflow_id)
+    if request is None or (given.request_id is None and request.amount_cents != given.amount_cents):
+        raise NotWaitingError(workflow_id, request, given.amount_cents)
+    given = given.model_copy(update={"request_id": given.request_id or request.request_id})
+    if reason := would_not_count(request, given):
+        raise AnswerRefusedError(workflow_id, request, reason, sent=False)
+    await handle(client, workflow_id).signal(APPROVE_SIGNAL, given)
+    return await judged(client, workflow_id, given, request, judged_within)
+
+
+def would_not_count(request: ApprovalRequest, answer: Approval) -> str | None:
+    """Why the ticket would not count ``answer`` as a signal to ``request`` now, by its own rules; None if it would."""
+    desk = ApprovalDesk()
+    desk.waiting = request
+    return desk.why_not(answer, datetime.now(UTC), channel="signal")
+
+
+async def judged(
+    client: Client, workflow_id: str, given: Approval, request: ApprovalRequest, within: timedelta
+) -> Answered:
+    """What the ticket recorded of ``given``, sent to ``request`` (``answer`` says how it is read)."""
+    try:
+        after = await awaiting_approval(client, workflow_id, rpc_timeout=within)
+    except RPCError:  # no worker took the signal yet
+        return Answered(workflow_id, given, request, None)
+    if after is not None and after.request_id == request.request_id:
+        approvals = after.approved_by
+        if given.approved and len(approvals) > len(request.approved_by) and after.among(given.approver, approvals):
+            return Answered(workflow_id, given, after, ApprovalDecision.PARTLY_APPROVED)
+        why = would_not_count(after, given) or "the ticket recorded it as releasing nothing (its audit trail says why)"
+        raise AnswerRefusedError(workflow_id, request, why, sent=True)
+    decided = await deciding_answer(client, workflow_id, request.request_id)
+    if decided is None:
+        return Answered(workflow_id, given, request, None)
+    mine = ApprovalDecision.APPROVED if given.approved else ApprovalDecision.DECLINED
+    by = [decided.approver] if decided.approver else []
+    if decided.decision is mine and decided.channel == "signal" and request.among(given.approver, by):
+        return Answered(workflow_id, given, request, mine)
+    raise AnswerRefusedError(workflow_id, request, f"it was decided first: {decided_plainly(decided)}", sent=True)
+
+
+async def deciding_answer(client: Client, workflow_id: str, request_id: str) -> ApprovalRecord | None:
+    """The answer that decided ``request_id`` in the ticket's latest run, as the audit trail's row for auditors
+    records it (none: not decided in this run, or a run from before those rows)."""
+    decided = None
+    async for event in handle(client, workflow_id).fetch_history_events():
+        scheduled = event.activity_task_scheduled_event_attributes
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED or scheduled.activity_type.name != "audit":
+            continue
+        written = first(await client.data_converter.decode(scheduled.input.payloads))
+        row = written.get("answer") if isinstance(written, dict) else None
+        if not isinstance(row, dict) or row.get("request_id") != request_id:
+            continue
+        answered = AnsweredRequest.model_validate(row)
+        if answered.decision is not ApprovalDecision.PARTLY_APPROVED:
+            decided = ApprovalRecord(
+                amount_cents=answered.amount_cents, decision=answered.decision, approver=answered.approver,
+                at=answered.at, reason=answered.reason, request_id=answered.request_id,
+                channel=answered.channel or "signal",
+            )  # fmt: skip
+    return decided
 
 
 async def send_vouched(

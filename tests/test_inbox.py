@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import aiohttp
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
 from activities.business.database import Database
@@ -940,3 +940,18 @@ async def test_a_request_nobody_answered_is_told_as_nobody_answering_and_a_late_
     ), notice_of(late[1])
     assert "approval timed_out USD 49.00: request R1: nobody answered by " in printed
     assert "by None" not in printed
+
+
+async def test_a_ticket_that_failed_at_once_says_on_its_page_why_naming_the_field(agent: Harness) -> None:
+    """The ticket's page tells the same ending ``agent-worker show`` prints: the failure's type and message."""
+    async with inbox_for(agent, TWO_PEOPLE) as inbox, person(inbox) as ann:
+        workflow_id = await start_with_cli(agent, approval_limit_cents=999_999)
+        with pytest.raises(WorkflowFailureError):
+            await agent.client.get_workflow_handle(workflow_id).result()
+        await ann.sign_in("ann")
+        status, page = await ann.get(page_of(workflow_id))
+    assert status == 200
+    assert (
+        "the run failed: InvalidTicketInput: Invalid ticket input: options.approval_limit_cents: 999,999 "
+        "(9,999.99 in a two-decimal currency) is above the desk's approval limit of 2,000"
+    ) in html.unescape(page)

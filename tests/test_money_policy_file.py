@@ -73,6 +73,24 @@ def test_policy_check_passes_the_example_file_with_a_summary_and_the_digest_the_
     assert digest_in(done.stdout) == policy_file.read(EXAMPLE).digest()
 
 
+def test_policy_check_says_what_a_two_people_threshold_below_the_approval_limit_means(tmp_path: Path) -> None:
+    """Not a mistake to refuse (the one decision reads both, the strictest wins), but one to say: below the limit,
+    the threshold makes every payout above it wait for two people, and the limit never asks for one alone."""
+    path = tmp_path / "policy.toml"
+    path.write_text("[approval]\nlimit_cents = 100000\ntwo_people_above_cents = 50000\n")
+
+    done = agent_worker("policy", "check", str(path))
+
+    assert done.returncode == 0, done.stderr
+    assert (
+        "refunds above 100,000 (1,000.00 in a two-decimal currency) wait up to 1 d for a person, two people above "
+        "50,000 (500.00 in a two-decimal currency) (below the approval limit: every payout that takes a ticket's "
+        "total above it needs two people);"
+    ) in done.stdout
+    example = agent_worker("policy", "check", str(EXAMPLE))
+    assert "below the approval limit" not in example.stdout
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [

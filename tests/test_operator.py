@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from temporalio.client import Client
+import pytest
+from temporalio.client import Client, WorkflowFailureError
 
+from activities.contracts.names import WORKFLOW_NAME
+from activities.contracts.ticket import Status
+from agent_worker import policy_file
 from tests.support.harness import Harness
-from tests.support.processes import AGENT_WORKER, address, run
+from tests.support.processes import AGENT_WORKER, address, exited, run
 from tests.support.tickets import ticket
 from tests.support.waits import awaiting, poll
 from workflows.patches import Patch
+
+EXAMPLE_POLICY = Path(__file__).resolve().parent.parent / "deploy" / "policy.example.toml"
 
 
 async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_shows_and_approves_it(
@@ -46,8 +54,12 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
     assert wrong.returncode == 1
     assert refused.decode().startswith(f"{handle.id} waits for USD 49.00 (request R1 on A-1001, answer by ")
     assert refused.decode().strip().endswith("not USD 59.00; nothing was sent")
-    approved = await run(AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli)
-    assert approved.strip() == f"approved USD 49.00 (R1) on {handle.id} as ann"
+    # Sent, but with no worker nobody has judged it yet: the command says so, with a code of its own.
+    code, approved, _ = await exited(
+        AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli
+    )
+    assert code == 5
+    assert approved.strip().startswith(f"approved USD 49.00 (R1) on {handle.id} as ann: sent, not judged yet")
 
     async with agent.worker():
         outcome = await handle.result()
@@ -101,3 +113,86 @@ async def test_patches_names_each_with_its_release_and_the_oldest_open_ticket_fr
     assert datetime.strptime(oldest[2], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC) <= started
     assert int(oldest[3]) >= 1
     await handle.terminate("test over")
+
+
+async def test_approve_under_roles_refuses_a_signal_that_cannot_count_and_sends_nothing(
+    agent: Harness, client: Client
+) -> None:
+    """The example policy has roles, so only the approval inbox's signed answers approve: ``approve`` says the
+    signal cannot count and exits 4, nothing is sent or paid, and the request still waits. A decline by signal does
+    count there, and the command says the ticket took it."""
+    cli = ["--address", address(client)]
+    async with agent.worker(policy=policy_file.read(EXAMPLE_POLICY)):
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+        code, out, err = await exited(
+            AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli
+        )
+        assert (code, out) == (4, "")
+        assert err.strip() == (
+            f"not sent: {handle.id} would not count it: request R1 takes approvals signed in the approval inbox "
+            "only: a signal's approver is a claim, and this refund needs roles or two people checked"
+        )
+        assert await awaiting(handle, 4900) is not None
+        signals = [
+            e async for e in handle.fetch_history_events() if e.HasField("workflow_execution_signaled_event_attributes")
+        ]
+        assert signals == []
+
+        code, out, err = await exited(
+            AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", "--decline", *cli
+        )
+        assert (code, err) == (0, "")
+        assert (
+            out.strip() == f"declined USD 49.00 (R1) on {handle.id} as ann: the ticket took it; the refund is not made"
+        )
+        outcome = await handle.result()
+    assert outcome.status is Status.DECLINED
+    assert agent.store.payments.refunds() == []
+
+
+async def test_approve_says_the_ticket_took_the_answer_once_a_worker_has_judged_it(
+    agent: Harness, client: Client
+) -> None:
+    cli = ["--address", address(client)]
+    async with agent.worker():
+        handle = await agent.start(ticket())
+        await awaiting(handle, 4900)
+        code, out, _ = await exited(
+            AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli
+        )
+        assert code == 0
+        assert out.strip() == f"approved USD 49.00 (R1) on {handle.id} as ann: the ticket took it, and makes the refund"
+        await handle.result()
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+async def test_show_says_why_a_ticket_failed_was_terminated_or_timed_out(agent: Harness, client: Client) -> None:
+    """A run that ended without an outcome: ``show`` gives the failure's type and message (naming the field of a
+    ticket refused at once), who terminated it and why, or that it timed out; not only "the run failed"."""
+    cli = ["--address", address(client)]
+    async with agent.worker(policy=policy_file.read(EXAMPLE_POLICY)):
+        refused = await agent.start(ticket(approval_limit_cents=999_999))
+        with pytest.raises(WorkflowFailureError):
+            await refused.result()
+        terminated = await agent.start(ticket())
+        await awaiting(terminated, 4900)
+        await terminated.terminate(reason="a duplicate of T-9")
+    timed_out = await client.start_workflow(
+        WORKFLOW_NAME, ticket(), id=f"ticket-{uuid.uuid4()}", task_queue=agent.task_queue,
+        execution_timeout=timedelta(seconds=1),
+    )  # fmt: skip
+    with pytest.raises(WorkflowFailureError):
+        await timed_out.result()
+
+    shown = await run(AGENT_WORKER, "show", refused.id, *cli)
+    assert shown.startswith(f"{refused.id}: failed\n")
+    assert (
+        "[closed] the run failed: InvalidTicketInput: Invalid ticket input: options.approval_limit_cents: 999,999 "
+        "(9,999.99 in a two-decimal currency) is above the desk's approval limit of 2,000"
+    ) in shown
+    shown = await run(AGENT_WORKER, "show", terminated.id, *cli)
+    assert shown.startswith(f"{terminated.id}: terminated\n")
+    assert re.search(r"\[closed\] the run was terminated by \S+: a duplicate of T-9\n", shown), shown
+    shown = await run(AGENT_WORKER, "show", timed_out.id, *cli)
+    assert "[closed] the run timed out: it outlived the timeout it was started with" in shown

@@ -87,6 +87,7 @@ async def test_the_worker_process_logs_json_with_the_run_and_stops_politely_on_s
     assert any(line.get("workflow_id") == handle.id and line["event"] == "ticket closed" for line in lines)
     assert lines[-1]["event"] == "worker stopped"
     assert lines[-1]["reason"] == "received SIGTERM"
+    assert [line for line in err.decode().splitlines() if "setup plugin" in line] == [], "alembic's start-up chatter"
 
 
 @pytest.mark.parametrize(("flag", "status", "refunded"), [("--approve", "resolved", 1), ("--decline", "declined", 0)])

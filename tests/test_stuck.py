@@ -26,7 +26,7 @@ from agent_worker.tickets import REPORTED_PROBLEMS_ATTRIBUTE
 from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
 from tests.support.harness import Harness
 from tests.support.history import events
-from tests.support.processes import AGENT_WORKER, address
+from tests.support.processes import AGENT_WORKER, address, run
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.variants import LooksUpBeforeThinking
 from tests.support.waits import awaiting, poll
@@ -156,4 +156,13 @@ async def test_on_a_server_that_marks_nothing_the_pending_workflow_tasks_attempt
     assert not await marked(unreadable)
     description = await unreadable.describe()
     assert description.raw_description.pending_workflow_task.attempt >= int(line["failures"]) + 1
+
+    # ``show`` says so too, rather than leaving the operator to wait for a query no worker can answer.
+    shown = await run(AGENT_WORKER, "show", unreadable.id, "--address", address(client))
+    stuck = re.search(
+        r"\nstuck: it does nothing, its workflow task failed (\d+) times in a row since (.+) UTC: (.+)\n", shown
+    )
+    assert stuck is not None, shown
+    assert int(stuck[1]) >= 2
+    assert (stuck[2], stuck[3]) == (line["since"], UNREADABLE)
     await unreadable.terminate("test over")

@@ -6,6 +6,7 @@ the model is not offered, or the workflow cannot run, fails them."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -165,3 +166,17 @@ async def test_an_event_for_an_order_that_does_not_exist_or_of_more_than_one_lin
         "not added: an event is one line of text",
     ]
     assert agent.store.orders.events("A-1001") == []
+
+
+async def test_a_refusal_that_answers_the_customer_is_not_logged_as_a_warning_with_a_traceback(
+    agent: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No such order is the model's answer, not trouble: the worker's log (and the eval runner's stderr) keeps
+    the one ``refused`` line for it, not the SDK's warning with a whole traceback. A refusal that needs a person
+    (the provider refusing the worker's key) would keep it."""
+    model = PlaybackModel([calls(("lookup_order", {"order_id": "A-9999"}), step=1), says("There is no such order.")])
+    with caplog.at_level(logging.WARNING):
+        outcome = await agent.run(ticket("Where is my order A-9999?"), model)
+    (refused,) = outcome.tool_calls
+    assert (refused.is_error, refused.result) == (True, "The tool failed: There is no order A-9999")
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.exc_info] == []

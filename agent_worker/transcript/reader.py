@@ -16,6 +16,7 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ApplicationError, FailureError
 
 from activities.contracts.fields import amount
 from activities.contracts.names import (
@@ -64,6 +65,9 @@ class Reader:
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: self.update_accepted,
             EventType.EVENT_TYPE_TIMER_FIRED: self.timer_fired,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: self.completed,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: self.failed,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: self.terminated,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: self.timed_out,
         }
 
     async def read(self, event: HistoryEvent) -> list[Entry]:
@@ -165,6 +169,24 @@ class Reader:
     async def completed(self, event: HistoryEvent) -> list[Entry]:
         outcome = first(await decode(self.client, event.workflow_execution_completed_event_attributes.result))
         return [entry(event, "closed", "the run completed", detail=outcome)]
+
+    async def failed(self, event: HistoryEvent) -> list[Entry]:
+        """A run that failed, with its failure's type and message as the history keeps them: a ticket refused at once
+        is ``InvalidTicketInput``, whose message names the field."""
+        error = await self.client.data_converter.decode_failure(
+            event.workflow_execution_failed_event_attributes.failure
+        )
+        kind = error.type if isinstance(error, ApplicationError) and error.type else type(error).__name__
+        message = error.message if isinstance(error, FailureError) else str(error)
+        return [entry(event, "closed", f"the run failed: {kind}: {message}", detail=kind)]
+
+    async def terminated(self, event: HistoryEvent) -> list[Entry]:
+        attrs = event.workflow_execution_terminated_event_attributes
+        who = f" by {attrs.identity}" if attrs.identity else ""
+        return [entry(event, "closed", f"the run was terminated{who}: {attrs.reason or 'no reason given'}")]
+
+    async def timed_out(self, event: HistoryEvent) -> list[Entry]:
+        return [entry(event, "closed", "the run timed out: it outlived the timeout it was started with")]
 
 
 async def decode(client: Client, payloads: Payloads) -> list[Any]:

@@ -79,6 +79,17 @@ async def run(*command: str, env: dict[str, str] | None = None, timeout: float =
     return out.decode()
 
 
+async def exited(*command: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str, str]:
+    """Run a command whose exit code the test reads (a refusal is not a failure here); its code, stdout, stderr."""
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
 async def listening(host: str, port: int, timeout: float = 30) -> None:
     """Wait until something accepts connections on ``host:port``: a process that has just been started says
     nothing when it is ready."""
