@@ -185,8 +185,8 @@ def how_to_look(workflow_id: str, port: int) -> list[str]:
     return [
         "",
         f"This demo's server (127.0.0.1:{port}) stops with it; the run is kept in its history file. To look at it",
-        "and run more tickets, keep a server, its Web UI, the approval inbox and a worker up with",
-        "`agent-worker dev`, then open",
+        'and run more tickets, put the project\'s commands on your PATH (`eval "$(./dev env)"` in the project',
+        "folder), keep a server, its Web UI, the approval inbox and a worker up with `agent-worker dev`, then open",
         f"  http://localhost:{DEFAULT_UI_PORT}/namespaces/default/workflows/{workflow_id}",
         "and drive tickets with the temporal CLI:",
         (
