@@ -2,7 +2,9 @@
 of a run (while a run continuing as new writes its audit trail, say), on a worker in the test's own process.
 
 ``Holds("archive_records")`` makes a plugin for ``Harness.worker(plugins=...)``: the first time the activity
-starts, ``entered`` is set and the attempt waits for ``release``; later times run at once.
+starts, ``entered`` is set and the attempt waits for ``release``; later times run at once. ``NextRunStumbles``
+does the same for a moment no activity marks: a continued run's first workflow task, made slow and then failed
+once, so that what is sent meanwhile arrives with the run's start.
 """
 
 from __future__ import annotations
