@@ -34,13 +34,13 @@ with workflow.unsafe.imports_passed_through():
         VouchedApproval,
         VouchRequest,
     )
-    from activities.contracts.fields import Contract, amount, describe_errors, money
+    from activities.contracts.fields import Contract, describe_errors
     from activities.contracts.limits import REJECTED_ANSWERS_KEPT
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
     from activities.policy_activities import PolicyActivities
     from workflows import timeouts
-    from workflows.approval_rules import ApprovalDesk, Ask
+    from workflows.approval_rules import ApprovalDesk, Ask, spelled
 
 from workflows.audit_log import Audit, Audited, Notes
 from workflows.continuation import Continuation
@@ -416,12 +416,6 @@ def _refusal(decision: ApprovalRecord, noun: str) -> str | None:
         because = f" Their reason: {decision.reason}" if decision.reason else ""
         return f"A person ({decision.approver}) declined this {noun}, so it was not made.{because}"
     return None
-
-
-def spelled(units: int, currency: str | None) -> str:
-    """An amount as the model and the audit trail read it: in its currency where the run knows one (the order was
-    looked up), bare otherwise."""
-    return amount(units, currency) if currency else money(units)
 
 
 def describe(record: ApprovalRecord, about: ApprovalRequest | None = None) -> str:

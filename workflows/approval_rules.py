@@ -162,8 +162,15 @@ def _asked(
     return (1 if asked else 0), asked
 
 
-def _in(currency: str) -> Callable[[int], str]:
-    return lambda units: amount(units, currency)
+def spelled(units: int, currency: str | None) -> str:
+    """An amount as the model and the audit trail read it: in its currency where the run knows one (the order was
+    looked up), bare otherwise (requests opened before currencies were known: the trail is searched by their text,
+    so it never changes)."""
+    return amount(units, currency) if currency else money(units)
+
+
+def _in(currency: str | None) -> Callable[[int], str]:
+    return lambda units: spelled(units, currency)
 
 
 def _people(count: int) -> str:
@@ -315,7 +322,7 @@ class ApprovalDesk:
         if self.decision is not None:
             return f"request {waiting.request_id} was already {_decided(self.decision)}"
         if approval.amount_cents != waiting.amount_cents:
-            said = _in(waiting.currency) if waiting.currency else money
+            said = _in(waiting.currency)
             return (
                 f"the {waiting.payout} waiting ({waiting.request_id}) is {said(waiting.amount_cents)}, "
                 f"not {said(approval.amount_cents)}"

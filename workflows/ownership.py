@@ -14,8 +14,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.world import OrderLookup
     from activities.tools import LOOKUP_ORDER, LookupOrderArgs, Tool
     from workflows import timeouts
+    from workflows.approval_rules import spelled
 
-from workflows.approval_gate import spelled
 from workflows.failures import ToolError
 
 

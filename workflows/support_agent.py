@@ -46,7 +46,8 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
     )
     from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
-    from workflows.approval_gate import ApprovalGate, spelled
+    from workflows.approval_gate import ApprovalGate
+    from workflows.approval_rules import spelled
     from workflows.audit_log import AuditLog
     from workflows.continuation import Continuation, HandOver
     from workflows.continued import ContinuedState
