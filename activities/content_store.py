@@ -127,16 +127,21 @@ class ContentStore:
         try:
             data = self.backend.get_blob(key)
         except BlobRefusedError as error:
-            raise ApplicationError(f"The content store refuses what it holds under {key}: {error}",
-                                   type="ContentRefused", non_retryable=True) from error  # fmt: skip
+            raise ApplicationError(
+                f"The content store refuses what it holds under {key}: {error}",
+                type="ContentRefused",
+                non_retryable=True,
+            ) from error
         if data is None:
-            raise ApplicationError(f"The content store has nothing under {key}", type="ContentMissing",
-                                   non_retryable=True)  # fmt: skip
+            raise ApplicationError(
+                f"The content store has nothing under {key}", type="ContentMissing", non_retryable=True
+            )
         if (found := content_key(data)) != key:
             raise ApplicationError(
                 f"The content store's bytes under {key} are not what was stored there: they hash to {found}",
-                type="ContentCorrupted", non_retryable=True,
-            )  # fmt: skip
+                type="ContentCorrupted",
+                non_retryable=True,
+            )
         return data
 
     def _remember(self, key: str, data: bytes) -> None:

@@ -95,9 +95,10 @@ class ModelActivities:
         like ``think``'s. Not a row in ``model_calls``: the scripted model counts those per step."""
         if not isinstance(self.model, Summarizer):
             raise ApplicationError(
-                f"The model {self.model.name} cannot summarise a conversation.", type="CannotSummarize",
+                f"The model {self.model.name} cannot summarise a conversation.",
+                type="CannotSummarize",
                 non_retryable=True,
-            )  # fmt: skip
+            )
         async with heartbeating():
             conversation = await asyncio.to_thread(self._conversation, request.conversation_ref, request.messages)
             cut = split_point(conversation, request.keep_messages)

@@ -70,8 +70,9 @@ def priced(usage: Usage, model: str, prices: dict[str, ModelPrice]) -> Usage:
             log.warning(
                 "no price for this model: its calls are priced at the dearest known model's, per token kind; "
                 "add it to AGENT_ANTHROPIC_PRICES",
-                model=model, priced_as=None if price is None else price.model_dump(),
-            )  # fmt: skip
+                model=model,
+                priced_as=None if price is None else price.model_dump(),
+            )
     if price is None:
         return usage
     return usage.model_copy(update={"cost_usd": price.cost(usage)})

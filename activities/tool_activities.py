@@ -95,9 +95,13 @@ class ToolActivities:
     def over(cls, business: Business, content: ContentStore, *, inline_max_bytes: int = INLINE_MAX_BYTES) -> Self:
         """The implementations over the business's ports: what a worker registers (``all``)."""
         return cls(
-            orders=business.orders, payments=business.payments, store_credit=business.credits, mail=business.mail,
-            content=content, inline_max_bytes=inline_max_bytes,
-        )  # fmt: skip
+            orders=business.orders,
+            payments=business.payments,
+            store_credit=business.credits,
+            mail=business.mail,
+            content=content,
+            inline_max_bytes=inline_max_bytes,
+        )
 
     def all(self) -> list[Callable[..., Any]]:
         """The implementation of every declared tool that runs an activity, in the order they are declared."""
@@ -115,9 +119,12 @@ class ToolActivities:
         order = self.orders.order(order_id)
         charge = self.payments.charge(order_id)
         return OrderLookup(
-            order_id=order.order_id, amount_cents=charge.amount_cents, customer_email=order.customer_email,
-            refunded_cents=charge.refunded_cents, currency=charge.currency or order.currency,
-        )  # fmt: skip
+            order_id=order.order_id,
+            amount_cents=charge.amount_cents,
+            customer_email=order.customer_email,
+            refunded_cents=charge.refunded_cents,
+            currency=charge.currency or order.currency,
+        )
 
     @implements(ORDER_EVENTS)
     async def order_events(self, args: OrderEventsArgs) -> ToolOutput:
@@ -148,8 +155,10 @@ class ToolActivities:
             meter.create_counter("agent_refunded_cents", "Money refunded", "cents").add(receipt.amount_cents)
         log.info(
             "refund replayed" if receipt.replayed else "refund paid",
-            refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
-        )  # fmt: skip
+            refund_id=receipt.refund_id,
+            order_id=receipt.order_id,
+            amount_cents=receipt.amount_cents,
+        )
         return receipt
 
     @implements(ISSUE_STORE_CREDIT)
@@ -159,8 +168,10 @@ class ToolActivities:
         receipt = await call(lambda: self.credits.issue(request))
         log.info(
             "store credit replayed" if receipt.replayed else "store credit issued",
-            credit_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
-        )  # fmt: skip
+            credit_id=receipt.refund_id,
+            order_id=receipt.order_id,
+            amount_cents=receipt.amount_cents,
+        )
         return receipt
 
     @implements(SEND_EMAIL)

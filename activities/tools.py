@@ -205,17 +205,26 @@ LOOKUP_ORDER = Tool("lookup_order", LookupOrderArgs, Rule.READS, OrderLookup)
 """The order as the shop and the payment provider have it: what every check that an order is the customer's runs."""
 
 ISSUE_REFUND = Tool(
-    "issue_refund", IssueRefundArgs, Rule.PAYS, RefundReceipt,
+    "issue_refund",
+    IssueRefundArgs,
+    Rule.PAYS,
+    RefundReceipt,
     Payout(noun="refund", done="Refunded", key="refund", settled_by="find_refund", keeper="the payment provider"),
-)  # fmt: skip
+)
 
 ISSUE_STORE_CREDIT = Tool(
-    "issue_store_credit", IssueStoreCreditArgs, Rule.PAYS, RefundReceipt,
+    "issue_store_credit",
+    IssueStoreCreditArgs,
+    Rule.PAYS,
+    RefundReceipt,
     Payout(
-        noun="store credit", done="Credited", key="store_credit", settled_by="find_store_credit",
+        noun="store credit",
+        done="Credited",
+        key="store_credit",
+        settled_by="find_store_credit",
         keeper="the store credit ledger",
     ),
-)  # fmt: skip
+)
 
 SEND_EMAIL = Tool("send_email", SendEmailArgs, Rule.MAILS, EmailReceipt)
 ORDER_EVENTS = Tool("order_events", OrderEventsArgs, Rule.READS, ToolOutput)

@@ -33,9 +33,19 @@ MAX_ROWS = 200_000
 """The most answers one export holds; a range with more is refused, saying how many, so nobody mistakes a cut file
 for a whole one."""
 COLUMNS = (
-    "ticket", "request", "decision", "approver", "channel", "answered_at", "amount", "currency", "order", "reason",
-    "policy", "workflow_id",
-)  # fmt: skip
+    "ticket",
+    "request",
+    "decision",
+    "approver",
+    "channel",
+    "answered_at",
+    "amount",
+    "currency",
+    "order",
+    "reason",
+    "policy",
+    "workflow_id",
+)
 PERSONAL_COLUMNS = ("customer_email",)
 DECISIONS = {
     ApprovalDecision.APPROVED: "approved",
@@ -99,10 +109,18 @@ def row(ticket_id: str, answer: AnsweredRequest, *, personal: bool) -> list[str]
     if answer.decision is ApprovalDecision.DECLINED and reason and not personal:
         reason = WITHHELD
     cells = [
-        ticket_id, answer.request_id, DECISIONS[answer.decision], answer.approver or "", CHANNELS[answer.channel],
-        answer.at.astimezone(UTC).isoformat().replace("+00:00", "Z"), *_amount(answer), answer.order_id, reason,
-        answer.policy_digest or "", answer.workflow_id,
-    ]  # fmt: skip
+        ticket_id,
+        answer.request_id,
+        DECISIONS[answer.decision],
+        answer.approver or "",
+        CHANNELS[answer.channel],
+        answer.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        *_amount(answer),
+        answer.order_id,
+        reason,
+        answer.policy_digest or "",
+        answer.workflow_id,
+    ]
     return [*cells, answer.customer_email] if personal else cells
 
 

@@ -44,21 +44,56 @@ TOKEN = re.compile(r"[^\s]*")
 IDENTIFIERS = frozenset(
     {
         # what a conversation and the model's answers are made of
-        "type", "id", "name", "tool_use_id", "role", "stop_reason", "model", "purpose", "signature",
+        "type",
+        "id",
+        "name",
+        "tool_use_id",
+        "role",
+        "stop_reason",
+        "model",
+        "purpose",
+        "signature",
         # states, decisions and the ids that tie them together
-        "status", "decision", "channel", "state", "event", "request_id", "refund_key", "ticket_id", "workflow_id",
-        "idempotency_key", "key_prefixes", "provider_refund_id", "currency", "digest", "policy", "identity",
+        "status",
+        "decision",
+        "channel",
+        "state",
+        "event",
+        "request_id",
+        "refund_key",
+        "ticket_id",
+        "workflow_id",
+        "idempotency_key",
+        "key_prefixes",
+        "provider_refund_id",
+        "currency",
+        "digest",
+        "policy",
+        "identity",
         # what a waiting payout is called (its tool's declared noun): the audit trail is searched by it
         "payout",
         # times the workflow reads back
-        "at", "deadline", "until", "opened_at", "approval_deadline", "reply_until",
+        "at",
+        "deadline",
+        "until",
+        "opened_at",
+        "approval_deadline",
+        "reply_until",
         # content-store keys (mapped by shape), and who may approve: the desk's staff, compared by name
-        "conversation_ref", "content_ref", "result_ref", "archive_ref", "previous",
-        "approver", "approvers", "approved_by", "people", "default_approvers",
+        "conversation_ref",
+        "content_ref",
+        "result_ref",
+        "archive_ref",
+        "previous",
+        "approver",
+        "approvers",
+        "approved_by",
+        "people",
+        "default_approvers",
         # the codec's marker
         "unreadable_payload",
     }
-)  # fmt: skip
+)
 """Keys whose strings are kept (their addresses, order ids and content keys still mapped): the workflow decides on
 them, and none is anyone's words. A string under any other key is free text and replaced. So a new field is
 redacted until it is named here, and if the workflow decides on it, the capture's replay says so."""

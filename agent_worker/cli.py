@@ -59,18 +59,24 @@ def _eval_command(commands: Any) -> None:
     )
     parser.add_argument("dir", type=Path, help="the folder of scenario files (YAML or JSON)")
     parser.add_argument(
-        "--model", choices=("recorded", "script", "claude"), default=None,
+        "--model",
+        choices=("recorded", "script", "claude"),
+        default=None,
         help="where the model's responses come from: recorded (the default without --record), script (each "
         "scenario's script:), or claude (Anthropic's API, with ANTHROPIC_API_KEY; the default with --record)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--record", action="store_true",
+        "--record",
+        action="store_true",
         help="store every response under DIR/recordings/<configuration>/, for runs without a key to replay",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--compare", nargs=2, type=Path, metavar=("A", "B"),
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("A", "B"),
         help="run the suite under two configurations (files of AGENT_* settings, or the word default) side by side",
-    )  # fmt: skip
+    )
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this scenario (repeatable)")
     parser.add_argument("--parallel", type=int, default=4, help="scenarios running at once (default 4)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON, for CI")
@@ -187,13 +193,18 @@ def _store_commands(commands: Any) -> None:
     add.add_argument("amount_cents", type=int, help="what was charged, in the currency's smallest unit")
     add.add_argument("customer_email", help="whose order it is: only this customer's tickets can see it")
     add.add_argument(
-        "--currency", type=currency, default=DEFAULT_CURRENCY, metavar="CODE",
+        "--currency",
+        type=currency,
+        default=DEFAULT_CURRENCY,
+        metavar="CODE",
         help=f"the order's currency, ISO 4217 (amount_cents counts its smallest unit; default {DEFAULT_CURRENCY})",
-    )  # fmt: skip
+    )
     add.add_argument(
-        "--stripe-payment", type=stripe_payment, metavar="pi_...|ch_...",
+        "--stripe-payment",
+        type=stripe_payment,
+        metavar="pi_...|ch_...",
         help="the order's payment at Stripe, a PaymentIntent or a Charge (for AGENT_PAYMENTS=stripe)",
-    )  # fmt: skip
+    )
     event = orders_commands.add_parser(
         "event", help="add to an order's event log what a carrier or a person reports (order_events reads it)"
     )
@@ -284,20 +295,24 @@ def capture_parser() -> argparse.ArgumentParser:
     )
     capture.add_argument("ticket", help="the ticket id (T-1) or workflow id (ticket-T-1)")
     capture.add_argument(
-        "--out", type=Path, required=True,
+        "--out",
+        type=Path,
+        required=True,
         help="the file to write, e.g. replay_histories/NAME.json (its folder must exist)",
-    )  # fmt: skip
+    )
     capture.add_argument("--run", dest="run_id", help="a particular run of the ticket (default: its latest)")
     capture.add_argument(
-        "--redact", action="store_true",
+        "--redact",
+        action="store_true",
         help="replace addresses, names and the words of questions, replies and answers with consistent placeholders, "
         "and write the payloads plain (default: every payload as stored, encrypted if the desk encrypts)",
-    )  # fmt: skip
+    )
     capture.add_argument("--redact-order-ids", action="store_true", help="with --redact: order ids too")
     capture.add_argument(
-        "--encrypt", action="store_true",
+        "--encrypt",
+        action="store_true",
         help="with --redact: seal the redacted payloads again under the current AGENT_CODEC_KEYS key, not plain",
-    )  # fmt: skip
+    )
     capture.add_argument("--force", action="store_true", help="replace --out if it exists")
     _where(capture)
     capture.set_defaults(command="replay-capture", func=Runs("commands", "capture_history"))

@@ -245,10 +245,13 @@ async def _capture_history(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     workflow_id = tickets.workflow_id_of(args.ticket)
     request = Request(
-        workflow_id, args.out, run_id=args.run_id,
+        workflow_id,
+        args.out,
+        run_id=args.run_id,
         redactor=Redactor(order_ids=args.redact_order_ids) if args.redact else None,
-        encrypt=args.encrypt, force=args.force,
-    )  # fmt: skip
+        encrypt=args.encrypt,
+        force=args.force,
+    )
     try:
         check_out(args.out, force=args.force)  # before connecting: a typo costs nothing
         client = await connect(settings, args.address, args.namespace)

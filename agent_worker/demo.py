@@ -67,10 +67,12 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
             customer = Customer(env.client, handle.id)
             page = inbox.ticket_page(handle.id)
             await narrate(
-                env.client, handle, follow=True,
+                env.client,
+                handle,
+                follow=True,
                 on_waiting=lambda: ask_for_approval(env.client, handle.id, decision=decision, page=page),
                 on_answered=customer.reply,
-            )  # fmt: skip
+            )
             outcome = await handle.result()
         say(
             "",

@@ -38,13 +38,17 @@ TRANSFER_POLL_RPS = "history.transferProcessorMaxPollRPS"
 step from a completed activity to the workflow task that follows it); the server's default is 20."""
 
 DEV_SERVER_ARGS = [
-    "--dynamic-config-value", "system.enableActivityEagerExecution=true",
-    "--dynamic-config-value", f"{TRANSFER_POLL_RPS}=1000",
+    "--dynamic-config-value",
+    "system.enableActivityEagerExecution=true",
+    "--dynamic-config-value",
+    f"{TRANSFER_POLL_RPS}=1000",
     "--dynamic-config-value",
     f"system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute={STUCK_AFTER_FAILURES}",
-    "--sqlite-pragma", "journal_mode=wal",
-    "--sqlite-pragma", "synchronous=normal",
-]  # fmt: skip
+    "--sqlite-pragma",
+    "journal_mode=wal",
+    "--sqlite-pragma",
+    "synchronous=normal",
+]
 """Settings for ``temporal server start-dev``, shared by the embedded stack and the benchmarks.
 
 Eager activities: the worker asks for the activity it schedules in the same round trip that completes the
@@ -133,10 +137,12 @@ async def dev_stack(
     from agent_worker.inbox.server import InboxRefusedError, start_inbox  # noqa: PLC0415
 
     env = await start_dev_server(
-        settings.data_dir / "temporal.sqlite3", port=port, ui_port=ui_port,
+        settings.data_dir / "temporal.sqlite3",
+        port=port,
+        ui_port=ui_port,
         data_converter=wiring.data_converter(settings),
         extra_args=extra_args,
-    )  # fmt: skip
+    )
     inbox = None
     try:
         try:

@@ -148,13 +148,18 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
             if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
                 say(f"approval {approval.decision.value}{asked}: {decided_plainly(approval, currency)}")
                 continue
-            say(f"approval {approval.decision.value}{asked} by {approval.approver} at {approval.at}"
-                + (f" ({approval.reason})" if approval.reason else ""))  # fmt: skip
+            say(
+                f"approval {approval.decision.value}{asked} by {approval.approver} at {approval.at}"
+                + (f" ({approval.reason})" if approval.reason else "")
+            )
 
 
 APPROVE_EXITS = {
-    ApprovalDecision.APPROVED: 0, ApprovalDecision.DECLINED: 0, ApprovalDecision.PARTLY_APPROVED: 3, None: 5,
-}  # fmt: skip
+    ApprovalDecision.APPROVED: 0,
+    ApprovalDecision.DECLINED: 0,
+    ApprovalDecision.PARTLY_APPROVED: 3,
+    None: 5,
+}
 """``approve``'s exit code for what the ticket recorded of the answer; 4 when it does not count it, 1 when nothing
 (of that amount) waits, 2 bad input."""
 

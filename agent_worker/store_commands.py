@@ -80,10 +80,18 @@ def web_sessions(args: argparse.Namespace) -> None:
         if not live:
             print(f"no live sessions{f' of {args.name}' if args.name else ''}")
         for session in live:
-            print("\t".join([
-                session.person, session.id, f"signed in {utc(session.created_at)}",
-                f"last seen {utc(session.last_seen_at)}", session.address or "-", session.user_agent or "-",
-            ]))  # fmt: skip
+            print(
+                "\t".join(
+                    [
+                        session.person,
+                        session.id,
+                        f"signed in {utc(session.created_at)}",
+                        f"last seen {utc(session.last_seen_at)}",
+                        session.address or "-",
+                        session.user_agent or "-",
+                    ]
+                )
+            )
     finally:
         database.close()
 

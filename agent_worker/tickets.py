@@ -156,10 +156,16 @@ async def seen(execution: WorkflowExecution) -> Seen:
     request = await execution.memo_value(APPROVAL_REQUEST_MEMO, None, type_hint=ApprovalRequest | None)  # type: ignore[arg-type]
     waiting = await execution.memo_value(WAITING_FOR_MEMO, None, type_hint=Waiting | None)  # type: ignore[arg-type]
     return Seen(
-        workflow_id=execution.id, run_id=execution.run_id, status=execution.status, started=execution.start_time,
-        closed=execution.close_time, awaiting_cents=attributes.get(AWAITING), state=attributes.get(STATE),
-        request=request, waiting=waiting,
-    )  # fmt: skip
+        workflow_id=execution.id,
+        run_id=execution.run_id,
+        status=execution.status,
+        started=execution.start_time,
+        closed=execution.close_time,
+        awaiting_cents=attributes.get(AWAITING),
+        state=attributes.get(STATE),
+        request=request,
+        waiting=waiting,
+    )
 
 
 async def listed(client: Client, visibility_query: str, *, limit: int | None = None) -> AsyncIterator[Seen]:
@@ -442,10 +448,14 @@ async def deciding_answer(client: Client, workflow_id: str, request_id: str) -> 
         answered = AnsweredRequest.model_validate(row)
         if answered.decision is not ApprovalDecision.PARTLY_APPROVED:
             decided = ApprovalRecord(
-                amount_cents=answered.amount_cents, decision=answered.decision, approver=answered.approver,
-                at=answered.at, reason=answered.reason, request_id=answered.request_id,
+                amount_cents=answered.amount_cents,
+                decision=answered.decision,
+                approver=answered.approver,
+                at=answered.at,
+                reason=answered.reason,
+                request_id=answered.request_id,
                 channel=answered.channel or "signal",
-            )  # fmt: skip
+            )
     return decided
 
 
@@ -456,9 +466,12 @@ async def send_vouched(
     validator checks the signature and the request); the caller waits for the receipt as long as it cares to.
     Each sending is its own update: a person answering twice is two answers, which the ticket judges."""
     return await handle(client, workflow_id).start_update(
-        APPROVE_SIGNAL, answer, wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=f"inbox-{uuid.uuid4()}",
+        APPROVE_SIGNAL,
+        answer,
+        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+        id=f"inbox-{uuid.uuid4()}",
         result_type=ApprovalReceipt,
-    )  # fmt: skip
+    )
 
 
 async def reply(client: Client, workflow_id: str, message: CustomerMessage) -> MessageReceipt:

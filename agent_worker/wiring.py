@@ -165,9 +165,15 @@ def mail_relay(settings: Settings) -> Relay | None:
     assert smtp.host is not None  # the settings' validator sees to these
     assert smtp.mail_from is not None
     server = SmtpServer(
-        host=smtp.host, sender=smtp.mail_from, port=smtp.port, security=smtp.security, username=smtp.username,
-        password=smtp.password, ca_file=smtp.ca_file, timeout_seconds=smtp.timeout_seconds,
-    )  # fmt: skip
+        host=smtp.host,
+        sender=smtp.mail_from,
+        port=smtp.port,
+        security=smtp.security,
+        username=smtp.username,
+        password=smtp.password,
+        ca_file=smtp.ca_file,
+        timeout_seconds=smtp.timeout_seconds,
+    )
     return SmtpRelay(server)
 
 

@@ -109,10 +109,12 @@ async def run_worker(
             async with worker:
                 versioned = worker.config(active_config=True).get("deployment_config")
                 log.info(
-                    "worker started", task_queue=settings.task_queue, namespace=client.namespace,
+                    "worker started",
+                    task_queue=settings.task_queue,
+                    namespace=client.namespace,
                     metrics=f"http://{settings.metrics_bind}/metrics" if settings.metrics_bind else None,
                     deployment_version=versioned.version.to_canonical_string() if versioned else None,
-                )  # fmt: skip
+                )
                 reason = await stopping.wait()
                 log.info(
                     "worker stopping: no new tasks, in-flight activities get a grace period",

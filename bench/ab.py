@@ -67,9 +67,12 @@ async def main(revisions: list[str], tickets: int, rounds: int) -> None:
                     async def start(task_queue: str = task_queue) -> WorkflowHandle[Any, Outcome]:
                         (order_id,) = fresh_orders(store, 1)
                         return await client.start_workflow(
-                            WORKFLOW_NAME, ticket(order_id, approval_limit_cents=100_000),
-                            id=f"ab-{uuid.uuid4()}", task_queue=task_queue, result_type=Outcome,
-                        )  # fmt: skip
+                            WORKFLOW_NAME,
+                            ticket(order_id, approval_limit_cents=100_000),
+                            id=f"ab-{uuid.uuid4()}",
+                            task_queue=task_queue,
+                            result_type=Outcome,
+                        )
 
                     async with worker_process(address, store, task_queue, {"PYTHONPATH": str(tree)}) as worker:
                         for _ in range(WARM_UP):

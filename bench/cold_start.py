@@ -73,11 +73,26 @@ def main(runs: int, baseline: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="cold-start-") as scratch:
         port = free_port()
         server = subprocess.Popen(
-            [binary("temporal"), "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
-             "--http-port", str(free_port()), "--metrics-port", str(free_port()), *SEARCH_ATTRIBUTE_ARGS,
-             "--log-level", "error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                binary("temporal"),
+                "server",
+                "start-dev",
+                "--headless",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--http-port",
+                str(free_port()),
+                "--metrics-port",
+                str(free_port()),
+                *SEARCH_ATTRIBUTE_ARGS,
+                "--log-level",
+                "error",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         env = {
             "TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
             "AGENT_DATA_DIR": scratch,

@@ -40,10 +40,15 @@ async def floor_system(address: str, workflow_type: str) -> AsyncIterator[System
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     task_queue = f"floor-{uuid.uuid4()}"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import asyncio, bench.floor_worker as w; asyncio.run(w.main())", cwd=ROOT,
+        sys.executable,
+        "-c",
+        "import asyncio, bench.floor_worker as w; asyncio.run(w.main())",
+        cwd=ROOT,
         env={**os.environ, "TEMPORAL_ADDRESS": address, "FLOOR_TASK_QUEUE": task_queue},
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     worker = Process(process)
 
     async def start() -> WorkflowHandle[Any, Any]:
@@ -89,14 +94,16 @@ async def main(tickets: int, warm_up: int) -> str:
                         per_activity, per_run, events = await measure(system, tickets, warm_up)
                     busy = os.getloadavg()[0]
                     rows.append(f"| {name} | {setting} | {per_activity:.1f} | {per_run:.0f} | {events} | {busy:.1f} |")
-    return "\n".join([
-        f"{opening}; load average at the end {load()}.",
-        f"Medians over {tickets} runs one after another after a warm-up, {ACTIVITIES} activities each.",
-        "",
-        "| worker | server | worker CPU ms / activity | worker CPU ms / run | events / run | load |",
-        "|---|---|---|---|---|---|",
-        *rows,
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"{opening}; load average at the end {load()}.",
+            f"Medians over {tickets} runs one after another after a warm-up, {ACTIVITIES} activities each.",
+            "",
+            "| worker | server | worker CPU ms / activity | worker CPU ms / run | events / run | load |",
+            "|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,12 @@ async def main() -> None:
     the cache, task slots and sticky timeout of ``agent_worker.config.Settings``' defaults."""
     client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], data_converter=pydantic_data_converter)
     worker = Worker(
-        client, task_queue=os.environ[TASK_QUEUE], workflows=[Sandboxed, Unsandboxed], activities=[empty],
-        max_cached_workflows=300, max_concurrent_workflow_tasks=20,
+        client,
+        task_queue=os.environ[TASK_QUEUE],
+        workflows=[Sandboxed, Unsandboxed],
+        activities=[empty],
+        max_cached_workflows=300,
+        max_concurrent_workflow_tasks=20,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
-    )  # fmt: skip
+    )
     await worker.run()

@@ -74,8 +74,12 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
                 ("linear, continue-as-new, summaries", long_steps, True, 8192, SUMMARIZE_ABOVE_TOKENS),
             ):
                 queue = f"bench-{uuid.uuid4()}"
-                settings = Settings(task_queue=queue, db_path=store.database.path, model_backend="scripted",
-                                    inline_result_max_bytes=inline_max)  # fmt: skip
+                settings = Settings(
+                    task_queue=queue,
+                    db_path=store.database.path,
+                    model_backend="scripted",
+                    inline_result_max_bytes=inline_max,
+                )
                 model = ContextBoundModel(n) if summarize_above else LongTicketModel(n)
                 request = long_ticket(n, linear=linear, steps_per_run=steps_per_run)
                 request["options"]["summarize_above_tokens"] = summarize_above
@@ -83,8 +87,12 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
                 policy = None if linear else allowing_demonstrations(settings)  # the naive row: linear_history off
                 async with build_worker(env.client, settings, store, model, policy):
                     handle = await env.client.start_workflow(
-                        WORKFLOW_NAME, request, id=f"bench-{uuid.uuid4()}", task_queue=queue, result_type=Outcome,
-                    )  # fmt: skip
+                        WORKFLOW_NAME,
+                        request,
+                        id=f"bench-{uuid.uuid4()}",
+                        task_queue=queue,
+                        result_type=Outcome,
+                    )
                     try:
                         outcome = await handle.result()
                         status = f"{outcome.status.value} after {outcome.steps} steps"

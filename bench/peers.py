@@ -101,19 +101,27 @@ PEERS = {
     peer.key: peer
     for peer in (
         Peer(
-            "pydantic-ai", "Pydantic AI + Temporal (TemporalDurability)", ("pydantic-ai-slim[temporal]==2.68.0",),
-            "pydantic_ai_ticket", ("pydantic-ai-slim", "temporalio"),
+            "pydantic-ai",
+            "Pydantic AI + Temporal (TemporalDurability)",
+            ("pydantic-ai-slim[temporal]==2.68.0",),
+            "pydantic_ai_ticket",
+            ("pydantic-ai-slim", "temporalio"),
             NOT_IN_PEERS.format(approval="`requires_approval` deferred tools"),
         ),
         Peer(
-            "openai-agents", "OpenAI Agents SDK + Temporal (OpenAIAgentsPlugin)", ("temporalio-openai-agents==1.1.0",),
-            "openai_agents_ticket", ("openai-agents", "temporalio-openai-agents", "temporalio"),
+            "openai-agents",
+            "OpenAI Agents SDK + Temporal (OpenAIAgentsPlugin)",
+            ("temporalio-openai-agents==1.1.0",),
+            "openai_agents_ticket",
+            ("openai-agents", "temporalio-openai-agents", "temporalio"),
             NOT_IN_PEERS.format(approval="`needs_approval` on a function tool"),
         ),
         Peer(
-            "harness", "temporal-agent-harness (Pydantic AI turn)",
+            "harness",
+            "temporal-agent-harness (Pydantic AI turn)",
             ("temporal-agent-harness[pydantic-ai]==0.8.0", "pydantic-ai-slim[temporal]==2.68.0"),
-            "harness_ticket", ("temporal-agent-harness", "pydantic-ai-slim", "temporalio"),
+            "harness_ticket",
+            ("temporal-agent-harness", "pydantic-ai-slim", "temporalio"),
             "no ownership check, no idempotency key on the refund or the email, no money policy: the author writes "
             "them (its approval gate is on every tool call, set here to pass them all: this ticket needs no person; "
             "its event stream records each call). A ticket is a session: started, the question sent as an update, "
@@ -122,7 +130,7 @@ PEERS = {
             driven=True,
         ),
     )
-}  # fmt: skip
+}
 SYSTEMS = (OURS, *PEERS)
 
 
@@ -140,9 +148,12 @@ def uv() -> str:
 
 async def run(*command: str) -> str:
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        *command,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
         env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
-    )  # fmt: skip
+    )
     out, err = await process.communicate()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {err.decode()[-2000:]}")
@@ -190,9 +201,12 @@ async def our_system(address: str, scratch: Path) -> AsyncIterator[System]:
     async def start() -> WorkflowHandle[Any, Any]:
         (order_id,) = fresh_orders(store, 1)
         return await client.start_workflow(
-            WORKFLOW_NAME, ticket(order_id, approval_limit_cents=100_000),
-            id=f"ours-{uuid.uuid4()}", task_queue=task_queue, result_type=Outcome,
-        )  # fmt: skip
+            WORKFLOW_NAME,
+            ticket(order_id, approval_limit_cents=100_000),
+            id=f"ours-{uuid.uuid4()}",
+            task_queue=task_queue,
+            result_type=Outcome,
+        )
 
     async with worker_process(address, store, task_queue, {}) as worker:
         yield System(worker, start, client)
@@ -207,9 +221,15 @@ async def peer_system(peer: Peer, python: Path, address: str, scratch: Path) -> 
     log = scratch / f"{peer.key}-worker.log"
     with log.open("wb") as output:
         process = await asyncio.create_subprocess_exec(
-            str(python), "run.py", peer.module, cwd=PEER_WORKERS, stdin=asyncio.subprocess.DEVNULL,
-            stdout=output, stderr=output, env=env,
-        )  # fmt: skip
+            str(python),
+            "run.py",
+            peer.module,
+            cwd=PEER_WORKERS,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            env=env,
+        )
     worker = Process(process)
     driver = await Driver.start(python, peer.module, env, scratch / f"{peer.key}-driver.log") if peer.driven else None
 
@@ -255,9 +275,16 @@ class Driver:
     async def start(cls, python: Path, module: str, env: dict[str, str], log: Path) -> Driver:
         with log.open("wb") as errors:
             process = await asyncio.create_subprocess_exec(
-                str(python), "run.py", module, "drive", cwd=PEER_WORKERS, env=env,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errors,
-            )  # fmt: skip
+                str(python),
+                "run.py",
+                module,
+                "drive",
+                cwd=PEER_WORKERS,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=errors,
+            )
         waiting: dict[str, asyncio.Future[str]] = {}
 
         async def read() -> None:

@@ -68,9 +68,12 @@ class Usage:
     @classmethod
     def read(cls, server: Process, workers: list[Process]) -> Usage:
         return cls(
-            server.cpu_seconds(), [w.cpu_seconds() for w in workers], cpu_seconds_of("postgres"),
-            machine_busy_seconds(), time.perf_counter(),
-        )  # fmt: skip
+            server.cpu_seconds(),
+            [w.cpu_seconds() for w in workers],
+            cpu_seconds_of("postgres"),
+            machine_busy_seconds(),
+            time.perf_counter(),
+        )
 
     def __sub__(self, before: Usage) -> Usage:
         return Usage(

@@ -100,12 +100,27 @@ async def dev_server(scratch: Path, extra: Sequence[str] = ()) -> AsyncIterator[
     scratch.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, before the server exists
     port = free_port()
     server = await asyncio.create_subprocess_exec(
-        binary("temporal"), "server", "start-dev", "--headless", "--port", str(port),
-        "--http-port", str(free_port()), "--metrics-port", str(free_port()), "--log-level", "error",
-        "--db-filename", str(scratch / "temporal.sqlite3"), "--search-attribute", "AwaitingApprovalCents=Int",
-        *DEV_SERVER_ARGS, *extra,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+        binary("temporal"),
+        "server",
+        "start-dev",
+        "--headless",
+        "--port",
+        str(port),
+        "--http-port",
+        str(free_port()),
+        "--metrics-port",
+        str(free_port()),
+        "--log-level",
+        "error",
+        "--db-filename",
+        str(scratch / "temporal.sqlite3"),
+        "--search-attribute",
+        "AwaitingApprovalCents=Int",
+        *DEV_SERVER_ARGS,
+        *extra,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     address = f"127.0.0.1:{port}"
 
     async def serving() -> bool:

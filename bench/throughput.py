@@ -123,9 +123,12 @@ async def empty_worker(address: str) -> AsyncIterator[tuple[Client, str]]:
     client = await Client.connect(address)
     task_queue = f"bench-empty-{uuid.uuid4()}"
     async with Worker(
-        client, task_queue=task_queue, workflows=[EmptyActivities], activities=[empty],
+        client,
+        task_queue=task_queue,
+        workflows=[EmptyActivities],
+        activities=[empty],
         workflow_runner=UnsandboxedWorkflowRunner(),
-    ):  # fmt: skip
+    ):
         yield client, task_queue
 
 
@@ -154,9 +157,12 @@ async def one_ticket(client: Client, store: Business, task_queue: str) -> tuple[
     (order_id,) = fresh_orders(store, 1)
     started = time.perf_counter()
     handle = await client.start_workflow(
-        WORKFLOW_NAME, ticket(order_id, approval_limit_cents=100_000),
-        id=f"bench-{uuid.uuid4()}", task_queue=task_queue, result_type=Outcome,
-    )  # fmt: skip
+        WORKFLOW_NAME,
+        ticket(order_id, approval_limit_cents=100_000),
+        id=f"bench-{uuid.uuid4()}",
+        task_queue=task_queue,
+        result_type=Outcome,
+    )
     await handle.result()
     return (time.perf_counter() - started) * 1000, handle
 
@@ -275,11 +281,18 @@ async def breakdown(handles: list[WorkflowHandle[Any, Outcome]]) -> Breakdown:
 async def throughput(client: Client, store: Business, task_queue: str, count: int) -> dict[str, float]:
     orders = fresh_orders(store, count)
     started = time.perf_counter()
-    handles = await asyncio.gather(*(
-        client.start_workflow(WORKFLOW_NAME, ticket(o, approval_limit_cents=100_000), id=f"bench-{uuid.uuid4()}",
-                              task_queue=task_queue, result_type=Outcome)
-        for o in orders
-    ))  # fmt: skip
+    handles = await asyncio.gather(
+        *(
+            client.start_workflow(
+                WORKFLOW_NAME,
+                ticket(o, approval_limit_cents=100_000),
+                id=f"bench-{uuid.uuid4()}",
+                task_queue=task_queue,
+                result_type=Outcome,
+            )
+            for o in orders
+        )
+    )
     latencies = await asyncio.gather(*(finished_after(h, started) for h in handles))
     elapsed = time.perf_counter() - started
     latencies.sort()
@@ -303,10 +316,12 @@ async def parked(client: Client, store: Business, task_queue: str, count: int) -
     handles = []
     for batch in range(0, count, 100):
         orders = fresh_orders(store, min(100, count - batch))
-        handles += await asyncio.gather(*(
-            client.start_workflow(WORKFLOW_NAME, ticket(o), id=f"parked-{uuid.uuid4()}", task_queue=task_queue)
-            for o in orders
-        ))  # fmt: skip
+        handles += await asyncio.gather(
+            *(
+                client.start_workflow(WORKFLOW_NAME, ticket(o), id=f"parked-{uuid.uuid4()}", task_queue=task_queue)
+                for o in orders
+            )
+        )
     query = f"AwaitingApprovalCents > 0 AND TaskQueue = '{task_queue}'"
 
     async def all_waiting() -> bool:
@@ -405,8 +420,9 @@ async def main(options: Options) -> str:
             for _ in range(3):
                 await replay(paths)
             replays_per_s = 3 * len(paths) / (time.perf_counter() - started)
-            rows.append(("replay of stored histories", f"{replays_per_s:.1f} histories/s",
-                         f"{len(paths)} files, 3 passes"))  # fmt: skip
+            rows.append(
+                ("replay of stored histories", f"{replays_per_s:.1f} histories/s", f"{len(paths)} files, 3 passes")
+            )
     width = max(len(r[0]) for r in rows)
     lines = [f"| {'measure':<{width}} | figure | note |", f"|{'-' * (width + 2)}|---|---|"]
     lines += [f"| {name:<{width}} | {figure} | {note} |" for name, figure, note in rows]
@@ -423,9 +439,13 @@ def overhead_rows(plain_ms: float, states: list[SteadyState]) -> list[Row]:
     rows: list[Row] = []
     first = states[0]
     sizes = [size for state in states for size in state.history]
-    rows.append(("history per ticket", (f"{median([s.events for s in sizes]):.0f} events, "
-                 f"{median([s.bytes for s in sizes]) / 1024:.1f} KB"),
-                 f"{first.activities:.0f} activities and {STEPS} model calls a ticket; medians"))  # fmt: skip
+    rows.append(
+        (
+            "history per ticket",
+            (f"{median([s.events for s in sizes]):.0f} events, {median([s.bytes for s in sizes]) / 1024:.1f} KB"),
+            f"{first.activities:.0f} activities and {STEPS} model calls a ticket; medians",
+        )
+    )
     rows.append(("plain loop, per step (no orchestrator)", f"{plain_ms:.2f} ms", "same model, store and tools"))
     for state in states:
         per_ticket = median(state.ticket_ms)
@@ -434,17 +454,28 @@ def overhead_rows(plain_ms: float, states: list[SteadyState]) -> list[Row]:
         activities = state.runs * state.activities
         rows += [
             (f"**{state.setting}**", "", f"{state.runs} rounds of a ticket, then as many empty activities"),
-            ("  empty activity, steady state", f"{empty:.1f} ms",
-             (f"server CPU {1000 * state.server_cpu_empty_s / activities:.1f} ms each; "
-              f"idle server {state.server_idle_ms_per_s:.1f} CPU-ms/s")),
+            (
+                "  empty activity, steady state",
+                f"{empty:.1f} ms",
+                (
+                    f"server CPU {1000 * state.server_cpu_empty_s / activities:.1f} ms each; "
+                    f"idle server {state.server_idle_ms_per_s:.1f} CPU-ms/s"
+                ),
+            ),
             ("  ticket", f"{per_ticket:.0f} ms", f"{per_ticket / STEPS:.1f} ms a step; median"),
             ("  ticket, per activity", f"{per_activity:.1f} ms", f"{per_activity / empty:.2f}x the empty activity"),
-            ("  worker CPU", f"{1000 * state.worker_cpu_s / activities:.1f} ms an activity",
-             f"{1000 * state.worker_cpu_s / state.runs:.0f} ms a ticket"),
-            ("  server CPU", f"{1000 * state.server_cpu_tickets_s / activities:.1f} ms an activity",
-             f"{1000 * state.server_cpu_tickets_s / state.runs:.0f} ms a ticket"),
+            (
+                "  worker CPU",
+                f"{1000 * state.worker_cpu_s / activities:.1f} ms an activity",
+                f"{1000 * state.worker_cpu_s / state.runs:.0f} ms a ticket",
+            ),
+            (
+                "  server CPU",
+                f"{1000 * state.server_cpu_tickets_s / activities:.1f} ms an activity",
+                f"{1000 * state.server_cpu_tickets_s / state.runs:.0f} ms a ticket",
+            ),
             *breakdown_rows(state.split),
-        ]  # fmt: skip
+        ]
     return rows
 
 
@@ -452,26 +483,46 @@ def breakdown_rows(split: Breakdown) -> list[Row]:
     server = split.activity_dispatch_ms + split.workflow_task_dispatch_ms
     ours = split.activity_run_ms + split.workflow_task_run_ms
     return [
-        ("  - server: activity task dispatch", f"{split.activity_dispatch_ms:.1f} ms",
-         f"scheduled -> started; {split.eager:.0%} started eagerly"),
-        ("  - server: workflow task dispatch", f"{split.workflow_task_dispatch_ms:.1f} ms",
-         "scheduled -> started, per activity"),
-        ("  - worker: activity run + report", f"{split.activity_run_ms:.1f} ms",
-         "started -> completed: decode, our code (SQLite, model), encode, one RPC"),
-        ("  - worker: workflow task run + report", f"{split.workflow_task_run_ms:.1f} ms",
-         "started -> completed, per activity: workflow code in the sandbox, one RPC"),
+        (
+            "  - server: activity task dispatch",
+            f"{split.activity_dispatch_ms:.1f} ms",
+            f"scheduled -> started; {split.eager:.0%} started eagerly",
+        ),
+        (
+            "  - server: workflow task dispatch",
+            f"{split.workflow_task_dispatch_ms:.1f} ms",
+            "scheduled -> started, per activity",
+        ),
+        (
+            "  - worker: activity run + report",
+            f"{split.activity_run_ms:.1f} ms",
+            "started -> completed: decode, our code (SQLite, model), encode, one RPC",
+        ),
+        (
+            "  - worker: workflow task run + report",
+            f"{split.workflow_task_run_ms:.1f} ms",
+            "started -> completed, per activity: workflow code in the sandbox, one RPC",
+        ),
         ("  - split of an activity's share", f"server {server:.1f} ms, worker {ours:.1f} ms", "from the histories"),
-    ]  # fmt: skip
+    ]
 
 
 def throughput_rows(tickets: int, flow: dict[str, float], cpu: tuple[float, float]) -> list[Row]:
     return [
-        (f"throughput, {tickets} tickets at once", f"{flow['tickets_per_second']:.1f} tickets/s",
-         f"p50 {flow['p50_s']:.1f} s, p99 {flow['p99_s']:.1f} s, all done in {flow['elapsed_s']:.1f} s"),
-        ("CPU during the throughput run", f"worker {cpu[0]:.1f} s, server {cpu[1]:.1f} s",
-         (f"{cpu[0] / flow['elapsed_s']:.0%} and {cpu[1] / flow['elapsed_s']:.0%} of a core, "
-          f"{flow['elapsed_s']:.1f} s wall on {os.cpu_count()} cores")),
-    ]  # fmt: skip
+        (
+            f"throughput, {tickets} tickets at once",
+            f"{flow['tickets_per_second']:.1f} tickets/s",
+            f"p50 {flow['p50_s']:.1f} s, p99 {flow['p99_s']:.1f} s, all done in {flow['elapsed_s']:.1f} s",
+        ),
+        (
+            "CPU during the throughput run",
+            f"worker {cpu[0]:.1f} s, server {cpu[1]:.1f} s",
+            (
+                f"{cpu[0] / flow['elapsed_s']:.0%} and {cpu[1] / flow['elapsed_s']:.0%} of a core, "
+                f"{flow['elapsed_s']:.1f} s wall on {os.cpu_count()} cores"
+            ),
+        ),
+    ]
 
 
 def parked_rows(
@@ -479,14 +530,25 @@ def parked_rows(
 ) -> list[Row]:
     idle, waiting, after = rss
     return [
-        (f"worker memory, 0 -> {count} parked tickets", f"{idle:.0f} -> {waiting:.0f} MB",
-         f"+{waiting - idle:.0f} MB while they wait; {after:.0f} MB once drained"),
-        (f"drain {count} approved tickets", f"{drain_s:.1f} s",
-         f"{count / drain_s:.1f} tickets/s; CPU worker {cpu[0]:.1f} s, server {cpu[1]:.1f} s"),
-        ("  slowest workflow task in the drain", f"{slowest[0]:.1f} s",
-         (f"{sum(s > 5 for s in slowest)} of {len(slowest)} over 5 s (every 10th ticket), "
-          f"p99 {slowest[len(slowest) // 100]:.1f} s; the server times one out at 10 s")),
-    ]  # fmt: skip
+        (
+            f"worker memory, 0 -> {count} parked tickets",
+            f"{idle:.0f} -> {waiting:.0f} MB",
+            f"+{waiting - idle:.0f} MB while they wait; {after:.0f} MB once drained",
+        ),
+        (
+            f"drain {count} approved tickets",
+            f"{drain_s:.1f} s",
+            f"{count / drain_s:.1f} tickets/s; CPU worker {cpu[0]:.1f} s, server {cpu[1]:.1f} s",
+        ),
+        (
+            "  slowest workflow task in the drain",
+            f"{slowest[0]:.1f} s",
+            (
+                f"{sum(s > 5 for s in slowest)} of {len(slowest)} over 5 s (every 10th ticket), "
+                f"p99 {slowest[len(slowest) // 100]:.1f} s; the server times one out at 10 s"
+            ),
+        ),
+    ]
 
 
 def arguments() -> Options:
@@ -502,8 +564,13 @@ def arguments() -> Options:
         metavar="KEY=VALUE",
         help="a setting for the worker process, e.g. AGENT_MAX_CACHED_WORKFLOWS=150 (repeatable)",
     )
-    cli.add_argument("--server-arg", action="append", default=[], metavar="ARG",
-                     help="one more argument for temporal server start-dev (repeatable)")  # fmt: skip
+    cli.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for temporal server start-dev (repeatable)",
+    )
     args = cli.parse_args()
     only = tuple(args.only.split(","))
     if unknown := set(only) - set(SECTIONS):

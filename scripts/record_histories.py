@@ -236,9 +236,13 @@ async def refund_timed_out_before_reconciliation(r: Recorder) -> Handle:
 
 async def _timed_out_refund(r: Recorder, *, reconcile_refunds: bool) -> Handle:
     settings = Settings(
-        task_queue=r.task_queue + "-hang", db_path=r.store.database.path, refund_guard=False,
-        graceful_shutdown_seconds=1, model_backend="scripted", policy_file=LOOSE_FILE,
-    )  # fmt: skip
+        task_queue=r.task_queue + "-hang",
+        db_path=r.store.database.path,
+        refund_guard=False,
+        graceful_shutdown_seconds=1,
+        model_backend="scripted",
+        policy_file=LOOSE_FILE,
+    )
     business = wiring.business(settings)  # the guard off, as the settings say; a key per tool call, demonstrated
     hangs = faults.plugins(settings, "after:issue_refund=hang*5")
     async with build_worker(r.client, settings, business, policy=allowing_demonstrations(settings), plugins=hangs):
@@ -297,8 +301,12 @@ async def cancelled_while_a_refund_waits(r: Recorder) -> Handle:
     what visibility shows, writes who cancelled and why, and completes as ``cancelled``."""
     handle = await r.start(ticket())
     await awaiting(handle, 4900)
-    await poll(lambda: events(handle, EventType.EVENT_TYPE_TIMER_STARTED), timeout=30, interval=0.05,
-               what="the approval's timer")  # fmt: skip
+    await poll(
+        lambda: events(handle, EventType.EVENT_TYPE_TIMER_STARTED),
+        timeout=30,
+        interval=0.05,
+        what="the approval's timer",
+    )
     await handle.cancel(reason="by ann: the customer withdrew")
     await handle.result()
     return handle
@@ -308,9 +316,12 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
     """The refund's first attempt hangs, the cancel comes meanwhile: the refund is waited for, paid on its retry
     and recorded, and nothing follows."""
     settings = Settings(
-        task_queue=r.task_queue + "-hang", db_path=r.store.database.path, graceful_shutdown_seconds=1,
-        model_backend="scripted", policy_file=LOOSE_FILE,
-    )  # fmt: skip
+        task_queue=r.task_queue + "-hang",
+        db_path=r.store.database.path,
+        graceful_shutdown_seconds=1,
+        model_backend="scripted",
+        policy_file=LOOSE_FILE,
+    )
     hangs = faults.plugins(settings, "before:issue_refund=hang")
     async with build_worker(r.client, settings, wiring.business(settings), plugins=hangs):
         handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
@@ -590,24 +601,58 @@ async def _wait_closed(handle: Handle) -> None:
 SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
     f.__name__: f
     for f in (
-        resolved_without_approval, approved_refund, declined_by_a_person, declined_by_timeout,
-        wrong_amount_then_right_amount, tool_failure_handed_to_model, max_steps_reached, malformed_ticket_failed,
-        sla_escalation, sla_young_ticket_handled_by_agent, crash_with_retried_activity,
-        resolved_with_closing_audit, approval_from_someone_not_named_then_an_approver, two_lookups_at_once,
-        linear_history_with_large_results, continued_as_new_while_awaiting_approval, refund_timed_out_reconciled,
-        continued_with_records_archived, summarized_old_turns, approval_answered_twice_the_first_decides,
-        approval_signals_without_input_then_approved, another_customers_order_refused, refund_in_two_parts,
-        continued_while_a_request_waits, cancelled_while_a_refund_waits, cancelled_while_a_refund_is_in_flight,
-        approved_refund_keyed_per_ticket, customer_replied_twice, two_lookups_one_by_one,
-        refund_timed_out_before_reconciliation, waited_for_a_delivery_scan, approved_in_the_inbox,
-        shipping_status_read, stripe_refused_the_workers_key, two_people_approved_in_the_inbox, model_budget_spent,
-        limit_across_tickets_met, replies_past_a_turns_budget, answers_cut_to_their_budget,
-        waited_for_a_delivery_scan_across_runs, approved_in_euros, answers_kept_as_rows, store_credit_approved,
-        policy_read_locally_resolved, policy_read_locally_approved, one_decision_resolved,
-        one_decision_two_people_below_the_limit, one_decision_refused_past_the_charge,
-        one_decision_continued_while_a_request_waits, whole_hand_over_answer_in_the_window,
+        resolved_without_approval,
+        approved_refund,
+        declined_by_a_person,
+        declined_by_timeout,
+        wrong_amount_then_right_amount,
+        tool_failure_handed_to_model,
+        max_steps_reached,
+        malformed_ticket_failed,
+        sla_escalation,
+        sla_young_ticket_handled_by_agent,
+        crash_with_retried_activity,
+        resolved_with_closing_audit,
+        approval_from_someone_not_named_then_an_approver,
+        two_lookups_at_once,
+        linear_history_with_large_results,
+        continued_as_new_while_awaiting_approval,
+        refund_timed_out_reconciled,
+        continued_with_records_archived,
+        summarized_old_turns,
+        approval_answered_twice_the_first_decides,
+        approval_signals_without_input_then_approved,
+        another_customers_order_refused,
+        refund_in_two_parts,
+        continued_while_a_request_waits,
+        cancelled_while_a_refund_waits,
+        cancelled_while_a_refund_is_in_flight,
+        approved_refund_keyed_per_ticket,
+        customer_replied_twice,
+        two_lookups_one_by_one,
+        refund_timed_out_before_reconciliation,
+        waited_for_a_delivery_scan,
+        approved_in_the_inbox,
+        shipping_status_read,
+        stripe_refused_the_workers_key,
+        two_people_approved_in_the_inbox,
+        model_budget_spent,
+        limit_across_tickets_met,
+        replies_past_a_turns_budget,
+        answers_cut_to_their_budget,
+        waited_for_a_delivery_scan_across_runs,
+        approved_in_euros,
+        answers_kept_as_rows,
+        store_credit_approved,
+        policy_read_locally_resolved,
+        policy_read_locally_approved,
+        one_decision_resolved,
+        one_decision_two_people_below_the_limit,
+        one_decision_refused_past_the_charge,
+        one_decision_continued_while_a_request_waits,
+        whole_hand_over_answer_in_the_window,
     )
-}  # fmt: skip
+}
 
 MODELS: dict[str, Callable[[], LanguageModel]] = {
     "two_lookups_at_once": lambda: PlaybackModel(
@@ -688,9 +733,12 @@ def scripted(task_queue: str, store: Business) -> Settings:
     """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
     script, never from (and never billed to) Claude. The worker holds the inbox's key of ``approved_in_the_inbox``."""
     return Settings(
-        task_queue=task_queue, db_path=store.database.path, model_backend="scripted", web_approval_keys=[INBOX_KEY],
+        task_queue=task_queue,
+        db_path=store.database.path,
+        model_backend="scripted",
+        web_approval_keys=[INBOX_KEY],
         policy_file=LOOSE_FILE,
-    )  # fmt: skip
+    )
 
 
 async def record(names: list[str], out: Path) -> None:

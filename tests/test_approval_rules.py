@@ -74,8 +74,13 @@ class ApprovalInterleavings(RuleBasedStateMachine):
     # --- what happens to a ticket ---
 
     @precondition(lambda self: self.desk.waiting is None)
-    @rule(amount=st.sampled_from(AMOUNTS), approvers=st.sampled_from([[], ["ann"], ["ann", "ben"], ["ann", CUSTOMER]]),
-          minutes=st.integers(1, 120), needed=st.sampled_from([1, 2]), signed_in_only=st.booleans())  # fmt: skip
+    @rule(
+        amount=st.sampled_from(AMOUNTS),
+        approvers=st.sampled_from([[], ["ann"], ["ann", "ben"], ["ann", CUSTOMER]]),
+        minutes=st.integers(1, 120),
+        needed=st.sampled_from([1, 2]),
+        signed_in_only=st.booleans(),
+    )
     def a_refund_needs_a_person(
         self,
         amount: int,
@@ -85,9 +90,14 @@ class ApprovalInterleavings(RuleBasedStateMachine):
         signed_in_only: bool,  # noqa: FBT001
     ) -> None:
         request = self.desk.open(
-            amount, "A-1001", self.now + timedelta(minutes=minutes), approvers, needed=needed,
-            signed_in_only=signed_in_only, customer_email=CUSTOMER,
-        )  # fmt: skip
+            amount,
+            "A-1001",
+            self.now + timedelta(minutes=minutes),
+            approvers,
+            needed=needed,
+            signed_in_only=signed_in_only,
+            customer_email=CUSTOMER,
+        )
         assert request.request_id == f"R{self.desk.requests_made}"
         assert request.signed_in_only == (signed_in_only or needed > 1)
         self.approved_by[request.request_id] = []
@@ -188,10 +198,12 @@ class ApprovalInterleavings(RuleBasedStateMachine):
             decision = old.decision
             if forge is not None and decision is None:
                 decision = ApprovalRecord(
-                    amount_cents=old.waiting.amount_cents, decision=ApprovalDecision.APPROVED,
-                    approver="mallory" if forge == "mallory" else "ann", at=self.now,
+                    amount_cents=old.waiting.amount_cents,
+                    decision=ApprovalDecision.APPROVED,
+                    approver="mallory" if forge == "mallory" else "ann",
+                    at=self.now,
                     request_id="R999" if forge == "another request" else old.waiting.request_id,
-                )  # fmt: skip
+                )
                 if forge == "mallory":
                     new.records.append(decision)  # planted in the records too, as a caller could forge them
                     self.planted.append(decision)
@@ -227,10 +239,10 @@ class ApprovalInterleavings(RuleBasedStateMachine):
                 continue
             request = self.opened[request_id]
             approvals = [
-                r for r in self.desk.records
-                if r.request_id == request_id and r.decision in COUNTED
-                and not any(r is p for p in self.planted)
-            ]  # fmt: skip
+                r
+                for r in self.desk.records
+                if r.request_id == request_id and r.decision in COUNTED and not any(r is p for p in self.planted)
+            ]
             people = {r.approver for r in approvals}
             assert len(people) == len(approvals) >= request.approvals_needed
             assert all(r.at < request.deadline for r in approvals)

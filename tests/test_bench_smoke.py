@@ -24,9 +24,14 @@ pytestmark = pytest.mark.bench
 async def bench(*arguments: str) -> str:
     """What ``python -m bench.NAME ARGUMENTS`` prints, once it has exited 0."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", *arguments, cwd=ROOT,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        *arguments,
+        cwd=ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(process.communicate(), 150)
     assert process.returncode == 0, err.decode()[-3000:]
     return out.decode()

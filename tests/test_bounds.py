@@ -261,9 +261,20 @@ async def test_a_ticket_id_of_two_megabytes_started_with_the_temporal_cli_fails_
     workflow_id = f"ticket-{uuid.uuid4()}"
     async with agent.worker():
         await run(
-            binary("temporal"), "--address", address(client), "workflow", "start", "--type", WORKFLOW_NAME,
-            "--task-queue", agent.task_queue, "--workflow-id", workflow_id, "--input-file", str(source),
-        )  # fmt: skip
+            binary("temporal"),
+            "--address",
+            address(client),
+            "workflow",
+            "start",
+            "--type",
+            WORKFLOW_NAME,
+            "--task-queue",
+            agent.task_queue,
+            "--workflow-id",
+            workflow_id,
+            "--input-file",
+            str(source),
+        )
         error = await refused_at_once(client.get_workflow_handle(workflow_id, result_type=Outcome))
 
     assert error.message == "Invalid ticket input: ticket_id: String should have at most 200 characters"
@@ -292,9 +303,14 @@ async def test_agent_worker_start_refuses_a_ticket_with_approvers_past_their_bou
     source = tmp_path / "ticket.json"
     source.write_text(json.dumps(raw))
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "start", str(source), "--address", address(client),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        AGENT_WORKER,
+        "start",
+        str(source),
+        "--address",
+        address(client),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(process.communicate(), 60)
 
     assert process.returncode == 2
@@ -405,13 +421,20 @@ def test_the_largest_ticket_the_fields_allow_fits_its_budget() -> None:
             "customer_email": f"{CONTROL * half}@{CONTROL * (EMAIL_CHARS - 2 - half - 1)}.{CONTROL}",
             "opened_at": "9999-12-31T23:59:59.999999+23:59",
             "options": {
-                "approval_limit_cents": MAX_CENTS, "approval_timeout_seconds": 90 * DAY, "refund_key": "per_tool_call",
-                "max_steps": 10_000, "sla_seconds": 3650 * DAY, "approvers": fill(APPROVERS_BYTES, 200),
-                "linear_history": False, "continue_as_new_after_steps": 10_000, "summarize_above_tokens": 10_000_000,
-                "reply_window_seconds": 90 * DAY, "reconcile_refunds": False,
+                "approval_limit_cents": MAX_CENTS,
+                "approval_timeout_seconds": 90 * DAY,
+                "refund_key": "per_tool_call",
+                "max_steps": 10_000,
+                "sla_seconds": 3650 * DAY,
+                "approvers": fill(APPROVERS_BYTES, 200),
+                "linear_history": False,
+                "continue_as_new_after_steps": 10_000,
+                "summarize_above_tokens": 10_000_000,
+                "reply_window_seconds": 90 * DAY,
+                "reconcile_refunds": False,
             },
         }
-    )  # fmt: skip
+    )
     assert len(largest.customer_email) == EMAIL_CHARS
     assert APPROVERS_BYTES - 8 < encoded_bytes(largest.options.approvers) <= APPROVERS_BYTES
     size = encoded_bytes(largest)

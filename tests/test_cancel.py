@@ -71,9 +71,16 @@ async def test_a_ticket_cancelled_while_the_model_thinks_abandons_the_call_and_s
         await activity_running(handle, "think")
         ticket_id = handle.id.removeprefix("ticket-")
         await run(
-            AGENT_WORKER, "cancel", handle.id, "--reason", "the customer withdrew", "--by", "ann",
-            "--address", address(client),
-        )  # fmt: skip
+            AGENT_WORKER,
+            "cancel",
+            handle.id,
+            "--reason",
+            "the customer withdrew",
+            "--by",
+            "ann",
+            "--address",
+            address(client),
+        )
         outcome = await handle.result()
         async with asyncio.timeout(30):  # the activity hears of it at its next heartbeat
             await model.abandoned.wait()
@@ -138,10 +145,20 @@ async def test_a_ticket_cancelled_while_a_refund_waits_for_a_person_is_no_longer
         await temporal_cancel(client, handle)
         outcome = await handle.result()
         late = await asyncio.create_subprocess_exec(
-            binary("temporal"), "--address", address(client), "workflow", "signal", "--workflow-id", handle.id,
-            "--name", "approve", "--input", json.dumps(answer(4900)),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+            binary("temporal"),
+            "--address",
+            address(client),
+            "workflow",
+            "signal",
+            "--workflow-id",
+            handle.id,
+            "--name",
+            "approve",
+            "--input",
+            json.dumps(answer(4900)),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         assert await late.wait() != 0, "an approval after the cancel reaches no open ticket"
 
     assert outcome.status is Status.CANCELLED

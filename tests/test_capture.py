@@ -50,9 +50,13 @@ async def encrypted(dev_server: WorkflowEnvironment, store: Business, agent: Har
 async def agent_worker(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run ``agent-worker``; its exit code, stdout and stderr (a refusal is an outcome here, not a failure)."""
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+        AGENT_WORKER,
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
     out, err = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -214,10 +218,16 @@ async def test_a_redaction_that_would_change_a_decision_fails_naming_the_mismatc
 
     def records(pads: list[int]) -> int:
         made = [
-            ToolCallRecord(step=1, tool_use_id=f"toolu_0_{n}", name="note", input={"to": email, "pad": "x" * pad},
-                           result=result.result, is_error=result.is_error)
+            ToolCallRecord(
+                step=1,
+                tool_use_id=f"toolu_0_{n}",
+                name="note",
+                input={"to": email, "pad": "x" * pad},
+                result=result.result,
+                is_error=result.is_error,
+            )
             for n, pad in enumerate(pads)
-        ]  # fmt: skip
+        ]
         return encoded_bytes(made) + encoded_bytes(probe.usage.steps)
 
     count = (INLINE_RECORDS_BYTES - records([])) // (records([7_000]) - records([]))
@@ -347,8 +357,9 @@ def test_free_text_keeps_its_length_in_characters_and_bytes_and_loses_its_words(
 
     assert redactor.json("customer_cents_per_day") == "customer_cents_per_day"  # a bare identifier
     assert redactor.json({"status": "resolved", "question": "resolved"}) == {
-        "status": "resolved", "question": redactor.text("resolved"),
-    }  # fmt: skip
+        "status": "resolved",
+        "question": redactor.text("resolved"),
+    }
 
 
 def test_a_history_pointing_to_payloads_in_external_storage_is_refused_not_mangled() -> None:

@@ -559,9 +559,15 @@ def test_an_unknown_model_is_priced_per_token_kind_at_the_dearest_price_and_a_da
     dated = priced(used, "claude-haiku-4-5-20251001", DEFAULT_PRICES).cost_usd
 
     assert unknown == pytest.approx(
-        dearest_cost({"input_tokens": 1000, "output_tokens": 500, "cache_creation_input_tokens": 200,
-                      "cache_read_input_tokens": 3000})
-    )  # fmt: skip
+        dearest_cost(
+            {
+                "input_tokens": 1000,
+                "output_tokens": 500,
+                "cache_creation_input_tokens": 200,
+                "cache_read_input_tokens": 3000,
+            }
+        )
+    )
     assert unknown >= max(price.cost(used) for price in DEFAULT_PRICES.values())
     assert dated == pytest.approx(DEFAULT_PRICES["claude-haiku-4-5"].cost(used))
     assert priced(used, "anything", {}).cost_usd == 0  # no table at all: nothing to price by

@@ -260,10 +260,18 @@ async def test_agent_worker_codec_server_without_authentication_refuses_a_non_lo
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CODEC_SERVER_")}
     env["AGENT_CODEC_KEYS"] = json.dumps({"2026-11": base64.b64encode(KEY).decode()})
     process = await asyncio.create_subprocess_exec(
-        binary("agent-worker"), "codec-server", "--host", "0.0.0.0", "--port", str(free_port()),
-        cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        binary("agent-worker"),
+        "codec-server",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     _, err = await process.communicate()
     assert process.returncode == 1
     assert "refusing to serve decrypted payloads on 0.0.0.0 without authentication" in err.decode()

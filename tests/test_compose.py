@@ -42,8 +42,11 @@ def test_the_compose_file_is_valid_against_the_compose_specification() -> None:
     check = Path(sys.executable).parent / "check-jsonschema"
     result = subprocess.run(
         [str(check), "--builtin-schema", "vendor.compose-spec", str(ROOT / "docker-compose.yml")],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -72,9 +75,16 @@ def test_images_are_pinned_and_the_cluster_has_every_part() -> None:
         assert ":" in image, f"{name} image {image!r} has no tag"
         assert not image.endswith(":latest"), f"{name} image {image!r} is not pinned"
     assert {
-        "postgresql", "temporal-schema", "temporal", "temporal-namespace", "temporal-ui", "migrate", "worker", "inbox",
+        "postgresql",
+        "temporal-schema",
+        "temporal",
+        "temporal-namespace",
+        "temporal-ui",
+        "migrate",
+        "worker",
+        "inbox",
         "codec-server",
-    } <= set(SERVICES)  # fmt: skip
+    } <= set(SERVICES)
     assert SERVICES["worker"]["deploy"]["replicas"] == 2
     assert "postgresql+psycopg://" in SERVICES["worker"]["environment"]["AGENT_DATABASE_URL"]
 
@@ -215,8 +225,9 @@ async def test_the_images_health_check_passes_against_a_running_worker_and_fails
         return subprocess.run(command, capture_output=True, timeout=10, check=False).returncode == 0
 
     assert not healthy()
-    settings = worker_env(address(client), f"health-{uuid.uuid4()}", tmp_path / "business.sqlite3",
-                          AGENT_METRICS_BIND=f"127.0.0.1:{port}")  # fmt: skip
+    settings = worker_env(
+        address(client), f"health-{uuid.uuid4()}", tmp_path / "business.sqlite3", AGENT_METRICS_BIND=f"127.0.0.1:{port}"
+    )
     worker = await spawn_worker(settings)
     try:
         await listening("127.0.0.1", int(port))

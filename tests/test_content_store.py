@@ -141,9 +141,15 @@ def test_records_archived_run_by_run_come_back_in_order(store: Business) -> None
         archive = RecordsArchive(previous=key, tool_calls=[record(n) for n in steps], usage=[usage(n) for n in steps])
         key = archive_records(content, archive)
     outcome = Outcome(
-        ticket_id="T-1", status=Status.RESOLVED, answer="done", steps=7, model_calls=7,
-        tool_calls=[record(7)], usage=UsageReport(total=Usage(input_tokens=28), steps=[usage(7)]), archive_ref=key,
-    )  # fmt: skip
+        ticket_id="T-1",
+        status=Status.RESOLVED,
+        answer="done",
+        steps=7,
+        model_calls=7,
+        tool_calls=[record(7)],
+        usage=UsageReport(total=Usage(input_tokens=28), steps=[usage(7)]),
+        archive_ref=key,
+    )
     whole = complete(ContentStore(store.blobs), outcome)
     assert [c.step for c in whole.tool_calls] == [1, 2, 3, 4, 5, 6, 7]
     assert [u.usage.input_tokens for u in whole.usage.steps] == [1, 2, 3, 4, 5, 6, 7]

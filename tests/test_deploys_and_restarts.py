@@ -57,8 +57,11 @@ async def test_a_deploy_lets_the_model_call_in_flight_finish_and_the_next_worker
     stopping = events.index("worker stopping: no new tasks, in-flight activities get a grace period")
     assert "model answered" in events[stopping:], "the call in flight at SIGTERM did not finish on that worker"
     assert first.logs()[-1] | {"timestamp": None} == {
-        "event": "worker stopped", "reason": "received SIGTERM", "level": "info", "timestamp": None,
-    }  # fmt: skip
+        "event": "worker stopped",
+        "reason": "received SIGTERM",
+        "level": "info",
+        "timestamp": None,
+    }
     assert outcome.status is Status.RESOLVED
     assert Counter(c.step for c in lab.store.model_calls.of(outcome.ticket_id)) == {1: 1, 2: 1, 3: 1, 4: 1}
     assert await activity_attempts(handle, "think") == [1, 1, 1, 1]
@@ -99,11 +102,27 @@ class TemporalServer:
     async def start(self) -> None:
         log = (self.db_file.parent / "temporal.log").open("ab")
         self.process = await asyncio.create_subprocess_exec(
-            binary("temporal"), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-            "--port", str(self.port), "--http-port", str(free_port()), "--metrics-port", str(free_port()),
-            "--db-filename", str(self.db_file), *SEARCH_ATTRIBUTE_ARGS,
-            "--log-level", "warn", stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
-        )  # fmt: skip
+            binary("temporal"),
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--http-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--db-filename",
+            str(self.db_file),
+            *SEARCH_ATTRIBUTE_ARGS,
+            "--log-level",
+            "warn",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
         log.close()
         await poll(self.serving, timeout=30, what="the Temporal server to serve")
 

@@ -152,8 +152,14 @@ async def test_a_scripted_ticket_passes_what_it_did(client: Client, tmp_path: Pa
     judged, api = await run_one(client, tmp_path, case, Scripted({case.name: case}))
     assert judged.passed, judged.failures
     assert [c.name for c in judged.checks] == [
-        "refunds", "asked a person", "emails", "emails only to the customer", "status", "steps", "answer says '19.00'",
-    ]  # fmt: skip
+        "refunds",
+        "asked a person",
+        "emails",
+        "emails only to the customer",
+        "status",
+        "steps",
+        "answer says '19.00'",
+    ]
     assert judged.steps == 4
     assert judged.tokens > 0
     assert judged.cost > 0

@@ -30,17 +30,30 @@ ON_ITS_WAY = "My parcel for order A-1001 is late. Is it still on its way?"
 async def start_with_event(agent: Harness, event: dict[str, Any]) -> Handle:
     """Signal-with-start: the event is in the history before the ticket's first step, let alone its wait."""
     return await agent.client.start_workflow(
-        WORKFLOW_NAME, ticket(ON_ITS_WAY, approval_limit_cents=10_000), id=f"ticket-{uuid.uuid4()}",
-        task_queue=agent.task_queue, result_type=Outcome, start_signal=ORDER_EVENT_SIGNAL, start_signal_args=[event],
-    )  # fmt: skip
+        WORKFLOW_NAME,
+        ticket(ON_ITS_WAY, approval_limit_cents=10_000),
+        id=f"ticket-{uuid.uuid4()}",
+        task_queue=agent.task_queue,
+        result_type=Outcome,
+        start_signal=ORDER_EVENT_SIGNAL,
+        start_signal_args=[event],
+    )
 
 
 async def relay(client: Client, handle: Handle, *payload: str) -> None:
     """Signal as a webhook relay would, with the temporal CLI (``payload`` empty: a signal with no input)."""
     await run(
-        binary("temporal"), "--address", address(client), "workflow", "signal", "--workflow-id", handle.id,
-        "--name", ORDER_EVENT_SIGNAL, *(arg for p in payload for arg in ("--input", p)),
-    )  # fmt: skip
+        binary("temporal"),
+        "--address",
+        address(client),
+        "workflow",
+        "signal",
+        "--workflow-id",
+        handle.id,
+        "--name",
+        ORDER_EVENT_SIGNAL,
+        *(arg for p in payload for arg in ("--input", p)),
+    )
 
 
 async def test_a_ticket_waits_for_the_carrier_is_listed_meanwhile_and_hears_the_event_about_its_order(
@@ -117,8 +130,17 @@ async def test_a_ticket_cancelled_while_it_waits_for_an_event_leaves_nothing_wai
     async with agent.worker():
         handle = await agent.start(ticket(ON_ITS_WAY, approval_limit_cents=10_000))
         await waiting_for_event(handle)
-        await run(AGENT_WORKER, "cancel", handle.id, "--reason", "carrier confirmed by phone", "--by", "ann",
-                  "--address", address(client))  # fmt: skip
+        await run(
+            AGENT_WORKER,
+            "cancel",
+            handle.id,
+            "--reason",
+            "carrier confirmed by phone",
+            "--by",
+            "ann",
+            "--address",
+            address(client),
+        )
         outcome = await handle.result()
 
     assert outcome.status is Status.CANCELLED

@@ -71,9 +71,14 @@ async def refused_to_start(*args: str, **env: str) -> str:
     """``agent-worker web`` as a person starts it; what it says when it refuses (it must exit non-zero)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WEB")}
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "web", *args, env={**clean, **env}, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        AGENT_WORKER,
+        "web",
+        *args,
+        env={**clean, **env},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode != 0, err
     return err.decode()
@@ -108,14 +113,22 @@ async def test_on_the_loopback_with_no_authentication_it_makes_a_one_time_sign_i
 
 async def test_agent_worker_web_user_prints_a_hash_only_that_password_matches() -> None:
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "web-user", "ann", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        AGENT_WORKER,
+        "web-user",
+        "ann",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, err = await asyncio.wait_for(process.communicate(b"ann's long password\n"), 30)
     short = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "web-user", "ann", stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        AGENT_WORKER,
+        "web-user",
+        "ann",
+        stdin=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     _, refused = await asyncio.wait_for(short.communicate(b"short\n"), 30)
 
     assert process.returncode == 0, err
@@ -585,12 +598,15 @@ async def test_an_address_is_read_from_x_forwarded_for_only_behind_a_trusted_pro
     naming another address is believed only from a trusted proxy, so rotating it gets an attacker nowhere."""
     names = [f"guess-{n}" for n in range(20)]
     async with inbox_alone(agent) as inbox, person(inbox) as attacker:
-        rotating = [await attempt(attacker, name, "guess", {"X-Forwarded-For": f"203.0.113.{n}"})
-                    for n, name in enumerate(names)]  # fmt: skip
+        rotating = [
+            await attempt(attacker, name, "guess", {"X-Forwarded-For": f"203.0.113.{n}"})
+            for n, name in enumerate(names)
+        ]
         spoofed = await attempt(attacker, "ann", "guess", {"X-Forwarded-For": "198.51.100.1"})
     async with inbox_alone(agent, web_trusted_proxies=["127.0.0.1"]) as inbox, person(inbox) as balancer:
-        one_client = [await attempt(balancer, name, "guess", {"X-Forwarded-For": "10.9.9.9, 203.0.113.7"})
-                      for name in names]  # fmt: skip
+        one_client = [
+            await attempt(balancer, name, "guess", {"X-Forwarded-For": "10.9.9.9, 203.0.113.7"}) for name in names
+        ]
         same_client = await attempt(balancer, "ann", "guess", {"X-Forwarded-For": "203.0.113.7"})
         another_client = await attempt(balancer, "ann", "ann's long password", {"X-Forwarded-For": "203.0.113.8"})
 
@@ -632,9 +648,13 @@ async def test_agent_worker_web_sessions_lists_who_is_signed_in_and_ends_all_of_
 
     async def command(*args: str) -> str:
         done = await asyncio.create_subprocess_exec(
-            AGENT_WORKER, "web-sessions", *args, env=env, stdout=asyncio.subprocess.PIPE,
+            AGENT_WORKER,
+            "web-sessions",
+            *args,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+        )
         out, err = await asyncio.wait_for(done.communicate(), 60)
         assert done.returncode == 0, err
         return out.decode()
@@ -688,9 +708,12 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
 
     inbox = await start_inbox(agent.settings(web_approval_keys=[KEY], web_users=password_hashes()), client, port=0)
     tabs = {
-        "approval": waiting.id, "customer": replied_to.id, "event": on_its_way.id, "closed": done.id,
+        "approval": waiting.id,
+        "customer": replied_to.id,
+        "event": on_its_way.id,
+        "closed": done.id,
         "stuck": stuck.id,
-    }  # fmt: skip
+    }
     try:
         async with person(inbox) as ann:
             await ann.sign_in("ann")
@@ -729,9 +752,18 @@ async def test_agent_worker_dev_serves_the_inbox_beside_its_worker_and_prints_ho
         workflow_id = f"ticket-{uuid.uuid4()}"
         temporal = [binary("temporal"), "--address", f"127.0.0.1:{port}"]
         await run(
-            *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", "support-agent",
-            "--workflow-id", workflow_id, "--input", json.dumps(ticket()),
-        )  # fmt: skip
+            *temporal,
+            "workflow",
+            "start",
+            "--type",
+            "SupportAgent",
+            "--task-queue",
+            "support-agent",
+            "--workflow-id",
+            workflow_id,
+            "--input",
+            json.dumps(ticket()),
+        )
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
             someone = Person(http, url)
             assert await someone.sign_in(name, password) == 303
@@ -930,8 +962,11 @@ async def test_a_request_nobody_answered_is_told_as_nobody_answering_and_a_late_
 
     assert [(a.decision, a.approver) for a in outcome.approvals] == [(ApprovalDecision.TIMED_OUT, None)]
     (told,) = re.findall(r'data-testid="approval">([^<]*)<', closed)
-    assert re.fullmatch(r"request R1: nobody answered by \d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49.00 "
-                        r"was not made", html.unescape(told)), told  # fmt: skip
+    assert re.fullmatch(
+        r"request R1: nobody answered by \d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49.00 "
+        r"was not made",
+        html.unescape(told),
+    ), told
     assert "signal" not in told
     assert (late[0], notice_kind(late[1])) == (303, "rejected")
     assert re.fullmatch(

@@ -64,10 +64,13 @@ def authenticator(
 ) -> Authenticator:
     """An inbox process's authenticator over ``database``: each call is another process, sharing only the database."""
     return Authenticator(
-        Keys(list(keys)), {"ann": ANN} if users is None else users, Sessions(database, max_age=MAX_AGE, idle=IDLE),
-        throttle or Throttle(database), proxy_header="X-Forwarded-Email",
+        Keys(list(keys)),
+        {"ann": ANN} if users is None else users,
+        Sessions(database, max_age=MAX_AGE, idle=IDLE),
+        throttle or Throttle(database),
+        proxy_header="X-Forwarded-Email",
         trusted_proxies=[ipaddress.ip_network("127.0.0.1/32")],
-    )  # fmt: skip
+    )
 
 
 def signed_in(auth: Authenticator, name: str = "ann", password: str = PASSWORD, address: str = HERE) -> str:
@@ -97,7 +100,11 @@ def test_a_legacy_scrypt_hash_still_verifies_and_is_known_as_legacy() -> None:
 @pytest.mark.parametrize(
     "stored",
     [
-        "", "ann's long password", "scrypt$1024$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAA", "bcrypt$12$x", "scrypt$x$8$1$a$b",
+        "",
+        "ann's long password",
+        "scrypt$1024$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAA",
+        "bcrypt$12$x",
+        "scrypt$x$8$1$a$b",
         "$argon2id$garbage",
         "$argon2id$v=19$m=65536,t=3,p=4$ajgkN6KydtT3fYfD4iN4rw$",  # no digest
         "$argon2id$v=19$m=65536,t=3,p=4$!!!$DpxfRGiCn+c8THEWv8DdaS1FaOdssp6Rlf+p5E+gwg0",  # a salt that is not base64
@@ -106,7 +113,7 @@ def test_a_legacy_scrypt_hash_still_verifies_and_is_known_as_legacy() -> None:
         "$argon2i$v=19$m=65536,t=3,p=4$ajgkN6KydtT3fYfD4iN4rw$DpxfRGiCn+c8THEWv8DdaS1FaOdssp6Rlf+p5E+gwg0",  # not id
         "$argon2id$v=16$m=65536,t=3,p=4$ajgkN6KydtT3fYfD4iN4rw$DpxfRGiCn+c8THEWv8DdaS1FaOdssp6Rlf+p5E+gwg0",  # 1.0
     ],
-)  # fmt: skip
+)
 def test_a_setting_that_is_not_a_strong_enough_hash_is_refused_at_start(stored: str) -> None:
     with pytest.raises(ValueError, match="password hash"):
         check_hash(stored)
@@ -281,8 +288,9 @@ def test_a_name_nobody_has_is_throttled_exactly_like_a_real_one(database: Databa
     auth = authenticator(database, throttle=Throttle(database, person_limit=2))
     answers: dict[str, list[type]] = {}
     for name in ("ann", "mallory"):
-        answers[name] = [type(auth.sign_in(name, "guess", address=f"192.0.2.{len(answers)}", user_agent=None))
-                         for _ in range(3)]  # fmt: skip
+        answers[name] = [
+            type(auth.sign_in(name, "guess", address=f"192.0.2.{len(answers)}", user_agent=None)) for _ in range(3)
+        ]
     assert answers["ann"] == answers["mallory"] == [WrongPassword, WrongPassword, Throttled]
     assert len(checked) == 4  # a name nobody has costs a hash too, so it takes as long to refuse
 
@@ -290,8 +298,9 @@ def test_a_name_nobody_has_is_throttled_exactly_like_a_real_one(database: Databa
 def test_an_address_is_throttled_across_every_name_it_tries_and_an_ipv6_address_by_its_64(database: Database) -> None:
     auth = authenticator(database, throttle=Throttle(database, person_limit=100, address_limit=3))
     names = ["ann", "ben", "cleo"]
-    assert all(isinstance(auth.sign_in(name, "guess", address="2001:db8::1", user_agent=None), WrongPassword)
-               for name in names)  # fmt: skip
+    assert all(
+        isinstance(auth.sign_in(name, "guess", address="2001:db8::1", user_agent=None), WrongPassword) for name in names
+    )
     refused = auth.sign_in("dora", "guess", address="2001:db8::ffff", user_agent=None)
     assert isinstance(refused, Throttled)
     assert refused.who == "address"
@@ -466,7 +475,9 @@ def test_the_proxys_header_is_not_configurable_without_its_addresses_and_the_inb
     with pytest.raises(ValidationError, match="AGENT_WEB_PUBLIC_URL"):
         Settings(web_proxy_header="X-Forwarded-Email", web_trusted_proxies=["127.0.0.1"])
     settings = Settings(
-        web_proxy_header="X-Forwarded-Email", web_trusted_proxies=["10.0.0.0/24"],
-        web_public_url="https://inbox.example.com", web_base_path="/inbox/",
-    )  # fmt: skip
+        web_proxy_header="X-Forwarded-Email",
+        web_trusted_proxies=["10.0.0.0/24"],
+        web_public_url="https://inbox.example.com",
+        web_base_path="/inbox/",
+    )
     assert settings.web.base_path == "/inbox"

@@ -89,9 +89,11 @@ async def test_each_tab_lists_the_most_urgent_first_and_shows_its_count_from_vis
         await ann.sign_in("ann")
 
         approval = await shown_when(
-            ann, "/?tab=approval", lambda html: len(listed(html)) == 3 and counts(html).get("customer") == 2,
+            ann,
+            "/?tab=approval",
+            lambda html: len(listed(html)) == 3 and counts(html).get("customer") == 2,
             "three requests and two waits for the customer",
-        )  # fmt: skip
+        )
         customer = await shown_when(ann, "/?tab=customer", lambda html: len(listed(html)) == 2, "two waits listed")
         closed = await shown_when(ann, "/?tab=closed", lambda html: len(listed(html)) == 2, "two closed listed")
         await cancel(agent, late, soonest, middle, reply_later.id, reply_sooner.id)
@@ -101,8 +103,11 @@ async def test_each_tab_lists_the_most_urgent_first_and_shows_its_count_from_vis
     assert listed(closed) == [closed_last.id, closed_first.id]
     shown = counts(approval)
     assert {tab: shown.get(tab) for tab in ("approval", "customer", "event", "closed")} == {
-        "approval": 3, "customer": 2, "event": 0, "closed": 2,
-    }  # fmt: skip
+        "approval": 3,
+        "customer": 2,
+        "event": 0,
+        "closed": 2,
+    }
     assert shown.get("stuck", 0) == 0
     assert counts(closed) == shown
 
@@ -235,18 +240,30 @@ async def test_the_export_holds_each_answer_with_its_policy_leaves_personal_data
     assert f"money policy {digest} in force" in agent.store.audit.entries()
     yes = by_workflow[approved]
     assert {k: yes[k] for k in ("decision", "approver", "channel", "amount", "currency", "order", "reason")} == {
-        "decision": "approved", "approver": "ann", "channel": "inbox, signed in", "amount": "49.00", "currency": "USD",
-        "order": "A-1001", "reason": "",
-    }  # fmt: skip
+        "decision": "approved",
+        "approver": "ann",
+        "channel": "inbox, signed in",
+        "amount": "49.00",
+        "currency": "USD",
+        "order": "A-1001",
+        "reason": "",
+    }
     no = by_workflow[declined.id]
     assert (no["ticket"], no["decision"], no["approver"], no["amount"], no["order"]) == (
-        "'+T-formula", "declined", "ben", "31.00", "A-2001",
-    )  # fmt: skip
+        "'+T-formula",
+        "declined",
+        "ben",
+        "31.00",
+        "A-2001",
+    )
     assert no["reason"] == "(withheld: personal data)"
     late = by_workflow[timed_out.id]
     assert (late["decision"], late["approver"], late["channel"], late["ticket"]) == (
-        "timed out", "", "", outcome.ticket_id,
-    )  # fmt: skip
+        "timed out",
+        "",
+        "",
+        outcome.ticket_id,
+    )
     assert "Elm Street" not in body
     assert "example.com" not in body
 
@@ -300,14 +317,31 @@ async def test_agent_worker_answers_export_writes_what_the_inbox_exports(agent: 
     env: dict[str, Any] = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
     env["AGENT_DB_PATH"] = str(agent.store.database.path)
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "answers", "export", "--from", days["from"], "--to", days["to"], "--personal", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        AGENT_WORKER,
+        "answers",
+        "export",
+        "--from",
+        days["from"],
+        "--to",
+        days["to"],
+        "--personal",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     refused = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "answers", "export", "--from", "2020-01-01", "--to", "2026-01-01", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        AGENT_WORKER,
+        "answers",
+        "export",
+        "--from",
+        "2020-01-01",
+        "--to",
+        "2026-01-01",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, why = await asyncio.wait_for(refused.communicate(), 60)
 
     assert process.returncode == 0, err
@@ -331,9 +365,16 @@ def test_an_answer_whose_audit_activity_is_retried_is_one_row_and_another_entrys
     entry and its answer's row are written once, under the entry's key; another entry's answer is its own row."""
     at = datetime.now(UTC)
     answer = AnsweredRequest(
-        workflow_id="ticket-T-1", request_id="R1", decision=ApprovalDecision.APPROVED, approver="ann",
-        channel="web", at=at, amount_cents=4900, currency="USD", order_id="A-1001",
-    )  # fmt: skip
+        workflow_id="ticket-T-1",
+        request_id="R1",
+        decision=ApprovalDecision.APPROVED,
+        approver="ann",
+        channel="web",
+        at=at,
+        amount_cents=4900,
+        currency="USD",
+        order_id="A-1001",
+    )
     entry = AuditEntry(ticket_id="T-1", entry="request R1: approved", idempotency_key="audit:t/r/3", answer=answer)
 
     for _ in range(3):

@@ -44,13 +44,23 @@ def test_a_confirmation_holds_for_exactly_the_answer_it_was_made_for_until_it_la
     made = confirmation(KEYS, binding="session:a", workflow_id="t", request_id="R1", amount_cents=120_000, now=NOW)
 
     def holds(
-        value: str | None = made, *, binding: str = "session:a", workflow_id: str = "t", request_id: str = "R1",
-        amount_cents: int = 120_000, now: datetime = NOW,
-    ) -> bool:  # fmt: skip
+        value: str | None = made,
+        *,
+        binding: str = "session:a",
+        workflow_id: str = "t",
+        request_id: str = "R1",
+        amount_cents: int = 120_000,
+        now: datetime = NOW,
+    ) -> bool:
         return confirmed(
-            KEYS, value, binding=binding, workflow_id=workflow_id, request_id=request_id, amount_cents=amount_cents,
+            KEYS,
+            value,
+            binding=binding,
+            workflow_id=workflow_id,
+            request_id=request_id,
+            amount_cents=amount_cents,
             now=now,
-        )  # fmt: skip
+        )
 
     expires, _, mac = made.partition(".")
     assert holds()

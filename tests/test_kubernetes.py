@@ -576,8 +576,9 @@ async def test_a_running_worker_answers_its_probes_and_exports_the_metric_its_au
     metric = autoscaler["spec"]["metrics"][0]["pods"]
     labels = metric["metric"]["selector"]["matchLabels"]
     port = free_port()
-    settings = worker_env(address(client), f"probes-{uuid.uuid4()}", tmp_path / "business.sqlite3",
-                          AGENT_METRICS_BIND=f"127.0.0.1:{port}")  # fmt: skip
+    settings = worker_env(
+        address(client), f"probes-{uuid.uuid4()}", tmp_path / "business.sqlite3", AGENT_METRICS_BIND=f"127.0.0.1:{port}"
+    )
     worker = await spawn_worker(settings)
     try:
         await listening("127.0.0.1", port)

@@ -219,10 +219,13 @@ def test_eight_workers_starting_at_once_on_a_new_postgresql_store_all_start(post
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER_START, postgres_url],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(8)
-    ]  # fmt: skip
+    ]
     for worker in workers:
         assert worker.stdout is not None
         assert worker.stdout.readline() == "ready\n"
@@ -288,9 +291,12 @@ def test_refunds_made_before_limits_were_counted_stay_paid_and_the_count_starts_
     assert store.payments.refunds() == [paid]
     assert store.unattended.totals() == Totals()
     unattended = RefundRequest(
-        order_id="A-1005", amount_cents=2500, idempotency_key="refund:new", customer_email="ann@example.com",
+        order_id="A-1005",
+        amount_cents=2500,
+        idempotency_key="refund:new",
+        customer_email="ann@example.com",
         limits=Limits(customer_cents_per_day=5000),
-    )  # fmt: skip
+    )
     store.payments.refund(unattended)
     assert store.unattended.totals("ann@example.com") == Totals(cents=2500, refunds=1)
 
@@ -303,13 +309,19 @@ def test_refunds_counted_before_the_count_kept_currencies_take_their_orders_curr
     for order_id, currency in (("A-0910", "JPY"), ("A-0911", "KWD")):
         store.orders.add(Order(order_id=order_id, amount_cents=1500, customer_email="jo@x.io", currency=currency))
     store.payments.refund(
-        RefundRequest(order_id="A-0910", amount_cents=1500, idempotency_key="refund:yen", customer_email="jo@x.io",
-                      limits=limits)
-    )  # fmt: skip
+        RefundRequest(
+            order_id="A-0910", amount_cents=1500, idempotency_key="refund:yen", customer_email="jo@x.io", limits=limits
+        )
+    )
     store.credits.issue(
-        RefundRequest(order_id="A-0911", amount_cents=700, idempotency_key="credit:dinars", customer_email="jo@x.io",
-                      limits=limits)
-    )  # fmt: skip
+        RefundRequest(
+            order_id="A-0911",
+            amount_cents=700,
+            idempotency_key="credit:dinars",
+            customer_email="jo@x.io",
+            limits=limits,
+        )
+    )
     with store.database.writer.begin() as db:
         assert migrations.downgrade(db, "0009") == "0009"
 

@@ -169,9 +169,15 @@ def test_the_policys_figures_say_they_count_the_smallest_unit_of_the_orders_curr
 def test_an_answer_exported_without_its_currency_has_its_count_of_the_smallest_unit_and_says_so() -> None:
     """Answers recorded before answers kept their currency: 4900 may be yen, so it is not written as 49.00."""
     answer = AnsweredRequest(
-        workflow_id="ticket-T-1", request_id="R1", decision=ApprovalDecision.APPROVED, approver="ann",
-        channel="web", at=at(8), amount_cents=4900, order_id="A-1001",
-    )  # fmt: skip
+        workflow_id="ticket-T-1",
+        request_id="R1",
+        decision=ApprovalDecision.APPROVED,
+        approver="ann",
+        channel="web",
+        at=at(8),
+        amount_cents=4900,
+        order_id="A-1001",
+    )
     in_kwd = answer.model_copy(update={"currency": "KWD"})
 
     _, _, _, _, _, _, amount, currency, *_ = answers.row("T-1", answer, personal=False)

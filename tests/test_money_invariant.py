@@ -81,9 +81,18 @@ async def test_a_refund_meets_as_many_people_as_the_strictest_threshold_asks_wha
         paid_while_waiting = agent.store.payments.refunds()
         declined = {"amount_cents": 12_000, "approved": False, "approver": "ben", "request_id": request.request_id}
         await run(
-            binary("temporal"), "--address", address(agent.client), "workflow", "signal", "--workflow-id",
-            workflow_id, "--name", APPROVE_SIGNAL, "--input", json.dumps(declined),
-        )  # fmt: skip
+            binary("temporal"),
+            "--address",
+            address(agent.client),
+            "workflow",
+            "signal",
+            "--workflow-id",
+            workflow_id,
+            "--name",
+            APPROVE_SIGNAL,
+            "--input",
+            json.dumps(declined),
+        )
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
     assert paid_while_waiting == []

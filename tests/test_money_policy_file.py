@@ -103,9 +103,17 @@ def test_policy_check_says_what_a_two_people_threshold_below_the_approval_limit_
         (ROLES.replace('"lead"', '"agent"'), "approval.roles: Value error, two roles share a name: ['agent']"),
         ("[model]\nmax_cost_usd_per_ticket = 0\n", "model.max_cost_usd_per_ticket: Input should be greater than 0"),
     ],
-    ids=["bad TOML", "unknown field", "true for cents", "a string for cents", "negative amount",
-         "negative role reach", "duplicate role", "zero budget"],
-)  # fmt: skip
+    ids=[
+        "bad TOML",
+        "unknown field",
+        "true for cents",
+        "a string for cents",
+        "negative amount",
+        "negative role reach",
+        "duplicate role",
+        "zero budget",
+    ],
+)
 def test_policy_check_refuses_a_bad_file_with_exit_2_naming_the_field_and_why(
     tmp_path: Path, text: str, said: str
 ) -> None:
@@ -226,9 +234,11 @@ class AsksForThePolicy:
     @workflow.run
     async def run(self, task_queue: str) -> PolicyInForce:
         answer: PolicyInForce = await workflow.execute_activity(
-            "money_policy", task_queue=task_queue, result_type=PolicyInForce,
+            "money_policy",
+            task_queue=task_queue,
+            result_type=PolicyInForce,
             start_to_close_timeout=timedelta(seconds=30),
-        )  # fmt: skip
+        )
         return answer
 
 
@@ -237,9 +247,12 @@ async def policy_answered_on(client: Client, task_queue: str) -> PolicyInForce:
     asking = f"asks-{uuid.uuid4()}"
     async with Worker(client, task_queue=asking, workflows=[AsksForThePolicy]):
         answer: PolicyInForce = await client.execute_workflow(
-            AsksForThePolicy.run, task_queue, id=f"asks-{uuid.uuid4()}", task_queue=asking,
+            AsksForThePolicy.run,
+            task_queue,
+            id=f"asks-{uuid.uuid4()}",
+            task_queue=asking,
             execution_timeout=timedelta(seconds=60),
-        )  # fmt: skip
+        )
     return answer
 
 

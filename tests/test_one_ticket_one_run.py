@@ -121,9 +121,18 @@ async def test_the_same_ticket_under_another_workflow_id_pays_once_and_mails_onc
     async with agent.worker(NamesCallsAnew()):
         for workflow_id in ids:
             await run(
-                *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", agent.task_queue,
-                "--workflow-id", workflow_id, "--input", json.dumps(raw),
-            )  # fmt: skip
+                *temporal,
+                "workflow",
+                "start",
+                "--type",
+                "SupportAgent",
+                "--task-queue",
+                agent.task_queue,
+                "--workflow-id",
+                workflow_id,
+                "--input",
+                json.dumps(raw),
+            )
         handles = [client.get_workflow_handle(w, result_type=Outcome) for w in ids]
         for handle in handles:
             await awaiting(handle, 4900)
@@ -158,9 +167,10 @@ async def test_the_readmes_temporal_workflow_start_fails_visibly_for_a_ticket_th
     ticket_id = f"T-{uuid.uuid4().hex[:8]}"
     given = json.loads(start[start.index("--input") + 1])
     changes = {
-        "--task-queue": agent.task_queue, "--workflow-id": f"ticket-{ticket_id}",
+        "--task-queue": agent.task_queue,
+        "--workflow-id": f"ticket-{ticket_id}",
         "--input": json.dumps({**given, "ticket_id": ticket_id}),
-    }  # fmt: skip
+    }
     command = [binary("temporal"), "--address", address(client), *start[1:]]
     for flag, value in changes.items():
         command[command.index(flag) + 1] = value

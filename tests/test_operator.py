@@ -47,9 +47,17 @@ async def test_an_operator_lists_a_waiting_ticket_with_no_worker_running_then_sh
 
     # Still no worker: the request's id comes from visibility, and an answer about another amount is not sent.
     wrong = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "approve", handle.id, "--amount-cents", "5900", "--approver", "ann", *cli,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        AGENT_WORKER,
+        "approve",
+        handle.id,
+        "--amount-cents",
+        "5900",
+        "--approver",
+        "ann",
+        *cli,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, refused = await wrong.communicate()
     assert wrong.returncode == 1
     assert refused.decode().startswith(f"{handle.id} waits for USD 49.00 (request R1 on A-1001, answer by ")
@@ -179,9 +187,12 @@ async def test_show_says_why_a_ticket_failed_was_terminated_or_timed_out(agent: 
         await awaiting(terminated, 4900)
         await terminated.terminate(reason="a duplicate of T-9")
     timed_out = await client.start_workflow(
-        WORKFLOW_NAME, ticket(), id=f"ticket-{uuid.uuid4()}", task_queue=agent.task_queue,
+        WORKFLOW_NAME,
+        ticket(),
+        id=f"ticket-{uuid.uuid4()}",
+        task_queue=agent.task_queue,
         execution_timeout=timedelta(seconds=1),
-    )  # fmt: skip
+    )
     with pytest.raises(WorkflowFailureError):
         await timed_out.result()
 

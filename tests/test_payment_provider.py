@@ -270,12 +270,17 @@ class Step:
 
 STEPS = st.lists(
     st.builds(
-        Step, customer=st.integers(0, 2), shouted=st.booleans(), amount=st.integers(1, 3000), approved=st.booleans(),
-        replay=st.booleans(), minutes_later=st.sampled_from([0, 1, 90, 600, 1439, 1440]),
+        Step,
+        customer=st.integers(0, 2),
+        shouted=st.booleans(),
+        amount=st.integers(1, 3000),
+        approved=st.booleans(),
+        replay=st.booleans(),
+        minutes_later=st.sampled_from([0, 1, 90, 600, 1439, 1440]),
     ),
     min_size=1,
     max_size=15,
-)  # fmt: skip
+)
 LIMITS = st.builds(
     Limits,
     customer_cents_per_day=st.none() | st.integers(0, 6000),
@@ -321,14 +326,20 @@ def test_whatever_the_limits_and_the_order_of_refunds_the_ledger_counts_as_the_r
             order = f"P-{run}{n:04d}"
             store.orders.add(Order(order_id=order, amount_cents=step.amount, customer_email=customer))
             request = RefundRequest(
-                order_id=order, amount_cents=step.amount, idempotency_key=f"refund:{run}/{n}",
+                order_id=order,
+                amount_cents=step.amount,
+                idempotency_key=f"refund:{run}/{n}",
                 customer_email=customer.upper() if step.shouted else customer,
                 limits=None if step.approved else limits,
-            )  # fmt: skip
+            )
             window = [(who, amount) for at, who, amount in counted if at > clock.now - timedelta(hours=24)]
-            met = () if step.approved else expected_breaches(
-                limits, [a for who, a in window if who == customer], [a for _who, a in window], step.amount
-            )  # fmt: skip
+            met = (
+                ()
+                if step.approved
+                else expected_breaches(
+                    limits, [a for who, a in window if who == customer], [a for _who, a in window], step.amount
+                )
+            )
             if met:
                 with pytest.raises(NeedsApprovalError) as refused:
                     store.payments.refund(request)
@@ -431,10 +442,13 @@ def test_six_worker_processes_refunding_one_customer_at_once_on_postgresql_pay_w
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER_REFUND, postgres_url, order],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for order in orders
-    ]  # fmt: skip
+    ]
     for worker in workers:
         assert worker.stdout is not None
         assert worker.stdout.readline() == "ready\n", worker.communicate(timeout=60)[1]

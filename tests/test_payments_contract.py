@@ -422,12 +422,16 @@ def test_the_desk_limit_counts_every_customers_refunds_without_a_person(provider
     payments = provider.payments
     desk = Limits(customer_cents_per_day=None, customer_refunds_per_day=None, desk_cents_per_day=5000)
     for customer in ("ann@example.com", "bob@example.com"):
-        payments.refund(unattended(provider.charge(2000, customer), 2000, f"refund:{customer}", customer=customer,
-                                   limits=desk))  # fmt: skip
+        payments.refund(
+            unattended(provider.charge(2000, customer), 2000, f"refund:{customer}", customer=customer, limits=desk)
+        )
 
     with pytest.raises(NeedsApprovalError) as refused:
-        payments.refund(unattended(provider.charge(2000, "cleo@example.com"), 2000, "refund:cleo",
-                                   customer="cleo@example.com", limits=desk))  # fmt: skip
+        payments.refund(
+            unattended(
+                provider.charge(2000, "cleo@example.com"), 2000, "refund:cleo", customer="cleo@example.com", limits=desk
+            )
+        )
 
     assert str(refused.value) == (
         "the desk's refunds without a person in the last 24 hours: USD 60.00 of USD 50.00 with this one"

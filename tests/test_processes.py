@@ -28,9 +28,18 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
     workflow_id = f"ticket-{uuid.uuid4()}"
     async with agent.worker():
         await run(
-            *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", agent.task_queue,
-            "--workflow-id", workflow_id, "--input", json.dumps(ticket(approval_limit_cents=2000)),
-        )  # fmt: skip
+            *temporal,
+            "workflow",
+            "start",
+            "--type",
+            "SupportAgent",
+            "--task-queue",
+            agent.task_queue,
+            "--workflow-id",
+            workflow_id,
+            "--input",
+            json.dumps(ticket(approval_limit_cents=2000)),
+        )
         query = [*temporal, "workflow", "query", "--workflow-id", workflow_id, "--name", "awaiting_approval_of"]
 
         async def request_shown() -> list[Any] | None:
@@ -44,18 +53,30 @@ async def test_a_temporal_cli_user_starts_queries_lists_approves_and_reads_a_tic
 
         async def listed_waiting() -> str | None:  # visibility is eventually consistent
             listed = await run(
-                *temporal, "workflow", "list", "--query",
-                f"AwaitingApprovalCents > 0 AND TaskQueue = '{agent.task_queue}'", "-o", "json",
-            )  # fmt: skip
+                *temporal,
+                "workflow",
+                "list",
+                "--query",
+                f"AwaitingApprovalCents > 0 AND TaskQueue = '{agent.task_queue}'",
+                "-o",
+                "json",
+            )
             return listed if workflow_id in listed else None
 
         listed = await poll(listed_waiting, timeout=20, what="the ticket to be listed as waiting")
         assert [w["execution"]["workflowId"] for w in json.loads(listed)] == [workflow_id]
 
         await run(
-            *temporal, "workflow", "signal", "--workflow-id", workflow_id, "--name", "approve",
-            "--input", json.dumps(answer(4900)),
-        )  # fmt: skip
+            *temporal,
+            "workflow",
+            "signal",
+            "--workflow-id",
+            workflow_id,
+            "--name",
+            "approve",
+            "--input",
+            json.dumps(answer(4900)),
+        )
         result = await run(*temporal, "workflow", "result", "--workflow-id", workflow_id, "-o", "json")
 
     outcome = Outcome.model_validate(json.loads(result)["result"])
@@ -111,9 +132,12 @@ async def test_the_demo_runs_a_ticket_through_approval_to_its_answer(
 
 async def test_the_demo_refuses_to_wait_for_an_answer_nobody_can_type(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "demo", stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        AGENT_WORKER,
+        "demo",
+        stdin=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "AGENT_DATA_DIR": str(tmp_path)},
-    )  # fmt: skip
+    )
     _, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode != 0
     assert "pass --approve or --decline" in err.decode()
@@ -124,9 +148,13 @@ async def test_a_command_that_cannot_reach_temporal_says_so_and_exits_1_not_with
     the interpreter's teardown crashed about 4 runs in 6 (sdk-python #300) and the exit code was 134."""
     for _ in range(3):
         process = await asyncio.create_subprocess_exec(
-            AGENT_WORKER, "tickets", "--address", "127.0.0.1:1",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            AGENT_WORKER,
+            "tickets",
+            "--address",
+            "127.0.0.1:1",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode == 1, err
         assert err.decode().startswith("Cannot reach Temporal at 127.0.0.1:1"), err

@@ -43,9 +43,15 @@ STORED = history_files([HISTORIES])
 def test_the_stored_histories_cover_every_path_worth_guarding() -> None:
     names = {path.stem for path in STORED}
     assert {
-        "resolved_without_approval", "approved_refund", "declined_by_timeout", "wrong_amount_then_right_amount",
-        "tool_failure_handed_to_model", "crash_with_retried_activity", "max_steps_reached", "sla_escalation",
-    } <= names  # fmt: skip
+        "resolved_without_approval",
+        "approved_refund",
+        "declined_by_timeout",
+        "wrong_amount_then_right_amount",
+        "tool_failure_handed_to_model",
+        "crash_with_retried_activity",
+        "max_steps_reached",
+        "sla_escalation",
+    } <= names
 
 
 @pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
@@ -89,9 +95,12 @@ async def test_a_history_whose_first_activity_was_renamed_by_hand_is_rejected(tm
 async def test_the_replay_command_prints_a_line_per_file_and_exits_non_zero_on_a_failure(tmp_path: Path) -> None:
     (tmp_path / "not_a_history.json").write_text('{"events": "nope"}')
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "replay", str(HISTORIES / "approved_refund.json"), str(tmp_path),
+        AGENT_WORKER,
+        "replay",
+        str(HISTORIES / "approved_refund.json"),
+        str(tmp_path),
         stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     lines = out.decode().splitlines()
 
@@ -114,11 +123,29 @@ async def test_histories_from_temporal_workflow_show_and_from_history_export_bot
     async with agent.worker():
         outcome_handle = await agent.start(ticket(approval_limit_cents=10_000))
         await outcome_handle.result()
-    shown = await run(binary("temporal"), "--address", address, "workflow", "show",
-                      "--workflow-id", outcome_handle.id, "--output", "json")  # fmt: skip
+    shown = await run(
+        binary("temporal"),
+        "--address",
+        address,
+        "workflow",
+        "show",
+        "--workflow-id",
+        outcome_handle.id,
+        "--output",
+        "json",
+    )
     (tmp_path / "shown.json").write_text(shown)
-    await run(AGENT_WORKER, "history", "export", "--address", address, "--workflow-id", outcome_handle.id,
-              "--out", str(tmp_path / "exported.json"))  # fmt: skip
+    await run(
+        AGENT_WORKER,
+        "history",
+        "export",
+        "--address",
+        address,
+        "--workflow-id",
+        outcome_handle.id,
+        "--out",
+        str(tmp_path / "exported.json"),
+    )
 
     results = await replay([tmp_path])
     assert [(r.path.name, r.ok) for r in results] == [("exported.json", True), ("shown.json", True)]

@@ -35,9 +35,21 @@ DAYS_3 = 3 * 86_400
 
 async def update_with_cli(client: Client, handle: Handle, payload: Any) -> dict[str, Any]:
     out = await run(
-        binary("temporal"), "--address", address(client), "workflow", "update", "execute",
-        "--workflow-id", handle.id, "--name", CUSTOMER_MESSAGE, "--input", json.dumps(payload), "-o", "json",
-    )  # fmt: skip
+        binary("temporal"),
+        "--address",
+        address(client),
+        "workflow",
+        "update",
+        "execute",
+        "--workflow-id",
+        handle.id,
+        "--name",
+        CUSTOMER_MESSAGE,
+        "--input",
+        json.dumps(payload),
+        "-o",
+        "json",
+    )
     result: dict[str, Any] = json.loads(out)
     return result
 
@@ -45,8 +57,9 @@ async def update_with_cli(client: Client, handle: Handle, payload: Any) -> dict[
 async def test_a_reply_starts_a_new_turn_over_the_whole_conversation_and_the_ticket_waits_in_visibility(
     agent: Harness, client: Client
 ) -> None:
-    raw = ticket("My parcel never arrived. Can I have my money back?", reply_window_seconds=DAYS_3,
-                 approval_limit_cents=10_000)  # fmt: skip
+    raw = ticket(
+        "My parcel never arrived. Can I have my money back?", reply_window_seconds=DAYS_3, approval_limit_cents=10_000
+    )
     async with agent.worker():
         handle = await agent.start(raw)
         await waiting_for_customer(handle, turns=1)
@@ -224,9 +237,15 @@ async def test_a_reply_to_a_closed_ticket_is_refused_by_the_server_and_by_the_cl
         with pytest.raises(Exception, match="completed"):
             await handle.execute_update(CUSTOMER_MESSAGE, {"text": "one more thing"})
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "reply", handle.id, "one more thing", "--address", address(client),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        AGENT_WORKER,
+        "reply",
+        handle.id,
+        "one more thing",
+        "--address",
+        address(client),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 1
     assert err.decode().startswith("refused:"), err
@@ -247,8 +266,12 @@ async def test_the_window_passing_with_no_reply_closes_the_ticket_as_answered(ag
 async def test_turns_carry_over_when_the_ticket_continues_as_new(agent: Harness) -> None:
     """A ticket that continues as a new run every two model calls keeps its turns, its pending replies and its
     keys: the second turn runs in later runs and pays nothing twice."""
-    raw = ticket("My parcel never arrived", reply_window_seconds=DAYS_3, continue_as_new_after_steps=2,
-                 approval_limit_cents=10_000)  # fmt: skip
+    raw = ticket(
+        "My parcel never arrived",
+        reply_window_seconds=DAYS_3,
+        continue_as_new_after_steps=2,
+        approval_limit_cents=10_000,
+    )
     async with agent.worker():
         handle = await agent.start(raw)
         await waiting_for_customer(handle, turns=1)

@@ -104,9 +104,18 @@ async def test_a_reset_to_the_first_workflow_task_runs_every_step_again_and_stil
         handle = await failed_ticket(agent, approval_timeout_seconds=2)
         model.revoked = False
         await run(
-            binary("temporal"), "--address", address(client), "workflow", "reset", "--workflow-id", handle.id,
-            "--type", "FirstWorkflowTask", "--reason", "start the ticket over",
-        )  # fmt: skip
+            binary("temporal"),
+            "--address",
+            address(client),
+            "workflow",
+            "reset",
+            "--workflow-id",
+            handle.id,
+            "--type",
+            "FirstWorkflowTask",
+            "--reason",
+            "start the ticket over",
+        )
         outcome = await result_of_the_new_run(client, handle)
 
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
@@ -143,9 +152,14 @@ async def test_a_running_ticket_or_one_that_never_asked_the_model_is_not_retried
         await poll(closed, timeout=30, what="the invalid ticket to close")
         for handle, why in ((waiting, "still running"), (invalid, "never asked the model")):
             process = await asyncio.create_subprocess_exec(
-                AGENT_WORKER, "retry", handle.id, "--address", address(client),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
+                AGENT_WORKER,
+                "retry",
+                handle.id,
+                "--address",
+                address(client),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
             _, err = await asyncio.wait_for(process.communicate(), 60)
             assert process.returncode == 1
             assert why in err.decode(), err

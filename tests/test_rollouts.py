@@ -39,9 +39,11 @@ from workflows.support_agent import SupportAgent
 NO_APPROVAL_NEEDED = 10_000
 
 DRAINAGE_CHECKED_EVERY_SECOND = [
-    "--dynamic-config-value", 'matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s"',
-    "--dynamic-config-value", 'matching.wv.VersionDrainageStatusRefreshInterval="1s"',
-]  # fmt: skip
+    "--dynamic-config-value",
+    'matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s"',
+    "--dynamic-config-value",
+    'matching.wv.VersionDrainageStatusRefreshInterval="1s"',
+]
 """The server says a version no longer current is ``drained`` once no open run is on it, for a grace period, as of
 its last check: 3 min and 3 min by default, one second each here, so the test waits seconds, not minutes."""
 
@@ -56,9 +58,14 @@ async def server() -> AsyncIterator[WorkflowEnvironment]:
 async def temporal(client: Client, *args: str) -> tuple[int, str]:
     """``temporal ARGS`` against ``client``'s server, as an operator types it: its exit code and what it printed."""
     process = await asyncio.create_subprocess_exec(
-        binary("temporal"), *args, "--address", address(client),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        binary("temporal"),
+        *args,
+        "--address",
+        address(client),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode is not None
     return process.returncode, out.decode()

@@ -73,14 +73,18 @@ def test_a_ticket_that_only_tightens_is_taken_with_what_it_asked(policy: MoneyPo
     approval = policy.approval
     tighter = asked.model_copy(
         update={
-            "approval_limit_cents": None if asked.approval_limit_cents is None
+            "approval_limit_cents": None
+            if asked.approval_limit_cents is None
             else min(asked.approval_limit_cents, approval.limit_cents),
-            "approval_timeout_seconds": None if asked.approval_timeout_seconds is None
+            "approval_timeout_seconds": None
+            if asked.approval_timeout_seconds is None
             else min(asked.approval_timeout_seconds, approval.timeout_seconds),
             "approvers": [p for p in asked.approvers or [] if not approval.people or p in approval.people] or None,
-            "refund_key": RefundKey.PER_ORDER, "reconcile_refunds": True, "linear_history": True,
+            "refund_key": RefundKey.PER_ORDER,
+            "reconcile_refunds": True,
+            "linear_history": True,
         }
-    )  # fmt: skip
+    )
     rules = rules_for(tighter, in_force(policy), starting=True)
     if tighter.approval_limit_cents is not None:
         assert rules.limit_cents == tighter.approval_limit_cents

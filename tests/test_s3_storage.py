@@ -78,8 +78,7 @@ class Bucket:
     endpoint: str
 
     def settings(self) -> dict[str, Any]:
-        return {"s3_bucket": self.name, "s3_endpoint_url": self.endpoint, "s3_region": "us-east-1",
-                "s3_prefix": PREFIX}  # fmt: skip
+        return {"s3_bucket": self.name, "s3_endpoint_url": self.endpoint, "s3_region": "us-east-1", "s3_prefix": PREFIX}
 
     def objects(self) -> dict[str, bytes]:
         listed = self.client.list_objects_v2(Bucket=self.name).get("Contents", [])
@@ -182,9 +181,10 @@ async def test_an_encrypted_ticket_puts_only_ciphertext_in_the_bucket(
     """The codec encrypts a payload before ExternalStorage uploads it, and the content store seals its
     blobs with the same keys, so neither kind of object holds the customer's words or address."""
     settings = {
-        **bucket.settings(), "s3_payload_threshold_bytes": THRESHOLD,
+        **bucket.settings(),
+        "s3_payload_threshold_bytes": THRESHOLD,
         "codec_keys": {"2026-11": base64.b64encode(os.urandom(32)).decode()},
-    }  # fmt: skip
+    }
     encrypted = await harness_with(dev_server, agent, **settings)
     question = "My parcel for order A-1001 never arrived, my name is Ann Lovelace. " + "Lovelace " * (BIG // 9)
     async with encrypted.worker(**settings):

@@ -120,9 +120,13 @@ async def test_a_server_that_does_not_answer_the_door_is_worth_retrying(tmp_path
     with socket.socket() as taken:  # bound and not listening: a connection to it is refused, and no one else gets it
         taken.bind((HOST, 0))
         settings = Settings(
-            db_path=tmp_path / "business.sqlite3", mail="smtp", smtp_host=HOST, smtp_port=taken.getsockname()[1],
-            smtp_security="none", mail_from=SENDER,
-        )  # fmt: skip
+            db_path=tmp_path / "business.sqlite3",
+            mail="smtp",
+            smtp_host=HOST,
+            smtp_port=taken.getsockname()[1],
+            smtp_security="none",
+            mail_from=SENDER,
+        )
         store = wiring.business(settings).create()
 
         with pytest.raises(MailDeferredError, match="could not be reached"):
@@ -152,10 +156,15 @@ def tls_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
     else:
         server.starttls = certificate.server_context()
     with server.running():
-        yield server, {
-            "smtp_security": security, "smtp_username": "agent", "smtp_password": "s3cret-smtp-password",
-            "smtp_ca_file": certificate.cert,
-        }  # fmt: skip
+        yield (
+            server,
+            {
+                "smtp_security": security,
+                "smtp_username": "agent",
+                "smtp_password": "s3cret-smtp-password",
+                "smtp_ca_file": certificate.cert,
+            },
+        )
 
 
 @pytest.mark.parametrize("tls_server", ["starttls", "tls"], indirect=True)

@@ -499,9 +499,13 @@ def test_settings_that_refuse_to_start_do_not_echo_any_part_of_the_key(tmp_path:
     agent_worker = str(Path(sys.executable).with_name("agent-worker"))
     for base in ("http://stripe-proxy.internal", "ftp://api.stripe.com"):
         done = subprocess.run(
-            [agent_worker, "worker"], env={**env, "AGENT_STRIPE_API_BASE": base}, capture_output=True, text=True,
-            timeout=60, check=False,
-        )  # fmt: skip
+            [agent_worker, "worker"],
+            env={**env, "AGENT_STRIPE_API_BASE": base},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
         assert done.returncode == 2, done.stderr
         assert "AGENT_STRIPE_API_BASE" in done.stderr

@@ -35,9 +35,14 @@ def test_stripe_replays_a_repeated_key_refuses_it_for_another_amount_and_finds_t
     client = wiring.stripe_client(settings)
     assert client is not None
     intent = client.v1.payment_intents.create(
-        {"amount": 4900, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True,
-         "automatic_payment_methods": {"enabled": True, "allow_redirects": "never"}}
-    )  # fmt: skip
+        {
+            "amount": 4900,
+            "currency": "usd",
+            "payment_method": "pm_card_visa",
+            "confirm": True,
+            "automatic_payment_methods": {"enabled": True, "allow_redirects": "never"},
+        }
+    )
     store = wiring.business(settings).create(seed_demo_orders=False)
     store.orders.add(Order(order_id="L-1", amount_cents=4900, customer_email="c@example.com"), stripe_payment=intent.id)
     payments = store.payments

@@ -45,10 +45,16 @@ LINE = re.compile(
 async def tickets_stuck(client: Client) -> tuple[dict[str, re.Match[str]], str]:
     """``agent-worker tickets --stuck`` as an operator runs it: its lines by workflow id, and its stderr."""
     process = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "tickets", "--stuck", "--address", address(client),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        AGENT_WORKER,
+        "tickets",
+        "--stuck",
+        "--address",
+        address(client),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
         env=os.environ,
-    )  # fmt: skip
+    )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
     lines = [LINE.match(line) for line in out.decode().splitlines()]

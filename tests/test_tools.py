@@ -55,10 +55,14 @@ async def test_every_declared_tool_is_offered_to_claude_and_runs_on_a_worker_bui
     )
     async with agent.worker(model_backend="auto"):  # the worker chooses Claude from the environment itself
         handle = await agent.client.start_workflow(
-            WORKFLOW_NAME, ticket(approval_limit_cents=10_000), id=f"ticket-{uuid.uuid4()}",
-            task_queue=agent.task_queue, result_type=Outcome, start_signal=ORDER_EVENT_SIGNAL,
+            WORKFLOW_NAME,
+            ticket(approval_limit_cents=10_000),
+            id=f"ticket-{uuid.uuid4()}",
+            task_queue=agent.task_queue,
+            result_type=Outcome,
+            start_signal=ORDER_EVENT_SIGNAL,
             start_signal_args=[{"order_id": "A-1001", "event": "out_for_delivery"}],
-        )  # fmt: skip
+        )
         outcome = await handle.result()
 
     offered = {t["name"]: t for t in fake_api.requests[0].body["tools"]}
@@ -106,11 +110,13 @@ async def test_the_read_only_tools_answer_on_a_real_worker_and_only_about_the_cu
         added = await run(AGENT_WORKER, "orders", "event", "A-1001", said, env=desk_env(agent))
     assert added.splitlines() == ["shipped from the warehouse", "scanned at the Leeds depot"]
     reads = [(name, {"order_id": "A-1001"}) for name, tool in TOOLS.items() if tool.rule.reads_only]
-    model = PlaybackModel([
-        calls(*reads, step=1),
-        calls(("shipping_status", {"order_id": "A-1004"}), step=2),  # dev's order, not ann's
-        says("done"),
-    ])  # fmt: skip
+    model = PlaybackModel(
+        [
+            calls(*reads, step=1),
+            calls(("shipping_status", {"order_id": "A-1004"}), step=2),  # dev's order, not ann's
+            says("done"),
+        ]
+    )
     outcome = await agent.run(ticket(), model)
 
     results = {c.name: c for c in outcome.tool_calls if c.step == 1}
@@ -128,9 +134,12 @@ async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once
     store = Business.sqlite(tmp_path / "business.sqlite3").create()
     tools = ToolActivities.over(store, ContentStore(store.blobs))
     request = RefundRequest(
-        order_id="A-1001", amount_cents=4900, idempotency_key="refund:ticket:T-1/A-1001/1",
-        customer_email="ann@example.com", limits=Limits(customer_cents_per_day=1000),
-    )  # fmt: skip
+        order_id="A-1001",
+        amount_cents=4900,
+        idempotency_key="refund:ticket:T-1/A-1001/1",
+        customer_email="ann@example.com",
+        limits=Limits(customer_cents_per_day=1000),
+    )
 
     with pytest.raises(ApplicationError) as refused:
         await ActivityEnvironment().run(tools.issue_refund, request)
@@ -154,9 +163,14 @@ async def test_an_event_for_an_order_that_does_not_exist_or_of_more_than_one_lin
     said = []
     for args in (["A-9999", "scanned"], ["A-1001", "scanned\nand lost"], ["A-1001", "   "]):
         process = await asyncio.create_subprocess_exec(
-            AGENT_WORKER, "orders", "event", *args, env={**os.environ, **desk_env(agent)},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            AGENT_WORKER,
+            "orders",
+            "event",
+            *args,
+            env={**os.environ, **desk_env(agent)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err = await process.communicate()
         assert process.returncode == 1, args
         said.append(err.decode().strip())

@@ -84,8 +84,10 @@ async def test_a_signal_never_counts_toward_two_people_whatever_approver_it_clai
         await handle.signal(APPROVE_SIGNAL, answer(12_000, approver="ben"))
         outcome = await handle.result()
     assert [a.decision for a in outcome.approvals] == [
-        ApprovalDecision.REJECTED, ApprovalDecision.REJECTED, ApprovalDecision.TIMED_OUT,
-    ]  # fmt: skip
+        ApprovalDecision.REJECTED,
+        ApprovalDecision.REJECTED,
+        ApprovalDecision.TIMED_OUT,
+    ]
     assert "takes approvals signed in the approval inbox only" in outcome.approvals[0].reason
     assert outcome.status is Status.DECLINED
     assert agent.store.payments.refunds() == []

@@ -125,19 +125,45 @@ async def test_the_readmes_temporal_commands_with_the_codec_flags_reach_a_worker
     workflow_id = f"ticket-{uuid.uuid4()}"
     async with encrypted.worker():
         await run(
-            *temporal, "workflow", "start", "--type", "SupportAgent", "--task-queue", agent.task_queue,
-            "--workflow-id", workflow_id, "--input", json.dumps(ticket(QUESTION)), *codec_flags,
-        )  # fmt: skip
+            *temporal,
+            "workflow",
+            "start",
+            "--type",
+            "SupportAgent",
+            "--task-queue",
+            agent.task_queue,
+            "--workflow-id",
+            workflow_id,
+            "--input",
+            json.dumps(ticket(QUESTION)),
+            *codec_flags,
+        )
         await awaiting(encrypted.client.get_workflow_handle(workflow_id, result_type=Outcome), 4900)
         waiting = await run(
-            *temporal, "workflow", "query", "--workflow-id", workflow_id, "--name", "awaiting_approval_of",
-            "-o", "json", *codec_flags,
-        )  # fmt: skip
+            *temporal,
+            "workflow",
+            "query",
+            "--workflow-id",
+            workflow_id,
+            "--name",
+            "awaiting_approval_of",
+            "-o",
+            "json",
+            *codec_flags,
+        )
         request_id = json.loads(waiting)["queryResult"][0]["request_id"]
         await run(
-            *temporal, "workflow", "signal", "--workflow-id", workflow_id, "--name", "approve",
-            "--input", json.dumps(answer(4900, request_id=request_id)), *codec_flags,
-        )  # fmt: skip
+            *temporal,
+            "workflow",
+            "signal",
+            "--workflow-id",
+            workflow_id,
+            "--name",
+            "approve",
+            "--input",
+            json.dumps(answer(4900, request_id=request_id)),
+            *codec_flags,
+        )
         result = await run(*temporal, "workflow", "result", "--workflow-id", workflow_id, "-o", "json", *codec_flags)
     shown = await run(*temporal, "workflow", "show", "--workflow-id", workflow_id, *codec_flags)
 

@@ -169,9 +169,19 @@ async def test_the_update_from_the_cli_without_a_signature_is_refused_saying_wha
 async def _cli_update(client: Client, handle: Handle, payload: dict[str, Any]) -> tuple[int, str]:
     try:
         await run(
-            binary("temporal"), "--address", address(client), "workflow", "update", "execute",
-            "--workflow-id", handle.id, "--name", APPROVE_SIGNAL, "--input", json.dumps(payload),
-        )  # fmt: skip
+            binary("temporal"),
+            "--address",
+            address(client),
+            "workflow",
+            "update",
+            "execute",
+            "--workflow-id",
+            handle.id,
+            "--name",
+            APPROVE_SIGNAL,
+            "--input",
+            json.dumps(payload),
+        )
     except AssertionError as failed:  # ``run`` asserts a zero exit, and says what the command wrote
         return 1, str(failed)
     return 0, ""

@@ -54,16 +54,24 @@ async def web_ui(tmp_path: Path) -> AsyncIterator[WebUI]:
         "AGENT_CODEC_SERVER_ORIGIN": ui,
     }
     codec_server = await asyncio.create_subprocess_exec(
-        binary("agent-worker"), "codec-server", "--port", str(codec_port),
-        cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        binary("agent-worker"),
+        "codec-server",
+        "--port",
+        str(codec_port),
+        cwd=tmp_path,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     endpoint = f"http://127.0.0.1:{codec_port}"
     codec = EncryptionCodec(KEYS, "2026-11", require_encrypted=True)
     server = await start_dev_server(
-        None, ui_port=ui_port, data_converter=with_codec(DATA_CONVERTER, codec),
+        None,
+        ui_port=ui_port,
+        data_converter=with_codec(DATA_CONVERTER, codec),
         extra_args=["--ui-codec-endpoint", endpoint],
-    )  # fmt: skip
+    )
     try:
         await listening("127.0.0.1", codec_port)
         yield WebUI(ui, endpoint, server)
@@ -80,11 +88,22 @@ async def test_the_web_ui_shows_an_encrypted_tickets_question_and_outcome_decryp
     workflow_id = f"ticket-{uuid.uuid4()}"
     async with agent.worker():  # it refuses unencrypted input: the CLI's ticket must come through the codec
         await run(
-            binary("temporal"), "--address", address(agent.client), "workflow", "start", "--type", "SupportAgent",
-            "--task-queue", agent.task_queue, "--workflow-id", workflow_id,
-            "--input", json.dumps(ticket(QUESTION, approval_limit_cents=10_000)),
-            "--codec-endpoint", web_ui.codec_endpoint,
-        )  # fmt: skip
+            binary("temporal"),
+            "--address",
+            address(agent.client),
+            "workflow",
+            "start",
+            "--type",
+            "SupportAgent",
+            "--task-queue",
+            agent.task_queue,
+            "--workflow-id",
+            workflow_id,
+            "--input",
+            json.dumps(ticket(QUESTION, approval_limit_cents=10_000)),
+            "--codec-endpoint",
+            web_ui.codec_endpoint,
+        )
         handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
         outcome = await handle.result()
         run_id = (await handle.describe()).run_id

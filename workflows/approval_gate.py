@@ -158,14 +158,16 @@ class ApprovalGate:
         request_id = record.request_id or ""
         if record.decision is ApprovalDecision.PARTLY_APPROVED:
             return ApprovalReceipt(
-                request_id=request_id, decision=record.decision,
+                request_id=request_id,
+                decision=record.decision,
                 result=f"Approval {record.reason} recorded; nothing is paid until another person approves.",
-            )  # fmt: skip
+            )
         await workflow.wait_condition(lambda: request_id in self.results or closed() or handing_over())
         result = self.results.get(request_id) or (
-            "The ticket continues in a new run, which acts on the answer." if handing_over()
+            "The ticket continues in a new run, which acts on the answer."
+            if handing_over()
             else "The ticket closed before the refund was made."
-        )  # fmt: skip
+        )
         return ApprovalReceipt(request_id=request_id, decision=record.decision, result=result)
 
     def receive_vouched(self, answer: VouchedApproval, at: datetime, *, vouched: bool) -> ApprovalRecord:
@@ -329,21 +331,26 @@ class ApprovalGate:
         waiting = self.desk.waiting
         request = self._requests.get(record.request_id or "") or (
             waiting if waiting is not None and waiting.request_id == record.request_id else None
-        )  # fmt: skip
+        )
         timed_out = record.decision is ApprovalDecision.TIMED_OUT
         return AnsweredRequest.model_validate(
             {
-                "workflow_id": workflow.info().workflow_id, "request_id": record.request_id,
-                "decision": record.decision, "approver": None if timed_out else record.approver,
-                "channel": None if timed_out else record.channel, "at": record.at,
-                "amount_cents": record.amount_cents if record.amount_cents is not None else (
-                    request.amount_cents if request else None
-                ),
-                "currency": request.currency if request else None, "order_id": request.order_id if request else "",
-                "customer_email": request.customer_email if request else "", "reason": record.reason,
+                "workflow_id": workflow.info().workflow_id,
+                "request_id": record.request_id,
+                "decision": record.decision,
+                "approver": None if timed_out else record.approver,
+                "channel": None if timed_out else record.channel,
+                "at": record.at,
+                "amount_cents": record.amount_cents
+                if record.amount_cents is not None
+                else (request.amount_cents if request else None),
+                "currency": request.currency if request else None,
+                "order_id": request.order_id if request else "",
+                "customer_email": request.customer_email if request else "",
+                "reason": record.reason,
                 "policy_digest": self._digest,
             }
-        )  # fmt: skip
+        )
 
     async def _wait_for_answer(self, request: ApprovalRequest, options: TicketOptions) -> None:
         """Wait for the person until the request's deadline (raise ``TimeoutError`` then). A run that is due
@@ -396,9 +403,12 @@ class ApprovalGate:
 
     def snapshot(self) -> GateSnapshot:
         return GateSnapshot(
-            records=self.desk.records, waiting=self.desk.waiting,
-            decided=self.desk.decision, requests_made=self.desk.requests_made, unlisted=self.unlisted,
-        )  # fmt: skip
+            records=self.desk.records,
+            waiting=self.desk.waiting,
+            decided=self.desk.decision,
+            requests_made=self.desk.requests_made,
+            unlisted=self.unlisted,
+        )
 
     def _count(self) -> None:
         """Count new records in the metric: metrics from workflow code are not emitted while replaying."""

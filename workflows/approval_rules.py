@@ -250,9 +250,14 @@ class ApprovalDesk:
             decision = ApprovalDecision.APPROVED if approval.approved else ApprovalDecision.DECLINED
             reason = "" if approval.approved else approval.reason or ""
         record = ApprovalRecord(
-            amount_cents=approval.amount_cents, decision=decision, approver=approval.approver, at=at,
-            request_id=waiting.request_id, channel=channel, reason=reason,
-        )  # fmt: skip
+            amount_cents=approval.amount_cents,
+            decision=decision,
+            approver=approval.approver,
+            at=at,
+            request_id=waiting.request_id,
+            channel=channel,
+            reason=reason,
+        )
         if decision is not ApprovalDecision.PARTLY_APPROVED:
             self.decision = record
         self.records.append(record)
@@ -262,10 +267,13 @@ class ApprovalDesk:
         """The deadline passed: a request nobody answered is declined by silence."""
         if self.waiting is not None and self.decision is None:
             self.decision = ApprovalRecord(
-                amount_cents=self.waiting.amount_cents, decision=ApprovalDecision.TIMED_OUT, approver=None, at=at,
+                amount_cents=self.waiting.amount_cents,
+                decision=ApprovalDecision.TIMED_OUT,
+                approver=None,
+                at=at,
                 reason=f"no answer by {self.waiting.deadline:%Y-%m-%d %H:%M:%S} UTC",
                 request_id=self.waiting.request_id,
-            )  # fmt: skip
+            )
             self.records.append(self.decision)
 
     def close(self) -> ApprovalRecord:

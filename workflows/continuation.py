@@ -83,8 +83,9 @@ class Continuation:
         records outgrow their budget hands the oldest."""
         if not (tool_calls or usage or turns):
             return
-        archive = RecordsArchive(previous=self.archive_ref, tool_calls=list(tool_calls), usage=list(usage),
-                                 turns=list(turns))  # fmt: skip
+        archive = RecordsArchive(
+            previous=self.archive_ref, tool_calls=list(tool_calls), usage=list(usage), turns=list(turns)
+        )
         self.archive_ref = await workflow.execute_activity_method(
             ContentActivities.archive_records, archive, **timeouts.attempt("archive_records")
         )

@@ -192,9 +192,11 @@ class Payouts:
         """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short: it waits
         for the payment to end paid and counted, or refused for good, and then ends the ticket."""
         request = RefundRequest(
-            order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=key,
+            order_id=args.order_id,
+            amount_cents=args.amount_cents,
+            idempotency_key=key,
             **({"customer_email": self._ticket.customer_email, "limits": unattended} if unattended else {}),
-        )  # fmt: skip
+        )
         settle = asyncio.ensure_future(self._settle(tool, request))
         try:
             return await asyncio.shield(settle)
@@ -222,10 +224,13 @@ class Payouts:
             )
         self.paid.append(
             RefundRecord(
-                refund_id=receipt.refund_id, order_id=receipt.order_id, amount_cents=receipt.amount_cents,
-                currency=self._orders.currency(receipt.order_id), tool=tool.name,
+                refund_id=receipt.refund_id,
+                order_id=receipt.order_id,
+                amount_cents=receipt.amount_cents,
+                currency=self._orders.currency(receipt.order_id),
+                tool=tool.name,
             )
-        )  # fmt: skip
+        )
         self._orders.paid_back(receipt.order_id, receipt.amount_cents)
         if receipt.replayed and key in self._unsettled:
             self._unsettled.discard(key)

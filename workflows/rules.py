@@ -97,9 +97,12 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
         ),
     )
     timeout = _at_most(
-        "approval_timeout_seconds", options.approval_timeout_seconds, approval.timeout_seconds, starting=starting,
+        "approval_timeout_seconds",
+        options.approval_timeout_seconds,
+        approval.timeout_seconds,
+        starting=starting,
         refused=lambda asked, desk: f"{asked} s is longer than the desk's {desk} s; a ticket may only shorten it",
-    )  # fmt: skip
+    )
     approvers = tuple(allowed)
     withdrawn = False
     if options.approvers:
@@ -121,9 +124,10 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
         ):
             if switched_off:
                 raise LooserThanPolicyError(
-                    field, "switches a safeguard off, which only a demonstration worker (the crash tests, the "
+                    field,
+                    "switches a safeguard off, which only a demonstration worker (the crash tests, the "
                     "benchmarks) allows",
-                )  # fmt: skip
+                )
     return Rules(
         limit_cents=limit,
         timeout_seconds=timeout,

@@ -112,9 +112,10 @@ class SupportAgent:
                 await self._gate.flush()
                 await self._trail.write(f"escalated to a person: {escalation}")
                 return self._outcome(
-                    Status.ESCALATED, 0,
+                    Status.ESCALATED,
+                    0,
                     "Your ticket has waited longer than we promised, so a colleague is taking it over.",
-                )  # fmt: skip
+                )
         try:
             outcome = await self._until_closed(carried)
         except asyncio.CancelledError:
@@ -339,10 +340,16 @@ class SupportAgent:
             await self._gate.flush()
             await self._trail.write_notes()
         state = ContinuedState(
-            steps_taken=handover.steps_taken, pending=handover.pending, archive_ref=self._continuation.archive_ref,
-            audit=self._trail.snapshot(), model=self._model.snapshot(), gate=self._gate.snapshot(),
-            toolbox=self._tools.snapshot(), replies=self._replies.snapshot(), events=self._events.snapshot(),
-        )  # fmt: skip
+            steps_taken=handover.steps_taken,
+            pending=handover.pending,
+            archive_ref=self._continuation.archive_ref,
+            audit=self._trail.snapshot(),
+            model=self._model.snapshot(),
+            gate=self._gate.snapshot(),
+            toolbox=self._tools.snapshot(),
+            replies=self._replies.snapshot(),
+            events=self._events.snapshot(),
+        )
         workflow.logger.info("ticket continues as a new run", extra={"steps": handover.steps_taken})
         workflow.continue_as_new(args=[self._ticket, state])
 
@@ -370,9 +377,11 @@ class SupportAgent:
     def _records(self) -> dict[str, Any]:
         """What the outcome carries of the records that go to the content store past their budgets."""
         return {
-            "tool_calls": self._tools.tool_calls, "usage": self._model.usage, "turns": self._replies.turns,
+            "tool_calls": self._tools.tool_calls,
+            "usage": self._model.usage,
+            "turns": self._replies.turns,
             "archive_ref": self._continuation.archive_ref,
-        }  # fmt: skip
+        }
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
         """How the ticket stands with this answer: the turn in progress ends with it, as ``status``. An answered
@@ -383,9 +392,14 @@ class SupportAgent:
         replies = self._replies
         if replies.working:
             replies.answered(
-                Turn(message=replies.message, answer=answer, status=status, first_step=replies.first_step,
-                     last_step=steps)
-            )  # fmt: skip
+                Turn(
+                    message=replies.message,
+                    answer=answer,
+                    status=status,
+                    first_step=replies.first_step,
+                    last_step=steps,
+                )
+            )
         if status in {Status.RESOLVED, Status.DECLINED}:
             status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
         return Outcome(

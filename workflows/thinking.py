@@ -84,8 +84,13 @@ class Model:
         context = self._context()
         request = ThinkRequest(ticket=context, step=step, messages=messages)
         if self._linear:
-            request = ThinkRequest(ticket=context, step=step, messages=messages, store_conversation=True,
-                                   conversation_ref=self.conversation_ref)  # fmt: skip
+            request = ThinkRequest(
+                ticket=context,
+                step=step,
+                messages=messages,
+                store_conversation=True,
+                conversation_ref=self.conversation_ref,
+            )
         decision = await workflow.execute_activity_method(ModelActivities.think, request, **timeouts.attempt("think"))
         if self._linear:  # the activity stored the conversation with this answer in it
             self.conversation_ref = decision.conversation_ref
@@ -114,8 +119,11 @@ class Model:
         self._context_tokens = 0
         request = SummaryRequest(
             ticket=self._context(),
-            step=step, question=self._ticket.question, conversation_ref=self.conversation_ref, messages=messages,
-        )  # fmt: skip
+            step=step,
+            question=self._ticket.question,
+            conversation_ref=self.conversation_ref,
+            messages=messages,
+        )
         try:
             summary: Summary = await workflow.execute_activity_method(
                 ModelActivities.summarize, request, **timeouts.attempt("summarize")

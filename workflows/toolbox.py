@@ -92,9 +92,11 @@ class Toolbox:
 
     def snapshot(self) -> ToolboxSnapshot:
         return ToolboxSnapshot(
-            tool_calls=self.tool_calls, payouts=self._payouts.snapshot(), step_calls=self.step_calls,
+            tool_calls=self.tool_calls,
+            payouts=self._payouts.snapshot(),
+            step_calls=self.step_calls,
             step_results=self.step_results,
-        )  # fmt: skip
+        )
 
     def restore(self, snapshot: ToolboxSnapshot) -> None:
         """Take over the tool calls and refunds from the run continued; its step in progress runs on in

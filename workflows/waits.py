@@ -246,19 +246,26 @@ class Replies:
 
     def snapshot(self) -> RepliesSnapshot:
         return RepliesSnapshot(
-            turns=self.turns, archived=self.archived, message=self.message, first_step=self.first_step,
-            refunds_before=self.refunds_before, approvals_before=self.approvals_before, pending=self.pending,
+            turns=self.turns,
+            archived=self.archived,
+            message=self.message,
+            first_step=self.first_step,
+            refunds_before=self.refunds_before,
+            approvals_before=self.approvals_before,
+            pending=self.pending,
             until=self.until,
-        )  # fmt: skip
+        )
 
     def restore(self, snapshot: RepliesSnapshot) -> None:
         self.turns = list(snapshot.turns)
         self.archived = snapshot.archived
         self.pending = list(snapshot.pending)
         self.open(
-            snapshot.message, snapshot.first_step,
-            refunds=snapshot.refunds_before, approvals=snapshot.approvals_before,
-        )  # fmt: skip
+            snapshot.message,
+            snapshot.first_step,
+            refunds=snapshot.refunds_before,
+            approvals=snapshot.approvals_before,
+        )
         self.until = snapshot.until
         self.working = snapshot.until is None  # a ticket handed over while it waited has answered its turn
 

@@ -44,18 +44,26 @@ class SqlAuditTrail:
         with self.database.writer.begin() as db:
             db.execute(
                 self.database.insert(audit_log)
-                .values(ticket_id=entry.ticket_id, entry=entry.entry, idempotency_key=entry.idempotency_key,
-                        created_at=self.database.clock())
+                .values(
+                    ticket_id=entry.ticket_id,
+                    entry=entry.entry,
+                    idempotency_key=entry.idempotency_key,
+                    created_at=self.database.clock(),
+                )
                 .on_conflict_do_nothing(index_elements=[audit_log.c.idempotency_key])
-            )  # fmt: skip
+            )
             if entry.answer is not None:
                 row = entry.answer.model_dump(exclude={"at"}) | {"answered_at": entry.answer.at}
                 db.execute(
                     self.database.insert(answers)
-                    .values(**row, ticket_id=entry.ticket_id, idempotency_key=entry.idempotency_key,
-                            created_at=self.database.clock())
+                    .values(
+                        **row,
+                        ticket_id=entry.ticket_id,
+                        idempotency_key=entry.idempotency_key,
+                        created_at=self.database.clock(),
+                    )
                     .on_conflict_do_nothing(index_elements=[answers.c.idempotency_key])
-                )  # fmt: skip
+                )
 
     def holds(self, query: AuditQuery) -> bool:
         key = audit_log.c.idempotency_key
@@ -88,9 +96,11 @@ class SqlAuditTrail:
         """Each answer given from ``start`` up to ``end`` (of one approver, if given), as its ticket's id and the
         answer, in the order given (or the latest first); fetched ``READ_AT_ONCE`` at a time, so a long export
         streams."""
-        order = (answers.c.answered_at.desc(), answers.c.id.desc()) if latest_first else (
-            answers.c.answered_at, answers.c.id
-        )  # fmt: skip
+        order = (
+            (answers.c.answered_at.desc(), answers.c.id.desc())
+            if latest_first
+            else (answers.c.answered_at, answers.c.id)
+        )
         query = sa.select(answers).where(answers.c.answered_at >= start, answers.c.answered_at < end).order_by(*order)
         if approver is not None:
             query = query.where(answers.c.approver == approver)

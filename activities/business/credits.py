@@ -97,10 +97,14 @@ class SqlStoreCredits:
             counted = self.unattended.count(db, request)  # past a limit: refused before a voucher number is taken
             credit_id: int = db.execute(
                 store_credits.insert().returning(store_credits.c.id),
-                {"order_id": request.order_id, "amount_cents": request.amount_cents,
-                 "idempotency_key": request.idempotency_key, "created_at": self.database.clock(),
-                 "counted_id": counted},
-            ).scalar_one()  # fmt: skip
+                {
+                    "order_id": request.order_id,
+                    "amount_cents": request.amount_cents,
+                    "idempotency_key": request.idempotency_key,
+                    "created_at": self.database.clock(),
+                    "counted_id": counted,
+                },
+            ).scalar_one()
             self.keys.record(db, request.idempotency_key, credit_id)
         return RefundReceipt(refund_id=credit_id, order_id=request.order_id, amount_cents=request.amount_cents)
 

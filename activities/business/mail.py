@@ -126,11 +126,16 @@ class SqlOutbox:
             domain = EMBEDDED_DOMAIN if self.relay is None else self.relay.domain
             row = db.execute(
                 emails.insert().returning(*emails.c),
-                {"to_address": request.to, "subject": request.subject, "body": request.body,
-                 "idempotency_key": request.idempotency_key, "created_at": now,
-                 "message_id": message_id(request.idempotency_key, domain),
-                 "delivered_at": now if self.relay is None else None},
-            ).one()  # fmt: skip
+                {
+                    "to_address": request.to,
+                    "subject": request.subject,
+                    "body": request.body,
+                    "idempotency_key": request.idempotency_key,
+                    "created_at": now,
+                    "message_id": message_id(request.idempotency_key, domain),
+                    "delivered_at": now if self.relay is None else None,
+                },
+            ).one()
             self.keys.record(db, request.idempotency_key, row.id)
         return _outgoing(row), True, row.delivered_at is not None
 

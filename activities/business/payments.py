@@ -140,9 +140,13 @@ class SqlPayments:
             counted = self.unattended.count(db, request)  # past a limit: refused before a refund number is taken
             refund_id = db.execute(
                 refunds.insert().returning(refunds.c.id),
-                {"order_id": request.order_id, "amount_cents": request.amount_cents,
-                 "idempotency_key": request.idempotency_key, "created_at": self.database.clock()},
-            ).scalar_one()  # fmt: skip
+                {
+                    "order_id": request.order_id,
+                    "amount_cents": request.amount_cents,
+                    "idempotency_key": request.idempotency_key,
+                    "created_at": self.database.clock(),
+                },
+            ).scalar_one()
             self.keys.record(db, request.idempotency_key, refund_id)
             if counted is not None:
                 self.unattended.keep(db, refund_id, reserved=counted)
@@ -208,6 +212,10 @@ def booked(database: Database, order_id: str | None = None) -> list[RefundReceip
 def receipt(row: sa.Row[Any], *, replayed: bool = False) -> RefundReceipt:
     """The receipt of a row of ``refunds``, whichever provider paid it."""
     return RefundReceipt(
-        refund_id=row.id, order_id=row.order_id, amount_cents=row.amount_cents, replayed=replayed,
-        provider_refund_id=row.provider_refund_id, status=row.status,
-    )  # fmt: skip
+        refund_id=row.id,
+        order_id=row.order_id,
+        amount_cents=row.amount_cents,
+        replayed=replayed,
+        provider_refund_id=row.provider_refund_id,
+        status=row.status,
+    )

@@ -93,15 +93,22 @@ class PaymentDeferredError(RuntimeError):
 
 
 NOT_PAID = (
-    IdempotencyConflictError, KeyClosedError, OrderNotFoundError, PaymentRefusedError, PaymentsUnusableError,
+    IdempotencyConflictError,
+    KeyClosedError,
+    OrderNotFoundError,
+    PaymentRefusedError,
+    PaymentsUnusableError,
     RefundExceedsChargeError,
-)  # fmt: skip
+)
 """What a refund attempt ends with when Stripe certainly did not pay it: what the attempt reserved is released.
 Anything else (``PaymentDeferredError``, a failure of the worker's own database after Stripe answered) may have
 paid, and stays counted."""
 NOTHING_PAID_UNDER_THE_KEY = (
-    IdempotencyConflictError, OrderNotFoundError, PaymentRefusedError, RefundExceedsChargeError,
-)  # fmt: skip
+    IdempotencyConflictError,
+    OrderNotFoundError,
+    PaymentRefusedError,
+    RefundExceedsChargeError,
+)
 """Stripe's refusals once it has looked at the key: had an earlier attempt under the key paid, Stripe would have
 answered a retry with that refund instead, so what the key's first attempt reserved is released by the retry's
 refusal too. The worker's own refusal past the charge (``_within_charge``) is one of them: it refuses a retry only
@@ -114,9 +121,13 @@ class StripePayments:
     payments the shop's ``orders`` name."""
 
     def __init__(
-        self, client: stripe.StripeClient, database: Database, keys: KeyLedger, orders: SqlOrders,
+        self,
+        client: stripe.StripeClient,
+        database: Database,
+        keys: KeyLedger,
+        orders: SqlOrders,
         unattended: UnattendedLedger,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.client = client
         self.database = database
         self.keys = keys
@@ -271,9 +282,15 @@ class StripePayments:
         if row is None:
             row = db.execute(
                 refunds.insert().returning(*refunds.c),
-                {"order_id": order_id, "amount_cents": made.amount, "idempotency_key": key,
-                 "created_at": self.database.clock(), "provider_refund_id": made.id, "status": made.status},
-            ).one()  # fmt: skip
+                {
+                    "order_id": order_id,
+                    "amount_cents": made.amount,
+                    "idempotency_key": key,
+                    "created_at": self.database.clock(),
+                    "provider_refund_id": made.id,
+                    "status": made.status,
+                },
+            ).one()
             if key is not None:
                 self.unattended.keep(db, row.id, key=key)
             return receipt(row, replayed=replayed)

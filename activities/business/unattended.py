@@ -101,9 +101,14 @@ class UnattendedLedger:
             raise NeedsApprovalError(said, met)
         row: int = db.execute(
             unattended_refunds.insert().returning(unattended_refunds.c.id),
-            {"customer": customer, "amount_cents": request.amount_cents, "currency": currency, "counted_at": now,
-             "idempotency_key": request.idempotency_key},
-        ).scalar_one()  # fmt: skip
+            {
+                "customer": customer,
+                "amount_cents": request.amount_cents,
+                "currency": currency,
+                "counted_at": now,
+                "idempotency_key": request.idempotency_key,
+            },
+        ).scalar_one()
         return row
 
     def keep(self, db: Connection, refund_id: int, *, reserved: int | None = None, key: str | None = None) -> None:

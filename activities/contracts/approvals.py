@@ -141,9 +141,11 @@ class AnsweredRequest(Contract):
     workflow_id: str
     request_id: str
     decision: Literal[
-        ApprovalDecision.APPROVED, ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT,
+        ApprovalDecision.APPROVED,
+        ApprovalDecision.DECLINED,
+        ApprovalDecision.TIMED_OUT,
         ApprovalDecision.PARTLY_APPROVED,
-    ]  # fmt: skip
+    ]
     approver: str | None
     """None when nobody answered (timed out)."""
     channel: Literal["signal", "web"] | None

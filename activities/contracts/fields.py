@@ -148,10 +148,29 @@ def money(cents: int) -> str:
 
 
 MINOR_UNITS = {
-    **dict.fromkeys(["BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV",
-                     "XAF", "XOF", "XPF"], 0),
+    **dict.fromkeys(
+        [
+            "BIF",
+            "CLP",
+            "DJF",
+            "GNF",
+            "JPY",
+            "KMF",
+            "KRW",
+            "MGA",
+            "PYG",
+            "RWF",
+            "UGX",
+            "VND",
+            "VUV",
+            "XAF",
+            "XOF",
+            "XPF",
+        ],
+        0,
+    ),
     **dict.fromkeys(["BHD", "JOD", "KWD", "OMR", "TND"], 3),
-}  # fmt: skip
+}
 """Currencies whose smallest unit is not a hundredth (ISO 4217, as Stripe counts them); every other has two
 decimals. An amount is always a count of the smallest unit, as Stripe's are."""
 

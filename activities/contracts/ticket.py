@@ -145,9 +145,10 @@ class OrderEvent(Contract):
         size = encoded_bytes(self)
         if size > EVENT_BYTES:
             raise PydanticCustomError(
-                "event_too_long", "the event takes {size} bytes as JSON, more than {limit}",
+                "event_too_long",
+                "the event takes {size} bytes as JSON, more than {limit}",
                 {"size": size, "limit": EVENT_BYTES},
-            )  # fmt: skip
+            )
         return self
 
 

@@ -157,13 +157,19 @@ class Runner:
         if scenario.replies and options.reply_window_seconds == 0:
             options = options.model_copy(update={"reply_window_seconds": REPLY_WINDOW_SECONDS})
         ticket = TicketInput(
-            ticket_id=scenario.ticket_id, question=scenario.ticket.question,
-            customer_email=scenario.ticket.customer, options=options,
-        )  # fmt: skip
+            ticket_id=scenario.ticket_id,
+            question=scenario.ticket.question,
+            customer_email=scenario.ticket.customer,
+            options=options,
+        )
         return await self.client.start_workflow(
-            WORKFLOW_NAME, ticket, id=workflow_id, task_queue=task_queue, result_type=Outcome,
+            WORKFLOW_NAME,
+            ticket,
+            id=workflow_id,
+            task_queue=task_queue,
+            result_type=Outcome,
             id_reuse_policy=WorkflowIDReusePolicy.TERMINATE_IF_RUNNING,
-        )  # fmt: skip
+        )
 
     async def drive(self, handle: WorkflowHandle[object, Outcome], scenario: Scenario, ran: Ran) -> Outcome:
         """Play the people around the ticket until it ends."""
@@ -206,13 +212,19 @@ def approval(scenario: Scenario, amount_cents: int, request_id: str) -> Approval
     answer = scenario.approval
     if answer is None:
         return Approval(
-            amount_cents=amount_cents, approved=False, approver="eval-runner", request_id=request_id,
+            amount_cents=amount_cents,
+            approved=False,
+            approver="eval-runner",
+            request_id=request_id,
             reason="the scenario says nothing about approvals",
-        )  # fmt: skip
+        )
     return Approval(
-        amount_cents=amount_cents, approved=answer.approve, approver=answer.approver, request_id=request_id,
+        amount_cents=amount_cents,
+        approved=answer.approve,
+        approver=answer.approver,
+        request_id=request_id,
         reason=answer.reason,
-    )  # fmt: skip
+    )
 
 
 def scratch_folder() -> tempfile.TemporaryDirectory[str]:

@@ -72,39 +72,60 @@ class Answering:
         request_waiting = await waiting_of(description)
         if fields["approved"] and fields["amount_cents"] > self.confirm_above_cents:
             about = {
-                "binding": person.binding, "workflow_id": workflow_id, "request_id": fields["request_id"],
-                "amount_cents": fields["amount_cents"], "now": now(),
-            }  # fmt: skip
+                "binding": person.binding,
+                "workflow_id": workflow_id,
+                "request_id": fields["request_id"],
+                "amount_cents": fields["amount_cents"],
+                "now": now(),
+            }
             if not confirmed(keys, str(form.get("confirmed", "")), **about):
                 return await self.confirm(
                     request, person, description=description, waiting=request_waiting, fields=fields, about=about
                 )
         notice = await self.sender.send(workflow_id, fields, request_waiting)
         log.info(
-            "inbox answer", workflow_id=workflow_id, request_id=fields["request_id"], approver=person.name,
-            signed_in_by=person.how, decision="approve" if fields["approved"] else "decline",
-            amount_cents=fields["amount_cents"], result=notice.kind, said=notice.text,
-        )  # fmt: skip
+            "inbox answer",
+            workflow_id=workflow_id,
+            request_id=fields["request_id"],
+            approver=person.name,
+            signed_in_by=person.how,
+            decision="approve" if fields["approved"] else "decline",
+            amount_cents=fields["amount_cents"],
+            result=notice.kind,
+            said=notice.text,
+        )
         sealed = seal(keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
         return RedirectResponse(pages.ticket_url(workflow_id, notice=sealed), status_code=303)
 
     async def confirm(  # noqa: PLR0913 - the answer, and what the page says about it
-        self, request: Request, person: Person, *, description: WorkflowExecutionDescription,
-        waiting: ApprovalRequest | None, fields: dict[str, Any], about: dict[str, Any],
-    ) -> Response:  # fmt: skip
+        self,
+        request: Request,
+        person: Person,
+        *,
+        description: WorkflowExecutionDescription,
+        waiting: ApprovalRequest | None,
+        fields: dict[str, Any],
+        about: dict[str, Any],
+    ) -> Response:
         """The page that asks once more before a large approval: the amount, the order and the customer, and the
         one button that sends it, with this person's confirmation of exactly this answer."""
         keys = self.pages.auth.keys
         same = waiting if waiting is not None and waiting.request_id == fields["request_id"] else None
         ticket = await self.pages.desk.ticket_input(description.id, description.run_id)
         context = {
-            "person": person, "csrf": keys.csrf(person.binding), "workflow_id": description.id,
-            "ticket": ticket, "request_id": fields["request_id"], "amount_cents": fields["amount_cents"],
-            "order_id": same.order_id if same else "", "currency": same.currency if same else None,
+            "person": person,
+            "csrf": keys.csrf(person.binding),
+            "workflow_id": description.id,
+            "ticket": ticket,
+            "request_id": fields["request_id"],
+            "amount_cents": fields["amount_cents"],
+            "order_id": same.order_id if same else "",
+            "currency": same.currency if same else None,
             "payout": same.payout if same else "payout",
             "customer": (same.customer_email if same else "") or str(ticket.get("customer_email", "")),
-            "confirmation": confirmation(keys, **about), "confirm_above_cents": self.confirm_above_cents,
-        }  # fmt: skip
+            "confirmation": confirmation(keys, **about),
+            "confirm_above_cents": self.confirm_above_cents,
+        }
         return self.pages.page(request, "confirm.html", **context)
 
 
@@ -123,9 +144,12 @@ def answer_of(form: FormData, approver: str) -> dict[str, Any] | Notice:
     if decision == "decline" and not reason:
         return Notice("error", NO_REASON)
     fields = {
-        "amount_cents": amount_cents, "approved": decision == "approve", "approver": approver,
-        "request_id": str(form["request_id"]), **({"reason": reason} if decision == "decline" else {}),
-    }  # fmt: skip
+        "amount_cents": amount_cents,
+        "approved": decision == "approve",
+        "approver": approver,
+        "request_id": str(form["request_id"]),
+        **({"reason": reason} if decision == "decline" else {}),
+    }
     try:
         VouchedApproval.model_validate({**fields, "signature": "0" * 64})
     except ValidationError as error:

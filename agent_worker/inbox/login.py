@@ -41,9 +41,14 @@ class Login:
         if not error and ended:
             error = "Your session has ended (signed out, idle too long, or too old): sign in again."
         response = pages.page(
-            request, "login.html", status, person=None, error=error, next=target,
+            request,
+            "login.html",
+            status,
+            person=None,
+            error=error,
+            next=target,
             csrf=auth.keys.mac("login", nonce),
-        )  # fmt: skip
+        )
         response.headers.update(headers or {})
         if ended:
             response.delete_cookie(SESSION_COOKIE, path=pages.cookie_path)
@@ -74,9 +79,14 @@ class Login:
         log.info("inbox sign-in", name=name, peer=address)
         response = RedirectResponse(self.next_page(str(form.get("next", ""))), status_code=303)
         response.set_cookie(
-            SESSION_COOKIE, result.token, max_age=int(auth.lifetime.total_seconds()), path=pages.cookie_path,
-            httponly=True, samesite="lax", secure=pages.secure(request),
-        )  # fmt: skip
+            SESSION_COOKIE,
+            result.token,
+            max_age=int(auth.lifetime.total_seconds()),
+            path=pages.cookie_path,
+            httponly=True,
+            samesite="lax",
+            secure=pages.secure(request),
+        )
         response.delete_cookie(LOGIN_COOKIE, path=pages.cookie_path)
         return response
 

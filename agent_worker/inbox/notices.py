@@ -73,9 +73,15 @@ def confirmation(  # noqa: PLR0913 - what a confirmation is about, all of it
 
 
 def confirmed(  # noqa: PLR0913 - what a confirmation is about, all of it
-    keys: Keys, value: str | None, *, binding: str, workflow_id: str, request_id: str, amount_cents: int,
+    keys: Keys,
+    value: str | None,
+    *,
+    binding: str,
+    workflow_id: str,
+    request_id: str,
+    amount_cents: int,
     now: datetime,
-) -> bool:  # fmt: skip
+) -> bool:
     """Whether ``value`` is a confirmation this inbox made for exactly this approval, still in time."""
     expires, _, mac = (value or "").partition(".")
     try:

@@ -160,18 +160,32 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
             await asyncio.to_thread(database.migrate)
         keys = settings.web.approval_key_bytes()
         auth = Authenticator(
-            Keys(keys), users, configured(settings, database), Throttle(database),
-            proxy_header=settings.web.proxy_header, trusted_proxies=[*settings.web.trusted_proxies],
-        )  # fmt: skip
+            Keys(keys),
+            users,
+            configured(settings, database),
+            Throttle(database),
+            proxy_header=settings.web.proxy_header,
+            trusted_proxies=[*settings.web.trusted_proxies],
+        )
         site = Site(settings.web.base_path, settings.web.public_url, loopback=loopback_only(host))
         app = make_app(
-            Desk(client, settings.task_queue), auth, keys[-1], site, database,
+            Desk(client, settings.task_queue),
+            auth,
+            keys[-1],
+            site,
+            database,
             confirm_above_cents=settings.web.confirm_above_cents,
-        )  # fmt: skip
+        )
         config = uvicorn.Config(
-            app, log_config=None, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
-            server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-        )  # fmt: skip
+            app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+            server_header=False,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        )
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
         await started(server, task)

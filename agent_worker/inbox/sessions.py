@@ -94,9 +94,14 @@ class Sessions:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         now = self.clock()
         row = {
-            "token_hash": token_hash(token), "person": person, "credential": credential, "created_at": now,
-            "last_seen_at": now, "address": address, "user_agent": (user_agent or "")[:USER_AGENT_MAX] or None,
-        }  # fmt: skip
+            "token_hash": token_hash(token),
+            "person": person,
+            "credential": credential,
+            "created_at": now,
+            "last_seen_at": now,
+            "address": address,
+            "user_agent": (user_agent or "")[:USER_AGENT_MAX] or None,
+        }
         with self.database.writer.begin() as db:
             db.execute(sa.delete(inbox_sessions).where(self._expired(now)))
             db.execute(sa.insert(inbox_sessions).values(**row))

@@ -66,9 +66,12 @@ class TicketPage:
             notice = unseal(keys, sealed, binding=person.binding, workflow_id=workflow_id, now=now())
         partial = "partial" in request.query_params and request.method == "GET"
         context = {
-            "person": person, "csrf": pages.auth.keys.csrf(person.binding), "ticket": ticket, "notice": notice,
+            "person": person,
+            "csrf": pages.auth.keys.csrf(person.binding),
+            "ticket": ticket,
+            "notice": notice,
             "standing": standing(ticket.request, person.name) if ticket.request else None,
-        }  # fmt: skip
+        }
         return pages.page(request, "_ticket.html" if partial else "ticket.html", status, **context)
 
     async def events(self, request: Request) -> Response:

@@ -75,9 +75,13 @@ class ScriptedModel(Model):
             name, arguments = move
             call = f"call-{len(results)}"
             output = ResponseFunctionToolCall(
-                arguments=json.dumps(arguments), call_id=call, name=name, type="function_call", id=call,
+                arguments=json.dumps(arguments),
+                call_id=call,
+                name=name,
+                type="function_call",
+                id=call,
                 status="completed",
-            )  # fmt: skip
+            )
         return ModelResponse(output=[output], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:

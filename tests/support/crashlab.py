@@ -210,10 +210,19 @@ async def run_plain_loop(
     """Run the baseline plain loop (``baseline/plain_loop.py``) for a ticket until it answers or dies, in a
     process of its own; its exit code and everything it printed."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "baseline.plain_loop", "--ticket-id", ticket_id, "--email", email,
-        "--question", question, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "baseline.plain_loop",
+        "--ticket-id",
+        ticket_id,
+        "--email",
+        email,
+        "--question",
+        question,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "AGENT_DB_PATH": str(store.database.path), **settings},
-    )  # fmt: skip
+    )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode is not None
     return process.returncode, out.decode() + err.decode()

@@ -83,15 +83,24 @@ class FakeStripe:
             n = next(self._ids)
             charge_id, intent_id = f"ch_fake{n:04d}", f"pi_fake{n:04d}" if intent else None
             self._charges[charge_id] = {
-                "id": charge_id, "object": "charge", "amount": amount_cents, "amount_refunded": 0,
-                "currency": currency, "payment_intent": intent_id, "refunded": False,
-            }  # fmt: skip
+                "id": charge_id,
+                "object": "charge",
+                "amount": amount_cents,
+                "amount_refunded": 0,
+                "currency": currency,
+                "payment_intent": intent_id,
+                "refunded": False,
+            }
             if intent_id is None:
                 return charge_id
             self._intents[intent_id] = {
-                "id": intent_id, "object": "payment_intent", "amount": amount_cents, "currency": currency,
-                "status": "succeeded", "latest_charge": charge_id,
-            }  # fmt: skip
+                "id": intent_id,
+                "object": "payment_intent",
+                "amount": amount_cents,
+                "currency": currency,
+                "status": "succeeded",
+                "latest_charge": charge_id,
+            }
             return intent_id
 
     def refund_in_dashboard(self, amount_cents: int) -> None:
@@ -103,11 +112,17 @@ class FakeStripe:
             charge["refunded"] = charge["amount_refunded"] == charge["amount"]
             self._refunds.append(
                 {
-                    "id": f"re_fake{next(self._ids):04d}", "object": "refund", "amount": amount_cents,
-                    "currency": charge["currency"], "charge": charge["id"], "payment_intent": charge["payment_intent"],
-                    "status": "succeeded", "metadata": {}, "created": int(time.time()),
+                    "id": f"re_fake{next(self._ids):04d}",
+                    "object": "refund",
+                    "amount": amount_cents,
+                    "currency": charge["currency"],
+                    "charge": charge["id"],
+                    "payment_intent": charge["payment_intent"],
+                    "status": "succeeded",
+                    "metadata": {},
+                    "created": int(time.time()),
                 }
-            )  # fmt: skip
+            )
 
     def fail(self, *failures: Failure) -> None:
         """What happens to the next refund requests, one each, in order."""
@@ -162,10 +177,12 @@ class FakeStripe:
             if saved is not None and now - saved.at < KEY_LIFETIME_SECONDS:
                 if saved.params != params:
                     return _error(
-                        400, "idempotency_error", None,
+                        400,
+                        "idempotency_error",
+                        None,
                         "Keys for idempotent requests can only be used with the same parameters they were first "
                         f"used with. Try using a key other than '{key}' if you meant to execute a different request.",
-                    )  # fmt: skip
+                    )
                 return saved.status, (saved.body, {"Idempotent-Replayed": "true"})
         status, body = self._refund(params)
         if failure == "500_after_refund" and status == 200:
@@ -182,8 +199,12 @@ class FakeStripe:
         if "payment_intent" in params:
             intent = self._intents.get(params["payment_intent"])
             if intent is None:
-                return _error(404, "invalid_request_error", "resource_missing",
-                              f"No such payment_intent: '{params['payment_intent']}'")  # fmt: skip
+                return _error(
+                    404,
+                    "invalid_request_error",
+                    "resource_missing",
+                    f"No such payment_intent: '{params['payment_intent']}'",
+                )
             charge = self._charges[intent["latest_charge"]]
         elif params.get("charge") in self._charges:
             charge = self._charges[params["charge"]]
@@ -192,22 +213,34 @@ class FakeStripe:
         left = charge["amount"] - charge["amount_refunded"]
         amount = int(params.get("amount", left))
         if left == 0:
-            return _error(400, "invalid_request_error", "charge_already_refunded",
-                          f"Charge {charge['id']} has already been refunded.")  # fmt: skip
+            return _error(
+                400,
+                "invalid_request_error",
+                "charge_already_refunded",
+                f"Charge {charge['id']} has already been refunded.",
+            )
         if amount > left:
             return _error(
-                400, "invalid_request_error", "amount_too_large",
+                400,
+                "invalid_request_error",
+                "amount_too_large",
                 f"Refund amount (${amount / 100:.2f}) is greater than unrefunded amount on charge (${left / 100:.2f})",
-            )  # fmt: skip
+            )
         if amount <= 0:
             return _error(400, "invalid_request_error", "parameter_invalid_integer", "Invalid positive integer")
         charge["amount_refunded"] += amount
         charge["refunded"] = charge["amount_refunded"] == charge["amount"]
         refund = {
-            "id": f"re_fake{next(self._ids):04d}", "object": "refund", "amount": amount, "currency": charge["currency"],
-            "charge": charge["id"], "payment_intent": charge["payment_intent"], "status": "succeeded",
-            "metadata": dict(params.get("metadata", {})), "created": int(time.time()),
-        }  # fmt: skip
+            "id": f"re_fake{next(self._ids):04d}",
+            "object": "refund",
+            "amount": amount,
+            "currency": charge["currency"],
+            "charge": charge["id"],
+            "payment_intent": charge["payment_intent"],
+            "status": "succeeded",
+            "metadata": dict(params.get("metadata", {})),
+            "created": int(time.time()),
+        }
         self._refunds.append(refund)
         if self.on_refund is not None:
             self.on_refund(dict(refund))
@@ -215,10 +248,11 @@ class FakeStripe:
 
     def _list_refunds(self, params: dict[str, Any]) -> tuple[int, Any]:
         of = [
-            r for r in reversed(self._refunds)  # newest first, as Stripe lists
+            r
+            for r in reversed(self._refunds)  # newest first, as Stripe lists
             if ("payment_intent" not in params or r["payment_intent"] == params["payment_intent"])
             and ("charge" not in params or r["charge"] == params["charge"])
-        ]  # fmt: skip
+        ]
         if "starting_after" in params:
             ids = [r["id"] for r in of]
             of = of[ids.index(params["starting_after"]) + 1 :] if params["starting_after"] in ids else []

@@ -32,7 +32,9 @@ async def hand_over_unreadable_state(client: Client, task_queue: str) -> Handle:
     """A ticket whose previous run was a newer worker's: it continues into ``SupportAgent`` on ``task_queue``
     with state this worker cannot read, so its workflow task fails every time (a relay worker must run)."""
     first = await client.start_workflow(
-        "NewerWorkerHandsOver", args=[task_queue, ticket(), NEWER_STATE], id=f"ticket-{uuid.uuid4()}",
+        "NewerWorkerHandsOver",
+        args=[task_queue, ticket(), NEWER_STATE],
+        id=f"ticket-{uuid.uuid4()}",
         task_queue=RELAY,
-    )  # fmt: skip
+    )
     return client.get_workflow_handle(first.id)

@@ -40,9 +40,13 @@ class Harness:
     def settings(self, **overrides: Any) -> Settings:
         """A worker's settings for this harness: its queue, its database, the tests' loose desk unless told."""
         return Settings(
-            **{"task_queue": self.task_queue, "db_path": self.store.database.path, "policy_file": LOOSE_FILE,
-               **overrides}
-        )  # fmt: skip
+            **{
+                "task_queue": self.task_queue,
+                "db_path": self.store.database.path,
+                "policy_file": LOOSE_FILE,
+                **overrides,
+            }
+        )
 
     def worker_env(self, **settings: str) -> dict[str, str]:
         """The settings of an ``agent-worker worker`` process serving this harness's queue and database."""

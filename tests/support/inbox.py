@@ -123,10 +123,21 @@ async def start_with_cli(agent: Harness, *codec_flags: str, workflow_id: str | N
         with contextlib.suppress(RPCError):
             await agent.client.get_workflow_handle(workflow_id).terminate("a test starts this id afresh")
     await run(
-        binary("temporal"), "--address", address(agent.client), "workflow", "start", "--type", "SupportAgent",
-        "--task-queue", agent.task_queue, "--workflow-id", workflow_id, "--input", json.dumps(ticket(**options)),
+        binary("temporal"),
+        "--address",
+        address(agent.client),
+        "workflow",
+        "start",
+        "--type",
+        "SupportAgent",
+        "--task-queue",
+        agent.task_queue,
+        "--workflow-id",
+        workflow_id,
+        "--input",
+        json.dumps(ticket(**options)),
         *codec_flags,
-    )  # fmt: skip
+    )
     return workflow_id
 
 
@@ -200,9 +211,12 @@ class Person:
         POST was answered with, and the page the person then sees: a redirect followed, as a browser does."""
         _, page = await self.get(page_of(workflow_id))
         sent = {
-            "csrf": csrf_of(page), "request_id": request.request_id, "amount_cents": str(request.amount_cents),
-            "decision": decision, **form,
-        }  # fmt: skip
+            "csrf": csrf_of(page),
+            "request_id": request.request_id,
+            "amount_cents": str(request.amount_cents),
+            "decision": decision,
+            **form,
+        }
         return await self.send(answer_of(workflow_id), {k: v for k, v in sent.items() if v is not None})
 
     async def send(self, path: str, form: dict[str, str], *, headers: dict[str, str] | None = None) -> tuple[int, str]:

@@ -187,9 +187,8 @@ async def run_matrix(
 
 
 HEADER = (
-    "| kill point | refunds | emails | audit entries | model calls | status | recovery |\n"
-    "|---|---|---|---|---|---|---|"
-)  # fmt: skip
+    "| kill point | refunds | emails | audit entries | model calls | status | recovery |\n|---|---|---|---|---|---|---|"
+)
 
 
 def table(rows: Sequence[Row]) -> str:

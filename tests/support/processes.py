@@ -60,9 +60,12 @@ async def spawn_worker(
     """Start ``agent-worker worker`` (or another worker ``command``: ``demonstrations.WORKER_COMMAND``) with
     ``settings`` over ``environ`` (this process's environment by default)."""
     return await asyncio.create_subprocess_exec(
-        *command, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        *command,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
         env={**(os.environ if environ is None else environ), **settings},
-    )  # fmt: skip
+    )
 
 
 async def run(*command: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
@@ -82,9 +85,12 @@ async def run(*command: str, env: dict[str, str] | None = None, timeout: float =
 async def exited(*command: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str, str]:
     """Run a command whose exit code the test reads (a refusal is not a failure here); its code, stdout, stderr."""
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        *command,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -112,9 +118,18 @@ async def agent_worker_dev(cwd: Path, port: int, ui_port: int, env: Mapping[str,
     has said on stderr so far (and goes on collecting), and stops it with Ctrl-C afterwards. Fails the test with
     its last words if it does not come up within 90 s."""
     dev = await asyncio.create_subprocess_exec(
-        AGENT_WORKER, "dev", "--port", str(port), "--ui-port", str(ui_port), cwd=cwd, env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        AGENT_WORKER,
+        "dev",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        cwd=cwd,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     said: list[str] = []
     started = asyncio.Event()
 

@@ -205,9 +205,13 @@ SENDER = "Support <support@example.com>"
 def smtp_settings(server: MailServer, **overrides: Any) -> dict[str, Any]:
     """The worker's settings (``Settings`` fields) for mail through ``server``: plain SMTP unless overridden."""
     return {
-        "mail": "smtp", "smtp_host": HOST, "smtp_port": server.port, "smtp_security": "none", "mail_from": SENDER,
+        "mail": "smtp",
+        "smtp_host": HOST,
+        "smtp_port": server.port,
+        "smtp_security": "none",
+        "mail_from": SENDER,
         **overrides,
-    }  # fmt: skip
+    }
 
 
 def smtp_env(server: MailServer, **overrides: Any) -> dict[str, str]:

@@ -22,62 +22,70 @@ depends_on = None
 
 baseline = sa.MetaData()
 sa.Table(
-    "orders", baseline,
+    "orders",
+    baseline,
     sa.Column("order_id", sa.Text, primary_key=True),
     sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents >= 0"), nullable=False),
     sa.Column("customer_email", sa.Text, nullable=False),
-)  # fmt: skip
+)
 sa.Table(
-    "refunds", baseline,
+    "refunds",
+    baseline,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
     sa.Column("amount_cents", sa.Integer, sa.CheckConstraint("amount_cents > 0"), nullable=False),
     sa.Column("idempotency_key", sa.Text, index=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)  # fmt: skip
+)
 sa.Table(
-    "emails", baseline,
+    "emails",
+    baseline,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("to_address", sa.Text, nullable=False),
     sa.Column("subject", sa.Text, nullable=False),
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("idempotency_key", sa.Text, index=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)  # fmt: skip
+)
 sa.Table(
-    "idempotency_keys", baseline,
+    "idempotency_keys",
+    baseline,
     sa.Column("key", sa.Text, primary_key=True),
     sa.Column("request", sa.Text, nullable=False),
     sa.Column("result_id", sa.Integer),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)  # fmt: skip
+)
 sa.Table(
-    "model_calls", baseline,
+    "model_calls",
+    baseline,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("ticket_id", sa.Text, nullable=False, index=True),
     sa.Column("step", sa.Integer, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)  # fmt: skip
+)
 sa.Table(
-    "audit_log", baseline,
+    "audit_log",
+    baseline,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("ticket_id", sa.Text, nullable=False, index=True),
     sa.Column("entry", sa.Text, nullable=False),
     sa.Column("idempotency_key", sa.Text, unique=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)  # fmt: skip
+)
 sa.Table(
-    "blobs", baseline,
+    "blobs",
+    baseline,
     sa.Column("key", sa.Text, primary_key=True),
     sa.Column("data", sa.LargeBinary, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)  # fmt: skip
+)
 sa.Table(
-    "order_events", baseline,
+    "order_events",
+    baseline,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("order_id", sa.Text, sa.ForeignKey("orders.order_id"), nullable=False, index=True),
     sa.Column("event", sa.Text, nullable=False),
-)  # fmt: skip
+)
 
 
 def upgrade() -> None:
