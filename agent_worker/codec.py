@@ -7,7 +7,7 @@ ciphertext. The key id travels in the payload's metadata: after a rotation, payl
 key still decrypt (keep the old key configured) while new ones use the newest.
 
 The worker, every client (CLI commands, the demo, tests) and the replayer must use the same codec; the
-codec server (``agent_worker.codec_server``) lets the Web UI and the ``temporal`` CLI show decrypted
+codec server (``agent_worker.codec_server.app``) lets the Web UI and the ``temporal`` CLI show decrypted
 payloads to the people it lets in, and lets the CLI encrypt what it sends.
 
 What the content store keeps (big tool results, the conversation's nodes) never passes through the codec, so

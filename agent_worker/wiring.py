@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from activities.content_store import BlobBackend
     from activities.contracts.policy import PolicyInForce
     from activities.language_model import LanguageModel
-    from agent_worker.codec_auth import BearerAuth
+    from agent_worker.codec_server.auth import BearerAuth
 
 log = structlog.get_logger(__name__)
 
@@ -108,7 +108,7 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
 
 def codec_server_auth(settings: Settings) -> BearerAuth | None:
     """How the codec server authenticates requests; None is its local mode (loopback only)."""
-    from agent_worker.codec_auth import BearerAuth, JwtValidator  # noqa: PLC0415 - a JWT library, for this alone
+    from agent_worker.codec_server.auth import BearerAuth, JwtValidator  # noqa: PLC0415 - a JWT library, for this alone
 
     validator = None
     if settings.codec_server.jwks_url is not None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
+from agent_worker.cli.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
 from agent_worker.exits import exit_hard
 
 AGENT_WORKER = str(Path(sys.executable).parent / "agent-worker")

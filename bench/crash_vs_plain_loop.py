@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from activities.business import Business
 from activities.contracts.fields import money
-from agent_worker.devserver import start_dev_server
+from agent_worker.cli.devserver import start_dev_server
 from agent_worker.exits import exit_hard
 from tests.support.crashlab import Lab, run_plain_loop
 from tests.support.tickets import ticket

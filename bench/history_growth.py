@@ -30,9 +30,9 @@ from temporalio.client import Client, WorkflowHandle
 from activities.business import Business
 from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
+from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
-from agent_worker.worker import build_worker
 from tests.support.demonstrations import allowing_demonstrations
 from tests.support.history import RunSize, measure
 from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
@@ -58,7 +58,7 @@ def kb(n: int) -> str:
 
 
 async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
-    from agent_worker.devserver import start_dev_server  # noqa: PLC0415 - only the script starts a server
+    from agent_worker.cli.devserver import start_dev_server  # noqa: PLC0415 - only the script starts a server
 
     env = await start_dev_server(None)
     failures = 0

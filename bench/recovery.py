@@ -22,7 +22,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent_worker.devserver import start_dev_server
+from agent_worker.cli.devserver import start_dev_server
 from agent_worker.exits import exit_hard
 from tests.support.kill_matrix import KILL_POINTS, NO_CRASH, recovery_summary, run_matrix, table
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
 
-from agent_worker.devserver import DEV_SERVER_ARGS, TRANSFER_POLL_RPS, binary, free_port
+from agent_worker.cli.devserver import DEV_SERVER_ARGS, TRANSFER_POLL_RPS, binary, free_port
 from tests.support.waits import poll
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -48,10 +48,10 @@ from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from activities.scripted_model import ScriptedModel
+from agent_worker.cli.replay import HISTORIES, history_files, replay
 from agent_worker.client import connect, ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
-from agent_worker.replay import HISTORIES, history_files, replay
 from baseline.plain_loop import PlainLoop
 from bench.stack import (
     BURST_SECONDS,

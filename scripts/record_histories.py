@@ -34,11 +34,11 @@ from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, Mon
 from activities.contracts.world import Order
 from activities.language_model import LanguageModel
 from agent_worker import wiring
+from agent_worker.cli.devserver import start_dev_server
+from agent_worker.cli.replay import HISTORIES, export
+from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
-from agent_worker.devserver import start_dev_server
 from agent_worker.exits import exit_hard
-from agent_worker.replay import HISTORIES, export
-from agent_worker.worker import build_worker
 from tests.support import faults, tickets
 from tests.support.demonstrations import allowing_demonstrations
 from tests.support.desk import LOOSE, LOOSE_FILE

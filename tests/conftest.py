@@ -16,9 +16,9 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
+from agent_worker.cli.devserver import binary, start_dev_server
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.devserver import binary, start_dev_server
 from agent_worker.exits import exit_hard
 from tests.support.browser import chromium
 from tests.support.fake_messages_api import FakeMessagesAPI

@@ -21,7 +21,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.contracts.ticket import Status
-from agent_worker.devserver import free_port
+from agent_worker.cli.devserver import free_port
 from tests.support.fake_messages_api import FakeMessagesAPI, error, message, text
 from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
 from tests.support.harness import Harness

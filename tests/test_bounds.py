@@ -55,7 +55,7 @@ from activities.contracts.names import (
     WORKFLOW_NAME,
 )
 from activities.contracts.ticket import MessageReceipt, OrderEvent, Outcome, Status, TicketInput, Turn
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events, failed_workflow_tasks
 from tests.support.models import PlaybackModel, calls, says

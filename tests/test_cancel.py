@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.ticket import Status
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.history import events

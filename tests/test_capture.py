@@ -21,11 +21,11 @@ from activities.contracts.fields import EmailAddress, OrderId
 from activities.contracts.limits import INLINE_RECORDS_BYTES, TEXT_CHARS, TOOL_INPUT_BYTES, encoded_bytes
 from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE
 from activities.contracts.ticket import Outcome, Status, ToolCallRecord
-from agent_worker.capture_payloads import CaptureError, copy_history, open_payloads, seal
-from agent_worker.capture_redaction import EMAIL_DOMAIN, Redactor, redact
+from agent_worker.capture.payloads import CaptureError, copy_history, open_payloads, seal
+from agent_worker.capture.redaction import EMAIL_DOMAIN, Redactor, redact
+from agent_worker.cli.replay import HISTORIES, history_files, load_history, replay_history
 from agent_worker.codec import ENCODING, EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.replay import HISTORIES, history_files, load_history, replay_history
 from tests.support.harness import Harness
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.processes import AGENT_WORKER, address

@@ -29,11 +29,11 @@ from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 
 from agent_worker import wiring
+from agent_worker.cli.devserver import binary, free_port
 from agent_worker.codec import EncryptionCodec
-from agent_worker.codec_auth import BearerAuth, JwtValidator
-from agent_worker.codec_server import UnsafeBindError, serve
+from agent_worker.codec_server.app import UnsafeBindError, serve
+from agent_worker.codec_server.auth import BearerAuth, JwtValidator
 from agent_worker.config import Settings
-from agent_worker.devserver import binary, free_port
 from tests.support.processes import agent_worker_dev, listening
 
 UI = "http://localhost:8233"

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent_worker import cli
+from agent_worker.cli import main as cli
 from tests.support.processes import AGENT_WORKER, run
 
 

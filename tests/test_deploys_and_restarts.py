@@ -19,8 +19,8 @@ from temporalio.client import Client
 
 from activities.business import Business
 from activities.contracts.ticket import Status
+from agent_worker.cli.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.devserver import SEARCH_ATTRIBUTE_ARGS, binary, free_port
 from tests.support.crashlab import Lab
 from tests.support.history import activity_attempts
 from tests.support.tickets import Handle, answer, ticket

@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from activities.contracts.names import ORDER_EVENT_SIGNAL, WAITING_FOR_MEMO, WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, Status
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.models import PlaybackModel, calls, says

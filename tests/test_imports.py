@@ -93,16 +93,16 @@ def module_level_imports(path: Path) -> set[str]:
 def test_the_command_line_and_the_commands_do_not_import_each_other_when_imported() -> None:
     """``cli`` parses and names each command's function; the commands never reach back into ``cli``. Neither
     imports the other at import time, so ``--help`` loads no command and there is no cycle to break."""
-    implementing = ("agent_worker.commands", "agent_worker.operations", "agent_worker.store_commands")
-    cli = module_level_imports(ROOT / "agent_worker" / "cli.py")
+    implementing = ("agent_worker.cli.commands", "agent_worker.cli.operations", "agent_worker.cli.store_commands")
+    cli = module_level_imports(ROOT / "agent_worker" / "cli" / "main.py")
     assert [name for name in cli if any(under(name, module) for module in implementing)] == []
     for module in implementing:
         path = ROOT / Path(*module.split(".")).with_suffix(".py")
-        assert [name for name in module_level_imports(path) if under(name, "agent_worker.cli")] == [], module
+        assert [name for name in module_level_imports(path) if under(name, "agent_worker.cli.main")] == [], module
 
 
 def test_every_command_names_a_function_that_implements_it() -> None:
-    from agent_worker import cli  # noqa: PLC0415 - the parser itself, which imports no command
+    from agent_worker.cli import main as cli  # noqa: PLC0415 - the parser itself, which imports no command
 
     def commands(parser: argparse.ArgumentParser, runs: object = None) -> Iterator[tuple[str, object]]:
         """Each command's prog and what it runs: its own default, else the one its parent command set."""

@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
-from agent_worker.devserver import binary, free_port
+from agent_worker.cli.devserver import binary, free_port
 from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.passwords import password_matches

@@ -24,10 +24,10 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.fields import MAX_CENTS
 from activities.contracts.ticket import Outcome, Status
 from activities.contracts.world import Order
+from agent_worker.cli.devserver import free_port
 from agent_worker.codec import EncryptionCodec, with_codec
-from agent_worker.codec_server import serve
+from agent_worker.codec_server.app import serve
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.devserver import free_port
 from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.server import RunningInbox
 from tests.support.harness import Harness

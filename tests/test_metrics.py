@@ -10,7 +10,7 @@ from temporalio.client import Client
 
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from agent_worker.devserver import free_port
+from agent_worker.cli.devserver import free_port
 from tests.support.harness import Harness
 from tests.support.processes import spawn_worker
 from tests.support.tickets import answer, ticket

@@ -17,7 +17,7 @@ from activities.contracts.approvals import AnsweredRequest, ApprovalDecision, Ap
 from activities.contracts.policy import Limits, MoneyPolicy
 from activities.contracts.world import Order, RefundRequest
 from agent_worker import answers, policy_file, tickets
-from agent_worker.operations import not_waiting
+from agent_worker.cli.operations import not_waiting
 from agent_worker.transcript import Entry, asked_plainly, decided_plainly, plainly
 from tests.support.money import bare_amounts
 

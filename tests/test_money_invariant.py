@@ -18,7 +18,7 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.policy import ApprovalPolicy, Limits, MoneyPolicy
 from activities.contracts.ticket import Outcome
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.desk import LOOSE
 from tests.support.fake_messages_api import FakeMessagesAPI, message, text, tool_use
 from tests.support.harness import Harness

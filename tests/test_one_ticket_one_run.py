@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.contracts.conversation import Decision, ThinkRequest, ToolUseBlock
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.desk import LOOSE_FILE
 from tests.support.harness import Harness
 from tests.support.models import says

@@ -14,7 +14,7 @@ import pytest
 from temporalio.client import Client
 
 from activities.contracts.ticket import Outcome, Status
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, run, spawn_worker
 from tests.support.tickets import answer, ticket

@@ -17,8 +17,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from agent_worker.devserver import binary
-from agent_worker.replay import HISTORIES, history_files, replay
+from agent_worker.cli.devserver import binary
+from agent_worker.cli.replay import HISTORIES, history_files, replay
 from tests.support import careless_piece
 from tests.support.desk import LOOSE
 from tests.support.harness import Harness

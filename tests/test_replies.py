@@ -22,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.business import Business
 from activities.contracts.names import CUSTOMER_MESSAGE, TICKET_STATE_ATTRIBUTE, WAITING_FOR_MEMO
 from activities.contracts.ticket import MessageReceipt, Status, TicketState, Waiting
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, run

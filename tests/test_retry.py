@@ -19,7 +19,7 @@ from activities.business import Business
 from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.ticket import Outcome, Status
 from activities.scripted_model import ScriptedModel
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, run
 from tests.support.tickets import Handle, ticket

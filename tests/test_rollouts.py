@@ -26,9 +26,10 @@ from temporalio.testing import WorkflowEnvironment
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from agent_worker import metrics, wiring
+from agent_worker import wiring
+from agent_worker.cli import metrics
+from agent_worker.cli.devserver import binary, free_port, start_dev_server
 from agent_worker.config import Settings
-from agent_worker.devserver import binary, free_port, start_dev_server
 from tests.support.crashlab import Lab
 from tests.support.history import events
 from tests.support.processes import address, spawn_worker, worker_env

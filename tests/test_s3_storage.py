@@ -27,8 +27,8 @@ from activities.business.schema import blobs
 from activities.content_store import ContentStore, content_key
 from activities.contracts.ticket import Status
 from agent_worker import wiring
+from agent_worker.cli.replay import replay, write_history
 from agent_worker.config import Settings
-from agent_worker.replay import replay, write_history
 from tests.support.harness import Harness
 from tests.support.long_tickets import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders
 from tests.support.processes import address

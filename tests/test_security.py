@@ -29,6 +29,8 @@ from activities.contracts.conversation import Decision, ThinkRequest, ToolUseBlo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker import wiring
+from agent_worker.cli.devserver import binary, free_port
+from agent_worker.cli.replay import replay, write_history
 from agent_worker.codec import (
     ENCODING,
     KEY_ID,
@@ -39,11 +41,9 @@ from agent_worker.codec import (
     UnknownKeyError,
     with_codec,
 )
-from agent_worker.codec_auth import BearerAuth
-from agent_worker.codec_server import serve
+from agent_worker.codec_server.app import serve
+from agent_worker.codec_server.auth import BearerAuth
 from agent_worker.config import DATA_CONVERTER, Settings
-from agent_worker.devserver import binary, free_port
-from agent_worker.replay import replay, write_history
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.models import says

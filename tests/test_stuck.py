@@ -19,8 +19,8 @@ from temporalio.worker import Worker
 
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL, WORKFLOW_NAME
-from agent_worker.devserver import start_dev_server
-from agent_worker.operations import when
+from agent_worker.cli.devserver import start_dev_server
+from agent_worker.cli.operations import when
 from agent_worker.stuck import server_reports_problems
 from agent_worker.tickets import REPORTED_PROBLEMS_ATTRIBUTE
 from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
 from activities.contracts.ticket import Outcome, Status
-from agent_worker.replay import HISTORIES, replay
+from agent_worker.cli.replay import HISTORIES, replay
 from tests.support.crashlab import Lab
 from tests.support.history import activity_attempts
 from tests.support.tickets import Handle, ticket

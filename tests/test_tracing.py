@@ -12,7 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from temporalio.client import Client
 
 from activities.contracts.ticket import Status
-from agent_worker.devserver import free_port
+from agent_worker.cli.devserver import free_port
 from tests.support.harness import Harness
 from tests.support.processes import spawn_worker
 from tests.support.tickets import ticket

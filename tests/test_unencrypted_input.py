@@ -24,10 +24,10 @@ from temporalio.exceptions import ApplicationError
 from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome, Status
+from agent_worker.cli.devserver import binary, free_port
 from agent_worker.codec import NOT_ENCRYPTED, EncryptionCodec, with_codec
-from agent_worker.codec_server import serve
+from agent_worker.codec_server.app import serve
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.devserver import binary, free_port
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import address, run

@@ -20,7 +20,7 @@ from activities import vouching
 from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, VouchedApproval
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import address, run

@@ -23,9 +23,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
 from activities.contracts.ticket import Outcome, Status
+from agent_worker.cli.devserver import binary, free_port, start_dev_server
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.devserver import binary, free_port, start_dev_server
 from tests.support.harness import Harness
 from tests.support.processes import address, listening, run
 from tests.support.tickets import ticket

@@ -89,8 +89,8 @@ async def _run(
     args: argparse.Namespace, scenarios: list[Scenario], configs: list[Configuration], source: Source
 ) -> int:
     from agent_worker import logs, wiring  # noqa: PLC0415
-    from agent_worker.commands import settings  # noqa: PLC0415
-    from agent_worker.devserver import start_dev_server  # noqa: PLC0415
+    from agent_worker.cli.commands import settings  # noqa: PLC0415
+    from agent_worker.cli.devserver import start_dev_server  # noqa: PLC0415
 
     current = settings()
     # Twenty-five tickets' worth of info lines would bury the table: warnings and errors only, on stderr.

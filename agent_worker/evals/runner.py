@@ -30,10 +30,10 @@ from activities.contracts.names import APPROVE_SIGNAL, ORDER_EVENT_SIGNAL, WORKF
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketState
 from activities.contracts.world import EmailRequest
 from agent_worker import model_choice, tickets, wiring
+from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
 from agent_worker.evals.messages_api import MessagesAPI
 from agent_worker.evals.scenario import Scenario
-from agent_worker.worker import build_worker
 
 POLL_SECONDS = 0.3
 REPLY_WINDOW_SECONDS = 10

@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_worker.codec_server import loopback_name
 from agent_worker.inbox.auth import Authenticator, origin_of
+from agent_worker.loopback import loopback_name
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

@@ -17,12 +17,12 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from activities.tools import payout_noun
-from agent_worker.codec_server import loopback_name
 from agent_worker.inbox.auth import SESSION_COOKIE, Authenticator, Person, same_origin
 from agent_worker.inbox.desk import TABS, Desk
 from agent_worker.inbox.formats import ago, shown, utc
 from agent_worker.inbox.guard import Site, peer
 from agent_worker.inbox.standing import progress, what_yours_does
+from agent_worker.loopback import loopback_name
 from agent_worker.transcript import SAID, asked_plainly, decided_plainly, plainly
 
 HERE = Path(__file__).parent

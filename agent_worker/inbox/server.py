@@ -29,7 +29,6 @@ from pydantic import SecretStr
 from temporalio.client import Client
 
 from activities.business.database import Database
-from agent_worker.codec_server import loopback_only
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app, ticket_path
 from agent_worker.inbox.auth import Authenticator, Keys
@@ -37,6 +36,7 @@ from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.guard import Site
 from agent_worker.inbox.sessions import configured
 from agent_worker.inbox.throttle import Throttle
+from agent_worker.loopback import loopback_only
 from agent_worker.passwords import hash_password, is_legacy
 from agent_worker.stopping import stop_signals
 from agent_worker.wiring import business_database

@@ -20,10 +20,10 @@ from temporalio.envconfig import ClientConfig
 
 from activities.contracts.policy import PolicyInForce
 from agent_worker import logs, wiring
+from agent_worker.cli.worker import build_worker, run_worker
 from agent_worker.client import DEFAULT_ADDRESS
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
-from agent_worker.worker import build_worker, run_worker
 
 WORKER_COMMAND = (sys.executable, "-m", "tests.support.demonstrations")
 """What ``Lab`` runs for a worker process that allows demonstrations (from the project's folder, as tests run)."""

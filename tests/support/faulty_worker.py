@@ -13,10 +13,10 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 
 from agent_worker import logs, wiring
+from agent_worker.cli.worker import build_worker, run_worker
 from agent_worker.client import DEFAULT_ADDRESS
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
-from agent_worker.worker import build_worker, run_worker
 from tests.support.demonstrations import allowing_demonstrations
 from tests.support.faults import FaultPlugin, injector
 

@@ -22,8 +22,8 @@ from activities.reconciliation import Reconciliation
 from activities.scripted_model import ScriptedModel
 from activities.tool_activities import ToolActivities
 from agent_worker import wiring
+from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
-from agent_worker.worker import build_worker
 from tests.support import processes, tickets
 from tests.support.demonstrations import allowing_demonstrations
 from tests.support.desk import LOOSE_FILE

@@ -23,7 +23,7 @@ from activities.contracts.approvals import ApprovalRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
 from activities.contracts.world import Order
-from agent_worker.devserver import binary
+from agent_worker.cli.devserver import binary
 from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.server import RunningInbox, start_inbox
 from agent_worker.passwords import hash_password

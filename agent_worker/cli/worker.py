@@ -21,9 +21,9 @@ from activities.business import Business
 from activities.contracts.policy import PolicyInForce
 from activities.language_model import LanguageModel
 from activities.tools import ISSUE_REFUND, LOOKUP_ORDER, SEND_EMAIL
+from agent_worker.cli.metrics import report_from_visibility
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
-from agent_worker.metrics import report_from_visibility
 from agent_worker.stopping import stop_signals
 from agent_worker.wiring import AgentPlugin
 from workflows import timeouts

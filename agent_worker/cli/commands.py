@@ -2,9 +2,9 @@
 the approval inbox, the codec server, the replayer and its histories; and ``run``, how every command runs and
 exits.
 
-``agent_worker.cli`` parses, and each parser names the function that implements it (``set_defaults(func=...)``,
-imported only when it runs); the operator commands are ``agent_worker.operations``'s, those on the business
-database and the policy file ``agent_worker.store_commands``'s. Each command imports what it alone needs, so that a
+``agent_worker.cli.main`` parses, and each parser names the function that implements it (``set_defaults(func=...)``,
+imported only when it runs); the operator commands are ``agent_worker.cli.operations``'s, those on the business
+database and the policy file ``agent_worker.cli.store_commands``'s. Each command imports what it alone needs, so that a
 command that reads visibility does not load the workflow, the database or a model's SDK.
 """
 
@@ -79,10 +79,10 @@ def dev(args: argparse.Namespace) -> None:
 
 async def _dev(settings: Settings, port: int, ui_port: int) -> None:
     from agent_worker import wiring  # noqa: PLC0415 - imports in commands: see the module's docstring
-    from agent_worker.codec_server import serve  # noqa: PLC0415
-    from agent_worker.devserver import dev_stack, free_port  # noqa: PLC0415
+    from agent_worker.cli.devserver import dev_stack, free_port  # noqa: PLC0415
+    from agent_worker.cli.worker import build_worker, run_worker  # noqa: PLC0415
+    from agent_worker.codec_server.app import serve  # noqa: PLC0415
     from agent_worker.inbox.server import with_key_for_this_process  # noqa: PLC0415
-    from agent_worker.worker import build_worker, run_worker  # noqa: PLC0415
 
     settings, made_key = with_key_for_this_process(settings)
     store, model = wiring.dev_business_and_model(settings)
@@ -121,8 +121,9 @@ def worker(args: argparse.Namespace) -> None:
 
 
 async def _worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    from agent_worker import metrics, model_choice, tracing, wiring  # noqa: PLC0415
-    from agent_worker.worker import run_worker  # noqa: PLC0415
+    from agent_worker import model_choice, wiring  # noqa: PLC0415
+    from agent_worker.cli import metrics, tracing  # noqa: PLC0415
+    from agent_worker.cli.worker import run_worker  # noqa: PLC0415
 
     try:
         model_choice.require_model(settings)
@@ -139,13 +140,13 @@ async def _worker(settings: Settings, address: str | None, namespace: str | None
 
 def codec_server(args: argparse.Namespace) -> None:
     """Local mode with only ``AGENT_CODEC_KEYS`` set (loopback only), authenticated with a token or JWT
-    settings (``agent_worker.codec_server``); until SIGTERM or SIGINT."""
+    settings (``agent_worker.codec_server.app``); until SIGTERM or SIGINT."""
     asyncio.run(_codec_server(logged(), args.host, args.port))
 
 
 async def _codec_server(settings: Settings, host: str, port: int) -> None:
     from agent_worker import wiring  # noqa: PLC0415
-    from agent_worker.codec_server import UnsafeBindError, serve  # noqa: PLC0415
+    from agent_worker.codec_server.app import UnsafeBindError, serve  # noqa: PLC0415
     from agent_worker.stopping import stop_signals  # noqa: PLC0415
 
     codec = wiring.codec(settings)
@@ -198,7 +199,7 @@ def web_user(args: argparse.Namespace) -> None:
 def demo(args: argparse.Namespace) -> None:
     """``agent-worker demo``: one ticket end to end on an embedded stack, narrated."""
     from agent_worker import logs  # noqa: PLC0415
-    from agent_worker.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
+    from agent_worker.cli.demo import run_demo  # noqa: PLC0415 - only the demo needs the narrator
 
     current = settings()
     logs.configure("WARNING", "console")
@@ -215,8 +216,8 @@ def replay(args: argparse.Namespace) -> int:
 
 async def _replay(settings: Settings, paths: list[Path]) -> int:
     from agent_worker import wiring  # noqa: PLC0415
-    from agent_worker.replay import HISTORIES  # noqa: PLC0415
-    from agent_worker.replay import replay as replay_histories  # noqa: PLC0415
+    from agent_worker.cli.replay import HISTORIES  # noqa: PLC0415
+    from agent_worker.cli.replay import replay as replay_histories  # noqa: PLC0415
 
     results = await replay_histories(paths or [HISTORIES], data_converter=wiring.data_converter(settings))
     for result in results:
@@ -234,7 +235,7 @@ def capture_history(args: argparse.Namespace) -> int:
 
 async def _capture_history(settings: Settings, args: argparse.Namespace) -> int:
     from agent_worker import wiring  # noqa: PLC0415
-    from agent_worker.capture import CaptureError, Redactor, Request, capture, check_out  # noqa: PLC0415
+    from agent_worker.capture.history import CaptureError, Redactor, Request, capture, check_out  # noqa: PLC0415
 
     codec = wiring.codec(settings)
     if args.encrypt and codec is None:
@@ -274,7 +275,7 @@ def export_history(args: argparse.Namespace) -> None:
 
 
 async def _export_history(settings: Settings, args: argparse.Namespace) -> None:
-    from agent_worker.replay import export  # noqa: PLC0415
+    from agent_worker.cli.replay import export  # noqa: PLC0415
 
     client = await connect(settings, args.address, args.namespace)
     count = await export(client, args.workflow_id, args.out, args.run_id)

@@ -12,7 +12,7 @@ loopback it must know who asks. Two kinds of bearer token are taken, and either 
 - **A static shared token**, for the ``temporal`` CLI (``--codec-auth "Bearer ..."``) and scripts, which have
   no browser sign-in. It is a secret every holder shares, so it names nobody; prefer the JWT for people.
 
-Without either, the codec server serves only on the loopback (``agent_worker.codec_server``).
+Without either, the codec server serves only on the loopback (``agent_worker.codec_server.app``).
 """
 
 from __future__ import annotations

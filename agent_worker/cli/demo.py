@@ -29,12 +29,12 @@ from activities.contracts.names import (
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketOptions
 from activities.contracts.world import Order
 from agent_worker import tickets, wiring
+from agent_worker.cli.devserver import dev_stack, free_port
+from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
 from agent_worker.defaults import DEFAULT_PORT, DEFAULT_UI_PORT
-from agent_worker.devserver import dev_stack, free_port
 from agent_worker.inbox.server import with_key_for_this_process
 from agent_worker.transcript.terminal import INDENT, narrate, say
-from agent_worker.worker import build_worker
 
 
 async def run_demo(settings: Settings, *, decision: bool | None, question: str | None) -> Outcome:

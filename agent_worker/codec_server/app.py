@@ -9,7 +9,7 @@ and ``POST /encode`` with ``{"payloads": [...]}`` in protobuf JSON. It serves in
   credentials). The server then listens only on a loopback address (``serve`` refuses any other) and
   answers only requests whose ``Host`` is a loopback name, so a web page whose host name an attacker
   re-points at 127.0.0.1 (DNS rebinding) is refused as well.
-- **Authenticated** (``agent_worker.codec_auth``): every request needs a bearer token, a JWT access token
+- **Authenticated** (``agent_worker.codec_server.auth``): every request needs a bearer token, a JWT access token
   the Web UI passes on from its single sign-on or a static token for the CLI, and it may listen anywhere.
 
 In both, CORS answers only the configured Web UI origin, and a request that carries another ``Origin`` is
@@ -23,8 +23,6 @@ authentication) rather than shown a marker that looks like data.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -33,7 +31,8 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from agent_worker.codec import EncryptionCodec, UnreadablePayloadError
-from agent_worker.codec_auth import BearerAuth, KeysUnavailableError, UnauthorizedError
+from agent_worker.codec_server.auth import BearerAuth, KeysUnavailableError, UnauthorizedError
+from agent_worker.loopback import loopback_name, loopback_only
 
 log = structlog.get_logger(__name__)
 
@@ -123,28 +122,6 @@ def route(transform: Callable[[Sequence[Payload]], Awaitable[list[Payload]]]) ->
         return web.Response(text=body, content_type="application/json")
 
     return handle
-
-
-def loopback_name(host: str | None) -> bool:
-    """A host name that means this machine without asking DNS: ``localhost`` or a loopback address."""
-    if host is None:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def loopback_only(host: str) -> bool:
-    """Whether listening on ``host`` reaches this machine alone: every address it resolves to is a loopback
-    one (an empty host, ``0.0.0.0`` or ``::`` means every interface)."""
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host or None, None)}
-    except socket.gaierror:
-        return False
-    return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
 
 
 async def serve(codec: EncryptionCodec, auth: BearerAuth | None, origin: str, host: str, port: int) -> web.AppRunner:

@@ -23,11 +23,11 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
-from agent_worker.capture_payloads import CaptureError, copy_history, open_payloads, seal
-from agent_worker.capture_redaction import Redactor, redact
+from agent_worker.capture.payloads import CaptureError, copy_history, open_payloads, seal
+from agent_worker.capture.redaction import Redactor, redact
+from agent_worker.cli.replay import fetch, history_text, replay_history
 from agent_worker.codec import EncryptionCodec
 from agent_worker.config import DATA_CONVERTER
-from agent_worker.replay import fetch, history_text, replay_history
 
 __all__ = ["CaptureError", "Captured", "Redactor", "Request", "capture", "check_out"]
 """What ``agent-worker replay capture`` takes from here: the command, with the error it raises and the redactor it

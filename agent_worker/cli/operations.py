@@ -26,8 +26,8 @@ from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalR
 from activities.contracts.fields import amount, describe_errors
 from activities.contracts.ticket import CustomerMessage, TicketInput, TicketState, Waiting
 from agent_worker import tickets
+from agent_worker.cli.commands import settings
 from agent_worker.client import connect
-from agent_worker.commands import settings
 from agent_worker.config import Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES, StuckTicket, examine, find_stuck
 from agent_worker.transcript import currency_of, decided_plainly, orders_of

@@ -134,9 +134,9 @@ def _operator_commands(commands: Any) -> None:
     patches = commands.add_parser(
         "patches", help="the workflow's patches and the oldest open ticket: when a patch may be retired"
     )
-    tickets.set_defaults(func=Runs("operations", "list_tickets"))
+    tickets.set_defaults(func=Runs("cli.operations", "list_tickets"))
     for command in (show, approve, start, cancel, reply, retry, patches):
-        command.set_defaults(func=Runs("operations", command.prog.split()[-1]))
+        command.set_defaults(func=Runs("cli.operations", command.prog.split()[-1]))
     for command in (tickets, show, approve, start, cancel, reply, retry, patches):
         _where(command)
 
@@ -147,10 +147,10 @@ def _web_commands(commands: Any) -> None:
     web.add_argument("--host", help="default AGENT_WEB_HOST (127.0.0.1)")
     web.add_argument("--port", type=int, help="default AGENT_WEB_PORT (8088)")
     _where(web)
-    web.set_defaults(func=Runs("commands", "web"))
+    web.set_defaults(func=Runs("cli.commands", "web"))
     web_user = commands.add_parser("web-user", help="hash a person's inbox password, for AGENT_WEB_USERS")
     web_user.add_argument("name", help="who signs in: the approver the tickets record")
-    web_user.set_defaults(func=Runs("commands", "web_user"))
+    web_user.set_defaults(func=Runs("cli.commands", "web_user"))
     web_sessions = commands.add_parser("web-sessions", help="the inbox's live sessions: list them, or end a person's")
     web_sessions_commands = web_sessions.add_subparsers(dest="web_sessions_command", required=True)
     listed = web_sessions_commands.add_parser("list", help="who is signed in, since when, last seen, from where")
@@ -159,7 +159,7 @@ def _web_commands(commands: Any) -> None:
         "end", help="sign a person out everywhere at once, in every inbox process (a lost laptop, someone leaving)"
     )
     ended.add_argument("name", help="whose sessions to end")
-    web_sessions.set_defaults(func=Runs("store_commands", "web_sessions"))
+    web_sessions.set_defaults(func=Runs("cli.store_commands", "web_sessions"))
 
 
 def _store_commands(commands: Any) -> None:
@@ -170,7 +170,7 @@ def _store_commands(commands: Any) -> None:
         description="Upgrade the business store's schema (AGENT_DATABASE_URL, else AGENT_DB_PATH, else "
         "business.sqlite3 in AGENT_DATA_DIR) to this version's newest revision. Workers also do it when they start.",
     )
-    migrate.set_defaults(func=Runs("store_commands", "migrate"))
+    migrate.set_defaults(func=Runs("cli.store_commands", "migrate"))
 
     policy = commands.add_parser("policy", help="check a money policy file, or show the policy in force")
     policy_commands = policy.add_subparsers(dest="policy_command", required=True)
@@ -179,11 +179,11 @@ def _store_commands(commands: Any) -> None:
     )
     check.add_argument("file", type=Path, help="a TOML policy file, as AGENT_POLICY_FILE names one")
     policy_commands.add_parser("show", help="the policy in force (AGENT_POLICY_FILE, else the defaults) as TOML")
-    policy.set_defaults(func=Runs("store_commands", "policy"))
+    policy.set_defaults(func=Runs("cli.store_commands", "policy"))
 
     orders = commands.add_parser("orders", help="list orders, add one or an event of one, or add the demo's")
     orders_commands = orders.add_subparsers(dest="orders_command", required=True)
-    orders.set_defaults(func=Runs("store_commands", "orders"))
+    orders.set_defaults(func=Runs("cli.store_commands", "orders"))
     orders_commands.add_parser("list", help="every order: its id, amount, customer and Stripe payment, if any")
     orders_commands.add_parser(
         "seed-demo", help="add the demo's orders (A-1001 ..., ann@example.com ...): for a store nobody is paid from"
@@ -228,21 +228,21 @@ def parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
     _where(worker)
-    worker.set_defaults(func=Runs("commands", "worker"))
+    worker.set_defaults(func=Runs("cli.commands", "worker"))
 
     dev = commands.add_parser("dev", help="embedded Temporal dev server with its Web UI, and a worker beside it")
     dev.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the dev server's port (default {DEFAULT_PORT})")
     dev.add_argument(
         "--ui-port", type=int, default=DEFAULT_UI_PORT, help=f"the Web UI's port (default {DEFAULT_UI_PORT})"
     )
-    dev.set_defaults(func=Runs("commands", "dev"))
+    dev.set_defaults(func=Runs("cli.commands", "dev"))
 
     demo = commands.add_parser("demo", help="one support ticket end to end, with the approval asked here")
     answer = demo.add_mutually_exclusive_group()
     answer.add_argument("--approve", dest="decision", action="store_true", default=None, help="approve without asking")
     answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
     demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
-    demo.set_defaults(func=Runs("commands", "demo"))
+    demo.set_defaults(func=Runs("cli.commands", "demo"))
 
     replay = commands.add_parser(
         "replay",
@@ -252,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
         "write ./capture.",
     )
     replay.add_argument("paths", nargs="*", type=Path, help="history files or folders (default: replay_histories/)")
-    replay.set_defaults(func=Runs("commands", "replay"))
+    replay.set_defaults(func=Runs("cli.commands", "replay"))
 
     history = commands.add_parser("history", help="record a run's history for the replayer")
     history_commands = history.add_subparsers(dest="history_command", required=True)
@@ -261,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--run-id", help="a particular run (default: the latest)")
     export.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     _where(export)
-    export.set_defaults(func=Runs("commands", "export_history"))
+    export.set_defaults(func=Runs("cli.commands", "export_history"))
 
     _eval_command(commands)
 
@@ -278,7 +278,7 @@ def parser() -> argparse.ArgumentParser:
     codec.add_argument(
         "--port", type=int, default=DEFAULT_CODEC_PORT, help=f"the port to listen on (default {DEFAULT_CODEC_PORT})"
     )
-    codec.set_defaults(func=Runs("commands", "codec_server"))
+    codec.set_defaults(func=Runs("cli.commands", "codec_server"))
 
     _store_commands(commands)
     return cli
@@ -315,7 +315,7 @@ def capture_parser() -> argparse.ArgumentParser:
     )
     capture.add_argument("--force", action="store_true", help="replace --out if it exists")
     _where(capture)
-    capture.set_defaults(command="replay-capture", func=Runs("commands", "capture_history"))
+    capture.set_defaults(command="replay-capture", func=Runs("cli.commands", "capture_history"))
     return capture
 
 
@@ -340,7 +340,7 @@ def currency(text: str) -> str:
 def answers_parser(answers: argparse.ArgumentParser) -> None:
     """``agent-worker answers export``: the approval inbox's export for auditors, from the command line."""
     answers_commands = answers.add_subparsers(dest="answers_command", required=True)
-    answers.set_defaults(func=Runs("store_commands", "export_answers"))
+    answers.set_defaults(func=Runs("cli.store_commands", "export_answers"))
     export = answers_commands.add_parser(
         "export", help="the answers given over a range of UTC days as CSV, for auditors (what the inbox's export gives)"
     )
@@ -361,6 +361,6 @@ def stripe_payment(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
-    from agent_worker.commands import run  # noqa: PLC0415 - only now: see the module's docstring
+    from agent_worker.cli.commands import run  # noqa: PLC0415 - only now: see the module's docstring
 
     run(args)

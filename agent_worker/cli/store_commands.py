@@ -14,7 +14,7 @@ from activities.business.refusals import OrderNotFoundError
 from activities.contracts.fields import amount
 from activities.contracts.world import Order
 from agent_worker import policy_file
-from agent_worker.commands import settings
+from agent_worker.cli.commands import settings
 
 
 def migrate(_args: argparse.Namespace) -> None:

@@ -29,7 +29,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 
 from activities.contracts.fields import ORDER_ID_PATTERN, normalised_address
-from agent_worker.capture_payloads import CaptureError, Opened, payloads_and_failures
+from agent_worker.capture.payloads import CaptureError, Opened, payloads_and_failures
 
 EMAIL_DOMAIN = "redacted.invalid"
 """Reserved (RFC 2606): a placeholder address can never reach anyone."""
