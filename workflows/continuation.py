@@ -6,6 +6,11 @@ of the same workflow id, with a fresh history. What must hold across that seam: 
 ticket's runs (idempotency keys name the step), a run that has made no model call never continues (or a ticket
 could continue in a loop), and what one run hands the next does not grow with the ticket. What it hands over
 is ``ContinuedState``, composed of the snapshots each of its pieces takes of its own state.
+
+Only a run of this workflow writes that state, and only the next run of the same ticket reads it, as its second
+argument (``workflows.intake`` refuses one from anyone else). The pieces that wait (the approval gate, the waits
+for replies and events) hand a long wait over through ``Continuation``; they know it only as a type, so this
+module, which composes their snapshots, imports them and not the other way round.
 """
 
 from __future__ import annotations
@@ -16,12 +21,38 @@ from typing import NoReturn
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import NonNegativeInt
+
     from activities.content_store import ContentActivities
     from activities.contracts.archive import RecordsArchive
     from activities.contracts.conversation import Message, StepUsage
+    from activities.contracts.fields import Contract
     from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING
     from activities.contracts.ticket import ToolCallRecord, Turn
     from workflows import timeouts
+
+from workflows.approval_gate import GateSnapshot
+from workflows.audit_log import AuditSnapshot
+from workflows.thinking import ModelSnapshot
+from workflows.toolbox import ToolboxSnapshot
+from workflows.waits import EventsSnapshot, RepliesSnapshot
+
+
+class ContinuedState(Contract):
+    """Everything a run hands to the run that continues it."""
+
+    steps_taken: NonNegativeInt
+    pending: list[Message] = []
+    """Turns not yet sent to the model (the results of the last step's tool calls)."""
+    archive_ref: str | None = None
+    """The tool calls, per-call usage and turns of the runs before, in the content store: what a run carries does
+    not grow with the ticket."""
+    audit: AuditSnapshot = AuditSnapshot()
+    model: ModelSnapshot = ModelSnapshot()
+    gate: GateSnapshot = GateSnapshot()
+    toolbox: ToolboxSnapshot = ToolboxSnapshot()
+    replies: RepliesSnapshot = RepliesSnapshot()
+    events: EventsSnapshot = EventsSnapshot()
 
 
 class HandOver(Exception):  # noqa: N818 - what happens, not an error

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import describe_errors
     from activities.contracts.ticket import TicketInput
 
-from workflows.continued import ContinuedState
+from workflows.continuation import ContinuedState
 from workflows.failures import invalid_input
 
 

@@ -49,8 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_gate import ApprovalGate
     from workflows.approval_rules import spelled
     from workflows.audit_log import AuditLog
-    from workflows.continuation import Continuation, HandOver
-    from workflows.continued import ContinuedState
+    from workflows.continuation import Continuation, ContinuedState, HandOver
     from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
     from workflows.intake import Intake, past_sla
     from workflows.patches import Patch

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -52,7 +52,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 from workflows.audit_log import Notes
-from workflows.continuation import Continuation
+
+if TYPE_CHECKING:  # the continuation composes this piece's snapshot: a real import would be a cycle
+    from workflows.continuation import Continuation
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 
