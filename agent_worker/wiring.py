@@ -137,7 +137,6 @@ def business(settings: Settings) -> Business:
     key_ttl = timedelta(hours=settings.idempotency_key_ttl_hours)
     options: Options = {
         "key_ttl": key_ttl,
-        "refund_guard": settings.refund_guard,
         "mail_relay": mail_relay(settings),
         "stripe": stripe_client(settings),
     }
@@ -221,8 +220,7 @@ def dev_business_and_model(settings: Settings) -> tuple[Business, LanguageModel]
 
 def policy_in_force(settings: Settings) -> PolicyInForce:
     """What the ``money_policy`` activity answers on every worker the product builds: the settings' policy
-    (``AGENT_POLICY_FILE``, else the defaults), its digest and ``AGENT_APPROVERS``. Never ``demonstrations``: a
-    worker that lets tickets switch safeguards off is built by ``tests/support`` alone, handing its own policy in."""
+    (``AGENT_POLICY_FILE``, else the defaults), its digest and ``AGENT_APPROVERS``."""
     from activities.contracts.policy import PolicyInForce  # noqa: PLC0415
 
     policy = settings.money_policy
@@ -234,10 +232,8 @@ class AgentPlugin(SimplePlugin):
     the workflow, its activities over the business ports and the model, and the interceptor that puts each task's
     context in the logs. The business, the model and the policy in force are built from the
     settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders and a model
-    that may be the script; tests hand in a scratch business, a model where a script needs it, and, for the crash
-    table and the history benchmarks alone, a policy that allows demonstrations (``tests/support``). Built here,
-    the business is not seeded with the demo's orders, the model is never the script unless asked for, and the
-    policy never allows demonstrations."""
+    that may be the script; tests hand in a scratch business and a model where a script needs it. Built here, the
+    business is not seeded with the demo's orders and the model is never the script unless asked for."""
 
     def __init__(
         self,
@@ -303,11 +299,6 @@ class AgentPlugin(SimplePlugin):
             *AuditActivities(ports.audit).all(),
             *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
         ]
-        if policy.demonstrations:
-            log.warning(
-                "DEMONSTRATIONS ARE ON: tickets on this worker may switch safeguards off (refund keys, reconciling "
-                "refunds, linear history) to show what goes wrong without them. Only tests and benchmarks build it."
-            )
         bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
         log.info(
             "worker configured",

@@ -3,12 +3,14 @@
 It is the usual way to make an agent restartable without an orchestrator: save the conversation after
 every tool call and, when run again for the same ticket, continue from the last save. It drives the same
 scripted model, business store and payment provider as the product, and its refunds carry no idempotency
-key, as in the seed, so the crash tests and ``bench/crash_vs_plain_loop.py`` compare orchestration and nothing else.
+key worth the name (a new one every call, as good as none, as in the seed), so the crash tests and
+``bench/crash_vs_plain_loop.py`` compare orchestration and nothing else.
 
     python -m baseline.plain_loop --ticket-id T-1 --email ann@example.com --question "... order A-1001 ..."
 
-It reads the product's ``AGENT_*`` settings: the business database, the refund guard, and ``AGENT_FAULTS``
-to kill it at a step (only ``kill``: there is no timeout here to hang past). Killed after the provider
+It reads the product's ``AGENT_*`` settings: the business database, and ``AGENT_FAULTS`` to kill it at a step (only
+``kill``: there is no timeout here to hang past). The crash lab's ``DEMONSTRATION=refund_guard=off`` lets the
+provider pay past the charge (``tests.support.demonstrations``). Killed after the provider
 paid and before the save, the rerun asks the model again about the step whose answer was lost with the
 save; the model answers differently, and a second, different refund is paid.
 """
@@ -42,6 +44,7 @@ from activities.tools import IssueRefundArgs, LookupOrderArgs, SendEmailArgs
 from agent_worker import logs, wiring
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
+from tests.support.demonstrations import Demonstration
 from tests.support.faults import Faults, FaultSpecError, injector, kill_this_process
 
 MAX_STEPS = 10
@@ -55,7 +58,7 @@ def lookup_order(store: Business, tool_input: dict[str, Any]) -> str:
 def issue_refund(store: Business, tool_input: dict[str, Any]) -> str:
     args = IssueRefundArgs.model_validate(tool_input)
     receipt = store.payments.refund(
-        RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=None)
+        RefundRequest(order_id=args.order_id, amount_cents=args.amount_cents, idempotency_key=f"plain:{uuid.uuid4()}")
     )
     return f"Refunded {money(receipt.amount_cents)} on order {receipt.order_id} (refund #{receipt.refund_id})."
 
@@ -138,6 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings()
     logs.configure(settings.log_level, settings.log_format)
     store = wiring.business(settings).create()
+    if (demonstration := Demonstration.from_env()) is not None:
+        store = demonstration.guard(store)
     faults = injector(settings)
     if faults is not None and any(f.action != "kill" for f in faults.faults):
         raise FaultSpecError("The plain loop has no timeouts to hang past: only kill faults apply to it")

@@ -23,6 +23,7 @@ from activities.contracts.fields import money
 from agent_worker.cli.devserver import start_dev_server
 from agent_worker.exits import exit_hard
 from tests.support.crashlab import Lab, run_plain_loop
+from tests.support.demonstrations import KEYS, Demonstration
 from tests.support.tickets import ticket
 
 RESULTS = Path(__file__).parent / "results"
@@ -49,15 +50,15 @@ CASES = (
 
 async def run(client: Client, directory: Path, case: Case) -> str:
     store = Business.sqlite(directory / "business.sqlite3").create()
-    settings = {"AGENT_FAULTS": CRASH, "AGENT_REFUND_GUARD": str(case.guard).lower()}
+    shown = Demonstration(refund_key=KEYS[case.refund_key], refund_guard=case.guard)
     if case.loop.startswith("plain"):
         ticket_id = f"T-{uuid.uuid4().hex[:8]}"
         for _ in range(2):  # killed, then run again from its last save
-            await run_plain_loop(store, ticket_id, QUESTION, **settings)
+            await run_plain_loop(store, ticket_id, QUESTION, AGENT_FAULTS=CRASH, **shown.env())
     else:
-        lab = Lab(client, store, settings=settings, demonstrations=case.refund_key != "per_order")
+        lab = Lab(client, store, settings={"AGENT_FAULTS": CRASH}, demonstration=shown)
         try:
-            handle = await lab.start(ticket(QUESTION, approval_limit_cents=10_000, refund_key=case.refund_key))
+            handle = await lab.start(ticket(QUESTION, approval_limit_cents=10_000))
             ticket_id = (await lab.supervise(handle)).ticket_id
         finally:
             await lab.close()

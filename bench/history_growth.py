@@ -33,7 +33,6 @@ from activities.contracts.ticket import Outcome
 from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
-from tests.support.demonstrations import allowing_demonstrations
 from tests.support.history import RunSize, measure
 from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
 
@@ -67,11 +66,10 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
             store = Business.sqlite(Path(scratch) / "business.sqlite3").create()
             seed_long_orders(store, max(steps, long_steps))
             rows: list[tuple[str, int, list[RunSize], float, str]] = []
-            for label, n, linear, inline_max, summarize_above in (
-                ("naive", steps, False, 10**9, None),
-                ("linear", steps, True, 8192, None),
-                ("linear, continue-as-new", long_steps, True, 8192, None),
-                ("linear, continue-as-new, summaries", long_steps, True, 8192, SUMMARIZE_ABOVE_TOKENS),
+            for label, n, inline_max, summarize_above in (
+                ("linear", steps, 8192, None),
+                ("linear, continue-as-new", long_steps, 8192, None),
+                ("linear, continue-as-new, summaries", long_steps, 8192, SUMMARIZE_ABOVE_TOKENS),
             ):
                 queue = f"bench-{uuid.uuid4()}"
                 settings = Settings(
@@ -81,11 +79,10 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
                     inline_result_max_bytes=inline_max,
                 )
                 model = ContextBoundModel(n) if summarize_above else LongTicketModel(n)
-                request = long_ticket(n, linear=linear, steps_per_run=steps_per_run)
+                request = long_ticket(n, steps_per_run=steps_per_run)
                 request["options"]["summarize_above_tokens"] = summarize_above
                 started = time.monotonic()
-                policy = None if linear else allowing_demonstrations(settings)  # the naive row: linear_history off
-                async with build_worker(env.client, settings, store, model, policy):
+                async with build_worker(env.client, settings, store, model):
                     handle = await env.client.start_workflow(
                         WORKFLOW_NAME,
                         request,

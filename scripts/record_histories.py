@@ -40,7 +40,6 @@ from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
 from tests.support import faults, tickets
-from tests.support.demonstrations import allowing_demonstrations
 from tests.support.desk import LOOSE, LOOSE_FILE
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.history import events
@@ -183,14 +182,14 @@ async def linear_history_with_large_results(r: Recorder) -> Handle:
     """Think gets only what is new and the conversation's
     key, and 20 KB event logs travel as a preview and a ``sha256:`` key."""
     seed_long_orders(r.store, 4)
-    return await r.finished(long_ticket(4, linear=True))
+    return await r.finished(long_ticket(4))
 
 
 async def summarized_old_turns(r: Recorder) -> Handle:
     """Past its token limit, the conversation's older
     turns are summarised by the model (a ``summarize`` activity) and the ticket goes on from the summary."""
     seed_long_orders(r.store, 6)
-    request = long_ticket(6, linear=True)
+    request = long_ticket(6)
     request["options"]["summarize_above_tokens"] = 8_000
     return await r.finished(request)
 
@@ -224,31 +223,17 @@ async def _continued_mid_approval(r: Recorder, name: str) -> Handle:
 
 async def refund_timed_out_reconciled(r: Recorder) -> Handle:
     """A refund pays, then hangs through all its attempts; the workflow asks the provider (``find_refund``) before
-    telling the model."""
-    return await _timed_out_refund(r, reconcile_refunds=True)
-
-
-async def refund_timed_out_before_reconciliation(r: Recorder) -> Handle:
-    """The same refund on a demonstration worker's ticket that switches reconciliation off: the model is told "the
-    tool failed", asks again, and a key per tool call pays twice."""
-    return await _timed_out_refund(r, reconcile_refunds=False)
-
-
-async def _timed_out_refund(r: Recorder, *, reconcile_refunds: bool) -> Handle:
+    telling the model, and hears it was paid."""
     settings = Settings(
         task_queue=r.task_queue + "-hang",
         db_path=r.store.database.path,
-        refund_guard=False,
         graceful_shutdown_seconds=1,
         model_backend="scripted",
         policy_file=LOOSE_FILE,
     )
-    business = wiring.business(settings)  # the guard off, as the settings say; a key per tool call, demonstrated
     hangs = faults.plugins(settings, "after:issue_refund=hang*5")
-    async with build_worker(r.client, settings, business, policy=allowing_demonstrations(settings), plugins=hangs):
-        return await Recorder(r.client, r.store, settings.task_queue).finished(
-            ticket(approval_limit_cents=10_000, refund_key="per_tool_call", reconcile_refunds=reconcile_refunds)
-        )
+    async with build_worker(r.client, settings, wiring.business(settings), plugins=hangs):
+        return await Recorder(r.client, r.store, settings.task_queue).finished(ticket(approval_limit_cents=10_000))
 
 
 async def approval_answered_twice_the_first_decides(r: Recorder) -> Handle:
@@ -630,7 +615,6 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         approved_refund_keyed_per_ticket,
         customer_replied_twice,
         two_lookups_one_by_one,
-        refund_timed_out_before_reconciliation,
         waited_for_a_delivery_scan,
         approved_in_the_inbox,
         shipping_status_read,

@@ -84,8 +84,8 @@ async def test_a_declined_refund_is_not_made_and_the_customer_is_told(agent: Har
 async def test_an_approval_is_consumed_so_a_second_refund_waits_for_a_second_one(agent: Harness) -> None:
     refund = ("issue_refund", {"order_id": "A-1001", "amount_cents": 1500})
     model = PlaybackModel([calls(refund, step=1), calls(refund, step=2), says("Refunded twice.")])
-    async with agent.worker(model, demonstrations=True):
-        handle = await agent.start(ticket(approval_limit_cents=1000, refund_key="per_tool_call"))
+    async with agent.worker(model):
+        handle = await agent.start(ticket(approval_limit_cents=1000))
         await awaiting(handle, 1500)
         await handle.signal(APPROVE_SIGNAL, answer(1500))
         await awaiting(handle, None)

@@ -45,7 +45,7 @@ BAD_TICKETS = {
     "negative limit": (ticket(approval_limit_cents=-1), "options.approval_limit_cents: Input should be greater than"),
     "unknown refund key": (
         ticket(refund_key="per_moon"),
-        "options.refund_key: Input should be 'none', 'per_tool_call'",
+        "options.refund_key: Input should be 'per_order'",
     ),
     "zero steps": (ticket(max_steps=0), "options.max_steps: Input should be greater than or equal to 1"),
     # Options that validated once but overflowed a date, or a 64-bit search attribute, mid-run:
@@ -187,7 +187,7 @@ def unbounded(schema: dict[str, Any], where: str, definitions: dict[str, Any]) -
     for alternative in schema.get("anyOf", []):
         yield from unbounded(alternative, where, definitions)
     kind = schema.get("type")
-    if kind == "string" and "maxLength" not in schema and "enum" not in schema and "format" not in schema:
+    if kind == "string" and not {"maxLength", "enum", "const", "format"} & set(schema):
         yield where
     elif kind == "array":
         if "maxItems" not in schema:

@@ -423,15 +423,15 @@ def test_the_largest_ticket_the_fields_allow_fits_its_budget() -> None:
             "options": {
                 "approval_limit_cents": MAX_CENTS,
                 "approval_timeout_seconds": 90 * DAY,
-                "refund_key": "per_tool_call",
+                "refund_key": "per_order",
                 "max_steps": 10_000,
                 "sla_seconds": 3650 * DAY,
                 "approvers": fill(APPROVERS_BYTES, 200),
-                "linear_history": False,
+                "linear_history": True,
                 "continue_as_new_after_steps": 10_000,
                 "summarize_above_tokens": 10_000_000,
                 "reply_window_seconds": 90 * DAY,
-                "reconcile_refunds": False,
+                "reconcile_refunds": True,
             },
         }
     )

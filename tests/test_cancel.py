@@ -19,6 +19,7 @@ from activities.contracts.conversation import Decision, ThinkRequest
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.ticket import Status
 from agent_worker.cli.devserver import binary
+from tests.support.demonstrations import Demonstration
 from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.history import events
@@ -120,11 +121,12 @@ async def test_a_refund_in_flight_when_the_ticket_is_cancelled_ends_paid_and_rec
 async def test_a_cancel_during_a_keyless_refund_that_never_answers_still_ends_the_ticket(
     agent: Harness, client: Client
 ) -> None:
-    """Without a key (``refund_key: none``) a refund whose attempts all time out cannot be settled: its outcome
-    stays unknown (the one case "never unknown" cannot cover), and the cancel still ends the ticket rather than
-    handing the model "the tool failed"."""
-    async with agent.worker(demonstrations=True, faults="before:issue_refund=hang*5", graceful_shutdown_seconds=1):
-        handle = await agent.start(ticket(approval_limit_cents=10_000, refund_key="none"))
+    """Without a key (a demonstration's ``refund_key="none"``) a refund whose attempts all time out cannot be
+    settled: its outcome stays unknown (the case "never unknown" cannot cover, and the product never takes), and
+    the cancel still ends the ticket rather than handing the model "the tool failed"."""
+    keyless = Demonstration(refund_key="none")
+    async with agent.worker(demonstration=keyless, faults="before:issue_refund=hang*5", graceful_shutdown_seconds=1):
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
         await activity_running(handle, "issue_refund")
         await temporal_cancel(client, handle)
         outcome = await handle.result()

@@ -19,6 +19,7 @@ from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from tests.support.crashlab import Lab
+from tests.support.demonstrations import Demonstration
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
 from tests.support.tickets import answer, ticket
@@ -30,8 +31,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 async def lab(client: Client, store: Business) -> AsyncIterator[Lab]:
-    """Workers that take the rows' ``refund_key: none`` and ``per_tool_call``, to show what each lets happen."""
-    async with Lab(client, store, settings={"AGENT_REFUND_GUARD": "false"}, demonstrations=True) as lab:
+    """Workers whose provider pays past the charge, so a row shows what orchestration alone does; the rows that
+    show a weaker key than the product's set their own ``demonstration``."""
+    async with Lab(client, store, demonstration=Demonstration(refund_guard=False)) as lab:
         yield lab
 
 
@@ -43,7 +45,8 @@ async def test_a_worker_killed_after_the_refund_refunds_the_same_amount_again_wi
     lab: Lab,
 ) -> None:
     lab.settings["AGENT_FAULTS"] = "after:issue_refund=kill"
-    handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, refund_key="none"))
+    lab.demonstration = Demonstration(refund_key="none", refund_guard=False)
+    handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
     outcome = await lab.supervise(handle)
 
     assert len(lab.killed()) == 1
@@ -57,14 +60,13 @@ async def test_an_idempotency_key_per_tool_call_turns_the_retry_into_a_no_op_and
     lab: Lab, client: Client, tmp_path: Path
 ) -> None:
     lab.settings["AGENT_FAULTS"] = "after:issue_refund=kill"
-    handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, refund_key="per_tool_call"))
+    lab.demonstration = per_tool_call = Demonstration(refund_key="per_tool_call", refund_guard=False)
+    handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
     outcome = await lab.supervise(handle)
     without_crash = Harness(
         client, Business.sqlite(tmp_path / "no-crash.sqlite3").create(), task_queue=f"no-crash-{uuid.uuid4()}"
     )
-    await without_crash.run(
-        ticket(approval_limit_cents=NO_APPROVAL_NEEDED, refund_key="per_tool_call"), demonstrations=True
-    )
+    await without_crash.run(ticket(approval_limit_cents=NO_APPROVAL_NEEDED), demonstration=per_tool_call)
 
     assert len(lab.killed()) == 1
     assert [r.amount_cents for r in lab.store.payments.refunds()] == [4900]

@@ -29,7 +29,7 @@ async def test_a_fifty_step_ticket_with_20_kb_tool_outputs_keeps_its_history_und
     """Each step's event log (20 KB) is stored out of band and think gets only what is new."""
     seed_long_orders(agent.store, 50)
     async with agent.worker(LongTicketModel(50)):
-        handle = await agent.start(long_ticket(50, linear=True))
+        handle = await agent.start(long_ticket(50))
         outcome = await handle.result()
     assert (outcome.status, outcome.steps) == (Status.RESOLVED, 50), outcome.answer
     size = await measure(agent.client, handle.id, None)
@@ -106,7 +106,7 @@ async def test_a_conversation_past_its_token_limit_is_summarised_and_the_model_r
     """30 steps of 20 KB logs would grow what the model reads to 150K tokens; summaries keep it near 25K."""
     seed_long_orders(agent.store, 30)
     model = ContextBoundModel(30)
-    request = long_ticket(30, linear=True)
+    request = long_ticket(30)
     request["options"]["summarize_above_tokens"] = 25_000
     async with agent.worker(model):
         handle = await agent.start(request)
@@ -139,7 +139,7 @@ class CannotSummarise:
 async def test_a_model_that_cannot_summarise_leaves_the_conversation_whole(agent: Harness) -> None:
     """The summary is an option a model may not offer: the ticket goes on, unsummarised, and asks only once."""
     seed_long_orders(agent.store, 8)
-    request = long_ticket(8, linear=True)
+    request = long_ticket(8)
     request["options"]["summarize_above_tokens"] = 1000
     async with agent.worker(CannotSummarise(8)):
         handle = await agent.start(request)

@@ -36,9 +36,9 @@ PRODUCT = MoneyPolicy()
             "options.approval_limit_cents: 2,147,483,647 (21,474,836.47 in a two-decimal currency) is above",
         ),
         ({"approval_timeout_seconds": 7 * 86_400}, "options.approval_timeout_seconds: 604800 s is longer"),
-        ({"refund_key": "none"}, "options.refund_key: switches a safeguard off"),
-        ({"reconcile_refunds": False}, "options.reconcile_refunds: switches a safeguard off"),
-        ({"linear_history": False}, "options.linear_history: switches a safeguard off"),
+        ({"refund_key": "none"}, "options.refund_key: Input should be 'per_order'"),
+        ({"reconcile_refunds": False}, "options.reconcile_refunds: Input should be True"),
+        ({"linear_history": False}, "options.linear_history: Input should be True"),
     ],
 )
 async def test_a_ticket_cannot_loosen_the_operators_policy_and_pays_nothing_trying(

@@ -23,8 +23,6 @@ from activities.business.orders import DEMO_ORDERS
 from activities.contracts.fields import amount
 from activities.contracts.policy import MoneyPolicy, PolicyInForce
 from agent_worker import policy_file
-from tests.support.crashlab import Lab
-from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, spawn_worker, worker_env
 from tests.support.tickets import ticket
@@ -256,7 +254,7 @@ async def policy_answered_on(client: Client, task_queue: str) -> PolicyInForce:
     return answer
 
 
-async def test_a_worker_process_answers_the_files_policy_its_digest_and_agent_approvers_and_no_demonstrations(
+async def test_a_worker_process_answers_the_files_policy_its_digest_and_agent_approvers(
     agent: Harness, client: Client, tmp_path: Path
 ) -> None:
     path = tmp_path / "policy.toml"
@@ -272,21 +270,6 @@ async def test_a_worker_process_answers_the_files_policy_its_digest_and_agent_ap
     assert answer.policy.limits.desk_cents_per_day is None
     assert answer.digest == answer.policy.digest()
     assert answer.default_approvers == ["ann", "bob"]
-    assert answer.demonstrations is False
-
-
-async def test_only_the_workers_tests_support_builds_allow_demonstrations(agent: Harness, client: Client) -> None:
-    """In the test's process and as a process of its own: the crash table's and the benchmarks' route."""
-    async with agent.worker(demonstrations=True):
-        in_process = await policy_answered_on(client, agent.task_queue)
-    async with Lab(client, agent.store, demonstrations=True) as lab:
-        await lab.spawn()
-        spawned = await asyncio.wait_for(policy_answered_on(client, lab.task_queue), 60)
-    async with agent.worker():
-        product = await policy_answered_on(client, agent.task_queue)
-
-    assert (in_process.demonstrations, spawned.demonstrations, product.demonstrations) == (True, True, False)
-    assert in_process.digest == spawned.digest == product.digest == LOOSE.digest()  # the tests' desk, as a file
 
 
 # --- production defaults -------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ QUESTION = "My parcel for order A-1001 never arrived"
 async def test_the_plain_loop_killed_after_the_refund_pays_again_and_the_second_refund_is_a_different_amount(
     store: Business,
 ) -> None:
-    crash = {"AGENT_REFUND_GUARD": "false", "AGENT_FAULTS": "after:issue_refund=kill"}
+    crash = {"DEMONSTRATION": "refund_guard=off", "AGENT_FAULTS": "after:issue_refund=kill"}
 
     killed, _ = await run_plain_loop(store, "T-plain", QUESTION, **crash)
     rerun, answer = await run_plain_loop(store, "T-plain", QUESTION, **crash)

@@ -117,7 +117,7 @@ async def test_a_long_tickets_tool_results_and_conversation_live_in_the_bucket_a
     what the database held before."""
     seed_long_orders(on_s3.store, 6)
     async with on_s3.worker(LongTicketModel(6), **bucket.settings()):
-        handle = await on_s3.start(long_ticket(6, linear=True))
+        handle = await on_s3.start(long_ticket(6))
         outcome = await handle.result()
     assert (outcome.status, outcome.steps) == (Status.RESOLVED, 6), outcome.answer
 

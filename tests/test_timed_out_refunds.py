@@ -1,13 +1,15 @@
 """Row 5 of the seed's crash table, and the reconciliation that closes it.
 
 A refund that pays and then hangs through all its attempts fails with a timeout although the money went
-out. Told "the tool failed", the model asks for the refund again: a key per tool call pays twice, a key
-per order pays once. Asking the provider what it recorded under the key before telling the model
-anything (the default) makes a key per tool call pay once too, and tells the model the truth either way.
+out. Told "the tool failed", the model asks for the refund again: a key per tool call pays twice, the
+product's key (per order and part) pays once. Asking the provider what it recorded under the key before
+telling the model anything, as the product does, tells the model the truth. The first two rows are
+demonstrations (``tests.support.demonstrations``): the activities beneath the product's workflow keyed per
+call, or the lookup refused; the others are the product as it ships.
 
-Each scenario sits through five heartbeat timeouts and their backoff (about 40 s of real time), so the
-four run side by side, each with its own worker process, database and task queue, and each test awaits
-its own. The provider's refund-total guard is off, so the figures show what orchestration alone does.
+Each scenario sits through five heartbeat timeouts and their backoff (about 40 s of real time), so they run
+side by side, each with its own worker process, database and task queue, and each test awaits its own. The
+provider's refund-total guard is off, so the figures show what orchestration alone does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from activities.business import Business
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.cli.replay import HISTORIES, replay
 from tests.support.crashlab import Lab
+from tests.support.demonstrations import NOT_RECONCILED, Demonstration
 from tests.support.history import activity_attempts
 from tests.support.tickets import Handle, ticket
 from tests.support.waits import poll
@@ -54,12 +57,13 @@ class Scenario:
         return [(c.is_error, c.result) for c in self.outcome.tool_calls if c.name == "issue_refund"]
 
 
-SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
-    "per_tool_call, not reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_tool_call", "reconcile_refunds": False}),
-    "per_order, not reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_order", "reconcile_refunds": False}),
-    "per_tool_call, reconciled": (PAYS_THEN_HANGS, {"refund_key": "per_tool_call"}),
-    "never paid, reconciled": (HANGS_BEFORE_PAYING, {"refund_key": "per_tool_call"}),
-    "paid late, after reconciled": (PAYS_LATE, {"refund_key": "per_tool_call"}),
+GUARD_OFF = Demonstration(refund_guard=False)
+SCENARIOS: dict[str, tuple[str, Demonstration]] = {
+    "per_tool_call, not reconciled": (PAYS_THEN_HANGS, Demonstration(refund_key="per_tool_call", refund_guard=False)),
+    "per_order, not reconciled": (PAYS_THEN_HANGS, Demonstration(reconcile=False, refund_guard=False)),
+    "reconciled": (PAYS_THEN_HANGS, GUARD_OFF),
+    "never paid, reconciled": (HANGS_BEFORE_PAYING, GUARD_OFF),
+    "paid late, after reconciled": (PAYS_LATE, GUARD_OFF),
 }
 
 
@@ -69,14 +73,13 @@ async def scenarios(
 ) -> AsyncIterator[dict[str, asyncio.Task[Scenario]]]:
     labs: list[Lab] = []
 
-    async def run(faults: str, options: dict[str, Any]) -> Scenario:
+    async def run(faults: str, demonstration: Demonstration) -> Scenario:
         store = Business.sqlite(tmp_path_factory.mktemp("timed-out") / "business.sqlite3").create()
-        settings = {"AGENT_REFUND_GUARD": "false", "AGENT_FAULTS": faults, "AGENT_GRACEFUL_SHUTDOWN_SECONDS": "1"}
-        lab = Lab(
-            dev_server.client, store, task_queue=f"timed-out-{uuid.uuid4()}", settings=settings, demonstrations=True
-        )
+        settings = {"AGENT_FAULTS": faults, "AGENT_GRACEFUL_SHUTDOWN_SECONDS": "1"}
+        queue = f"timed-out-{uuid.uuid4()}"
+        lab = Lab(dev_server.client, store, task_queue=queue, settings=settings, demonstration=demonstration)
         labs.append(lab)
-        handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED, **options))
+        handle = await lab.start(ticket(approval_limit_cents=NO_APPROVAL_NEEDED))
         return Scenario(lab, handle, await lab.supervise(handle, timeout=240))
 
     tasks = {name: asyncio.create_task(run(*scenario)) for name, scenario in SCENARIOS.items()}
@@ -98,7 +101,7 @@ async def test_a_refund_that_timed_out_is_asked_for_again_by_the_model_and_a_key
     assert await activity_attempts(run.handle, "issue_refund") == [5, 1]
     (first_failed, first), (second_failed, second) = run.refund_results()
     assert first_failed
-    assert "timeout" in first.lower()
+    assert NOT_RECONCILED in first  # what a workflow that never asked would have had to say
     assert (second_failed, second) == (False, "Refunded USD 49.00 on order A-1001 (refund #2).")
     assert run.model_calls() == 5
     assert run.lab.workers[0].alive  # a hang, not a crash: the same worker carried on
@@ -127,7 +130,7 @@ async def test_a_key_per_order_pays_once_however_often_the_refund_is_asked_for(
 async def test_a_timed_out_refund_is_looked_up_before_the_model_hears_of_it_so_a_key_per_tool_call_pays_once(
     scenarios: dict[str, asyncio.Task[Scenario]],
 ) -> None:
-    run = await scenarios["per_tool_call, reconciled"]
+    run = await scenarios["reconciled"]
 
     assert run.refunds() == [4900]
     assert await activity_attempts(run.handle, "issue_refund") == [5]
@@ -150,14 +153,11 @@ async def test_a_timed_out_refund_that_never_paid_is_reported_as_not_made_and_is
     assert run.model_calls() == 5
 
 
-async def test_the_stored_histories_of_a_timed_out_refund_replay_with_and_without_reconciliation() -> None:
-    """Reconciliation asks the provider (``find_refund``) before the model hears; a demonstration worker's ticket
-    that switches it off tells the model the tool failed. Both paths are in the replay gate."""
+async def test_the_stored_history_of_a_timed_out_refund_replays_with_its_lookup() -> None:
+    """Reconciliation asks the provider (``find_refund``) before the model hears: that path is in the replay gate."""
     reconciled = HISTORIES / "refund_timed_out_reconciled.json"
-    told_the_model = HISTORIES / "refund_timed_out_before_reconciliation.json"
-    assert all(r.ok for r in await replay([reconciled, told_the_model]))
+    assert all(r.ok for r in await replay([reconciled]))
     assert '"find_refund"' in reconciled.read_text()
-    assert '"find_refund"' not in told_the_model.read_text()
 
 
 async def test_an_attempt_that_pays_after_reconciliation_said_not_made_is_refused(

@@ -198,7 +198,7 @@ class ApprovalGate:
             workflow.upsert_memo({APPROVAL_REQUEST_MEMO: self.desk.waiting.model_dump(mode="json")})
         if record.decision is ApprovalDecision.REJECTED and self._past_budget():
             # The record is the desk's last, not yet audited: the audit trail gets it as a note instead.
-            self.desk.records.pop()
+            self.desk.forget_rejected()
             self._counted -= 1
             self.unlisted += 1
             self._unlisted.add(describe(record, self._request_of(record)))
@@ -281,7 +281,7 @@ class ApprovalGate:
         """A payout no answer could make payable (``approval_rules.Refused``): refused at once, audited, nobody asked.
         A request the last run handed over for it waits no more."""
         if self._resume(amount_cents):
-            self.desk.waiting = self.desk.decision = None
+            self.desk.abandon()
             self._leave()
         said = spelled(amount_cents, currency)
         await self._audit(f"{noun} of {said} refused without asking anyone: {why}")
@@ -328,30 +328,25 @@ class ApprovalGate:
     def _answered(self, record: ApprovalRecord) -> AnsweredRequest | None:
         """The row for auditors of an answer that counted: None for a rejected one, which the audit trail's words
         keep."""
-        if record.decision is ApprovalDecision.REJECTED or record.request_id is None:
+        decision = record.decision
+        if decision is ApprovalDecision.REJECTED or record.request_id is None:
             return None
-        waiting = self.desk.waiting
-        request = self._requests.get(record.request_id or "") or (
-            waiting if waiting is not None and waiting.request_id == record.request_id else None
-        )
-        timed_out = record.decision is ApprovalDecision.TIMED_OUT
-        return AnsweredRequest.model_validate(
-            {
-                "workflow_id": workflow.info().workflow_id,
-                "request_id": record.request_id,
-                "decision": record.decision,
-                "approver": None if timed_out else record.approver,
-                "channel": None if timed_out else record.channel,
-                "at": record.at,
-                "amount_cents": record.amount_cents
-                if record.amount_cents is not None
-                else (request.amount_cents if request else None),
-                "currency": request.currency if request else None,
-                "order_id": request.order_id if request else "",
-                "customer_email": request.customer_email if request else "",
-                "reason": record.reason,
-                "policy_digest": self._digest,
-            }
+        request = self._request_of(record)
+        asked = request.amount_cents if request else None
+        timed_out = decision is ApprovalDecision.TIMED_OUT
+        return AnsweredRequest(
+            workflow_id=workflow.info().workflow_id,
+            request_id=record.request_id,
+            decision=decision,
+            approver=None if timed_out else record.approver,
+            channel=None if timed_out else record.channel,
+            at=record.at,
+            amount_cents=record.amount_cents if record.amount_cents is not None else asked,
+            currency=request.currency if request else None,
+            order_id=request.order_id if request else "",
+            customer_email=request.customer_email if request else "",
+            reason=record.reason,
+            policy_digest=self._digest,
         )
 
     async def _wait_for_answer(self, request: ApprovalRequest, options: TicketOptions) -> None:
@@ -364,9 +359,7 @@ class ApprovalGate:
         if remaining <= timedelta(0):
             raise TimeoutError
         suggested = workflow.info().is_continue_as_new_suggested
-        await workflow.wait_condition(
-            lambda: self.desk.decision is not None or (self._continuation.linear and suggested()), timeout=remaining
-        )
+        await workflow.wait_condition(lambda: self.desk.decision is not None or suggested(), timeout=remaining)
         if self.desk.decision is None:
             self._hand_over()
 
@@ -385,7 +378,7 @@ class ApprovalGate:
         if waiting is not None:  # taken over in ``ready``
             if waiting.amount_cents == amount_cents:
                 return True
-            self.desk.waiting = self.desk.decision = None  # not this refund's: it cannot be answered any more
+            self.desk.abandon()  # not this refund's: it cannot be answered any more
         return False
 
     def refused(self, since: int = 0) -> bool:
@@ -396,8 +389,7 @@ class ApprovalGate:
     def restore(self, snapshot: GateSnapshot) -> None:
         """Take over the records, and a wait (with any answer to it) from the run continued; the
         wait is taken over in ``ready``, once the answer handed over with it has been checked."""
-        self.desk.records = list(snapshot.records)
-        self.desk.requests_made = snapshot.requests_made
+        self.desk.take_over(snapshot.records, snapshot.requests_made)
         self._audited = self._counted = len(self.desk.records)
         self.unlisted = snapshot.unlisted
         if snapshot.waiting is not None:

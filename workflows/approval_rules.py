@@ -276,6 +276,22 @@ class ApprovalDesk:
             )
             self.records.append(self.decision)
 
+    def take_over(self, records: Sequence[ApprovalRecord], requests_made: int) -> None:
+        """The records and the count of requests of the run continued (a wait is taken over by ``resume``)."""
+        self.records, self.requests_made = list(records), requests_made
+
+    def abandon(self) -> None:
+        """The request waiting will never be paid (its payout was refused, or another payout is asked for in its
+        place): it waits no more, and an answer to it decides nothing."""
+        self.waiting = self.decision = None
+
+    def forget_rejected(self) -> ApprovalRecord:
+        """Drop the last record, a rejected answer, from the records (the gate keeps it as a note instead, once the
+        records have reached their budget)."""
+        if not self.records or self.records[-1].decision is not ApprovalDecision.REJECTED:
+            raise RuntimeError("forget_rejected() drops a rejected answer, the last one recorded")
+        return self.records.pop()
+
     def close(self) -> ApprovalRecord:
         """End the wait: what decided it (``expire`` first, if nothing did)."""
         if self.waiting is None or self.decision is None:

@@ -69,9 +69,7 @@ class HandOver(Exception):  # noqa: N818 - what happens, not an error
 class Continuation:
     """This run's progress towards continuing as new, and the archive of records the runs before it left behind."""
 
-    def __init__(self, *, linear: bool) -> None:
-        self.linear = linear
-        """Whether this run keeps the conversation in the content store, and so may continue as new."""
+    def __init__(self) -> None:
         self.step = 0
         """The step in progress (numbered across the ticket's runs)."""
         self._run_steps = 0
@@ -91,7 +89,7 @@ class Continuation:
     def should_continue(self, after_steps: int) -> bool:
         """Whether this run has made its share of model calls, or the server suggests a new run. A run that
         has made none goes on whatever the server says, so a ticket never continues in a loop."""
-        if not self.linear or self._run_steps == 0:
+        if self._run_steps == 0:
             return False
         return self._run_steps >= after_steps or workflow.info().is_continue_as_new_suggested()
 

@@ -5,7 +5,7 @@ leaks. Every tool that names an order runs through here first, and the lookup it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 
@@ -17,6 +17,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_rules import spelled
 
 from workflows.failures import ToolError
+
+
+class AboutAnOrder(Protocol):
+    """The arguments of every tool that names an order (``LookupOrderArgs``, ``IssueRefundArgs``, ...)."""
+
+    @property
+    def order_id(self) -> str: ...
 
 
 class CustomerOrders:
@@ -58,6 +65,7 @@ class CustomerOrders:
         return spelled(units, self.currency(order_id))
 
 
-async def run(tool: Tool, arg: Any) -> Any:
-    """Run the tool's declared activity, by its declared name, with its attempt."""
+async def run(tool: Tool, arg: object) -> Any:
+    """Run the tool's declared activity, by its declared name, with its attempt: what it returns is the declared
+    ``tool.returns``, which only the caller, knowing the tool, can name."""
     return await workflow.execute_activity(tool.name, arg, result_type=tool.returns, **timeouts.attempt(tool.name))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from typing import Any, cast
+from typing import Protocol, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import Contract
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
-    from activities.contracts.ticket import RefundKey, RefundRecord, TicketInput
+    from activities.contracts.ticket import RefundRecord, TicketInput
     from activities.contracts.world import RefundReceipt, RefundRequest
     from activities.tools import Payout, Tool
     from workflows import timeouts
@@ -45,6 +45,15 @@ from workflows.rules import Rules, RulesInForce
 
 SETTLED = cast(type, RefundReceipt | None)
 """What a settling activity returns: the payment made under the key, or None (and the key closed)."""
+
+
+class Payment(Protocol):
+    """The arguments of every paying tool (``IssueRefundArgs``, ``IssueStoreCreditArgs``): which order, how much."""
+
+    @property
+    def order_id(self) -> str: ...
+    @property
+    def amount_cents(self) -> int: ...
 
 
 class PayoutsSnapshot(Contract):
@@ -76,21 +85,20 @@ class Payouts:
         self.paid = list(snapshot.paid)
         self._parts = dict(snapshot.parts)
 
-    async def pay(self, tool: Tool, args: Any, *, call_key: str) -> str:
+    async def pay(self, tool: Tool, args: Payment) -> str:
         """A payment back to the customer (a refund, a store credit): the order checked, a person asked where the
-        rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total.
-        ``call_key`` names the tool call, for a demonstration's key per call."""
+        rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total."""
         # Asked before anything awaits, so that the patch's marker is recorded where no local activity's can be
         # resolved around it (the policy read below is one).
         one_decision = workflow.patched(Patch.ONE_PAYOUT_DECISION)
         order = await self._orders.own(args.order_id)
         rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
         if not one_decision:
-            return await self._pay_as_before(tool, args, call_key, rules)
+            return await self._pay_as_before(tool, args, rules)
         verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
         if isinstance(verdict, Unattended):
             try:  # held to the limits across tickets where the payment is booked, with nobody's approval
-                return await self._pay_part(tool, args, call_key, unattended=rules.limits)
+                return await self._pay_part(tool, args, unattended=rules.limits)
             except ActivityError as error:
                 if not _needs_approval(error):
                     raise
@@ -112,15 +120,15 @@ class Payouts:
             ask=verdict,
             noun=_payout(tool).noun,
         )
-        return await self._pay_approved(tool, args, call_key, request_id)
+        return await self._pay_approved(tool, args, request_id)
 
-    async def _pay_as_before(self, tool: Tool, args: Any, call_key: str, rules: Rules) -> str:
+    async def _pay_as_before(self, tool: Tool, args: Payment, rules: Rules) -> str:
         """The payment as runs started before ``Patch.ONE_PAYOUT_DECISION`` decide it: ``_needs_person``, and the
         gate's own count of the people a request needs."""
         why = self._needs_person(args, rules)
         if why is None:
             try:
-                return await self._pay_part(tool, args, call_key, unattended=rules.limits)
+                return await self._pay_part(tool, args, unattended=rules.limits)
             except ActivityError as error:
                 if not _needs_approval(error):
                     raise
@@ -135,25 +143,23 @@ class Payouts:
             why=why,
             currency=self._orders.currency(args.order_id),
         )
-        return await self._pay_approved(tool, args, call_key, request_id)
+        return await self._pay_approved(tool, args, request_id)
 
-    async def _pay_approved(self, tool: Tool, args: Any, call_key: str, request_id: str) -> str:
+    async def _pay_approved(self, tool: Tool, args: Payment, request_id: str) -> str:
         """Make a payment its request's people approved, and tell whoever answered through the update what came
         of it."""
         try:
-            text = await self._pay_part(tool, args, call_key)
+            text = await self._pay_part(tool, args)
         except (ToolError, ActivityError) as error:
             self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
             raise
         self._gate.settled(request_id, text)
         return text
 
-    async def _pay_part(self, tool: Tool, args: Any, call_key: str, *, unattended: Limits | None = None) -> str:
+    async def _pay_part(self, tool: Tool, args: Payment, *, unattended: Limits | None = None) -> str:
         """Make the payment (a person approved it, or it needed none: then it is held to ``unattended``, the
         limits across tickets, if the policy sets them), under the key its rule gives it."""
         payout = _payout(tool)
-        if self._rules.rules.refund_key is not RefundKey.PER_ORDER:  # a demonstration's key, or none
-            return await self._paid(tool, args, self._demonstration_key(call_key, payout), unattended)
         part = self._parts.get(args.order_id, 0) + 1
         key = f"{payout.key}:ticket:{self._ticket.ticket_id}/{args.order_id}/{part}"
         try:
@@ -170,7 +176,7 @@ class Payouts:
         self._parts[args.order_id] = part
         return text
 
-    def _needs_person(self, args: Any, rules: Rules) -> str | None:
+    def _needs_person(self, args: Payment, rules: Rules) -> str | None:
         """Why this payment must wait for a person, or None, as runs before ``Patch.ONE_PAYOUT_DECISION`` decided
         it: the approval limit alone, never the two-people threshold."""
         limit = rules.limit_cents
@@ -188,14 +194,15 @@ class Payouts:
             return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
         return None
 
-    async def _paid(self, tool: Tool, args: Any, key: str | None, unattended: Limits | None = None) -> str:
+    async def _paid(self, tool: Tool, args: Payment, key: str, unattended: Limits | None = None) -> str:
         """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short: it waits
         for the payment to end paid and counted, or refused for good, and then ends the ticket."""
         request = RefundRequest(
             order_id=args.order_id,
             amount_cents=args.amount_cents,
             idempotency_key=key,
-            **({"customer_email": self._ticket.customer_email, "limits": unattended} if unattended else {}),
+            customer_email=self._ticket.customer_email if unattended else None,  # counted only when unattended
+            limits=unattended,
         )
         settle = asyncio.ensure_future(self._settle(tool, request))
         try:
@@ -245,14 +252,14 @@ class Payouts:
         the ledger that keeps the money what it recorded under the key (the tool's ``settled_by`` activity), and
         tell the model that, not "the tool failed".
 
-        Without this, the model hears of a failure, asks for the payment again, and a key per tool call pays
-        twice. Only a keyed payment can be looked up. "Not found" is the truth when asked:
-        every attempt of the payment has been given up on by then, so none will pay later unless a hung
-        attempt outlives its timeout, and with the default per-order key even that could not pay twice.
+        Without this, the model hears of a failure and asks for the payment again: the part's key keeps that from
+        paying twice, but the model would have told the customer the payment failed. "Not found" is the truth when
+        asked: every attempt has been given up on by then, and one that outlives its timeout finds its key closed
+        by the question (the crash lab's timed-out rows show both, ``tests/test_timed_out_refunds.py``).
         """
         payout = _payout(tool)
         key = request.idempotency_key
-        if key is None or not self._rules.rules.reconcile_refunds or is_refusal(error):
+        if is_refusal(error):
             raise error
         found: RefundReceipt | None = await workflow.execute_activity(
             payout.settled_by, key, result_type=SETTLED, **timeouts.attempt(payout.settled_by)
@@ -275,12 +282,6 @@ class Payouts:
                 f"{found.order_id} under the same key, and refuses a key reused for another amount."
             )
         return found
-
-    def _demonstration_key(self, call_key: str, payout: Payout) -> str | None:
-        """The key of a payment under a demonstration's rule (``PER_ORDER``, the rule in production, keys the
-        part in ``_pay_part``): one per tool call, which a model asking again pays twice under, or none at all."""
-        per_call = self._rules.rules.refund_key is RefundKey.PER_TOOL_CALL
-        return f"{payout.key}:{call_key}" if per_call else None
 
 
 def _needs_approval(error: ActivityError) -> bool:

@@ -22,7 +22,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import amount, same_address
     from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
-    from activities.contracts.ticket import RefundKey, TicketOptions
+    from activities.contracts.ticket import TicketOptions
     from activities.policy_activities import PolicyActivities
     from workflows import timeouts
 
@@ -42,9 +42,6 @@ class Rules:
     """Who may answer a request; empty: anyone."""
     policy: MoneyPolicy
     digest: str
-    refund_key: RefundKey = RefundKey.PER_ORDER
-    reconcile_refunds: bool = True
-    linear_history: bool = True
     approvers_withdrawn: bool = False
     """The policy now in force allows none of the approvers the ticket named: nobody may approve its payouts.
     ``approvers`` then still holds the policy's, which requests opened before 1.1.0's one decision fell back to;
@@ -116,25 +113,10 @@ def rules_for(options: TicketOptions, in_force: PolicyInForce, *, starting: bool
         named = tuple(p for p in options.approvers if p not in strangers)
         withdrawn = not named
         approvers = named or approvers
-    if starting and not in_force.demonstrations:
-        for field, switched_off in (
-            ("refund_key", options.refund_key is not RefundKey.PER_ORDER),
-            ("reconcile_refunds", not options.reconcile_refunds),
-            ("linear_history", not options.linear_history),
-        ):
-            if switched_off:
-                raise LooserThanPolicyError(
-                    field,
-                    "switches a safeguard off, which only a demonstration worker (the crash tests, the "
-                    "benchmarks) allows",
-                )
     return Rules(
         limit_cents=limit,
         timeout_seconds=timeout,
         approvers=approvers,
-        refund_key=options.refund_key,
-        reconcile_refunds=options.reconcile_refunds,
-        linear_history=options.linear_history,
         policy=in_force.policy,
         digest=in_force.digest,
         approvers_withdrawn=withdrawn,

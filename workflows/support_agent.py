@@ -22,7 +22,7 @@ How it reads each response's ``stop_reason`` is in ``docs/architecture.md``.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         USAGE_QUERY,
         WORKFLOW_NAME,
     )
-    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, Turn
+    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, ToolCallRecord, Turn
     from workflows.approval_gate import ApprovalGate
     from workflows.approval_rules import spelled
     from workflows.audit_log import AuditLog
@@ -69,6 +69,16 @@ STOPPED: dict[str, str] = {"refusal": REFUSED, "model_context_window_exceeded": 
 """Stop reasons after which the model will not, or cannot, go on: the answer the customer gets instead."""
 
 
+class Records(TypedDict):
+    """The outcome's fields that the run's records fill (``Outcome``'s own names and types): refreshed at the close,
+    when a cancel or a budget may have added to them since the answer."""
+
+    tool_calls: list[ToolCallRecord]
+    usage: UsageReport
+    turns: list[Turn]
+    archive_ref: str | None
+
+
 @workflow.defn(name=WORKFLOW_NAME)
 class SupportAgent:
     @workflow.init
@@ -78,8 +88,7 @@ class SupportAgent:
         the ticket are made only when there is one."""
         self._intake = Intake.read(args)
         ticket, carried = self._intake.ticket, self._intake.carried
-        linear = carried is not None or (ticket is not None and ticket.options.linear_history)
-        self._continuation = Continuation(linear=linear)
+        self._continuation = Continuation()
         self._replies = Replies()
         self._events = Events(self._continuation)
         self._trail = AuditLog(ticket.ticket_id if ticket else "", notes_from=(self._replies, self._events))
@@ -88,7 +97,7 @@ class SupportAgent:
         if ticket is None:
             return
         self._ticket: TicketInput = ticket
-        self._model = Model(ticket, linear=linear, audit=self._trail.write)
+        self._model = Model(ticket, audit=self._trail.write)
         self._rules = RulesInForce(ticket.options, audit=self._trail.write)
         self._tools = Toolbox(ticket, self._rules, self._gate, self._events)
         if carried is not None:
@@ -207,8 +216,8 @@ class SupportAgent:
         open for them (``reply_window_seconds``), answered over the whole conversation with the same rules, keys
         and approvals. Steps are numbered across turns, so no two calls of the ticket share a key.
 
-        With linear history, ``messages`` holds only what the model has not been sent yet; the conversation
-        so far is in the content store, under the model's key. Without it, ``messages`` is the whole conversation."""
+        ``messages`` holds only what the model has not been sent yet; the conversation so far is in the content
+        store, under the model's key, so each step adds about the same bytes to the history."""
         window = self._ticket.options.reply_window_seconds
         if carried is None:
             messages, first = [Message.user_text(self._ticket.question)], 1
@@ -266,10 +275,7 @@ class SupportAgent:
             self._continuation.stepped(step)
             if handed_over := await self._hands_over(step, decision.stop_reason):
                 return handed_over, messages
-            if self._continuation.linear:  # the model's key names the conversation with this answer in it
-                messages = []
-            else:
-                append_turn(messages, "assistant", decision.content)
+            messages = []  # the model's key names the conversation with this answer in it
             if decision.stop_reason == "max_tokens":
                 results = [self._tools.answer_call(step, call, CUT_OFF, is_error=True) for call in decision.tool_calls]
                 append_turn(messages, "user", [*results, TextBlock(text=CUT_OFF)])
@@ -373,14 +379,14 @@ class SupportAgent:
         elif turns:
             await self._continuation.archive([], [], turns)
 
-    def _records(self) -> dict[str, Any]:
+    def _records(self) -> Records:
         """What the outcome carries of the records that go to the content store past their budgets."""
-        return {
-            "tool_calls": self._tools.tool_calls,
-            "usage": self._model.usage,
-            "turns": self._replies.turns,
-            "archive_ref": self._continuation.archive_ref,
-        }
+        return Records(
+            tool_calls=self._tools.tool_calls,
+            usage=self._model.usage,
+            turns=self._replies.turns,
+            archive_ref=self._continuation.archive_ref,
+        )
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
         """How the ticket stands with this answer: the turn in progress ends with it, as ``status``. An answered

@@ -2,14 +2,14 @@
 
 Every call to the model is an activity (``think`` for a step, ``summarize`` to fold older turns); what the
 workflow keeps of them is what outlives the call. The outcome and the ``usage`` query report every call and
-its tokens and cost, summed across the ticket's runs. With linear history the conversation so far lives in the
-content store, and the workflow holds only its key, which each answer replaces. And the tokens the model read at
+its tokens and cost, summed across the ticket's runs. The conversation so far lives in the content store, and
+the workflow holds only its key, which each answer replaces. And the tokens the model read at
 its last call say how close the conversation is to its context window: past ``summarize_above_tokens``, the older
 turns are summarised before the next step, so a long ticket is not handed
 over for a full window. A model that refuses to summarise is not asked again; the ticket goes on without.
 
 The loop decides what an answer means; this piece keeps the state behind the calls, which a continued run
-takes over (``snapshot``, ``restore``). Given the ticket, whether history is linear, and the audit trail, which
+takes over (``snapshot``, ``restore``). Given the ticket and the audit trail, which
 records each summary.
 """
 
@@ -49,17 +49,15 @@ class ModelSnapshot(Contract):
 
 
 class Model:
-    """The ticket's calls to the model: made through here, counted here. Given the ticket, whether this run keeps
-    the conversation in the content store (``linear``), and the audit trail."""
+    """The ticket's calls to the model: made through here, counted here. Given the ticket and the audit trail."""
 
-    def __init__(self, ticket: TicketInput, *, linear: bool, audit: Audit) -> None:
+    def __init__(self, ticket: TicketInput, *, audit: Audit) -> None:
         self._ticket = ticket
-        self._linear = linear
         self._audit = audit
         self.calls = 0
         self.usage = UsageReport()
         self.conversation_ref: str | None = None
-        """With linear history, the conversation so far, in the content store."""
+        """The conversation so far, in the content store: each answer names the conversation with it in."""
         self._context_tokens = 0
         """Tokens the model read at its last call: how close the conversation is to its context window."""
         self._can_summarize = True
@@ -79,21 +77,16 @@ class Model:
         return steps
 
     async def think(self, step: int, messages: list[Message]) -> Decision:
-        """The model's next move at ``step``, given what it has not been sent yet (or, without linear history,
-        the whole conversation)."""
-        context = self._context()
-        request = ThinkRequest(ticket=context, step=step, messages=messages)
-        if self._linear:
-            request = ThinkRequest(
-                ticket=context,
-                step=step,
-                messages=messages,
-                store_conversation=True,
-                conversation_ref=self.conversation_ref,
-            )
+        """The model's next move at ``step``, given what it has not been sent yet."""
+        request = ThinkRequest(
+            ticket=self._context(),
+            step=step,
+            messages=messages,
+            store_conversation=True,
+            conversation_ref=self.conversation_ref,
+        )
         decision = await workflow.execute_activity_method(ModelActivities.think, request, **timeouts.attempt("think"))
-        if self._linear:  # the activity stored the conversation with this answer in it
-            self.conversation_ref = decision.conversation_ref
+        self.conversation_ref = decision.conversation_ref  # the activity stored the conversation with this answer
         self._count(StepUsage(step=step, model=decision.model, usage=decision.usage))
         usage = decision.usage
         self._context_tokens = (
@@ -104,8 +97,7 @@ class Model:
     def should_summarize(self) -> bool:
         limit = self._ticket.options.summarize_above_tokens
         return (
-            self._linear
-            and self._can_summarize
+            self._can_summarize
             and self.conversation_ref is not None
             and limit is not None
             and self._context_tokens > limit

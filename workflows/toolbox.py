@@ -47,8 +47,8 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.approval_gate import ApprovalGate
 from workflows.failures import ToolError, cause, raise_if_cancelled, raise_if_unusable
-from workflows.ownership import CustomerOrders, run
-from workflows.payouts import Payouts, PayoutsSnapshot
+from workflows.ownership import AboutAnOrder, CustomerOrders, run
+from workflows.payouts import Payment, Payouts, PayoutsSnapshot
 from workflows.rules import RulesInForce
 from workflows.waits import Events
 
@@ -192,7 +192,7 @@ class Toolbox:
 
     # --- the handlers, one per rule ---
 
-    async def _read(self, _step: int, _call: ToolUseBlock, args: Any, tool: Tool) -> str | ToolOutput:
+    async def _read(self, _step: int, _call: ToolUseBlock, args: AboutAnOrder, tool: Tool) -> str | ToolOutput:
         """A read about one of the customer's orders: the order is checked first, then the tool's activity runs and
         its result goes to the model as it is. The lookup every check runs is itself such a read: the check is
         the read, made afresh."""
@@ -202,8 +202,8 @@ class Toolbox:
         result = await run(tool, args)
         return result if isinstance(result, (str, ToolOutput)) else result.model_dump_json()
 
-    async def _pay(self, step: int, call: ToolUseBlock, args: Any, tool: Tool) -> str:
-        return await self._payouts.pay(tool, args, call_key=self._call_key(step, call))
+    async def _pay(self, _step: int, _call: ToolUseBlock, args: Payment, tool: Tool) -> str:
+        return await self._payouts.pay(tool, args)
 
     async def _wait_for_event(self, _step: int, _call: ToolUseBlock, args: WaitForDeliveryScanArgs, _tool: Tool) -> str:
         """Park the ticket until an event about the order arrives (or came already), or the hours run out."""

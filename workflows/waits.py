@@ -234,10 +234,10 @@ class Replies:
                 async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=self.until)):
                     with contextlib.suppress(TimeoutError):
                         await workflow.wait_condition(
-                            lambda: bool(self.pending) or (continuation.linear and continuation.due()),
+                            lambda: bool(self.pending) or continuation.due(),
                             timeout=remaining,
                         )
-            if not self.pending and continuation.linear and continuation.due() and workflow.now() < self.until:
+            if not self.pending and continuation.due() and workflow.now() < self.until:
                 continuation.continue_waiting()
         self.until = None
         if not self.pending:
@@ -311,16 +311,15 @@ class Events:
                 until = workflow.now() + timedelta(hours=hours)
             self.waiting = EventWait(order_id=order_id, until=until)
             continuation = self._continuation
-            continues = continuation.linear
             remaining = until - workflow.now()
             if remaining > timedelta(0):
                 async with _Visible(Waiting(state=TicketState.WAITING_FOR_EVENT, until=until, order_id=order_id)):
                     with contextlib.suppress(TimeoutError):
                         await workflow.wait_condition(
-                            lambda: self._first(order_id) is not None or (continues and continuation.due()),
+                            lambda: self._first(order_id) is not None or continuation.due(),
                             timeout=remaining,
                         )
-            if self._first(order_id) is None and continues and continuation.due() and workflow.now() < until:
+            if self._first(order_id) is None and continuation.due() and workflow.now() < until:
                 continuation.continue_waiting()
         self.waiting = None
         event = self._first(order_id)

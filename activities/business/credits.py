@@ -84,10 +84,9 @@ class SqlStoreCredits:
     def issue(self, request: RefundRequest) -> RefundReceipt:
         asked = _fingerprint(request)
         with self.database.writer.begin() as db:
-            if request.idempotency_key is not None:
-                first = self.keys.claim(db, request.idempotency_key, asked)
-                if first is not None:
-                    return self._first_credit(db, request, first)
+            first = self.keys.claim(db, request.idempotency_key, asked)
+            if first is not None:
+                return self._first_credit(db, request, first)
             # The order's row stays locked until the voucher is booked: refunds and store credit of one order are
             # booked one at a time, each checked against what the ones before paid back.
             book = paid_back(db, request.order_id, lock=True)

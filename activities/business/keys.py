@@ -66,10 +66,9 @@ class KeyLedger:
             _refuse_closed(row)
         return row
 
-    def record(self, db: Connection, key: str | None, result_id: int) -> None:
-        """What the request that claimed ``key`` produced, in the same transaction (nothing for no key)."""
-        if key is not None:
-            db.execute(idempotency_keys.update().where(idempotency_keys.c.key == key).values(result_id=result_id))
+    def record(self, db: Connection, key: str, result_id: int) -> None:
+        """What the request that claimed ``key`` produced, in the same transaction."""
+        db.execute(idempotency_keys.update().where(idempotency_keys.c.key == key).values(result_id=result_id))
 
     def hold(self, db: Connection, key: str) -> None:
         """Make sure ``key`` has a row before reading what it produced: a racing claim's insert is waited for

@@ -128,10 +128,9 @@ class SqlPayments:
     def refund(self, request: RefundRequest) -> RefundReceipt:
         asked = RefundFingerprint.of(request)
         with self.database.writer.begin() as db:
-            if request.idempotency_key is not None:
-                first = self.keys.claim(db, request.idempotency_key, asked.to_text())
-                if first is not None:
-                    return self._first_refund(db, request.idempotency_key, asked, first)
+            first = self.keys.claim(db, request.idempotency_key, asked.to_text())
+            if first is not None:
+                return self._first_refund(db, request.idempotency_key, asked, first)
             # The order's row stays locked until the refund is booked: refunds and store credit of one order are
             # booked one at a time, each checked against what the ones before paid back.
             book = paid_back(db, request.order_id, lock=True)

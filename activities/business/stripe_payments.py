@@ -141,18 +141,16 @@ class StripePayments:
     def refund(self, request: RefundRequest) -> RefundReceipt:
         payment = self._payment_of(request.order_id)
         key, asked = request.idempotency_key, RefundFingerprint.of(request)
-        reserved, repeat = None, False
-        if key is not None or request.limits is not None:
-            # The request is committed under its key before Stripe hears of it, so a settlement after a crash
-            # knows which payment to look at, and reserved against its limits, so no other ticket's check misses
-            # it. A key taken before is not refused here (Stripe judges a repeat), nor reserved again.
-            with self.database.writer.begin() as db:
-                first = None if key is None else self.keys.claim(db, key, asked.to_text())
-                repeat = first is not None
-                if first is None:
-                    reserved = self.unattended.count(db, request)
+        reserved = None
+        # The request is committed under its key before Stripe hears of it, so a settlement after a crash knows
+        # which payment to look at, and reserved against its limits, so no other ticket's check misses it. A key
+        # taken before is not refused here (Stripe judges a repeat), nor reserved again.
+        with self.database.writer.begin() as db:
+            repeat = self.keys.claim(db, key, asked.to_text()) is not None
+            if not repeat:
+                reserved = self.unattended.count(db, request)
         try:
-            return self._ask(payment, request, reserved, repeat=repeat)
+            return self._ask(payment, request, repeat=repeat)
         except NOT_PAID as refusal:
             under = key if isinstance(refusal, NOTHING_PAID_UNDER_THE_KEY) else None
             if reserved is not None or under is not None:
@@ -162,26 +160,23 @@ class StripePayments:
                     self.unattended.release(db, reserved=reserved, key=earlier)
             raise
 
-    def _ask(self, payment: str, request: RefundRequest, reserved: int | None, *, repeat: bool) -> RefundReceipt:
-        """Stripe's refund, booked (and what it ``reserved`` kept), with the key's row and the order's held from
-        before the request until the booking commits; ``repeat``: the key was taken by an earlier attempt."""
+    def _ask(self, payment: str, request: RefundRequest, *, repeat: bool) -> RefundReceipt:
+        """Stripe's refund, booked (with what its key reserved against the limits kept), with the key's row and the
+        order's held from before the request until the booking commits; ``repeat``: the key was taken by an earlier
+        attempt."""
         key = request.idempotency_key
         with self.database.writer.begin() as db:
-            if key is not None:
-                self.keys.lock(db, key, open_only=True)  # held until the refund is booked; closed: refused
+            self.keys.lock(db, key, open_only=True)  # held until the refund is booked; closed: refused
             self._within_charge(db, payment, request, repeat=repeat)
             params = _on(payment, RefundCreateParams(amount=request.amount_cents))
-            at_stripe = None if key is None else stripe_key(key)
-            if at_stripe is not None:
-                params["metadata"] = {KEY_IN_METADATA: at_stripe, "order_id": request.order_id}
-            options: RequestOptions = {} if at_stripe is None else {"idempotency_key": at_stripe}
+            at_stripe = stripe_key(key)
+            params["metadata"] = {KEY_IN_METADATA: at_stripe, "order_id": request.order_id}
+            options: RequestOptions = {"idempotency_key": at_stripe}
             made = _asking(lambda: self.client.v1.refunds.create(params, options))
             response = made.last_response
             replayed = response is not None and response.headers.get(REPLAYED) == "true"
             paid = self._book(db, request.order_id, made, key, replayed=replayed)
             self.keys.record(db, key, paid.refund_id)
-            if reserved is not None:  # a keyed reservation is kept by _book already; a keyless one only here
-                self.unattended.keep(db, paid.refund_id, reserved=reserved)
         return paid
 
     def _within_charge(self, db: Connection, payment: str, request: RefundRequest, *, repeat: bool) -> None:
@@ -199,7 +194,7 @@ class StripePayments:
         book = book.reported_by(self.at_stripe(request.order_id, payment))
         if book.allows(request.amount_cents):
             return
-        if repeat and request.idempotency_key is not None and self._find(db, request.idempotency_key) is not None:
+        if repeat and self._find(db, request.idempotency_key) is not None:
             return
         book.refuse_past_charge(request.amount_cents, "to refund")
 
@@ -273,9 +268,7 @@ class StripePayments:
         except stripe.StripeError as error:
             raise classify(error) from None
 
-    def _book(
-        self, db: Connection, order_id: str, made: stripe.Refund, key: str | None, *, replayed: bool
-    ) -> RefundReceipt:
+    def _book(self, db: Connection, order_id: str, made: stripe.Refund, key: str, *, replayed: bool) -> RefundReceipt:
         """The refunds table's row for Stripe's refund ``made``, written the first time it is seen; what its key's
         request reserved against the limits is kept from then on."""
         row = db.execute(refunds.select().where(refunds.c.provider_refund_id == made.id)).first()
@@ -291,8 +284,7 @@ class StripePayments:
                     "status": made.status,
                 },
             ).one()
-            if key is not None:
-                self.unattended.keep(db, row.id, key=key)
+            self.unattended.keep(db, row.id, key=key)
             return receipt(row, replayed=replayed)
         return receipt(row, replayed=True)
 

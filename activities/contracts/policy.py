@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -151,7 +151,6 @@ class PolicyInForce(Contract):
     digest: str
     default_approvers: Approvers = []
     """``AGENT_APPROVERS``: who may approve when the policy names no roles (empty: anyone)."""
-    demonstrations: bool = False
-    """Whether tickets may switch safeguards off (``refund_key``, ``reconcile_refunds``, ``linear_history``) to
-    show what goes wrong without them. Only a worker built by the crash tests and benchmarks says yes; a worker
-    the product builds never does."""
+    demonstrations: Literal[False] = False
+    """Written by 1.1.0's workers into every policy read their histories hold, so it stays readable; no worker
+    lets a ticket switch a safeguard off any more (the crash lab's demonstrations are ``tests/support``'s)."""

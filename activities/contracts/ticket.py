@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -42,18 +42,6 @@ CustomerText = Annotated[str, StringConstraints(strip_whitespace=True, min_lengt
 budget, so a turn always fits the payloads it travels in."""
 
 
-class RefundKey(StrEnum):
-    """Which idempotency key a refund carries to the payment provider. Anything but ``per_order`` is refused but
-    on a demonstration worker (``PolicyInForce.demonstrations``): the others exist to show what goes wrong."""
-
-    NONE = "none"
-    """No key: every attempt is a new payment. Exists to show what retries alone do: pay again."""
-    PER_TOOL_CALL = "per_tool_call"
-    """The same for every retry of one tool call: covers a crash, not a model that asks again."""
-    PER_ORDER = "per_order"
-    """``refund:<order_id>``: names the business operation, so nothing refunds an order twice."""
-
-
 class TicketOptions(Contract):
     """What a caller may ask of one ticket. The money rules are the operator's (``MoneyPolicy``): an option
     here may make them stricter for this ticket, never looser (``workflows.rules``)."""
@@ -62,7 +50,11 @@ class TicketOptions(Contract):
     """Refunds above this wait for a person; at most the policy's limit. None: the policy's."""
     approval_timeout_seconds: Annotated[int, bounded(1, 90 * DAY)] | None = None
     """How long a person has to answer, silence meaning no; at most the policy's. None: the policy's."""
-    refund_key: RefundKey = RefundKey.PER_ORDER
+    refund_key: Literal["per_order"] = "per_order"
+    """Read, never chosen: a payment's key always names the ticket, the order and the part. Runs of 1.1.0 and
+    before wrote this option (and ``linear_history``, ``reconcile_refunds``) into every continued run's input, so
+    the name stays readable with the one value a production worker ever took; the modes that switched these
+    safeguards off are the crash lab's and the benchmarks' (``tests/support/demonstrations.py``), not a ticket's."""
     max_steps: Annotated[int, bounded(1, 10_000)] = 10
     """Model calls the agent may make before it gives up."""
     sla_seconds: Annotated[int, bounded(1, 3650 * DAY)] = DAY
@@ -73,11 +65,7 @@ class TicketOptions(Contract):
     ) = None
     """Who may approve this ticket's refunds, among those the policy allows; None (left out): all of them. An
     empty list is refused: it must never read as "anyone"."""
-    linear_history: bool = True
-    """A safeguard a ticket may not switch off, but on a demonstration worker (``PolicyInForce.demonstrations``).
-    Send the model activity only what is new since the last step, with a reference to the conversation
-    so far, so each step adds about the same bytes to the history. False sends the whole conversation every
-    step, as runs did before (the benchmark's naive side)."""
+    linear_history: Literal[True] = True
     continue_as_new_after_steps: Annotated[int, bounded(1, 10_000)] = 100
     """Model calls one run makes before the ticket continues as a new run (sooner if the server suggests it),
     so no run's history outgrows Temporal's limits however long the ticket lasts. Linear history only."""
@@ -89,10 +77,7 @@ class TicketOptions(Contract):
     reply_window_seconds: Annotated[int, bounded(0, 90 * DAY)] = 0
     """How long an answered ticket stays open for the customer's reply (``customer_message``); each reply is a
     new turn of the agent over the whole conversation. 0 closes the ticket with its first answer."""
-    reconcile_refunds: bool = True
-    """When a keyed refund fails with an unknown outcome (timed out, out of retries), ask the provider what it
-    recorded under the key before telling the model anything. A safeguard: off only on a demonstration worker,
-    to show a refund paid twice when the model asks again."""
+    reconcile_refunds: Literal[True] = True
 
 
 class TicketInput(Contract):

@@ -72,7 +72,7 @@ class RefundRequest(Contract):
 
     order_id: str
     amount_cents: Cents
-    idempotency_key: str | None
+    idempotency_key: str
     customer_email: str | None = None
     """Whose refund it is: the ticket's customer, whose order it is. Counted ASCII-case-insensitively, as
     ``same_address`` compares addresses."""

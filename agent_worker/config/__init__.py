@@ -69,8 +69,6 @@ class Settings(BaseSettings):
     """A SQLAlchemy URL for a shared business database, e.g. ``postgresql+psycopg://user@host/db``; when set,
     it is used instead of the SQLite file, so several workers on several machines share one provider."""
 
-    refund_guard: bool = True
-    """Refuse a refund that would take an order's refunded total above its charge, as Stripe does."""
     idempotency_key_ttl_hours: PositiveFloat = 24.0
 
     inline_result_max_bytes: PositiveInt = 8192

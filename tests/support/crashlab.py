@@ -28,7 +28,8 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
-from tests.support import demonstrations, faulty_worker, tickets
+from tests.support import faulty_worker, tickets
+from tests.support.demonstrations import Demonstration
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, spawn_worker, worker_env
 from tests.support.tickets import Handle, answer
@@ -123,22 +124,25 @@ class Lab:
     settings: dict[str, str] = field(default_factory=dict)
     """``AGENT_*`` settings for every worker this lab starts, such as ``{"AGENT_FAULTS": ...}`` (which starts
     ``tests.support.faulty_worker`` instead of ``agent-worker worker``)."""
-    demonstrations: bool = False
-    """Start workers that let tickets switch safeguards off (``tests.support.demonstrations``), for the rows that
-    show what goes wrong without them; ``agent-worker worker`` otherwise."""
+    demonstration: Demonstration | None = None
+    """What the workers show of a world without a safeguard (``tests.support.demonstrations``), for the rows that
+    show what goes wrong without it; ``agent-worker worker`` as it ships otherwise."""
     workers: list[WorkerProcess] = field(default_factory=list)
 
     def env(self, **overrides: str) -> dict[str, str]:
         logs = {"AGENT_LOG_FORMAT": "json", "AGENT_LOG_LEVEL": "INFO"}  # what WorkerProcess.logs() reads
         server = address(self.client)
-        return worker_env(server, self.task_queue, self.store.database.path, **{**logs, **self.settings, **overrides})
+        shown = self.demonstration.env() if self.demonstration else {}
+        return worker_env(
+            server, self.task_queue, self.store.database.path, **{**logs, **shown, **self.settings, **overrides}
+        )
 
     async def spawn(self, **overrides: str) -> WorkerProcess:
         log_path = self.store.database.path.with_name(f"worker-{len(self.workers) + 1}.log")
         env = self.env(**overrides)
-        command: tuple[str, ...] = demonstrations.WORKER_COMMAND if self.demonstrations else (AGENT_WORKER, "worker")
-        if env.get("AGENT_FAULTS"):  # the product knows no faults: a worker with them is the tests' own
-            command = (*faulty_worker.WORKER_COMMAND, *(["--demonstrations"] if self.demonstrations else []))
+        command: tuple[str, ...] = (AGENT_WORKER, "worker")
+        if env.get("AGENT_FAULTS") or self.demonstration:  # the product knows neither: such a worker is the tests'
+            command = faulty_worker.WORKER_COMMAND
         worker = await WorkerProcess.start(env, log_path, command)
         self.workers.append(worker)
         return worker

@@ -1,54 +1,127 @@
-"""Workers that let a ticket switch a safeguard off, for the crash table and the benchmarks that show what goes
-wrong without it: ``refund_key`` other than per part, ``reconcile_refunds: false``, ``linear_history: false``.
+"""What goes wrong without the product's safeguards, shown on the product's own worker with one thing changed
+beneath it: the crash table's rows and the benchmarks that compare.
 
-A worker the product builds never allows that (``agent_worker.wiring.policy_in_force``): the ``money_policy``
-activity answers ``demonstrations: false``. These workers are the product's own, built through its wiring with one
-thing handed in, a policy in force that says yes: in the test's process (``allowing_demonstrations``, which
-``Harness.worker(demonstrations=True)`` hands to ``build_worker``), or as a process of its own
-(``python -m tests.support.demonstrations``, which ``Lab(demonstrations=True)`` spawns instead of
-``agent-worker worker``, with the same settings in its environment).
+A production worker keys every payment by the ticket, the order and the part, asks the provider what it
+recorded before telling the model that a payment failed, and its embedded provider refuses to pay back more
+than an order's charge. None of that can be switched off by a ticket or a setting. A demonstration changes what
+the activities do, never the workflow, so the run it shows is the product's run:
+
+- ``refund_key="none"`` gives each attempt of a paying activity a key of its own (every attempt is a new
+  payment); ``"per_tool_call"`` one key per scheduled activity, the same across its retries (a crash is covered,
+  a model asking again is not). Both rewrite the key the workflow sent, in an activity interceptor.
+- ``reconcile=False`` answers the lookup of an unknown outcome (``find_refund``, ``find_store_credit``) with a
+  failure, so the model hears the payment failed, as a workflow that never asked would tell it. A key other than
+  the product's cannot be looked up by the product's key, so a rewritten key implies it.
+- ``refund_guard=False`` lets the embedded provider pay back past the charge, so a figure shows what
+  orchestration alone does.
+
+In the test's process a ``Demonstration`` is a plugin (``Harness.worker(demonstration=...)``); for a worker process
+of its own (``Lab(demonstration=...)``, the plain loop) it travels in the ``DEMONSTRATION`` environment variable.
 """
 
 from __future__ import annotations
 
-import asyncio
-import sys
-import traceback
+import os
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from temporalio.client import Client
-from temporalio.envconfig import ClientConfig
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkerConfig
 
-from activities.contracts.policy import PolicyInForce
-from agent_worker import logs, wiring
-from agent_worker.cli.worker import build_worker, run_worker
-from agent_worker.client import DEFAULT_ADDRESS
-from agent_worker.config import Settings
-from agent_worker.exits import exit_hard
+from activities.business import Business
+from activities.business.payments import SqlPayments
+from activities.contracts.world import RefundRequest
+from activities.tools import TOOLS
 
-WORKER_COMMAND = (sys.executable, "-m", "tests.support.demonstrations")
-"""What ``Lab`` runs for a worker process that allows demonstrations (from the project's folder, as tests run)."""
-
-
-def allowing_demonstrations(settings: Settings) -> PolicyInForce:
-    """The policy in force a worker with ``settings`` would answer, but allowing demonstrations."""
-    return wiring.policy_in_force(settings).model_copy(update={"demonstrations": True})
-
-
-async def serve() -> None:
-    """``agent-worker worker``, but allowing demonstrations: connected as the product connects (Temporal's
-    environment configuration, the service's data converter), and run until SIGTERM."""
-    settings = Settings()
-    logs.configure(settings.log_level, settings.log_format)
-    config = ClientConfig.load_client_connect_config()
-    config.setdefault("target_host", DEFAULT_ADDRESS)
-    client = await Client.connect(**config, data_converter=wiring.data_converter(settings))
-    await run_worker(client, settings, worker=build_worker(client, settings, policy=allowing_demonstrations(settings)))
+ENV = "DEMONSTRATION"
+PAYING = {name: tool.payout for name, tool in TOOLS.items() if tool.payout is not None}
+SETTLING = {payout.settled_by for payout in PAYING.values()}
+NOT_RECONCILED = (
+    "the payment's outcome is unknown: its attempts timed out, and this demonstration's worker does not ask the "
+    "provider what it recorded"
+)
 
 
-if __name__ == "__main__":
-    try:
-        asyncio.run(serve())
-    except BaseException:  # noqa: BLE001 - whatever ended it, a test reads the exit code and the log
-        traceback.print_exc()
-        exit_hard(1)
-    exit_hard(0)
+RefundKey = Literal["none", "per_tool_call", "per_order"]
+KEYS: dict[str, RefundKey] = {"none": "none", "per_tool_call": "per_tool_call", "per_order": "per_order"}
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    refund_key: RefundKey = "per_order"
+    reconcile: bool = True
+    refund_guard: bool = True
+
+    def __post_init__(self) -> None:
+        if self.refund_key != "per_order" and self.reconcile:
+            object.__setattr__(self, "reconcile", False)  # the lookup goes by the product's key: nothing to find
+
+    @classmethod
+    def from_env(cls) -> Demonstration | None:
+        """The demonstration ``DEMONSTRATION`` names (``refund_key=none reconcile=off refund_guard=off``), or None."""
+        words = dict(word.split("=", 1) for word in os.environ.get(ENV, "").split())
+        if not words:
+            return None
+        unknown = set(words) - {"refund_key", "reconcile", "refund_guard"}
+        if unknown:
+            raise ValueError(f"{ENV}: unknown {', '.join(sorted(unknown))}")
+        key = words.get("refund_key", "per_order")
+        if key not in KEYS:
+            raise ValueError(f"{ENV}: refund_key is one of {', '.join(KEYS)}, not {key!r}")
+        reconcile, refund_guard = (words.get(name) != "off" for name in ("reconcile", "refund_guard"))
+        return cls(refund_key=KEYS[key], reconcile=reconcile, refund_guard=refund_guard)
+
+    def env(self) -> dict[str, str]:
+        """This demonstration for a worker process of its own."""
+        words = [f"refund_key={self.refund_key}"]
+        words += [] if self.reconcile else ["reconcile=off"]
+        words += [] if self.refund_guard else ["refund_guard=off"]
+        return {ENV: " ".join(words)}
+
+    def plugin(self) -> SimplePlugin:
+        return _Plugin(self)
+
+    def guard(self, business: Business) -> Business:
+        """``business`` with the embedded provider's guard as this demonstration has it (Stripe keeps its own)."""
+        if not self.refund_guard and isinstance(business.payments, SqlPayments):
+            business.payments.refund_guard = False
+        return business
+
+
+class _Plugin(SimplePlugin):
+    def __init__(self, demonstration: Demonstration) -> None:
+        super().__init__("tests-demonstration")
+        self.demonstration = demonstration
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        config["interceptors"] = [*config.get("interceptors", []), _Interceptor(self.demonstration)]
+        return config
+
+
+class _Interceptor(Interceptor):
+    def __init__(self, demonstration: Demonstration) -> None:
+        self.demonstration = demonstration
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:  # noqa: A002
+        return _Inbound(next, self.demonstration)
+
+
+class _Inbound(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, demonstration: Demonstration) -> None:  # noqa: A002
+        super().__init__(next)
+        self.demonstration = demonstration
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:  # noqa: A002
+        info = activity.info()
+        if info.activity_type in SETTLING and not self.demonstration.reconcile:
+            raise ApplicationError(NOT_RECONCILED, type="NotReconciled", non_retryable=True)
+        if info.activity_type in PAYING and self.demonstration.refund_key != "per_order":
+            (request, *rest) = input.args
+            assert isinstance(request, RefundRequest)
+            call = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+            key = f"{call}/attempt-{info.attempt}" if self.demonstration.refund_key == "none" else call
+            input.args = [request.model_copy(update={"idempotency_key": f"demonstration:{key}"}), *rest]
+        return await super().execute_activity(input)

@@ -25,7 +25,7 @@ from agent_worker import wiring
 from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
 from tests.support import processes, tickets
-from tests.support.demonstrations import allowing_demonstrations
+from tests.support.demonstrations import Demonstration
 from tests.support.desk import LOOSE_FILE
 from tests.support.faults import plugins as fault_plugins
 from tests.support.tickets import Handle
@@ -59,21 +59,26 @@ class Harness:
         model: LanguageModel | None = None,
         *,
         policy: MoneyPolicy | None = None,
-        demonstrations: bool = False,
+        demonstration: Demonstration | None = None,
         faults: str = "",
         plugins: Sequence[SimplePlugin] = (),
         **settings: Any,
     ) -> AsyncIterator[None]:
         """A worker on the harness's queue and business, under ``policy`` (the tests' loose desk if None); with
-        ``demonstrations``, one that lets tickets switch safeguards off (``tests.support.demonstrations``); with
+        ``demonstration``, one that shows a world without a safeguard (``tests.support.demonstrations``); with
         ``faults``, one that kills or hangs itself where they say (``tests.support.faults``); with ``plugins``,
         the product's worker with those added (``tests.support.holds``)."""
         built = self.settings(**settings)
-        in_force = allowing_demonstrations(built) if demonstrations else wiring.policy_in_force(built)
+        in_force = wiring.policy_in_force(built)
         if policy is not None:
             in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
         async with build_worker(
-            self.client, built, self.store, model, in_force, plugins=[*fault_plugins(built, faults), *plugins]
+            self.client,
+            built,
+            demonstration.guard(self.store) if demonstration else self.store,
+            model,
+            in_force,
+            plugins=[*fault_plugins(built, faults), *([demonstration.plugin()] if demonstration else []), *plugins],
         ):
             yield
 
@@ -93,9 +98,9 @@ class Harness:
         return await tickets.start(self.client, self.task_queue, raw_ticket)
 
     async def run(
-        self, raw_ticket: Any, model: LanguageModel | None = None, *, demonstrations: bool = False
+        self, raw_ticket: Any, model: LanguageModel | None = None, *, demonstration: Demonstration | None = None
     ) -> Outcome:
-        async with self.worker(model, demonstrations=demonstrations):
+        async with self.worker(model, demonstration=demonstration):
             handle = await self.start(raw_ticket)
             result: Outcome = await handle.result()
             return result

@@ -24,6 +24,7 @@ from activities.contracts.approvals import ApprovalDecision
 from activities.contracts.fields import money
 from activities.contracts.ticket import Status
 from tests.support.crashlab import Lab, recovery_seconds
+from tests.support.demonstrations import Demonstration
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_env
 from tests.support.smtp_server import MailServer, smtp_env
 from tests.support.tickets import ticket
@@ -134,7 +135,12 @@ async def run_kill_point(client: Client, directory: Path, kill_point: str, *, re
 async def _run(client: Client, store: Business, kill_point: str, providers: RealProviders | None) -> Row:
     # The guard is off so that the model's change of mind after a lost answer (39.00 on a 49.00 order)
     # is paid if approved: the rows show what orchestration does, not what the provider's guard catches.
-    lab = Lab(client, store, settings={"AGENT_REFUND_GUARD": "false", **(providers.env() if providers else {})})
+    lab = Lab(
+        client,
+        store,
+        settings=providers.env() if providers else {},
+        demonstration=None if providers else Demonstration(refund_guard=False),  # Stripe keeps its own rule
+    )
     if kill_point not in (WAITING, NO_CRASH):
         lab.settings["AGENT_FAULTS"] = f"{kill_point}=kill"
     try:

@@ -88,10 +88,10 @@ def tokens_of(messages: list[Message]) -> int:
     return sum(len(m.model_dump_json()) for m in messages) // BYTES_PER_TOKEN
 
 
-def long_ticket(steps: int, *, linear: bool, steps_per_run: int = 100) -> dict[str, Any]:
+def long_ticket(steps: int, *, steps_per_run: int = 100) -> dict[str, Any]:
     return {
         "ticket_id": f"T-long-{uuid.uuid4().hex[:6]}",
         "question": "Where are all my parcels?",
         "customer_email": "ann@example.com",
-        "options": {"max_steps": steps, "linear_history": linear, "continue_as_new_after_steps": steps_per_run},
+        "options": {"max_steps": steps, "continue_as_new_after_steps": steps_per_run},
     }

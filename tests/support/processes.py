@@ -57,7 +57,7 @@ async def spawn_worker(
     environ: Mapping[str, str] | None = None,
     command: Sequence[str] = (AGENT_WORKER, "worker"),
 ) -> asyncio.subprocess.Process:
-    """Start ``agent-worker worker`` (or another worker ``command``: ``demonstrations.WORKER_COMMAND``) with
+    """Start ``agent-worker worker`` (or another worker ``command``: ``faulty_worker.WORKER_COMMAND``) with
     ``settings`` over ``environ`` (this process's environment by default)."""
     return await asyncio.create_subprocess_exec(
         *command,
