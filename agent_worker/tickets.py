@@ -54,6 +54,7 @@ from activities.contracts.names import (
     AWAITING_APPROVAL_ATTRIBUTE,
     AWAITING_APPROVAL_QUERY,
     CUSTOMER_MESSAGE,
+    ORDER_EVENT_SIGNAL,
     SEARCH_ATTRIBUTES,
     TICKET_STATE_ATTRIBUTE,
     TURNS_QUERY,
@@ -63,6 +64,7 @@ from activities.contracts.names import (
 from activities.contracts.ticket import (
     CustomerMessage,
     MessageReceipt,
+    OrderEvent,
     Outcome,
     TicketInput,
     TicketState,
@@ -481,6 +483,12 @@ async def reply(client: Client, workflow_id: str, message: CustomerMessage) -> M
         CUSTOMER_MESSAGE, message, result_type=MessageReceipt
     )
     return receipt
+
+
+async def report_event(client: Client, workflow_id: str, event: OrderEvent) -> None:
+    """Tell the ticket of an event about an order (the ``order_event`` signal a carrier's relay sends): a ticket
+    that waits for one goes on, and any other keeps it for when it asks."""
+    await handle(client, workflow_id).signal(ORDER_EVENT_SIGNAL, event)
 
 
 async def answer_to(client: Client, workflow_id: str, turn: int, *, every: timedelta = timedelta(seconds=0.5)) -> Turn:

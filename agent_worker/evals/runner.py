@@ -26,7 +26,7 @@ from temporalio.common import WorkflowIDReusePolicy
 
 from activities.business import Business
 from activities.contracts.approvals import Approval
-from activities.contracts.names import APPROVE_SIGNAL, ORDER_EVENT_SIGNAL, WORKFLOW_NAME
+from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketState
 from activities.contracts.world import EmailRequest
 from agent_worker import model_choice, tickets, wiring
@@ -190,12 +190,14 @@ class Runner:
                 if request is not None and request.request_id not in answered_requests:
                     ran.asked_person = True
                     answered_requests.add(request.request_id)
-                    await handle.signal(APPROVE_SIGNAL, approval(scenario, request.amount_cents, request.request_id))
+                    await tickets.approve(
+                        self.client, handle.id, approval(scenario, request.amount_cents, request.request_id)
+                    )
                 # One event each time the ticket starts waiting for one: visibility still shows it waiting for a
                 # moment after the event has arrived.
                 waiting_for_event = seen.state == TicketState.WAITING_FOR_EVENT.value
                 if waiting_for_event and not was_waiting_for_event and events:
-                    await handle.signal(ORDER_EVENT_SIGNAL, events.pop(0))
+                    await tickets.report_event(self.client, handle.id, events.pop(0))
                 was_waiting_for_event = waiting_for_event
                 if replies and seen.state == TicketState.WAITING_FOR_CUSTOMER.value:
                     answered = await tickets.turns(self.client, handle.id)
