@@ -40,7 +40,7 @@ class Clock:
         return self.now
 
 
-def refund(amount: int, key: str | None = "refund:A-1001", order: str = "A-1001") -> RefundRequest:
+def refund(amount: int, key: str = "refund:A-1001", order: str = "A-1001") -> RefundRequest:
     return RefundRequest(order_id=order, amount_cents=amount, idempotency_key=key)
 
 
@@ -66,10 +66,10 @@ def test_a_key_expires_and_a_repeat_after_that_is_a_new_request(make_store: Stor
     assert store.payments.settle_refund("refund:A-1001") == late.model_copy(update={"replayed": True})
 
 
-def test_without_a_key_every_request_pays(make_store: StoreFactory) -> None:
+def test_each_key_is_its_own_refund_and_pays(make_store: StoreFactory) -> None:
     store = make_store(refund_guard=False)
-    store.payments.refund(refund(4900, key=None))
-    store.payments.refund(refund(4900, key=None))
+    store.payments.refund(refund(4900, key="refund:T-1/1"))
+    store.payments.refund(refund(4900, key="refund:T-2/1"))
     assert len(store.payments.refunds()) == 2
 
 

@@ -135,7 +135,7 @@ def provider(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> It
     store.close()
 
 
-def refund(order_id: str, amount: int, key: str | None) -> RefundRequest:
+def refund(order_id: str, amount: int, key: str) -> RefundRequest:
     return RefundRequest(order_id=order_id, amount_cents=amount, idempotency_key=key)
 
 
@@ -160,10 +160,20 @@ def test_a_key_used_once_refuses_another_amount_or_another_order(provider: Provi
     assert (payments.charge(order).refunded_cents, payments.charge(other).refunded_cents) == (1000, 0)
 
 
-def test_requests_without_a_key_each_pay(provider: Provider) -> None:
+def test_a_request_without_a_key_is_refused_before_any_provider_sees_it(provider: Provider) -> None:
+    """A keyless refund is the one a retried activity pays twice: the contract has no such request, so no
+    provider is ever asked for one, whatever the caller sends."""
     payments, order = provider.payments, provider.charge(4900)
-    first = payments.refund(refund(order, 1000, None))
-    second = payments.refund(refund(order, 1000, None))
+    for keyless in ({}, {"idempotency_key": None}):
+        with pytest.raises(ValidationError, match="idempotency_key"):
+            RefundRequest.model_validate({"order_id": order, "amount_cents": 1000, **keyless})
+    assert payments.charge(order).refunded_cents == 0
+
+
+def test_two_keys_are_two_refunds_even_for_the_same_order_and_amount(provider: Provider) -> None:
+    payments, order = provider.payments, provider.charge(4900)
+    first = payments.refund(refund(order, 1000, "refund:T-1/1"))
+    second = payments.refund(refund(order, 1000, "refund:T-2/1"))
 
     assert first.refund_id != second.refund_id
     assert not second.replayed
@@ -191,7 +201,7 @@ def test_the_charge_and_its_refunded_total_are_per_order_and_count_every_key(pro
 
     payments.refund(refund(order, 1000, "refund:T-1/1"))
     payments.refund(refund(order, 500, "refund:T-2/1"))
-    payments.refund(refund(other, 1500, None))
+    payments.refund(refund(other, 1500, "credit-desk:7"))
 
     assert (payments.charge(order).refunded_cents, payments.charge(other).refunded_cents) == (1500, 1500)
     assert (payments.charge(order).amount_cents, payments.charge(other).amount_cents) == (4900, 1500)
@@ -349,7 +359,7 @@ FIFTY_A_DAY = Limits(customer_cents_per_day=5000, customer_refunds_per_day=None,
 
 
 def unattended(
-    order_id: str, amount: int, key: str | None, *, customer: str = ANN, limits: Limits = FIFTY_A_DAY
+    order_id: str, amount: int, key: str, *, customer: str = ANN, limits: Limits = FIFTY_A_DAY
 ) -> RefundRequest:
     """A refund nobody approved, held to ``limits``."""
     return RefundRequest(
@@ -507,12 +517,13 @@ def test_a_refund_the_provider_refuses_is_not_counted(provider: Provider) -> Non
     assert payments.refund(unattended(provider.charge(5000, ANN), 5000, "refund:T-3/1")).amount_cents == 5000
 
 
-def test_refunds_without_a_key_are_counted_too(provider: Provider) -> None:
+def test_refunds_are_counted_whatever_their_key_looks_like(provider: Provider) -> None:
+    """The limits count a customer's refunds, not a ticket's keys: keys of any shape, from any caller, all count."""
     payments = provider.payments
-    payments.refund(unattended(provider.charge(1900, ANN), 1900, None))
-    payments.refund(unattended(provider.charge(1900, ANN), 1900, None))
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, "refund:T-1/1"))
+    payments.refund(unattended(provider.charge(1900, ANN), 1900, "from-a-script"))
     with pytest.raises(NeedsApprovalError):
-        payments.refund(unattended(provider.charge(1900, ANN), 1900, None))
+        payments.refund(unattended(provider.charge(1900, ANN), 1900, "x"))
 
 
 def test_sixteen_refunds_of_four_customers_at_once_stay_within_every_limit(provider: Provider) -> None:
@@ -545,6 +556,6 @@ def test_sixteen_refunds_of_four_customers_at_once_stay_within_every_limit(provi
 
 def test_a_request_held_to_limits_says_whose_refund_it_is_and_an_old_request_reads_as_approved() -> None:
     with pytest.raises(ValidationError, match="must say whose it is"):
-        RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key=None, limits=Limits())
+        RefundRequest(order_id="A-1001", amount_cents=100, idempotency_key="k", limits=Limits())
     old = RefundRequest.model_validate_json('{"order_id": "A-1001", "amount_cents": 100, "idempotency_key": "k"}')
     assert (old.customer_email, old.limits) == (None, None)
