@@ -1,14 +1,13 @@
 """The same support ticket on this project and on its peers, side by side: ``./dev run python -m bench.peers``
-(``--tickets N``, ``--quick``, ``--systems ours,pydantic-ai,...``).
+(``--tickets N``, ``--rounds R``, ``--quick``, ``--systems ours,pydantic-ai,...``, ``--docs``).
 
 The ticket: look up the order, refund it, email the customer, answer; four model calls from a scripted model at zero
-think time, so the figures are orchestration, not the model. Each system runs it against one ``temporal server
-start-dev`` on this machine, in one run, at both settings of the server's poll limit (``bench.stack.POLL_LIMITS``,
-one fresh server each), with its worker as a process of its own so its CPU is read from /proc:
+think time, so the figures are orchestration, not the model. Every system's worker is a process of its own, its CPU
+read from /proc, all of them up at once against one ``temporal server start-dev`` on this machine:
 
 - this project's worker, a real ``agent-worker worker`` (with its ownership check, idempotency keys and audit);
 - Pydantic AI's Temporal integration (``bench/peer_workers/pydantic_ai_ticket.py``);
-- the OpenAI Agents SDK's Temporal integration (``bench/peer_workers/openai_agents_ticket.py``);
+- the OpenAI Agents SDK's Temporal integration (``bench/peer_workers/openai_agents_ticket.py``), tracing off;
 - temporal-agent-harness, its turn on Pydantic AI (``bench/peer_workers/harness_ticket.py``), its tickets sent
   through its own client in a process of its own.
 
@@ -16,10 +15,12 @@ Each peer runs in a virtual environment the bench builds itself with uv (under `
 requirement set), so their pins never touch this project's. Its tools act on the bench's SQLite shop
 (``bench/peer_workers/shop.py``) and its model plays the same script.
 
-For each system, after a warm-up that spends the server's burst: N tickets one after another, then N at once; the
-medians of milliseconds per ticket, step and activity, the worker's and the server's CPU per activity and per ticket,
-and history events and bytes per ticket. The table goes to stdout and, but for ``--quick``, to
-``bench/results/peers.md``, with the date, the machine and its load.
+A figure from a shared 2-core machine moves with the load, and systems measured one after another in their own
+windows meet different loads. So the systems alternate: in each round each runs N tickets one after another, then N
+at once, the first system rotating round by round; ours is compared with each peer by the ratio within each round,
+and a verdict ("lower", "higher") is printed only when every round agrees by more than ``NOISE``, else "within
+noise". The table goes to stdout and, but for ``--quick``, to ``bench/results/peers.md``, with the date, the
+machine and its load.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -35,8 +37,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,8 @@ class Peer:
     reported: tuple[str, ...]
     """Packages whose installed versions the table names."""
     missing: str
+    environment: tuple[tuple[str, str], ...] = ()
+    """Settings of its worker's environment that make the comparison fair."""
     driven: bool = False
     """Its tickets are started through a client of its own (``drive`` in its module), in a process of its own."""
 
@@ -115,6 +119,7 @@ PEERS = {
             "openai_agents_ticket",
             ("openai-agents", "temporalio-openai-agents", "temporalio"),
             NOT_IN_PEERS.format(approval="`needs_approval` on a function tool"),
+            environment=(("OPENAI_AGENTS_DISABLE_TRACING", "1"),),  # no exporter here: tracing would be pure cost
         ),
         Peer(
             "harness",
@@ -217,7 +222,13 @@ async def peer_system(peer: Peer, python: Path, address: str, scratch: Path) -> 
     shop = Shop(scratch / f"{peer.key}-shop.sqlite3").create()
     client = await Client.connect(address)
     task_queue = f"{peer.key}-{uuid.uuid4()}"
-    env = {**os.environ, "TEMPORAL_ADDRESS": address, "PEER_TASK_QUEUE": task_queue, "PEER_SHOP": shop.path}
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "PEER_TASK_QUEUE": task_queue,
+        "PEER_SHOP": shop.path,
+        **dict(peer.environment),
+    }
     log = scratch / f"{peer.key}-worker.log"
     with log.open("wb") as output:
         process = await asyncio.create_subprocess_exec(
@@ -316,33 +327,82 @@ class Driver:
 
 # --- measuring ----------------------------------------------------------------------------------------------------
 
+TICKET_TIMEOUT = 120.0
+"""Seconds a ticket may take before the bench gives up on the system: the first one waits for the worker to start."""
+
+NOISE = 0.03
+"""How far from 1 every round's ratio must lie before the bench calls one system cheaper or faster than another."""
+
+FEWEST_ROUNDS = 5
+"""Fewer rounds than this give no verdict at all: a spread of two or three values is not a spread."""
+
+
+def verdict(ratios: Sequence[float]) -> str:
+    """What ours-over-a-peer ratios, one per round, allow the bench to say: "lower" or "higher" only when every
+    round agrees by more than ``NOISE``; anything else is "within noise", and a handful of rounds says nothing."""
+    if len(ratios) < FEWEST_ROUNDS:
+        return "too few rounds"
+    if max(ratios) < 1 - NOISE:
+        return "lower"
+    if min(ratios) > 1 + NOISE:
+        return "higher"
+    return "within noise"
+
+
+@dataclass
+class Round:
+    """One system's turn in one round: N tickets one after another, then N at once."""
+
+    sequential_ms: list[float]
+    worker_ms: float
+    """The worker's CPU milliseconds per ticket, one after another."""
+    server_ms: float
+    """The server's CPU milliseconds per ticket, one after another: only this system was running tickets."""
+    at_once_ms: list[float]
+    at_once_elapsed_s: float
+    at_once_worker_ms: float
+    at_once_server_ms: float
+    load: float
+    """The machine's 1-minute load average as the round's tickets began."""
+
 
 @dataclass
 class Figures:
-    """One system at one setting of the server."""
+    """One system over the whole run: its rounds, and the shape of its ticket (the same every time)."""
 
     system: str
-    setting: str
-    tickets: int
-    sequential_ms: list[float] = field(default_factory=list)
-    sequential_cpu: tuple[float, float] = (0.0, 0.0)
-    """The worker's and the server's CPU seconds over the tickets one after another."""
-    histories: list[HistorySize] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    history: HistorySize | None = None
     activity_names: Counter[str] = field(default_factory=Counter)
     """The activities one ticket ran, by name."""
-    at_once_ms: list[float] = field(default_factory=list)
-    at_once_elapsed_s: float = 0.0
-    at_once_cpu: tuple[float, float] = (0.0, 0.0)
-    load: float = 0.0
-    """The machine's 1-minute load average as the measured tickets started."""
 
-    @property
-    def activities(self) -> float:
-        return median([h.activities for h in self.histories])
+    def per_round(self, figure: Callable[[Round], float]) -> list[float]:
+        return [figure(r) for r in self.rounds]
 
 
-TICKET_TIMEOUT = 120.0
-"""Seconds a ticket may take before the bench gives up on the system: the first one waits for the worker to start."""
+def sequential(r: Round) -> float:
+    return median(r.sequential_ms)
+
+
+def worker(r: Round) -> float:
+    return r.worker_ms
+
+
+def server(r: Round) -> float:
+    return r.server_ms
+
+
+def at_once_worker(r: Round) -> float:
+    return r.at_once_worker_ms
+
+
+COMPARED: dict[str, Callable[[Round], float]] = {
+    "worker CPU ms / ticket": worker,
+    "worker CPU ms / ticket, N at once": at_once_worker,
+    "server CPU ms / ticket": server,
+    "ms / ticket": sequential,
+}
+"""The figures ours is compared with each peer's on, round by round: what a ticket costs first."""
 
 
 async def finish(handle: WorkflowHandle[Any, Any], started: float) -> float:
@@ -352,45 +412,71 @@ async def finish(handle: WorkflowHandle[Any, Any], started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def measure(system: System, figures: Figures, warm_up: int, server: Process) -> Figures:
-    tickets = figures.tickets
+async def warm(system: System, warm_up: int) -> None:
+    """The worker's start-up and the server's burst, spent before anything is measured."""
     warm_until = time.perf_counter() + BURST_SECONDS
     done = 0
-    while done < warm_up or time.perf_counter() < warm_until:  # the worker's start-up and the server's burst
+    while done < warm_up or time.perf_counter() < warm_until:
         await finish(await system.start(), time.perf_counter())
         done += 1
-    figures.load = os.getloadavg()[0]
-    cpu = system.worker.cpu_seconds(), server.cpu_seconds()
-    handles = []
+
+
+async def measure(system: System, tickets: int, server_process: Process, figures: Figures) -> None:
+    """One round of ``system``: its tickets one after another, then as many at once."""
+    load_now = os.getloadavg()[0]
+    cpu = system.worker.cpu_seconds(), server_process.cpu_seconds()
+    handles, sequential_ms = [], []
     for _ in range(tickets):
         started = time.perf_counter()
         handle = await system.start()
-        figures.sequential_ms.append(await finish(handle, started))
+        sequential_ms.append(await finish(handle, started))
         handles.append(handle)
-    figures.sequential_cpu = system.worker.cpu_seconds() - cpu[0], server.cpu_seconds() - cpu[1]
-    cpu = system.worker.cpu_seconds(), server.cpu_seconds()
+    worker_s, server_s = system.worker.cpu_seconds() - cpu[0], server_process.cpu_seconds() - cpu[1]
+    cpu = system.worker.cpu_seconds(), server_process.cpu_seconds()
     started = time.perf_counter()
     at_once = await asyncio.gather(*(system.start() for _ in range(tickets)))
-    figures.at_once_ms = list(await asyncio.gather(*(finish(h, started) for h in at_once)))
-    figures.at_once_elapsed_s = time.perf_counter() - started
-    figures.at_once_cpu = system.worker.cpu_seconds() - cpu[0], server.cpu_seconds() - cpu[1]
-    figures.histories = [await history_size(h) for h in handles]
-    events = await handles[-1].fetch_history()
-    figures.activity_names = Counter(
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in events.events
-        if e.HasField("activity_task_scheduled_event_attributes")
+    at_once_ms = list(await asyncio.gather(*(finish(h, started) for h in at_once)))
+    elapsed = time.perf_counter() - started
+    figures.rounds.append(
+        Round(
+            sequential_ms=sequential_ms,
+            worker_ms=1000 * worker_s / tickets,
+            server_ms=1000 * server_s / tickets,
+            at_once_ms=at_once_ms,
+            at_once_elapsed_s=elapsed,
+            at_once_worker_ms=1000 * (system.worker.cpu_seconds() - cpu[0]) / tickets,
+            at_once_server_ms=1000 * (server_process.cpu_seconds() - cpu[1]) / tickets,
+            load=load_now,
+        )
     )
-    return figures
+    if figures.history is None:
+        figures.history = await history_size(handles[-1])
+        events = await handles[-1].fetch_history()
+        figures.activity_names = Counter(
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in events.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+        )
 
 
 @dataclass
 class Options:
-    tickets: int = 30
+    tickets: int = 10
+    rounds: int = 7
     warm_up: int = 3
     systems: tuple[str, ...] = SYSTEMS
     quick: bool = False
     docs: bool = False
+
+
+SERVER = "poll limit 1000"
+"""The one server configuration every system runs against: the embedded stack's flags. At the server's default
+poll limit every system waits on the poll and the figures say little about the systems themselves."""
+
+
+def rotated(keys: list[str], by: int) -> list[str]:
+    """Round ``by``'s order: each system goes first in turn, so none always runs on a server the others warmed."""
+    return keys[by % len(keys) :] + keys[: by % len(keys)] if keys else keys
 
 
 async def main(options: Options) -> str:
@@ -400,102 +486,155 @@ async def main(options: Options) -> str:
     installed[OURS] = await versions(Path(sys.executable), ("agent-worker", "temporalio"))
     with contextlib.suppress(OSError, RuntimeError):  # not a git checkout: the versions say enough
         installed[OURS] += f" at {(await run('git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD')).strip()}"
-    results: list[Figures] = []
+    results = {key: Figures(OURS_NAME if key == OURS else PEERS[key].name) for key in options.systems}
     failures: dict[str, str] = {}
+
+    def failed(key: str, error: BaseException) -> None:
+        failures.setdefault(key, f"{type(error).__name__}: {error} {' '.join(getattr(error, '__notes__', []))}")
+
     with tempfile.TemporaryDirectory(prefix="peers-") as directory:
-        for n, (setting, server_args) in enumerate(POLL_LIMITS.items()):
-            scratch = Path(directory) / f"server-{n}"
-            async with dev_server(scratch, server_args) as (server, address):
-                for key in options.systems:
-                    if key in failures:
-                        continue
-                    name = OURS_NAME if key == OURS else PEERS[key].name
-                    running = (
-                        our_system(address, scratch)
-                        if key == OURS
-                        else peer_system(PEERS[key], pythons[key], address, scratch)
-                    )
+        scratch = Path(directory)
+        async with dev_server(scratch, POLL_LIMITS[SERVER]) as (server_process, address):
+            running: dict[str, System] = {}
+            async with contextlib.AsyncExitStack() as stack:
+                for key in options.systems:  # every worker up at once: each round runs them on the same server
                     try:
-                        async with running as system:
-                            results.append(
-                                await measure(system, Figures(name, setting, options.tickets), options.warm_up, server)
-                            )
+                        system = (
+                            our_system(address, scratch)
+                            if key == OURS
+                            else peer_system(PEERS[key], pythons[key], address, scratch)
+                        )
+                        running[key] = await stack.enter_async_context(guarded(system, functools.partial(failed, key)))
+                        await warm(running[key], options.warm_up)
                     except Exception as error:  # noqa: BLE001 - one system failing is a row of the table, not the end
-                        failures[key] = f"{type(error).__name__}: {error} {' '.join(getattr(error, '__notes__', []))}"
+                        failed(key, error)
+                for n in range(options.rounds):
+                    for key in rotated([k for k in options.systems if k in running], n):
+                        if key in failures:
+                            continue
+                        try:
+                            await measure(running[key], options.tickets, server_process, results[key])
+                        except Exception as error:  # noqa: BLE001 - as above
+                            failed(key, error)
     return report(options, results, failures, installed, load_before)
+
+
+@asynccontextmanager
+async def guarded(
+    system: AbstractAsyncContextManager[System], failed: Callable[[BaseException], None]
+) -> AsyncIterator[System]:
+    """``system``, whose failure on the way out (a peer that did not refund every order) is a row of the table."""
+    entered = await system.__aenter__()
+    try:
+        yield entered
+    finally:
+        try:
+            await system.__aexit__(None, None, None)
+        except Exception as error:  # noqa: BLE001 - as above
+            failed(error)
 
 
 # --- the table --------------------------------------------------------------------------------------------------
 
 
+def spread(values: Sequence[float], digits: int = 0) -> str:
+    """A median and the range of the rounds beside it: ``141 (133 to 150)``."""
+    if not values:
+        return ""
+    return f"{median(values):.{digits}f} ({min(values):.{digits}f} to {max(values):.{digits}f})"
+
+
 def report(
-    options: Options, results: list[Figures], failures: dict[str, str], installed: dict[str, str], load_before: str
+    options: Options,
+    results: dict[str, Figures],
+    failures: dict[str, str],
+    installed: dict[str, str],
+    load_before: str,
 ) -> str:
     n = options.tickets
+    measured = {key: f for key, f in results.items() if f.rounds and f.history and key not in failures}
+    loads = [r.load for f in measured.values() for r in f.rounds]
     lines = [
         f"# The same ticket on each system{' (--quick: not a measurement)' if options.quick else ''}",
         "",
         f"{machine()}; load average at the start {load_before}.",
         (
-            f"Medians over {n} tickets after a warm-up, one after another and then {n} at once; one "
-            f"`temporal server start-dev` per poll limit, the embedded stack's flags otherwise; scripted model, "
-            f"zero think time, {STEPS} model calls a ticket. CPU read from /proc; history from the server; load: the "
-            f"machine's 1-minute load average as a system's measured tickets began."
+            f"{options.rounds} rounds on one `temporal server start-dev` ({SERVER}, the embedded stack's flags), "
+            f"every system's worker up throughout; in each round each system in turn (the first one rotating) runs "
+            f"{n} tickets one after another, then {n} at once. Scripted model, zero think time, {STEPS} model calls "
+            f"a ticket; CPU read from /proc; history from the server. Each figure is the median of the rounds, their "
+            f"range in brackets; the 1-minute load average as the rounds ran: "
+            f"{min(loads, default=0):.1f} to {max(loads, default=0):.1f}."
         ),
         "",
         "**One after another**",
         "",
         (
-            "| system | server | ms / ticket | ms / step | ms / activity | activities | worker CPU ms / activity "
-            "| worker CPU ms / ticket | server CPU ms / ticket | events / ticket | history KB / ticket | load |"
+            "| system | ms / ticket | worker CPU ms / ticket | worker CPU ms / activity | server CPU ms / ticket "
+            "| activities | events / ticket | history KB / ticket |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for f in results:
-        ms = median(f.sequential_ms)
-        worker, server = (1000 * cpu / f.tickets for cpu in f.sequential_cpu)
+    for f in measured.values():
+        assert f.history is not None
+        activities = f.history.activities
         lines.append(
-            f"| {f.system} | {f.setting} | {ms:.0f} | {ms / STEPS:.1f} | {ms / f.activities:.1f} | "
-            f"{f.activities:.0f} | {worker / f.activities:.1f} | {worker:.0f} | {server:.0f} | "
-            f"{median([h.events for h in f.histories]):.0f} | {median([h.bytes for h in f.histories]) / 1024:.1f} | "
-            f"{f.load:.1f} |"
+            f"| {f.system} | {spread(f.per_round(sequential))} | {spread(f.per_round(worker))} | "
+            f"{spread([w / activities for w in f.per_round(worker)], 1)} | {spread(f.per_round(server))} | "
+            f"{activities} | {f.history.events} | {f.history.bytes / 1024:.1f} |"
         )
     lines += [
         "",
         f"**{n} at once**",
         "",
-        (
-            "| system | server | tickets / s | ms / ticket (median) | slowest ms | worker CPU ms / ticket "
-            "| worker CPU ms / activity | server CPU ms / ticket |"
-        ),
-        "|---|---|---|---|---|---|---|---|",
+        "| system | tickets / s | ms / ticket | worker CPU ms / ticket | server CPU ms / ticket |",
+        "|---|---|---|---|---|",
     ]
-    for f in results:
-        worker, server = (1000 * cpu / f.tickets for cpu in f.at_once_cpu)
+    for f in measured.values():
         lines.append(
-            f"| {f.system} | {f.setting} | {f.tickets / f.at_once_elapsed_s:.1f} | {median(f.at_once_ms):.0f} | "
-            f"{max(f.at_once_ms):.0f} | {worker:.0f} | {worker / f.activities:.1f} | {server:.0f} |"
+            f"| {f.system} | {spread([n / r.at_once_elapsed_s for r in f.rounds], 1)} | "
+            f"{spread([median(r.at_once_ms) for r in f.rounds])} | {spread(f.per_round(at_once_worker))} | "
+            f"{spread([r.at_once_server_ms for r in f.rounds])} |"
         )
+    if OURS in measured and len(measured) > 1:
+        lines += [
+            "",
+            (
+                f"**Ours over each peer, within each round** (below 1: ours spends less; a verdict only when every "
+                f"round agrees by more than {NOISE:.0%}, and only from {FEWEST_ROUNDS} rounds up)"
+            ),
+            "",
+            "| peer | figure | ratio | verdict |",
+            "|---|---|---|---|",
+        ]
+        ours = measured[OURS]
+        for key, peer in measured.items():
+            if key == OURS:
+                continue
+            for name, figure in COMPARED.items():
+                ratios = [a / b for a, b in zip(ours.per_round(figure), peer.per_round(figure), strict=False) if b]
+                lines.append(f"| {peer.system} | {name} | {spread(ratios, 2)} | {verdict(ratios)} |")
     lines += ["", "**What each system's ticket does**", "", "| system | versions | activities a ticket | missing |"]
     lines.append("|---|---|---|---|")
     for key in options.systems:
-        name = OURS_NAME if key == OURS else PEERS[key].name
-        done = next((f for f in results if f.system == name), None)
-        activities = ", ".join(f"{a} x{c}" if c > 1 else a for a, c in done.activity_names.items()) if done else ""
+        done = results[key]
+        ran = ", ".join(f"{a} x{c}" if c > 1 else a for a, c in done.activity_names.items())
         if key in failures:
             missing = f"**failed**: {failures[key][:600]}"
         else:
             missing = OURS_DOES if key == OURS else PEERS[key].missing
-        version = installed.get(key, "")
-        lines.append(f"| {name} | {version} | {activities} | {missing} |")
+        lines.append(f"| {done.system} | {installed.get(key, '')} | {ran} | {missing} |")
     lines += ["", f"Load average at the end: {load()}.", ""]
     return "\n".join(lines)
 
 
 def arguments() -> Options:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--tickets", type=int, default=30, help="tickets a system runs one after another, then at once")
-    cli.add_argument("--quick", action="store_true", help="a smoke run: 2 tickets, 1 warm-up; no results file")
+    cli.add_argument(
+        "--tickets", type=int, default=10, help="tickets a system runs a round, one after another, then at once"
+    )
+    cli.add_argument("--rounds", type=int, default=7, help="rounds, each system in turn in each")
+    cli.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 2 tickets; no results file")
     cli.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
     cli.add_argument(
         "--docs", action="store_true", help="also put the table in docs/benchmarks.md, between its markers"
@@ -507,8 +646,10 @@ def arguments() -> Options:
     if args.quick and args.docs:
         cli.error("--quick is not a measurement: it does not go in the docs")
     if args.quick:
-        return Options(tickets=2, warm_up=1, systems=systems, quick=True)
-    return Options(tickets=args.tickets, systems=systems, docs=args.docs)
+        return Options(tickets=2, rounds=1, warm_up=1, systems=systems, quick=True)
+    if args.rounds < 1 or args.tickets < 1:
+        cli.error("--rounds and --tickets must be at least 1")
+    return Options(tickets=args.tickets, rounds=args.rounds, systems=systems, docs=args.docs)
 
 
 if __name__ == "__main__":
