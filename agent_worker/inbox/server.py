@@ -175,6 +175,7 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
             site,
             database,
             confirm_above_cents=settings.web.confirm_above_cents,
+            auditors=frozenset(settings.web.auditors),
         )
         config = uvicorn.Config(
             app,
