@@ -166,9 +166,11 @@ def _store_commands(commands: Any) -> None:
     """The business store's schema and orders, the money policy file, and the answers for auditors."""
     migrate = commands.add_parser(
         "migrate",
-        help="upgrade the business store's schema to this version's newest revision (workers also do it)",
+        help="upgrade the business store's schema to this version's newest revision, before workers and inbox start",
         description="Upgrade the business store's schema (AGENT_DATABASE_URL, else AGENT_DB_PATH, else "
-        "business.sqlite3 in AGENT_DATA_DIR) to this version's newest revision. Workers also do it when they start.",
+        "business.sqlite3 in AGENT_DATA_DIR) to this version's newest revision. On PostgreSQL this is the one step "
+        "that changes the schema: run it as the role that owns it, before the workers and the inbox start, which "
+        "only check the revision and refuse to start on an older one. A SQLite file is also migrated at every start.",
     )
     migrate.set_defaults(func=Runs("cli.store_commands", "migrate"))
 

@@ -29,6 +29,7 @@ from pydantic import SecretStr
 from temporalio.client import Client
 
 from activities.business.database import Database
+from activities.migrations import SchemaNotCurrentError
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app, ticket_path
 from agent_worker.inbox.auth import Authenticator, Keys
@@ -141,7 +142,8 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     """Serve the inbox for ``client``'s namespace and ``settings.task_queue``; ``InboxRefusedError`` if it must not.
     ``login_name`` names the one-time sign-in (default: this OS user), made only when no authentication is set.
     Sessions and the sign-in throttle live in ``database``, by default the business database the settings name (the
-    worker's), migrated first; one given is the caller's to close (a test's, with a clock it turns)."""
+    worker's), its schema checked first (``schema_ready``); one given is the caller's to close (a test's, with a
+    clock it turns)."""
     host = settings.web.host if host is None else host
     port = settings.web.port if port is None else port
     check(settings, host)
@@ -157,7 +159,7 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     database = database or business_database(settings)
     try:
         if owns_database:
-            await asyncio.to_thread(database.migrate)
+            await asyncio.to_thread(schema_ready, database)
         keys = settings.web.approval_key_bytes()
         auth = Authenticator(
             Keys(keys),
@@ -208,6 +210,15 @@ async def started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
                 await task  # raises what stopped it
                 raise InboxRefusedError("the approval inbox stopped while starting")
             await asyncio.sleep(0.01)
+
+
+def schema_ready(database: Database) -> None:
+    """The business database as the inbox starts on it (``Database.ready``: a SQLite file migrated, a database
+    server's schema checked and never changed), else ``InboxRefusedError`` naming ``agent-worker migrate``."""
+    try:
+        database.ready()
+    except SchemaNotCurrentError as error:
+        raise InboxRefusedError(f"the approval inbox cannot start: {error}") from None
 
 
 def this_user() -> str:
