@@ -16,6 +16,7 @@ import contextlib
 import getpass
 import json
 import secrets
+import shlex
 import socket
 import sys
 from collections.abc import Iterator
@@ -71,8 +72,8 @@ def check(settings: Settings, host: str) -> None:
         raise InboxRefusedError(
             "the approval inbox needs AGENT_WEB_APPROVAL_KEYS: it signs every answer it sends with the last of them, "
             "and the workers take an answer only if it is signed with one of theirs. Give the inbox and the workers "
-            "the same list, e.g. AGENT_WEB_APPROVAL_KEYS='[\"'$(python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))')'\"]'"
+            "the same list: `agent-worker web-user NAME --new-keys` makes one, with a first person to sign in "
+            "(docs/operations.md, the inbox beside a worker)"
         )
     if not (settings.web.users or settings.web.proxy_header) and not loopback_only(host):
         raise InboxRefusedError(
@@ -88,7 +89,7 @@ def with_key_for_this_process(settings: Settings) -> tuple[Settings, bool]:
     runs in the same process as the inbox and so shares it. True if one was made."""
     if settings.web.approval_keys:
         return settings, False
-    key = SecretStr(secrets.token_urlsafe(32))
+    key = SecretStr(new_approval_key())
     return settings.model_copy(update={"web": settings.web.model_copy(update={"approval_keys": [key]})}), True
 
 
@@ -263,11 +264,24 @@ def read_password(name: str) -> str:
     return password
 
 
-def web_user(name: str) -> str:
-    """``agent-worker web-user NAME``: the ``AGENT_WEB_USERS`` entry for a person, their password hashed."""
+def web_user(name: str, *, new_keys: bool = False) -> str:
+    """``agent-worker web-user NAME``: the ``AGENT_WEB_USERS`` entry for a person, their password hashed. With
+    ``new_keys``, what an inbox beside its workers needs to start, as the lines of an environment file (a shell's
+    ``set -a; . FILE`` and a ``.env`` file read them alike): ``AGENT_WEB_APPROVAL_KEYS`` with one new key, and
+    ``AGENT_WEB_USERS`` with this person alone. Nothing is printed unless the password is taken."""
     if not name.strip() or name != name.strip():
         raise SystemExit("a name without surrounding spaces: it is the approver the tickets record")
     password = read_password(name)
     if len(password) < MIN_PASSWORD:
         raise SystemExit(f"a password of at least {MIN_PASSWORD} characters; nothing was made")
-    return json.dumps({name: hash_password(password)})
+    entry = json.dumps({name: hash_password(password)})
+    if not new_keys:
+        return entry
+    keys = json.dumps([new_approval_key()])
+    return f"AGENT_WEB_APPROVAL_KEYS={shlex.quote(keys)}\nAGENT_WEB_USERS={shlex.quote(entry)}"
+
+
+def new_approval_key() -> str:
+    """A new signing key for answers: 32 random bytes, URL-safe base64 (43 characters, above the 32 the settings
+    ask for)."""
+    return secrets.token_urlsafe(32)
