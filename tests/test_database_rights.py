@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
@@ -28,32 +25,10 @@ from tests.support.desk import LOOSE_FILE
 from tests.support.harness import Harness
 from tests.support.inbox import KEY, password_hashes, person, waiting_request
 from tests.support.processes import AGENT_WORKER, address, exited, run, spawn_worker, worker_env
+from tests.support.stores import rows_only_role
 from tests.support.tickets import ticket
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@contextmanager
-def rows_only_role(owner_url: str) -> Iterator[str]:
-    """A new login role with SELECT, INSERT, UPDATE and DELETE on the tables of ``owner_url``'s schema and USAGE on
-    its sequences, nothing else (no CREATE on the schema, owner of nothing): the URL that signs in as it, into the
-    same schema. Dropped afterwards with what was granted to it."""
-    parts = urlsplit(owner_url)
-    schema = parse_qs(parts.query)["options"][0].removeprefix("-csearch_path=")
-    role = f"rows_only_{uuid.uuid4().hex[:12]}"
-    owner = sa.create_engine(owner_url)
-    with owner.begin() as db:
-        db.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
-        db.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
-        db.exec_driver_sql(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
-        db.exec_driver_sql(f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
-    try:
-        yield parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}").geturl()
-    finally:
-        with owner.begin() as db:
-            db.exec_driver_sql(f'DROP OWNED BY "{role}"')
-            db.exec_driver_sql(f'DROP ROLE "{role}"')
-        owner.dispose()
 
 
 def inbox_settings(database_url: str, task_queue: str) -> Settings:

@@ -1,5 +1,6 @@
 """docs/operations.md's recipe for the inbox beside a worker, run as printed: its commands, read from the page, in a
-shell of a folder of their own, on the machine's PostgreSQL and the tests' dev server, with a password piped in.
+shell of a folder of their own, on the machine's PostgreSQL (the schema's owner migrating, a role that may only read
+and write rows running the rest) and the tests' dev server, with a password piped in.
 It ends with ann signed in, seeing the ticket that waits for her, and her approval taken by the worker the recipe
 started: the keys, the people and the database the recipe makes are the ones both processes use."""
 
@@ -29,13 +30,14 @@ from agent_worker.passwords import password_matches
 from tests.support.harness import Harness
 from tests.support.inbox import PASSWORDS, Person, page_of, shown, waiting_request
 from tests.support.processes import AGENT_WORKER, address
+from tests.support.stores import rows_only_role
 from tests.support.tickets import ticket
 from tests.support.waits import poll
 
 pytestmark = pytest.mark.timeout(180)
 
 OPERATIONS = Path(__file__).parents[1] / "docs" / "operations.md"
-SITE = {"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "AGENT_DATABASE_URL", "ANTHROPIC_API_KEY"}
+SITE = {"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "AGENT_DATABASE_URL", "SCHEMA_OWNER_URL", "ANTHROPIC_API_KEY"}
 """What the recipe's first block says is particular to a site: the test gives its own."""
 
 
@@ -78,6 +80,12 @@ def test_the_recipe_names_only_what_a_site_sets_before_it() -> None:
 async def test_the_recipe_as_printed_ends_with_ann_signed_in_approving_a_refund_the_worker_pays(
     client: Client, postgres_url: str, tmp_path: Path
 ) -> None:
+    with rows_only_role(postgres_url) as rows_only:
+        await recipe_run(client, postgres_url, rows_only, tmp_path)
+
+
+async def recipe_run(client: Client, owner_url: str, rows_only: str, tmp_path: Path) -> None:
+    """The recipe with the schema's owner at ``owner_url`` and the worker and inbox as ``rows_only``."""
     _, commands = recipe()
     task_queue, port = f"support-agent-{uuid.uuid4()}", free_port()
     env = {
@@ -85,7 +93,8 @@ async def test_the_recipe_as_printed_ends_with_ann_signed_in_approving_a_refund_
         "PATH": f"{Path(AGENT_WORKER).parent}{os.pathsep}{os.environ['PATH']}",  # as `eval "$(./dev env)"` puts it
         "TEMPORAL_ADDRESS": address(client),
         "TEMPORAL_NAMESPACE": client.namespace,
-        "AGENT_DATABASE_URL": postgres_url,
+        "AGENT_DATABASE_URL": rows_only,
+        "SCHEMA_OWNER_URL": owner_url,
         "AGENT_MODEL_BACKEND": "scripted",  # the site's model: no Anthropic key here
         "AGENT_TASK_QUEUE": task_queue,  # the tests share one dev server
         "AGENT_WEB_PORT": str(port),  # and one machine
@@ -111,7 +120,7 @@ async def test_the_recipe_as_printed_ends_with_ann_signed_in_approving_a_refund_
             return said.group(1) if said else None
 
         url = await poll(inbox_url, timeout=60, interval=0.2, what="the inbox to say where it listens")
-        store = Business.at(postgres_url)  # the schema the recipe's migrate made; the order a shop would add
+        store = Business.at(owner_url)  # the schema the recipe's migrate made; the order a shop would add
         store.orders.add(Order(order_id="A-1001", amount_cents=4900, customer_email="ann@example.com"))
         handle = await Harness(client, store, task_queue).start(ticket())
         request = await waiting_request(client, handle.id, timeout=60)
