@@ -26,6 +26,7 @@ from activities.business import Business
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
 from agent_worker.cli.devserver import free_port
+from agent_worker.config.web import WebSettings
 from agent_worker.passwords import password_matches
 from tests.support.harness import Harness
 from tests.support.inbox import PASSWORDS, Person, page_of, shown, waiting_request
@@ -150,20 +151,31 @@ async def recipe_run(client: Client, owner_url: str, rows_only: str, tmp_path: P
             store.close()
 
 
-async def test_web_user_new_keys_makes_an_environment_file_a_shell_and_the_settings_read_alike(tmp_path: Path) -> None:
+async def new_keys(name: str, password: str) -> tuple[int, bytes, str]:
+    """``agent-worker web-user NAME --new-keys`` with ``password`` piped in: its code, output and error output."""
     made = await asyncio.create_subprocess_exec(
         AGENT_WORKER,
         "web-user",
-        "ann",
+        name,
         "--new-keys",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(made.communicate(f"{PASSWORDS['ann']}\n".encode()), 30)
-    assert made.returncode == 0, err
-    env_file = tmp_path / ".env"
-    env_file.write_bytes(out)
+    out, err = await asyncio.wait_for(made.communicate(f"{password}\n".encode()), 30)
+    assert made.returncode is not None
+    return made.returncode, out, err.decode()
+
+
+@pytest.mark.parametrize("name", ["ann", 'o\'brien \\ "the lead" é'])
+async def test_web_user_new_keys_makes_an_environment_file_a_shell_and_the_settings_read_alike(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same file for ``set -a; . FILE`` and for a ``.env`` the settings read, whatever the name holds (a quote
+    or a backslash would read one way in a shell and another in python-dotenv, if written as they are)."""
+    code, out, err = await new_keys(name, PASSWORDS["ann"])
+    assert code == 0, err
+    (tmp_path / ".env").write_bytes(out)
     read_by_shell = subprocess.run(
         ["bash", "-c", 'set -a; . ./.env; printf "%s\\n%s" "$AGENT_WEB_APPROVAL_KEYS" "$AGENT_WEB_USERS"'],
         cwd=tmp_path,
@@ -172,27 +184,23 @@ async def test_web_user_new_keys_makes_an_environment_file_a_shell_and_the_setti
         check=True,
     ).stdout.split("\n")
     keys, users = json.loads(read_by_shell[0]), json.loads(read_by_shell[1])
-    settings = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WEB_")}
-    read_by_settings = subprocess.run(  # an .env file in the folder a command runs from is read as settings
-        [AGENT_WORKER, "policy", "show"], cwd=tmp_path, env=settings, capture_output=True, text=True, check=False
-    )
-    assert read_by_settings.returncode == 0, read_by_settings.stderr
+    for variable in [v for v in os.environ if v.startswith("AGENT_WEB_")]:
+        monkeypatch.delenv(variable)
+    monkeypatch.chdir(tmp_path)  # a .env file is read from the folder a command runs in
+    read_by_settings = WebSettings()
 
     assert len(keys) == 1
     assert len(keys[0]) >= 32
-    assert list(users) == ["ann"]
-    assert password_matches(users["ann"], PASSWORDS["ann"])
-    assert "keep them secret" in err.decode()
-    again = await asyncio.create_subprocess_exec(
-        AGENT_WORKER,
-        "web-user",
-        "ann",
-        "--new-keys",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    nothing, refused_short = await asyncio.wait_for(again.communicate(b"too short\n"), 30)
-    assert again.returncode != 0
-    assert nothing == b""  # a refused password writes no file's worth of settings
-    assert "at least 12 characters" in refused_short.decode()
+    assert list(users) == [name]
+    assert password_matches(users[name], PASSWORDS["ann"])
+    assert [key.get_secret_value() for key in read_by_settings.approval_keys] == keys
+    assert read_by_settings.user_hashes() == users
+    assert "keep them secret" in err
+
+
+async def test_web_user_new_keys_refuses_a_short_password_and_prints_nothing() -> None:
+    code, out, err = await new_keys("ann", "too short")
+
+    assert code != 0
+    assert out == b""  # no file's worth of settings to redirect into inbox.env
+    assert "at least 12 characters" in err

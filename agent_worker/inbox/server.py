@@ -278,7 +278,16 @@ def web_user(name: str, *, new_keys: bool = False) -> str:
     if not new_keys:
         return entry
     keys = json.dumps([new_approval_key()])
-    return f"AGENT_WEB_APPROVAL_KEYS={shlex.quote(keys)}\nAGENT_WEB_USERS={shlex.quote(entry)}"
+    return f"AGENT_WEB_APPROVAL_KEYS={env_value(keys)}\nAGENT_WEB_USERS={env_value(entry)}"
+
+
+def env_value(json_text: str) -> str:
+    """JSON as a value a shell's ``.`` and a ``.env`` file (python-dotenv, which pydantic-settings reads) both take
+    as written: single-quoted, with no quote or backslash of its own inside (a name such as o'brien), spelled
+    ``\\u0027`` and ``\\u005c`` instead, which JSON reads back the same (python-dotenv unescapes ``\\\\`` and
+    ``\\'`` in single quotes, a shell does not). The JSON is ASCII already (``json.dumps``)."""
+    safe = json_text.replace("\\\\", "\\u005c").replace("'", "\\u0027")
+    return shlex.quote(safe)
 
 
 def new_approval_key() -> str:
