@@ -33,9 +33,7 @@ def orders(args: argparse.Namespace) -> None:
     what was asked."""
     from agent_worker import wiring  # noqa: PLC0415
 
-    store = wiring.business_ready(
-        settings()
-    )  # the demo's orders only when asked: a production store must never hold them
+    store = wiring.business_ready(settings())  # never seeded unasked: a production store must not hold the demo's
     if args.orders_command == "seed-demo":
         store.orders.seed()
     if args.orders_command == "add":

@@ -144,7 +144,8 @@ class Keys:
         age = now - datetime.fromtimestamp(int(made), UTC)
         if not -CLOCK_SKEW <= age <= DEVICE_LIFETIME:  # another inbox process's clock may run a little ahead
             return None
-        return device_id if self.valid("device", f"{name}\x00{device_id}\x00{made}", mac) else None
+        signed = f"{name}\x00{device_id}\x00{made}"  # as ``device`` signs it
+        return device_id if self.valid("device", signed, mac) else None
 
     def fingerprint(self, credential: str, *, key: bytes | None = None) -> str:
         """What a session keeps of the password hash it was signed in with: enough to notice the hash changed,
