@@ -145,6 +145,34 @@ def business(settings: Settings) -> Business:
     return Business.sqlite(settings.business_db, **options)
 
 
+class SchemaRefusedError(SystemExit):
+    """The business database is not at a revision this version runs on: nothing starts, and the message says what
+    to run (a ``SystemExit``, so every entry point stops with the sentence, as ``connect`` refuses)."""
+
+
+def business_ready(settings: Settings) -> Business:
+    """The business a worker and the operator's commands start on: ``business`` with its schema ready
+    (``schema_ready``)."""
+    store = business(settings)
+    try:
+        schema_ready(store.database)
+    except SchemaRefusedError:
+        store.close()
+        raise
+    return store
+
+
+def schema_ready(database: Database) -> None:
+    """``Database.ready``: a SQLite file migrated, a database server's schema checked and never changed; else
+    ``SchemaRefusedError`` naming ``agent-worker migrate``."""
+    from activities.migrations import SchemaNotCurrentError  # noqa: PLC0415 - Alembic, for those that need it
+
+    try:
+        database.ready()
+    except SchemaNotCurrentError as error:
+        raise SchemaRefusedError(f"agent-worker cannot start: {error}") from None
+
+
 def business_database(settings: Settings) -> Database:
     """The business database alone, where ``business`` finds it: the shared one at ``database_url`` if set, else the
     SQLite file. The approval inbox keeps its sessions there, so every inbox process, and the operator's
@@ -282,7 +310,7 @@ class AgentPlugin(SimplePlugin):
         from activities.tool_activities import ToolActivities  # noqa: PLC0415
 
         settings = self.settings
-        ports = self._business or business(settings).create(seed_demo_orders=False)
+        ports = self._business or business_ready(settings)
         model = self._model or choose_model(settings, ports.model_calls)
         policy = self._policy or policy_in_force(settings)
         blobs = blob_backend(settings, ports.blobs)

@@ -27,6 +27,7 @@ from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.cli.devserver import binary, free_port
 from agent_worker.inbox.app import ticket_path
+from agent_worker.inbox.auth import DEVICE_COOKIE, SESSION_COOKIE
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.passwords import password_matches
 from agent_worker.stuck import find_stuck
@@ -37,6 +38,7 @@ from tests.support.inbox import (
     CLEO,
     KEY,
     ODD_IDS,
+    PASSWORDS,
     ROLES,
     TWO_PEOPLE,
     TWO_PEOPLE_WHY,
@@ -639,6 +641,39 @@ async def test_wrong_passwords_are_throttled_with_429_and_retry_after_for_known_
     assert [status for status, _, _ in mallorys] == [401] * 5 + [429]  # a name nobody has: the same answers
     assert "Too many wrong passwords for mallory; try again in 15 min." in mallorys[-1][2]
     assert ben[0] == 303  # ten wrong from this address, under its limit: ben signs in
+
+
+async def test_a_guesser_on_anns_name_is_throttled_while_ann_signs_in_from_the_browser_she_signed_in_on_before(
+    agent: Harness,
+) -> None:
+    """Someone guesses wrong on ann's name until the inbox stops checking; ann, back at the browser where she signed
+    in before (her session over, her device cookie kept), signs in and sees the inbox; from a browser the inbox does
+    not know, even her right password is refused with the guesser's."""
+    right = PASSWORDS["ann"]
+    async with (
+        inbox_alone(agent) as inbox,
+        person(inbox) as anns_desk,
+        person(inbox) as guesser,
+        person(inbox) as anns_phone,
+    ):
+        first = await attempt(anns_desk, "ann", right)
+        (device,) = [cookie for cookie in anns_desk.http.cookie_jar if cookie.key == DEVICE_COOKIE]
+        anns_desk.http.cookie_jar.clear(lambda cookie: cookie.key == SESSION_COOKIE)  # the next morning
+        guesses = [await attempt(guesser, "ann", f"guess {n}") for n in range(6)]
+        at_her_desk = await attempt(anns_desk, "ann", right)
+        inbox_page = await anns_desk.get("/")
+        on_a_new_browser = await attempt(anns_phone, "ann", right)
+        guessing_on = await attempt(guesser, "ann", "guess 7")
+
+    assert first[0] == 303
+    assert (device["httponly"], device["samesite"].lower()) == (True, "strict")  # no script reads it, no site sends it
+    assert [status for status, _, _ in guesses] == [401] * 5 + [429]
+    assert at_her_desk[0] == 303
+    assert inbox_page[0] == 200
+    assert shown(inbox_page[1], "person") == "ann"
+    assert on_a_new_browser[0] == 429
+    assert "Too many wrong passwords for ann" in on_a_new_browser[2]
+    assert guessing_on[0] == 429
 
 
 async def test_agent_worker_web_sessions_lists_who_is_signed_in_and_ends_all_of_a_persons_sessions(

@@ -21,6 +21,7 @@ from activities.business.schema import inbox_sessions, inbox_sign_in_failures
 from agent_worker.config import Settings
 from agent_worker.inbox import auth as auth_module
 from agent_worker.inbox.auth import (
+    DEVICE_LIFETIME,
     Authenticator,
     Keys,
     SignedIn,
@@ -380,6 +381,7 @@ def test_whatever_the_attempts_no_key_has_more_wrong_passwords_checked_in_a_wind
             if isinstance(attempt, Throttled):
                 assert timedelta(0) < attempt.retry_after <= window
                 continue
+            assert attempt.address is not None  # no known device here: counted by name and by address
             keys = {"person": attempt.person, "address": attempt.address}
             if right and name in {"ann", "ben"}:
                 throttle.succeeded(attempt)
@@ -403,6 +405,54 @@ def test_a_throttled_answer_over_every_backend_reads_as_the_desk_says_it(databas
         keys = db.execute(sa.select(inbox_sign_in_failures.c.key)).scalars().all()
     assert sorted(keys) == sorted([throttle.key("person", "ann"), throttle.key("address", HERE)])
     assert not any("ann" in key or HERE in key for key in keys)  # neither a name nor an address is kept
+
+
+def device_of(result: object) -> str:
+    assert isinstance(result, SignedIn), result
+    assert result.device
+    return result.device
+
+
+def test_someone_elses_guesses_on_a_name_lock_its_person_out_of_no_browser_they_signed_in_on_and_a_new_one_stays_throttled(  # noqa: E501
+    database: Database, clock: Clock
+) -> None:
+    users = {"ann": ANN, "ben": hash_password("ben's long password")}
+    auth = authenticator(database, users=users, throttle=Throttle(database, person_limit=3, address_limit=5))
+    anns = device_of(auth.sign_in("ann", PASSWORD, address=HERE, user_agent="Chromium"))  # her desk's browser
+    bens = device_of(auth.sign_in("ben", "ben's long password", address=HERE, user_agent="Chromium"))
+    guesser = "198.51.100.9"
+    for guess in ("guess 1", "guess 2", "guess 3"):  # the guesser fills ann's count
+        assert isinstance(auth.sign_in("ann", guess, address=guesser, user_agent=None), WrongPassword)
+    for name in ("cleo", "dora"):  # and his address's
+        assert isinstance(auth.sign_in(name, "guess", address=guesser, user_agent=None), WrongPassword)
+    device_id, made, mac = anns.split(".")
+    borrowed = [
+        None,  # a new browser
+        bens,  # a cookie made for someone else
+        f"{device_id}.{int(made) + 1}.{mac}",  # an edited one
+        f"forged.{made}.{'0' * 64}",  # a made-up one
+        anns + ".x",  # with something after it
+    ]
+    for cookie in borrowed:
+        refused = auth.sign_in("ann", PASSWORD, address="203.0.113.5", user_agent=None, device=cookie)
+        assert isinstance(refused, Throttled), (cookie, refused)
+        assert refused.who == "person", cookie
+
+    # ann, from the browser she signed in on, from anywhere, the guesser's address too: her own count alone
+    assert isinstance(auth.sign_in("ann", PASSWORD, address=guesser, user_agent="Chromium", device=anns), SignedIn)
+    assert isinstance(auth.sign_in("dora", "guess", address=guesser, user_agent=None), Throttled)  # he still is
+    assert isinstance(auth.sign_in("ann", "guess 4", address=guesser, user_agent=None), Throttled)
+
+    # a stolen device cookie gives its thief the person's limit of guesses a window, no more
+    for guess in ("stolen 1", "stolen 2", "stolen 3"):
+        assert isinstance(auth.sign_in("ann", guess, address=guesser, user_agent=None, device=anns), WrongPassword)
+    assert isinstance(auth.sign_in("ann", PASSWORD, address=HERE, user_agent=None, device=anns), Throttled)
+
+    # a device is known for DEVICE_LIFETIME after its last sign-in there, then is a new browser again
+    clock.turn(DEVICE_LIFETIME + timedelta(minutes=1))
+    renewed = device_of(auth.sign_in("ann", PASSWORD, address=HERE, user_agent=None, device=bens))
+    assert auth.keys.known_device("ann", anns, clock.now) is None
+    assert auth.keys.known_device("ann", renewed, clock.now) is not None
 
 
 # --- the proxy, CSRF, origins ----------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The approval inbox's lists and its export for auditors, over HTTP against a real dev server, worker and inbox: the
 most urgent ticket first, each tab's count, filters by customer and order that what a person types cannot turn into
 another visibility query, "mine" for an approver and for someone who is not one, and the CSV of answers over a range
-of days, its personal data left out unless asked for, its cells never read as formulas, and only for people signed
-in."""
+of days, its personal data left out unless asked for and given only to the auditors the settings name, its cells
+never read as formulas, and only for people signed in."""
 
 from __future__ import annotations
 
@@ -27,7 +27,16 @@ from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.desk import Desk
 from agent_worker.inbox.filters import FilterError, Filters
 from tests.support.harness import Harness
-from tests.support.inbox import CLEO, Person, inbox_for, notice_kind, person, start_with_cli, waiting_request
+from tests.support.inbox import (
+    CLEO,
+    Person,
+    inbox_alone,
+    inbox_for,
+    notice_kind,
+    person,
+    start_with_cli,
+    waiting_request,
+)
 from tests.support.processes import AGENT_WORKER
 from tests.support.tickets import ticket
 from tests.support.waits import poll
@@ -201,6 +210,20 @@ async def csv_of(someone: Person, query: dict[str, str]) -> tuple[int, dict[str,
         return response.status, dict(response.headers), await response.text()
 
 
+async def refused_to_a_non_auditor(
+    someone: Person, days: dict[str, str], *, without: tuple[str, ...], plain: str
+) -> None:
+    """``someone`` asks for the export with personal data and is refused with nothing of it (403, no file, none of
+    ``without`` in the body), and still gets the export without it, the same as ``plain``."""
+    status, headers, body = await csv_of(someone, {**days, "personal": "1"})
+    assert status == 403
+    assert "Content-Disposition" not in headers
+    assert body.startswith("not exported: the customers' personal data is for the people AGENT_WEB_AUDITORS names")
+    assert not [word for word in without if word in body]
+    got, _, body = await csv_of(someone, days)
+    assert (got, rows(body)) == (200, rows(plain))
+
+
 def rows(body: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(body)))
 
@@ -212,13 +235,17 @@ async def test_the_export_holds_each_answer_with_its_policy_leaves_personal_data
     today = datetime.now(UTC).date()
     days = {"from": str(today - timedelta(days=1)), "to": str(today + timedelta(days=1))}
     reason = "@SUM(1+1) it reached her at 1 Elm Street"
-    async with inbox_for(agent) as inbox, person(inbox) as ann, person(inbox) as ben, person(inbox) as stranger:
+    async with (
+        inbox_for(agent, web_auditors=["ann"]) as inbox,
+        person(inbox) as ann,
+        person(inbox) as ben,
+        person(inbox) as stranger,
+    ):
         approved = await start_with_cli(agent)
         formula = ticket("My parcel for order A-2001 never arrived", email="=1+1@example.com")
         declined = await agent.start({**formula, "ticket_id": "+T-formula"})
         timed_out = await agent.start(ticket(approval_timeout_seconds=1))
-        await ann.sign_in("ann")
-        await ben.sign_in("ben")
+        await asyncio.gather(ann.sign_in("ann"), ben.sign_in("ben"))
         approving = await ann.answer(approved, await waiting_request(agent.client, approved))
         request = await waiting_request(agent.client, declined.id)
         declining = await ben.answer(declined.id, request, "decline", reason=reason)
@@ -228,6 +255,7 @@ async def test_the_export_holds_each_answer_with_its_policy_leaves_personal_data
         personal = await csv_of(ann, {**days, "personal": "1"})
         earlier = await csv_of(ann, {"from": str(today - timedelta(days=9)), "to": str(today - timedelta(days=2))})
         unsigned = await csv_of(stranger, days)
+        await refused_to_a_non_auditor(ben, days, without=("example.com", "Elm Street"), plain=plain[2])
 
     status, headers, body = plain
     assert status == 200
@@ -283,6 +311,16 @@ async def test_the_export_holds_each_answer_with_its_policy_leaves_personal_data
     assert approved not in unsigned[2]
 
 
+async def test_with_no_auditors_set_nobody_exports_personal_data_not_even_an_approver_who_asks_for_it(
+    agent: Harness,
+) -> None:
+    """An operator who never thought of auditors gets the safe default: the export without personal data alone."""
+    days = {"from": "2026-03-01", "to": "2026-03-02"}
+    async with inbox_alone(agent) as inbox, person(inbox) as ann:
+        await ann.sign_in("ann")
+        await refused_to_a_non_auditor(ann, days, without=(), plain=(await csv_of(ann, days))[2])
+
+
 @pytest.mark.parametrize(
     ("days", "said"),
     [
@@ -308,7 +346,7 @@ async def test_the_export_refuses_a_range_it_does_not_take_and_says_why(
 async def test_agent_worker_answers_export_writes_what_the_inbox_exports(agent: Harness) -> None:
     today = datetime.now(UTC).date()
     days = {"from": str(today - timedelta(days=1)), "to": str(today + timedelta(days=1))}
-    async with inbox_for(agent) as inbox, person(inbox) as ann:
+    async with inbox_for(agent, web_auditors=["ann"]) as inbox, person(inbox) as ann:
         workflow_id = await start_with_cli(agent)
         await ann.sign_in("ann")
         await ann.answer(workflow_id, await waiting_request(agent.client, workflow_id))

@@ -124,11 +124,18 @@ class Business:
         return cls.at(f"sqlite:///{path}", **options)
 
     def create(self, *, seed_demo_orders: bool = True) -> Business:
-        """Migrate the schema to the newest revision and seed the demo orders on first use; safe to call on every
-        start, by several workers at once."""
+        """Migrate the schema to the newest revision and seed the demo orders on first use; safe to call by several
+        processes at once. For what owns the schema: ``agent-worker migrate``, the dev stack, tests; a worker opens
+        the business with ``ready``."""
         self.database.migrate()
         if seed_demo_orders:
             self.orders.seed()
+        return self
+
+    def ready(self) -> Business:
+        """The business as a worker or an operator's command starts on it: a SQLite file migrated, a database
+        server's schema checked (``Database.ready``); never seeded."""
+        self.database.ready()
         return self
 
     def close(self) -> None:

@@ -77,6 +77,16 @@ class Database:
         with self.writer.begin() as db:
             return migrations.upgrade(db)
 
+    def ready(self) -> str | None:
+        """What a worker, the inbox and the operator's commands do at start: on a SQLite file, ``migrate`` (one
+        machine's file, whoever opens it owns it); on a database server, check that the schema is at a revision
+        this code runs on, and raise ``migrations.SchemaNotCurrentError`` naming ``agent-worker migrate`` if not.
+        Such a start needs no right to change a table; ``agent-worker migrate`` is the one step that does."""
+        if self.writer.dialect.name == "sqlite":
+            return self.migrate()
+        with self.reader.connect() as db:
+            return migrations.check(db)
+
     def close(self) -> None:
         """Close pooled connections (PostgreSQL keeps some open between calls)."""
         self.writer.dispose()

@@ -1,4 +1,4 @@
-"""Schema migrations of the business store, run by every worker at start-up and by ``agent-worker migrate``.
+"""Schema migrations of the business store, run by ``agent-worker migrate`` (and, on a SQLite file, at every start).
 
 Without them a column or table added to ``activities.business.schema.metadata`` would reach new databases only:
 ``create_all`` creates missing tables and never alters one, so a store that already exists would lack the
@@ -9,6 +9,12 @@ Several workers start at once against one PostgreSQL when a deploy rolls out; tw
 ``CREATE TABLE`` race, and one of them fails to start. The upgrade therefore runs in one transaction that
 first takes a transaction-scoped advisory lock: the second worker waits for the first to commit and finds
 nothing left to do. On SQLite the writer's ``BEGIN IMMEDIATE`` serialises them the same way.
+
+On a database server the workers and the inbox run as a role that reads and writes rows and may change no table,
+so they do not migrate: ``agent-worker migrate``, run as the role that owns the schema, is the one step that does,
+and a start only checks the database is at a revision this code runs on (``check``), refusing otherwise with the
+command to run. A SQLite file is one machine's (the dev stack, the demo, a desk on one box): whoever opens it owns
+it, so its starts still migrate.
 
 A store made before migrations existed (tables, no ``alembic_version``) needs no special path: the first
 revision creates only the tables it lacks, as ``create_all`` did at every start, and keeps the rest with
@@ -60,6 +66,27 @@ def upgrade(connection: sa.Connection, revision: str = "head") -> str | None:
     return current(connection)
 
 
+class SchemaNotCurrentError(RuntimeError):
+    """The database is not at a revision this code runs on: the message says where it is and what to run."""
+
+
+def check(connection: sa.Connection) -> str:
+    """The revision the database is at, if this code can run on it: its own newest, or one newer that it does not
+    know (a later release migrated first, and a migration keeps the last release working: an old build drains on the
+    new schema). ``SchemaNotCurrentError`` for a database with no schema or one behind this code's newest. Reads
+    ``alembic_version`` only: no lock, no DDL, so a role that may change no table runs it."""
+    at = set(MigrationContext.configure(connection).get_current_heads())
+    newest = set(_heads(VERSIONS))
+    if at == newest or (at and not at & _known(VERSIONS)):
+        return min(at)
+    where = f"at revision {', '.join(sorted(at))}" if at else "without the business schema"
+    raise SchemaNotCurrentError(
+        f"the business database is {where}, and this version needs revision {', '.join(sorted(newest))}: run "
+        f"`agent-worker migrate` with AGENT_DATABASE_URL naming the role that owns the schema, then start again "
+        f"(the workers and the inbox do not migrate a database server themselves)"
+    )
+
+
 def downgrade(connection: sa.Connection, revision: str) -> str | None:
     """Take the database back to ``revision`` under the same lock: for tests, and a rollback by hand."""
     _lock(connection)
@@ -82,6 +109,14 @@ def current(connection: sa.Connection) -> str | None:
 def _heads(versions: tuple[Path, ...]) -> tuple[str, ...]:
     """The newest revisions in ``versions``: read from the files once per process, they do not change under it."""
     return tuple(ScriptDirectory.from_config(config(versions=versions)).get_heads())
+
+
+@functools.cache
+def _known(versions: tuple[Path, ...]) -> frozenset[str]:
+    """Every revision in ``versions``, whatever its place: a database at one this code does not know is newer."""
+    return frozenset(
+        script.revision for script in ScriptDirectory.from_config(config(versions=versions)).walk_revisions()
+    )
 
 
 def _lock(connection: sa.Connection) -> None:

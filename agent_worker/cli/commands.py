@@ -188,11 +188,19 @@ async def _web(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def web_user(args: argparse.Namespace) -> None:
-    """``agent-worker web-user NAME``: a person's ``AGENT_WEB_USERS`` entry, their password hashed."""
+    """``agent-worker web-user NAME [--new-keys]``: a person's ``AGENT_WEB_USERS`` entry, their password hashed; with
+    ``--new-keys``, the environment file an inbox and its workers start from."""
     from agent_worker.inbox.server import web_user as hashed  # noqa: PLC0415 - only the inbox needs its web stack
 
     settings()  # refused, saying why, with settings no inbox would start with
-    print(hashed(args.name))
+    print(hashed(args.name, new_keys=args.new_keys))
+    if args.new_keys:
+        print(
+            "the inbox and every worker take these settings (the workers need only AGENT_WEB_APPROVAL_KEYS); keep "
+            "them secret: the key signs approvals",
+            file=sys.stderr,
+        )
+        return
     print("add it to AGENT_WEB_USERS, a JSON object of every approver's name and hash", file=sys.stderr)
 
 

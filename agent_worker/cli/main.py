@@ -148,8 +148,20 @@ def _web_commands(commands: Any) -> None:
     web.add_argument("--port", type=int, help="default AGENT_WEB_PORT (8088)")
     _where(web)
     web.set_defaults(func=Runs("cli.commands", "web"))
-    web_user = commands.add_parser("web-user", help="hash a person's inbox password, for AGENT_WEB_USERS")
+    web_user = commands.add_parser(
+        "web-user",
+        help="hash a person's inbox password, for AGENT_WEB_USERS (with --new-keys: the inbox's settings, to start)",
+        description="Read NAME's password (asked twice at a terminal, else the first line of standard input, 12 "
+        "characters or more) and print its AGENT_WEB_USERS entry; with --new-keys, an environment file with new "
+        "approval keys as well.",
+    )
     web_user.add_argument("name", help="who signs in: the approver the tickets record")
+    web_user.add_argument(
+        "--new-keys",
+        action="store_true",
+        help="also make a new approval key, and print AGENT_WEB_APPROVAL_KEYS and AGENT_WEB_USERS (this person alone) "
+        "as an environment file for the inbox and its workers",
+    )
     web_user.set_defaults(func=Runs("cli.commands", "web_user"))
     web_sessions = commands.add_parser("web-sessions", help="the inbox's live sessions: list them, or end a person's")
     web_sessions_commands = web_sessions.add_subparsers(dest="web_sessions_command", required=True)
@@ -166,9 +178,11 @@ def _store_commands(commands: Any) -> None:
     """The business store's schema and orders, the money policy file, and the answers for auditors."""
     migrate = commands.add_parser(
         "migrate",
-        help="upgrade the business store's schema to this version's newest revision (workers also do it)",
+        help="upgrade the business store's schema to this version's newest revision, before workers and inbox start",
         description="Upgrade the business store's schema (AGENT_DATABASE_URL, else AGENT_DB_PATH, else "
-        "business.sqlite3 in AGENT_DATA_DIR) to this version's newest revision. Workers also do it when they start.",
+        "business.sqlite3 in AGENT_DATA_DIR) to this version's newest revision. On PostgreSQL this is the one step "
+        "that changes the schema: run it as the role that owns it, before the workers and the inbox start, which "
+        "only check the revision and refuse to start on an older one. A SQLite file is also migrated at every start.",
     )
     migrate.set_defaults(func=Runs("cli.store_commands", "migrate"))
 

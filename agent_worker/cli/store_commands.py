@@ -18,7 +18,8 @@ from agent_worker.cli.commands import settings
 
 
 def migrate(_args: argparse.Namespace) -> None:
-    """``agent-worker migrate``: the business store's schema brought to this version's newest revision."""
+    """``agent-worker migrate``: the business store's schema brought to this version's newest revision, the one step
+    that changes the schema of a database server (run it as the role that owns it); everything else checks."""
     from agent_worker import logs, wiring  # noqa: PLC0415
 
     configured = settings()
@@ -32,8 +33,7 @@ def orders(args: argparse.Namespace) -> None:
     what was asked."""
     from agent_worker import wiring  # noqa: PLC0415
 
-    store = wiring.business(settings())
-    store.create(seed_demo_orders=False)  # only when asked: a production store must never hold them
+    store = wiring.business_ready(settings())  # never seeded unasked: a production store must not hold the demo's
     if args.orders_command == "seed-demo":
         store.orders.seed()
     if args.orders_command == "add":
@@ -69,8 +69,8 @@ def web_sessions(args: argparse.Namespace) -> None:
 
     current = settings()
     database = wiring.business_database(current)
-    database.migrate()
     try:
+        wiring.schema_ready(database)
         sessions = configured(current, database)
         if args.web_sessions_command == "end":
             ended = sessions.end_all(args.name)
@@ -105,8 +105,7 @@ def export_answers(args: argparse.Namespace) -> int:
     configured business database; exit 2, saying why, for a range it does not take."""
     from agent_worker import answers, wiring  # noqa: PLC0415 - SQLAlchemy, for the store's commands alone
 
-    store = wiring.business(settings())
-    store.create(seed_demo_orders=False)
+    store = wiring.business_ready(settings())
     try:
         lines = answers.export(store.audit, args.start, args.end, personal=args.personal)
     except answers.ExportRefusedError as error:

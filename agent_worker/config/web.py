@@ -40,6 +40,12 @@ class WebSettings(Concern):
     argon2id; a legacy ``scrypt$...`` hash from an earlier version still verifies):
     ``AGENT_WEB_USERS='{"ann": "$argon2id$v=19$m=65536,t=3,p=4$..."}'``. The name is the approver the workflow
     sees, so it is what ``options.approvers`` and ``AGENT_APPROVERS`` must list."""
+    auditors: list[str] = []
+    """Who may export the answers with the customers' personal data (``/export.csv?...&personal=1``: their
+    addresses and the reasons people typed about them), by the name they sign in with:
+    ``AGENT_WEB_AUDITORS='["carol"]'``. Empty (the default): nobody may, through the inbox; every approver still
+    exports the answers without it. ``agent-worker answers export --personal`` is for whoever holds the database's
+    credentials, and needs no inbox."""
     proxy_header: str | None = None
     """Behind single sign-on: the header the proxy names the signed-in person in, e.g. ``X-Forwarded-Email``
     (oauth2-proxy's). Believed only from ``trusted_proxies``."""
@@ -66,6 +72,14 @@ class WebSettings(Concern):
         value = value.strip().rstrip("/")
         if value and (not value.startswith("/") or "//" in value or any(c in value for c in "?#'\"\\")):
             raise ValueError("a path such as /inbox")
+        return value
+
+    @field_validator("auditors")
+    @classmethod
+    def _auditors(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name.strip() or name != name.strip():
+                raise ValueError(f"an auditor's name as they sign in, without surrounding spaces, not {name!r}")
         return value
 
     @field_validator("users")

@@ -9,7 +9,7 @@ Routes, under the base path, each served by the module that owns its concern:
 - ``POST /ticket/answer?id=ID``: approve or decline, and for a large approval the confirmation page first
   (``answering``); the ``approve`` update it sends, and what the person is told of it (``sending``).
 - ``GET /export.csv?from=YYYY-MM-DD&to=YYYY-MM-DD[&personal=1]``: the answers over a range of days, as CSV, for
-  auditors (``export``).
+  auditors; the customers' data only for the people ``AGENT_WEB_AUDITORS`` names (``export``).
 - ``GET|POST /login``, ``POST /logout`` (``login``); ``GET /healthz`` for a proxy's health check; ``/static/`` for
   the script and the style sheet.
 
@@ -50,12 +50,21 @@ __all__ = ["make_app", "ticket_path"]
 
 
 def make_app(  # noqa: PLR0913 - what the inbox is bound to
-    desk: Desk, auth: Authenticator, signing_key: bytes, site: Site, database: Database, *, confirm_above_cents: int
+    desk: Desk,
+    auth: Authenticator,
+    signing_key: bytes,
+    site: Site,
+    database: Database,
+    *,
+    confirm_above_cents: int,
+    auditors: frozenset[str] = frozenset(),
 ) -> ASGIApp:
     """The inbox bound to one desk (Temporal), one authenticator, the key answers are signed with, one site, and the
-    business database whose audit trail keeps every answer ("mine" and the export read it)."""
+    business database whose audit trail keeps every answer ("mine" and the export read it, the customers' data in
+    the export for ``auditors`` alone)."""
     pages, trail = Pages(desk, auth, site), SqlAuditTrail(database)
-    login, lists, export, ticket = Login(pages), Lists(pages, trail), Export(pages, trail), TicketPage(pages)
+    login, lists, ticket = Login(pages), Lists(pages, trail), TicketPage(pages)
+    export = Export(pages, trail, auditors=auditors)
     answering = Answering(pages, ticket, Sender(desk, signing_key), confirm_above_cents=confirm_above_cents)
     routes: list[BaseRoute] = [
         Route("/", lists.inbox, methods=["GET"]),

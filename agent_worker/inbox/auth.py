@@ -17,7 +17,9 @@ edited, a header sent by anyone, a cookie copied from nowhere. Two ways of knowi
   page is served over https. Signing out ends it on the server; it ends by itself after its idle time and its
   maximum age, and when the person's password changes (it keeps a fingerprint of the hash signed in with).
   Wrong passwords are slowed down per person and per address (``agent_worker.inbox.throttle``), and a throttled
-  attempt is refused before its password is checked.
+  attempt is refused before its password is checked. A browser where a person signed in keeps a device cookie,
+  ``inbox_device``, signed for their name (a random id, when it was made, a MAC under the inbox's keys): their next
+  sign-in from it is counted under that device alone, so nobody else's wrong guesses on their name lock them out.
 
 Every form carries a CSRF token bound to the session (its token's hash; or to the proxy's person), and every POST
 must come from the inbox's own origin (its ``Origin`` header, or else its ``Referer``): a page elsewhere cannot
@@ -34,7 +36,7 @@ import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
@@ -48,6 +50,12 @@ SESSION_COOKIE = "inbox_session"
 LOGIN_COOKIE = "inbox_login"
 """A nonce set on the sign-in page, so the sign-in form has a CSRF token too (login CSRF: signing a person in as
 someone else)."""
+
+DEVICE_COOKIE = "inbox_device"
+"""A browser where a person signed in: ``<id>.<made, unix seconds>.<MAC of the name, id and time>``."""
+DEVICE_LIFETIME = timedelta(days=90)
+"""How long a device stays known after its last sign-in there: each sign-in makes its cookie anew."""
+CLOCK_SKEW = timedelta(minutes=5)
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -66,6 +74,8 @@ class Person:
 class SignedIn:
     token: str
     """The new session's token, for the cookie."""
+    device: str = ""
+    """The device cookie for the browser that signed in: its sign-ins as this person are counted apart."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ class Throttled:
     """An attempt refused unchecked (``agent_worker.inbox.throttle``): whose count is full, and how long until it is
     not."""
 
-    who: Literal["person", "address"]
+    who: Literal["person", "address", "device"]
     retry_after: timedelta
 
     @property
@@ -118,6 +128,24 @@ class Keys:
 
     def csrf_ok(self, binding: str, token: str) -> bool:
         return self.valid("csrf", binding, token)
+
+    def device(self, name: str, device_id: str, made: int) -> str:
+        """The device cookie saying ``name`` signed in on the browser ``device_id`` at ``made`` (unix seconds)."""
+        signed = f"{name}\x00{device_id}\x00{made}"
+        return f"{device_id}.{made}.{self.mac('device', signed)}"
+
+    def known_device(self, name: str, cookie: str | None, now: datetime) -> str | None:
+        """The device's id if ``cookie`` is one this inbox made for ``name`` within ``DEVICE_LIFETIME`` of ``now``;
+        None for any other (missing, made for someone else, edited, too old)."""
+        parts = (cookie or "").split(".")
+        if len(parts) != 3 or not all(parts) or not parts[1].isdigit() or len(parts[1]) > 12:
+            return None
+        device_id, made, mac = parts
+        age = now - datetime.fromtimestamp(int(made), UTC)
+        if not -CLOCK_SKEW <= age <= DEVICE_LIFETIME:  # another inbox process's clock may run a little ahead
+            return None
+        signed = f"{name}\x00{device_id}\x00{made}"  # as ``device`` signs it
+        return device_id if self.valid("device", signed, mac) else None
 
     def fingerprint(self, credential: str, *, key: bytes | None = None) -> str:
         """What a session keeps of the password hash it was signed in with: enough to notice the hash changed,
@@ -193,10 +221,16 @@ class Authenticator:
             return None
         return Person(session.person, "password", f"session:{session.token_hash}")
 
-    def sign_in(self, name: str, password: str, *, address: str | None, user_agent: str | None) -> SignInResult:
-        """A new session if ``password`` is ``name``'s. An attempt beyond the throttle's limits is refused before
-        the password is checked: the right one too, so the answer tells nothing."""
-        attempt = self.throttle.attempt(name, address)
+    def sign_in(
+        self, name: str, password: str, *, address: str | None, user_agent: str | None, device: str | None = None
+    ) -> SignInResult:
+        """A new session if ``password`` is ``name``'s, and the browser's device cookie made anew. An attempt beyond
+        the throttle's limits is refused before the password is checked: the right one too, so the answer tells
+        nothing. From a browser whose ``device`` cookie is ``name``'s, the attempt is counted under that device
+        alone (``agent_worker.inbox.throttle``): other people's guesses do not lock the person out there."""
+        now = self.sessions.clock()
+        known = self.keys.known_device(name, device, now)
+        attempt = self.throttle.attempt(name, address, device=known)
         if isinstance(attempt, Throttled):
             return attempt
         stored = self.users.get(name)
@@ -204,7 +238,9 @@ class Authenticator:
             return WrongPassword()
         self.throttle.succeeded(attempt)
         credential = self.keys.fingerprint(stored)
-        return SignedIn(self.sessions.start(name, credential, address=address, user_agent=user_agent))
+        token = self.sessions.start(name, credential, address=address, user_agent=user_agent)
+        made = self.keys.device(name, known or secrets.token_urlsafe(12), int(now.timestamp()))
+        return SignedIn(token, made)
 
     def sign_out(self, token: str | None) -> None:
         """End the session ``token`` names, on the server: a copy of the cookie stops working too."""

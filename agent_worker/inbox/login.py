@@ -1,6 +1,7 @@
 """Signing in and out of the approval inbox: ``GET|POST /login`` (a throttled attempt is answered 429 with
-``Retry-After``) and ``POST /logout``, which ends the session on the server, so a copy of its cookie stops working
-too."""
+``Retry-After``; a sign-in sets the browser's device cookie, so the person's next sign-in there is counted apart
+from other people's guesses) and ``POST /logout``, which ends the session on the server, so a copy of its cookie
+stops working too, and leaves the device known."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from agent_worker.inbox.auth import LOGIN_COOKIE, SESSION_COOKIE, SignedIn, Throttled
+from agent_worker.inbox.auth import DEVICE_COOKIE, DEVICE_LIFETIME, LOGIN_COOKIE, SESSION_COOKIE, SignedIn, Throttled
 from agent_worker.inbox.pages import Pages, forbidden
 
 log = structlog.get_logger(__name__)
@@ -67,10 +68,11 @@ class Login:
             return await self.login_page(request, "The sign-in form expired; try again.", 403)
         name, password = str(form.get("name", "")).strip(), str(form.get("password", ""))
         address, agent = pages.address(request), request.headers.get("user-agent")
-        result = await asyncio.to_thread(auth.sign_in, name, password, address=address, user_agent=agent)
+        device = request.cookies.get(DEVICE_COOKIE)
+        result = await asyncio.to_thread(auth.sign_in, name, password, address=address, user_agent=agent, device=device)
         if isinstance(result, Throttled):
             log.warning("inbox sign-in throttled", name=name, peer=address, who=result.who, wait=result.seconds)
-            whose = f"for {name}" if result.who == "person" else "from your address"
+            whose = "from your address" if result.who == "address" else f"for {name}"
             said = f"Too many wrong passwords {whose}; try again in {result.wait()}."
             return await self.login_page(request, said, 429, {"Retry-After": str(result.seconds)})
         if not isinstance(result, SignedIn):
@@ -85,6 +87,15 @@ class Login:
             path=pages.cookie_path,
             httponly=True,
             samesite="lax",
+            secure=pages.secure(request),
+        )
+        response.set_cookie(
+            DEVICE_COOKIE,
+            result.device,
+            max_age=int(DEVICE_LIFETIME.total_seconds()),
+            path=pages.cookie_path,
+            httponly=True,
+            samesite="strict",
             secure=pages.secure(request),
         )
         response.delete_cookie(LOGIN_COOKIE, path=pages.cookie_path)

@@ -16,6 +16,7 @@ import contextlib
 import getpass
 import json
 import secrets
+import shlex
 import socket
 import sys
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from pydantic import SecretStr
 from temporalio.client import Client
 
 from activities.business.database import Database
+from activities.migrations import SchemaNotCurrentError
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app, ticket_path
 from agent_worker.inbox.auth import Authenticator, Keys
@@ -70,8 +72,8 @@ def check(settings: Settings, host: str) -> None:
         raise InboxRefusedError(
             "the approval inbox needs AGENT_WEB_APPROVAL_KEYS: it signs every answer it sends with the last of them, "
             "and the workers take an answer only if it is signed with one of theirs. Give the inbox and the workers "
-            "the same list, e.g. AGENT_WEB_APPROVAL_KEYS='[\"'$(python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))')'\"]'"
+            "the same list: `agent-worker web-user NAME --new-keys` makes one, with a first person to sign in "
+            "(docs/operations.md, the inbox beside a worker)"
         )
     if not (settings.web.users or settings.web.proxy_header) and not loopback_only(host):
         raise InboxRefusedError(
@@ -87,7 +89,7 @@ def with_key_for_this_process(settings: Settings) -> tuple[Settings, bool]:
     runs in the same process as the inbox and so shares it. True if one was made."""
     if settings.web.approval_keys:
         return settings, False
-    key = SecretStr(secrets.token_urlsafe(32))
+    key = SecretStr(new_approval_key())
     return settings.model_copy(update={"web": settings.web.model_copy(update={"approval_keys": [key]})}), True
 
 
@@ -141,7 +143,8 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     """Serve the inbox for ``client``'s namespace and ``settings.task_queue``; ``InboxRefusedError`` if it must not.
     ``login_name`` names the one-time sign-in (default: this OS user), made only when no authentication is set.
     Sessions and the sign-in throttle live in ``database``, by default the business database the settings name (the
-    worker's), migrated first; one given is the caller's to close (a test's, with a clock it turns)."""
+    worker's), its schema checked first (``schema_ready``); one given is the caller's to close (a test's, with a
+    clock it turns)."""
     host = settings.web.host if host is None else host
     port = settings.web.port if port is None else port
     check(settings, host)
@@ -157,7 +160,7 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     database = database or business_database(settings)
     try:
         if owns_database:
-            await asyncio.to_thread(database.migrate)
+            await asyncio.to_thread(schema_ready, database)
         keys = settings.web.approval_key_bytes()
         auth = Authenticator(
             Keys(keys),
@@ -175,6 +178,7 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
             site,
             database,
             confirm_above_cents=settings.web.confirm_above_cents,
+            auditors=frozenset(settings.web.auditors),
         )
         config = uvicorn.Config(
             app,
@@ -207,6 +211,15 @@ async def started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
                 await task  # raises what stopped it
                 raise InboxRefusedError("the approval inbox stopped while starting")
             await asyncio.sleep(0.01)
+
+
+def schema_ready(database: Database) -> None:
+    """The business database as the inbox starts on it (``Database.ready``: a SQLite file migrated, a database
+    server's schema checked and never changed), else ``InboxRefusedError`` naming ``agent-worker migrate``."""
+    try:
+        database.ready()
+    except SchemaNotCurrentError as error:
+        raise InboxRefusedError(f"the approval inbox cannot start: {error}") from None
 
 
 def this_user() -> str:
@@ -251,11 +264,33 @@ def read_password(name: str) -> str:
     return password
 
 
-def web_user(name: str) -> str:
-    """``agent-worker web-user NAME``: the ``AGENT_WEB_USERS`` entry for a person, their password hashed."""
+def web_user(name: str, *, new_keys: bool = False) -> str:
+    """``agent-worker web-user NAME``: the ``AGENT_WEB_USERS`` entry for a person, their password hashed. With
+    ``new_keys``, what an inbox beside its workers needs to start, as the lines of an environment file (a shell's
+    ``set -a; . FILE`` and a ``.env`` file read them alike): ``AGENT_WEB_APPROVAL_KEYS`` with one new key, and
+    ``AGENT_WEB_USERS`` with this person alone. Nothing is printed unless the password is taken."""
     if not name.strip() or name != name.strip():
         raise SystemExit("a name without surrounding spaces: it is the approver the tickets record")
     password = read_password(name)
     if len(password) < MIN_PASSWORD:
         raise SystemExit(f"a password of at least {MIN_PASSWORD} characters; nothing was made")
-    return json.dumps({name: hash_password(password)})
+    entry = json.dumps({name: hash_password(password)})
+    if not new_keys:
+        return entry
+    keys = json.dumps([new_approval_key()])
+    return f"AGENT_WEB_APPROVAL_KEYS={env_value(keys)}\nAGENT_WEB_USERS={env_value(entry)}"
+
+
+def env_value(json_text: str) -> str:
+    """JSON as a value a shell's ``.`` and a ``.env`` file (python-dotenv, which pydantic-settings reads) both take
+    as written: single-quoted, with no quote or backslash of its own inside (a name such as o'brien), spelled
+    ``\\u0027`` and ``\\u005c`` instead, which JSON reads back the same (python-dotenv unescapes ``\\\\`` and
+    ``\\'`` in single quotes, a shell does not). The JSON is ASCII already (``json.dumps``)."""
+    safe = json_text.replace("\\\\", "\\u005c").replace("'", "\\u0027")
+    return shlex.quote(safe)
+
+
+def new_approval_key() -> str:
+    """A new signing key for answers: 32 random bytes, URL-safe base64 (43 characters, above the 32 the settings
+    ask for)."""
+    return secrets.token_urlsafe(32)

@@ -9,17 +9,18 @@ password (the right one is refused too), and it costs no hashing. The person rea
 ann; try again in 4 min", with HTTP 429 and ``Retry-After``.
 
 **The bound.** Whatever the sequence of attempts, from however many processes: in any span of ``window``, at
-most ``limit`` wrong passwords are checked for an address, and for a person between two of their sign-ins (a
-sign-in clears the person's count: only someone with the password can do that). An attempt is counted *before*
+most ``limit`` wrong passwords are checked for an address, for a person between two of their sign-ins (a
+sign-in clears the person's count: only someone with the password can do that), and for each known device of a
+person between two sign-ins from it (below). An attempt is counted *before*
 its password is checked, in the transaction that reads the count, so concurrent guesses cannot all slip under
 it; a right password then takes its count back.
 
-**What it keeps.** A name or an address is never stored: each is hashed into one of ``buckets`` (16,384) per
-kind, and a bucket keeps the times of its wrong passwords within the window, ``limit`` at most. So the table
-``inbox_sign_in_failures`` holds at most 2 x 16,384 rows of at most 20 times each, a few MiB, however many
-names and addresses are tried; rows whose last wrong password is older than the window are deleted at every
-attempt. Two people sharing a bucket (about one pair in 16,384) share its count, which only ever throttles
-sooner.
+**What it keeps.** A name or an address is never stored: each is hashed into one of ``buckets`` (16,384) per kind,
+and a bucket keeps the times of its wrong passwords within the window, ``limit`` at most. So the table
+``inbox_sign_in_failures`` holds at most 3 x 16,384 rows (names, addresses, known devices) of at most 20 times each,
+a few MiB, however many names and addresses are tried; rows whose last wrong password is older than the window are
+deleted at every attempt. Two people sharing a bucket (about one pair in 16,384) share its count, which only ever
+throttles sooner.
 
 **Why hand-written, in the business database.** The inbox's sessions already live there, because several
 inbox processes behind a load balancer must agree; so must their throttle, or each process would give an
@@ -28,9 +29,19 @@ Redis, Memcached or MongoDB, a service every deployment would then have to run f
 storage is per process and has no bound on its keys. What is left to write is a count of timestamps in a
 window, read and written in one transaction: no cryptography.
 
-A person behind the same address as an attacker (an office's NAT) is throttled with them; a person whose name
-an attacker guesses at waits out the window. That is the price of the bound; single sign-on
-(``AGENT_WEB_PROXY_HEADER``) puts password guessing in the identity provider's hands instead.
+**Known devices.** Counted per name alone, anyone could lock a person out by guessing wrong five times on their
+name. So a browser where a person once signed in holds a device cookie the inbox signed for that name
+(``agent_worker.inbox.auth``), and an attempt to sign in as that name from that browser is counted under the device
+alone (``device:<bucket>`` of the name and the device's id), not under the name or the address: someone else's
+guesses, on the name or from the same address, never fill its count. The device's count has the person's limit, and
+only someone who knew the password once could have had the cookie made; a stolen cookie gives its thief that many
+guesses a window, no more. An attempt without a valid cookie for the name (a new browser, a cookie made for someone
+else, an edited one) is counted as before, so a guesser stays throttled. What it costs: a person on a new browser is
+still throttled with the guesser until the window passes.
+
+A person behind the same address as an attacker (an office's NAT) is throttled with them, from a browser the inbox
+does not know; single sign-on (``AGENT_WEB_PROXY_HEADER``) puts password guessing in the identity provider's hands
+instead.
 """
 
 from __future__ import annotations
@@ -57,7 +68,7 @@ BUCKETS = 2**14
 THROTTLE_LOCK = 0x696E_626F_786C_6F67  # "inboxlog"
 """The advisory lock every counting transaction takes on PostgreSQL (SQLite's ``BEGIN IMMEDIATE`` does the same)."""
 
-Who = Literal["person", "address"]
+Who = Literal["person", "address", "device"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +76,9 @@ class Attempt:
     """An attempt counted before its password is checked: ``succeeded`` takes it back if the password was right."""
 
     person: str
-    address: str
+    """The count a sign-in clears: the name's, or, from a known device, the device's."""
+    address: str | None
+    """The address's count, which a sign-in takes this attempt back from; None from a known device (not counted)."""
     at: int
     """Unix milliseconds, as counted."""
 
@@ -84,18 +97,24 @@ class Throttle:
         buckets: int = BUCKETS,
     ) -> None:
         self.database, self.window, self.buckets = database, window, buckets
-        self.limits: dict[Who, int] = {"person": person_limit, "address": address_limit}
+        self.limits: dict[Who, int] = {"person": person_limit, "address": address_limit, "device": person_limit}
 
     @property
     def clock(self) -> Callable[[], datetime]:
         return self.database.clock
 
-    def attempt(self, name: str, address: str | None) -> Attempt | Throttled:
+    def attempt(self, name: str, address: str | None, *, device: str | None = None) -> Attempt | Throttled:
         """Count an attempt to sign in as ``name`` from ``address``, unless either's count is full: then what to
-        tell the person, and nothing is counted. Call ``succeeded`` if the password turns out right."""
+        tell the person, and nothing is counted. From a ``device`` known for ``name`` (its id, from a cookie the
+        authenticator checked), the device's own count instead of both. Call ``succeeded`` if the password turns out
+        right."""
         now = self.clock()
         at = millis(now)
-        keys: dict[Who, str] = {"person": self.key("person", name), "address": self.key("address", network(address))}
+        keys: dict[Who, str] = (
+            {"device": self.key("device", f"{name}\x00{device}")}
+            if device is not None
+            else {"person": self.key("person", name), "address": self.key("address", network(address))}
+        )
         with self.database.writer.begin() as db:
             self._lock(db)
             forgotten = inbox_sign_in_failures.c.last_failed_at <= now - self.window
@@ -110,13 +129,15 @@ class Throttle:
                 return max(refusals, key=lambda refusal: refusal.retry_after)
             for who, key in keys.items():
                 self._write(db, key, [*recent[who], at], now)
-        return Attempt(keys["person"], keys["address"], at)
+        return Attempt(keys.get("person") or keys["device"], keys.get("address"), at)
 
     def succeeded(self, attempt: Attempt) -> None:
         """The password was right: the person's count starts afresh, and the address's forgets this attempt."""
         with self.database.writer.begin() as db:
             self._lock(db)
             db.execute(sa.delete(inbox_sign_in_failures).where(inbox_sign_in_failures.c.key == attempt.person))
+            if attempt.address is None:
+                return
             times = self._recent(db, attempt.address, attempt.at)
             if attempt.at in times:
                 times.remove(attempt.at)
@@ -126,7 +147,8 @@ class Throttle:
                 db.execute(sa.delete(inbox_sign_in_failures).where(inbox_sign_in_failures.c.key == attempt.address))
 
     def key(self, who: Who, value: str) -> str:
-        """``person:<bucket>`` or ``address:<bucket>``: what a name or an address is counted under."""
+        """``person:<bucket>``, ``address:<bucket>`` or ``device:<bucket>``: what a name, an address or a name on a
+        known device is counted under."""
         digest = hashlib.sha256(f"{who}\x00{value}".encode()).digest()
         return f"{who}:{int.from_bytes(digest[:8], 'big') % self.buckets}"
 
