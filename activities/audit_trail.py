@@ -23,12 +23,9 @@ class AuditActivities:
         return [self.audit, self.audited]
 
     @activity.defn(name="audit")
-    async def audit(self, entry: AuditEntry) -> AuditEntry:
-        """Write an entry of the ticket's trail, once per its key however often the activity is retried; it returns
-        the entry, which is how a history tells what was written when the activity ran locally (its marker keeps
-        the result, not the input)."""
+    async def audit(self, entry: AuditEntry) -> None:
+        """Write an entry of the ticket's trail, once per its key however often the activity is retried."""
         await call(lambda: self.trail.write(entry))
-        return entry
 
     @activity.defn(name="audited")
     async def audited(self, query: AuditQuery) -> bool:

@@ -22,11 +22,7 @@ DEFAULT_INTERVAL = timedelta(seconds=1)
 
 @contextlib.asynccontextmanager
 async def heartbeating(interval: timedelta | None = None) -> AsyncIterator[None]:
-    """Heartbeat every ``interval`` (a third of the heartbeat timeout by default) until the block exits; in a local
-    activity, which has no heartbeat (the workflow task it runs in stands for it), nothing."""
-    if activity.info().is_local:
-        yield
-        return
+    """Heartbeat every ``interval`` (a third of the heartbeat timeout by default) until the block exits."""
     timeout = activity.info().heartbeat_timeout
     if interval is None:
         interval = timeout / 3 if timeout else DEFAULT_INTERVAL

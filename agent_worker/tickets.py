@@ -73,7 +73,7 @@ from activities.contracts.ticket import (
 )
 from agent_worker.defaults import WAITING_KINDS
 from agent_worker.transcript import Entry as Entry  # noqa: PLC0414 - re-exported: what ``transcript`` returns
-from agent_worker.transcript import decided_plainly, entries, first, written_to_the_trail
+from agent_worker.transcript import decided_plainly, entries, first
 from workflows.approval_rules import ApprovalDesk
 
 PREFIX = "ticket-"
@@ -440,8 +440,11 @@ async def deciding_answer(client: Client, workflow_id: str, request_id: str) -> 
     records it (none: not decided in this run, or a run from before those rows)."""
     decided = None
     async for event in handle(client, workflow_id).fetch_history_events():
-        written = await written_to_the_trail(client, event)
-        row = written.get("answer") if written is not None else None
+        scheduled = event.activity_task_scheduled_event_attributes
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED or scheduled.activity_type.name != "audit":
+            continue
+        written = first(await client.data_converter.decode(scheduled.input.payloads))
+        row = written.get("answer") if isinstance(written, dict) else None
         if not isinstance(row, dict) or row.get("request_id") != request_id:
             continue
         answered = AnsweredRequest.model_validate(row)

@@ -545,18 +545,6 @@ async def one_decision_continued_while_a_request_waits(r: Recorder) -> Handle:
     return await _continued_mid_approval(r, "one_decision_continued_while_a_request_waits")
 
 
-async def audit_in_the_task_resolved(r: Recorder) -> Handle:
-    """``Patch.AUDIT_IN_THE_TASK`` (1.2.0): the policy's entry and the closing one written by local activities,
-    markers where ``one_decision_resolved`` (1.1.0) has two ``audit`` activities."""
-    return await resolved_without_approval(r)
-
-
-async def audit_in_the_task_approved_in_the_inbox(r: Recorder) -> Handle:
-    """``Patch.AUDIT_IN_THE_TASK`` (1.2.0): the request's entry and the signed answer's, with its row for
-    auditors, written by local activities; ``approved_in_the_inbox`` is the same ticket before it."""
-    return await approved_in_the_inbox(r)
-
-
 async def whole_hand_over_answer_in_the_window(r: Recorder) -> Handle:
     """``Patch.WHOLE_HAND_OVER`` (1.1.0): an approval signalled while the first run, handing over as its refund
     waits, archives its records; the run writes it to the audit trail before its snapshot, and the next run pays
@@ -643,8 +631,6 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         policy_read_locally_resolved,
         policy_read_locally_approved,
         one_decision_resolved,
-        audit_in_the_task_resolved,
-        audit_in_the_task_approved_in_the_inbox,
         one_decision_two_people_below_the_limit,
         one_decision_refused_past_the_charge,
         one_decision_continued_while_a_request_waits,

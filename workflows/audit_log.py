@@ -1,7 +1,6 @@
 """The ticket's audit trail, as the workflow writes it: every entry exactly once, in order, across the ticket's runs.
 
-Each entry is an activity (``audit``; since 1.2.0 a local one, run in the workflow task that writes it) that
-Temporal may retry, and a run may be replayed or continued as new,
+Each entry is an activity (``audit``) that Temporal may retry, and a run may be replayed or continued as new,
 so an entry carries an idempotency key and the store writes a key once. The key numbers the entry across the
 ticket's runs (the count is handed to the run that continues the ticket) and names the run that writes it: a run
 a reset started numbers its entries from the reset point again, and they must be new entries, not taken for the
@@ -28,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.limits import NOTE_BYTES, NOTES_KEPT, cut
     from activities.contracts.world import AuditEntry, AuditQuery
     from workflows import timeouts
-    from workflows.patches import Patch
 
 
 class Audit(Protocol):
@@ -95,10 +93,6 @@ class AuditLog:
         self._sources = notes_from
         self._written = 0
         """Entries written by the ticket's runs so far: the number of the last one."""
-        self._in_the_task = workflow.patched(Patch.AUDIT_IN_THE_TASK)
-        """Whether entries are written by a local activity. Asked as the run begins, before anything is awaited:
-        asked at the first entry, after the policy's local read, a query answered in between can split the
-        workflow task there, and a replay would then take the old path for a run that recorded the new one."""
 
     def snapshot(self) -> AuditSnapshot:
         return AuditSnapshot(written=self._written)
@@ -111,11 +105,11 @@ class AuditLog:
         self._written += 1
         info = workflow.info()
         key = f"audit:{info.workflow_id}/{info.run_id}/{self._written}"
-        written = AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=key, answer=answer)
-        if self._in_the_task:
-            await workflow.execute_local_activity_method(AuditActivities.audit, written, **timeouts.LOCAL_UNTIL_DONE)
-        else:
-            await workflow.execute_activity_method(AuditActivities.audit, written, **timeouts.attempt("audit"))
+        await workflow.execute_activity_method(
+            AuditActivities.audit,
+            AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=key, answer=answer),
+            **timeouts.attempt("audit"),
+        )
 
     async def holds(self, entry: str) -> bool:
         """Whether the run this one continues (or the ticket's first run) wrote ``entry``: the trail is what a run

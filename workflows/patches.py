@@ -45,12 +45,6 @@ class Patch(StrEnum):
     snapshot right after those writes: an answer that came meanwhile was carried unaudited, and the next run, finding
     it missing from the trail, rejected it as forged. Reached only by such an answer, so no recorded run takes it."""
 
-    AUDIT_IN_THE_TASK = "1.2.0/audit-in-the-task"
-    """Each audit entry is written by a local activity, in the workflow task that writes it: a marker in the
-    history, where runs before it scheduled an ``audit`` activity and took a workflow task of their own to hear it
-    was written. The entries, their keys and their order are the same; a ticket that refunds and emails takes two
-    activities and their workflow tasks fewer (issue #37)."""
-
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""

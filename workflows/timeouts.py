@@ -121,14 +121,6 @@ LOCAL_AT_ONCE: LocalActivityConfig = {
 """``AT_ONCE`` for a local activity (``money_policy`` since ``Patch.POLICY_LOCAL_ACTIVITY``): the same attempt, run
 in the workflow task that asks for it."""
 
-LOCAL_UNTIL_DONE: LocalActivityConfig = {
-    "start_to_close_timeout": UNTIL_DONE["start_to_close_timeout"],
-    "retry_policy": UNTIL_DONE["retry_policy"],
-}
-"""``UNTIL_DONE`` for a local activity (``audit`` since ``Patch.AUDIT_IN_THE_TASK``): a write of the business
-database, retried until it is made. A local activity does not heartbeat: a worker killed during one loses its
-workflow task, and the worker that takes the task over writes the entry again under the same key."""
-
 
 def attempt(name: str) -> ActivityConfig:
     """The timeouts and retries of the activity registered as ``name``: the table's, else those its tool's

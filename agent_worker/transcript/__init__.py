@@ -11,7 +11,7 @@ from ``terminal`` by the commands that print, so the inbox never loads it.
 """
 
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind
-from agent_worker.transcript.reader import Reader, currency_of, entries, first, orders_of, written_to_the_trail
+from agent_worker.transcript.reader import Reader, currency_of, entries, first, orders_of
 from agent_worker.transcript.sentences import asked_plainly, decided_plainly, plainly
 
 __all__ = [
@@ -27,5 +27,4 @@ __all__ = [
     "first",
     "orders_of",
     "plainly",
-    "written_to_the_trail",
 ]

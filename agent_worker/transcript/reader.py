@@ -60,7 +60,6 @@ class Reader:
             EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: self.completed_activity,
             EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: self.failed_activity,
             EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: self.failed_activity,
-            EventType.EVENT_TYPE_MARKER_RECORDED: self.marker,
             EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: self.search_attributes,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: self.signalled,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: self.update_accepted,
@@ -102,15 +101,6 @@ class Reader:
         told = [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, request, result)]
         self.orders.update((order.order_id, order) for order in orders_of(told))
         return told
-
-    async def marker(self, event: HistoryEvent) -> list[Entry]:
-        """A local activity that completed (the money policy read, an audit entry written), told as its
-        scheduled twin is told."""
-        found = await local_activity(self.client, event)
-        if found is None:
-            return []
-        name, result = found
-        return [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, None, result)]
 
     async def failed_activity(self, event: HistoryEvent) -> list[Entry]:
         failed = (
@@ -207,38 +197,6 @@ def first(values: list[Any]) -> Any:
     return values[0] if values else None
 
 
-LOCAL_ACTIVITY_MARKER = "core_local_activity"
-
-
-async def local_activity(client: Client, event: HistoryEvent) -> tuple[str, Any] | None:
-    """The name and the result of a local activity that completed, from the marker the SDK records for it: its
-    ``data`` detail is the SDK's own JSON, which names the activity, and its ``result`` went through the data
-    converter. None for any other event, or a local activity that failed."""
-    attrs = event.marker_recorded_event_attributes
-    if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED or attrs.marker_name != LOCAL_ACTIVITY_MARKER:
-        return None
-    if "result" not in attrs.details or "data" not in attrs.details:
-        return None
-    try:
-        name = json.loads(attrs.details["data"].payloads[0].data)["activity_type"]
-    except (IndexError, KeyError, TypeError, ValueError):
-        return None
-    return str(name), first(await decode(client, attrs.details["result"]))
-
-
-async def written_to_the_trail(client: Client, event: HistoryEvent) -> dict[str, Any] | None:
-    """The audit entry an event tells was written (``AuditEntry`` as JSON): the input of a scheduled ``audit``
-    activity, or the result of a local one (``Patch.AUDIT_IN_THE_TASK``, whose activity returns what it wrote);
-    None for any other event."""
-    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-        attrs = event.activity_task_scheduled_event_attributes
-        written = first(await decode(client, attrs.input)) if attrs.activity_type.name == "audit" else None
-    else:
-        found = await local_activity(client, event)
-        written = found[1] if found is not None and found[0] == "audit" else None
-    return written if isinstance(written, dict) else None
-
-
 def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
     """Every order the model looked up, as the tool reported it, the latest look-up of each."""
     orders: dict[str, OrderLookup] = {}
@@ -263,9 +221,8 @@ def describe(activity: str, request: Any, result: Any) -> list[tuple[Kind, str, 
     """What an activity's completion tells, as (kind, text, detail)."""
     if activity == "think" and isinstance(result, dict):
         return describe_decision(result.get("content", []))
-    if activity == "audit":
-        written = request if isinstance(request, dict) else result  # scheduled: its input; local: what it returns
-        return [("audit", f"audit: {written.get('entry')}", written.get("entry"))] if isinstance(written, dict) else []
+    if activity == "audit" and isinstance(request, dict):
+        return [("audit", f"audit: {request.get('entry')}", request.get("entry"))]
     if activity == "vouched":
         checks = "checks" if result is True else "does not check"
         return [("result", f"the approval inbox's signature {checks}", result)]

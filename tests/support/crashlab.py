@@ -196,17 +196,12 @@ class Lab:
 
 
 async def recovery_seconds(handle: Handle, killed: WorkerProcess, successor: WorkerProcess) -> float | None:
-    """Seconds from the SIGKILL to the ticket's next step starting on ``successor``: an activity attempt, or, where
-    all that was left runs in workflow tasks (the closing audit entry, a local activity), its first workflow task."""
+    """Seconds from the SIGKILL to the ticket's next step (an activity attempt) starting on ``successor``."""
     killed_at = killed.killed_by_fault_at() or killed.exited_at
     started = [
         e.event_time.ToNanoseconds() / 1e9
         for e in await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)
         if e.activity_task_started_event_attributes.identity == successor.identity
-    ] or [
-        e.event_time.ToNanoseconds() / 1e9
-        for e in await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED)
-        if e.workflow_task_started_event_attributes.identity == successor.identity
     ]
     if killed_at is None or not started:
         return None
