@@ -120,6 +120,7 @@ async def test_the_demo_runs_a_ticket_through_approval_to_its_answer(
     assert "the model asks for lookup_order(order_id='A-2001')" in out
     assert "Tokens: none counted" in out
     assert "[approval] a refund of USD 49.00 waits for a person" in out
+    assert "money policy sha256:" in out  # a local activity since 1.1.0: told from its marker
     assert f"Outcome: {status} after 2 turns, 5 steps and 5 model calls." in out
     assert "replies: Thank you! Will the refund show on my card statement?" in out
     assert "the customer did not reply in time: the ticket closes as answered" in out

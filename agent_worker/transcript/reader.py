@@ -60,6 +60,7 @@ class Reader:
             EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: self.completed_activity,
             EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: self.failed_activity,
             EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: self.failed_activity,
+            EventType.EVENT_TYPE_MARKER_RECORDED: self.marker,
             EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: self.search_attributes,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: self.signalled,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: self.update_accepted,
@@ -101,6 +102,15 @@ class Reader:
         told = [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, request, result)]
         self.orders.update((order.order_id, order) for order in orders_of(told))
         return told
+
+    async def marker(self, event: HistoryEvent) -> list[Entry]:
+        """A local activity that completed (the money policy read, since ``Patch.POLICY_LOCAL_ACTIVITY``), told as
+        its scheduled twin is told."""
+        found = await local_activity(self.client, event)
+        if found is None:
+            return []
+        name, result = found
+        return [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, None, result)]
 
     async def failed_activity(self, event: HistoryEvent) -> list[Entry]:
         failed = (
@@ -195,6 +205,23 @@ async def decode(client: Client, payloads: Payloads) -> list[Any]:
 
 def first(values: list[Any]) -> Any:
     return values[0] if values else None
+
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
+async def local_activity(client: Client, event: HistoryEvent) -> tuple[str, Any] | None:
+    """The name and the result of a local activity that completed, from the marker the SDK records for it: its
+    ``data`` detail is the SDK's own JSON, which names the activity, and its ``result`` went through the data
+    converter. None for any other marker, or a local activity that failed."""
+    attrs = event.marker_recorded_event_attributes
+    if attrs.marker_name != LOCAL_ACTIVITY_MARKER or "result" not in attrs.details or "data" not in attrs.details:
+        return None
+    try:
+        name = json.loads(attrs.details["data"].payloads[0].data)["activity_type"]
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+    return str(name), first(await decode(client, attrs.details["result"]))
 
 
 def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
