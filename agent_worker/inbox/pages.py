@@ -92,7 +92,7 @@ class Pages:
         return same_origin(request.headers.get("origin"), request.headers.get("referer"), self.own_origin(request))
 
     def must_sign_in(self, request: Request, *, page: bool = True) -> Response:
-        """To the sign-in page from a page; a plain 401 to a script (a live part, the event stream) or a form."""
+        """To the sign-in page from a page; a plain 401 to a script (a live part) or a form."""
         if page and request.method == "GET" and "partial" not in request.query_params:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"{self.site.base_path}/login?next={quote(target)}", status_code=303)
