@@ -139,7 +139,7 @@ class ApprovalGate:
             raise ValueError(f"Invalid answer: {describe_errors(error)}") from None
         if self._inbox is not None:
             return
-        if reason := self.desk.why_not(answer, workflow.now(), channel="web"):
+        if reason := self.desk.why_not(answer, workflow.now(), channel="web", for_people=True):
             raise ValueError(f"rejected: {reason}")
 
     async def answer_vouched(
