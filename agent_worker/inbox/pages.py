@@ -23,7 +23,7 @@ from agent_worker.inbox.formats import ago, shown, utc
 from agent_worker.inbox.guard import Site, peer
 from agent_worker.inbox.standing import progress, what_yours_does
 from agent_worker.loopback import loopback_name
-from agent_worker.transcript import SAID, asked_plainly, decided_plainly, plainly
+from agent_worker.transcript import SAID, asked_plainly, decided_plainly, plainly, unanswered_plainly
 
 HERE = Path(__file__).parent
 
@@ -50,7 +50,7 @@ class Pages:
         self.templates.env.filters.update(money=shown, ago=ago, utc=utc, ticket_url=self.ticket_url)
         self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
         self.templates.env.filters.update(plainly=plainly, asked_plainly=asked_plainly, decided=decided_plainly)
-        self.templates.env.filters.update(payout_noun=payout_noun)
+        self.templates.env.filters.update(payout_noun=payout_noun, unanswered=unanswered_plainly)
         self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID)
 
     # --- who is asking ---------------------------------------------------------------------------------------
