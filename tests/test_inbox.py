@@ -26,7 +26,6 @@ from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.cli.devserver import binary, free_port
-from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.passwords import password_matches
 from agent_worker.stuck import find_stuck
@@ -152,7 +151,6 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
         request = await waiting_request(agent.client, workflow_id)
         listing = await stranger.get("/")
         partial = await stranger.get(page_of(workflow_id, partial=1))
-        stream = await stranger.get("/" + ticket_path(workflow_id, "events"))
         answered = await stranger.post(
             answer_of(workflow_id),
             {"request_id": "R1", "amount_cents": "4900", "decision": "approve", "approver": "ann"},
@@ -165,7 +163,6 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
 
     assert listing[0] == 303
     assert partial[0] == 401
-    assert stream[0] == 401
     assert answered[0] == 401
     assert still == request
     assert accepted == []
@@ -969,8 +966,9 @@ async def test_a_request_nobody_answered_is_told_as_nobody_answering_and_a_late_
     ), told
     assert "signal" not in told
     assert (late[0], notice_kind(late[1])) == (303, "rejected")
-    assert re.fullmatch(
-        rf"not taken: this ticket has closed: it was {outcome.status.value} at \d{{4}}-\d\d-\d\d \d\d:\d\d UTC",
+    assert re.fullmatch(  # not "it was declined": nobody declined it
+        r"not taken: this ticket has closed at \d{4}-\d\d-\d\d \d\d:\d\d UTC: request R1: nobody answered by "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49.00 was not made",
         notice_of(late[1]),
     ), notice_of(late[1])
     assert "approval timed_out USD 49.00: request R1: nobody answered by " in printed
