@@ -4,10 +4,10 @@ did not change is an empty ``304``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Page, Request, expect
 
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
@@ -106,3 +106,60 @@ async def test_a_poll_of_an_unchanged_ticket_is_an_empty_304_and_a_change_or_ano
     assert changed_status == 200
     assert changed_version != version
     assert "declined by ben" in changed_page
+
+
+HIDDEN = """
+window.__hidden = true;
+Object.defineProperty(document, "hidden", { get: () => window.__hidden });
+Object.defineProperty(document, "visibilityState", { get: () => (window.__hidden ? "hidden" : "visible") });
+"""
+"""A tab behind others, as the Page Visibility API tells it: headless Chromium shows every page."""
+SHOW = "() => { window.__hidden = false; document.dispatchEvent(new Event('visibilitychange')); }"
+"""The person brings the tab to the front."""
+
+
+@pytest.mark.browser
+async def test_a_hidden_tab_asks_nothing_while_a_shown_one_polls_and_catches_up_the_moment_it_is_shown(
+    agent: Harness, context: BrowserContext
+) -> None:
+    """Twelve tabs polling every two seconds are twelve requests a person does not look at; a hidden one waits."""
+    async with inbox_for(agent) as inbox, person(inbox) as ben:
+        workflow_id = await start_with_cli(agent)
+        request = await waiting_request(agent.client, workflow_id)
+        shown = await context.new_page()
+        await shown.goto(inbox.url)
+        await shown.get_by_label("Name").fill("ann")
+        await shown.get_by_label("Password").fill(PASSWORDS["ann"])
+        await shown.get_by_role("button", name="Sign in").click()
+        hidden = await context.new_page()
+        await hidden.add_init_script(HIDDEN)
+        polls: dict[Page, int] = {shown: 0, hidden: 0}
+
+        def counted(tab: Page) -> Callable[[Request], None]:
+            def count(sent: Request) -> None:
+                polls[tab] += "partial=1" in sent.url
+
+            return count
+
+        for tab in (shown, hidden):
+            tab.on("request", counted(tab))
+        await hidden.goto(inbox.ticket_page(workflow_id))
+        await shown.goto(inbox.ticket_page(workflow_id))
+        await expect(hidden.get_by_test_id("amount")).to_have_text("USD 49.00")
+
+        await ben.sign_in("ben")
+        await ben.answer(workflow_id, request, decision="decline", reason="The carrier shows it delivered.")
+        await expect(shown.get_by_test_id("outcome")).to_contain_text("declined by ben", timeout=LIVE)
+        for _ in range(3):  # three more polls of the shown tab: the hidden one, opened first, would have made as many
+            async with shown.expect_request(lambda sent: "partial=1" in sent.url, timeout=LIVE):
+                pass
+        polled_while_hidden = polls[hidden]
+        await expect(hidden.get_by_test_id("outcome")).to_have_count(0)  # still as it was drawn
+        await hidden.evaluate(SHOW)
+        await expect(hidden.get_by_test_id("outcome")).to_contain_text("declined by ben", timeout=LIVE)
+        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+
+    assert [(a.approver, a.channel) for a in outcome.approvals] == [("ben", "web")]
+    assert polls[shown] >= 1
+    assert polled_while_hidden == 0
+    assert polls[hidden] >= 1
