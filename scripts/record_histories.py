@@ -521,6 +521,13 @@ async def one_decision_resolved(r: Recorder) -> Handle:
     return await resolved_without_approval(r)
 
 
+async def unanswered_closing(r: Recorder) -> Handle:
+    """``Patch.UNANSWERED_CLOSING`` (1.2.0): nobody answers before the deadline; the ticket closes as
+    ``unanswered``, and the audit's closing line says which request nobody answered, until when.
+    ``declined_by_timeout`` is the same ticket before it, closed as ``declined``."""
+    return await declined_by_timeout(r)
+
+
 async def one_decision_two_people_below_the_limit(r: Recorder) -> Handle:
     """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): 120.00 under an approval limit of 1,000.00 but above two people's
     threshold of 100.00, which before it paid with nobody: now ann's and ben's signed approvals pay it."""
@@ -635,6 +642,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         one_decision_refused_past_the_charge,
         one_decision_continued_while_a_request_waits,
         whole_hand_over_answer_in_the_window,
+        unanswered_closing,
     )
 }
 

@@ -26,7 +26,6 @@ from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.cli.devserver import binary, free_port
-from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.auth import DEVICE_COOKIE, SESSION_COOKIE
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.passwords import password_matches
@@ -154,7 +153,6 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
         request = await waiting_request(agent.client, workflow_id)
         listing = await stranger.get("/")
         partial = await stranger.get(page_of(workflow_id, partial=1))
-        stream = await stranger.get("/" + ticket_path(workflow_id, "events"))
         answered = await stranger.post(
             answer_of(workflow_id),
             {"request_id": "R1", "amount_cents": "4900", "decision": "approve", "approver": "ann"},
@@ -167,7 +165,6 @@ async def test_nobody_signed_in_sees_no_ticket_and_answers_nothing(agent: Harnes
 
     assert listing[0] == 303
     assert partial[0] == 401
-    assert stream[0] == 401
     assert answered[0] == 401
     assert still == request
     assert accepted == []
@@ -912,10 +909,10 @@ async def test_an_answer_redirects_to_the_tickets_page_whose_notice_only_the_per
         _, reloaded = await ann.get(location)
         _, bens = await ben.get(location)
         sealed = parse_qs(urlsplit(location).query)["notice"][0]
-        body, _, mac = sealed.partition(".")
-        fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        altered = base64.urlsafe_b64encode(json.dumps({**fields, "t": "approved; Refunded 4,900.00"}).encode())
-        _, forged = await ann.get(page_of(workflow_id, notice=f"{altered.decode()}.{mac}"))
+        raw = bytearray(base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4)))
+        raw[-20] ^= 1  # one bit of the encrypted text, turned
+        altered = base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+        _, forged = await ann.get(page_of(workflow_id, notice=altered))
         _, made_up = await ann.get(page_of(workflow_id, notice="taken"))
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
         accepted = await events(agent.client.get_workflow_handle(workflow_id), UPDATES_ACCEPTED)
@@ -1004,8 +1001,9 @@ async def test_a_request_nobody_answered_is_told_as_nobody_answering_and_a_late_
     ), told
     assert "signal" not in told
     assert (late[0], notice_kind(late[1])) == (303, "rejected")
-    assert re.fullmatch(
-        rf"not taken: this ticket has closed: it was {outcome.status.value} at \d{{4}}-\d\d-\d\d \d\d:\d\d UTC",
+    assert re.fullmatch(  # not "it was declined": nobody declined it
+        r"not taken: this ticket has closed at \d{4}-\d\d-\d\d \d\d:\d\d UTC: request R1: nobody answered by "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49.00 was not made",
         notice_of(late[1]),
     ), notice_of(late[1])
     assert "approval timed_out USD 49.00: request R1: nobody answered by " in printed

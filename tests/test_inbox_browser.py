@@ -105,7 +105,7 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
 
         # A second tab on the ticket whose live updates are cut (a laptop that slept): it keeps its buttons.
         stale = await context.new_page()
-        await stale.route(lambda url: "/events" in url, lambda route: route.abort())
+        await stale.route(lambda url: "partial=1" in url, lambda route: route.abort())
         await stale.goto(inbox.ticket_page(workflow_id))
 
         await listed.click()

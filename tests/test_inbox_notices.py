@@ -3,6 +3,7 @@ and ticket it was made for, until it lapses, and never when altered."""
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
 
 from agent_worker.inbox.auth import Keys
@@ -33,11 +34,27 @@ def test_a_notice_is_read_back_only_by_its_person_for_its_ticket_until_it_lapses
 
 
 def test_an_altered_or_made_up_notice_is_not_believed() -> None:
-    body, _, mac = seal(KEYS, NOTICE, binding="session:a", workflow_id="t", now=NOW).partition(".")
-    other = seal(KEYS, Notice("error", "refused"), binding="session:a", workflow_id="t", now=NOW)
+    sealed = seal(KEYS, NOTICE, binding="session:a", workflow_id="t", now=NOW)
+    raw = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+    turned = [bytes([*raw[:i], raw[i] ^ 1, *raw[i + 1 :]]) for i in (0, 12, len(raw) - 1)]
+    forged = [base64.urlsafe_b64encode(t).decode().rstrip("=") for t in turned]
+    plain = base64.urlsafe_b64encode(b'{"k":"taken","t":"approved","e":9999999999}').decode()
 
-    for forged in (f"{other.partition('.')[0]}.{mac}", f"{body}.{'0' * 64}", body, "", "taken"):
-        assert unseal(KEYS, forged, binding="session:a", workflow_id="t", now=NOW) is None, forged
+    for value in (*forged, sealed[:-4], sealed + "AAAA", plain, "", "taken", "!!not base64!!", "é", "A" * 16):
+        assert unseal(KEYS, value, binding="session:a", workflow_id="t", now=NOW) is None, value
+
+
+def test_a_notice_in_an_address_reads_as_nothing_without_the_inboxs_key() -> None:
+    """A decline's reason, the customer's address and the question are in what it says; none is in the address,
+    whatever encoding is tried on it."""
+    said = Notice("taken", "declined; cleo@example.com asked 'My parcel for order A-1003 never arrived'. Reason: lost")
+    sealed = seal(KEYS, said, binding="session:a", workflow_id="t", now=NOW)
+    raw = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+
+    for secret in ("cleo", "example.com", "parcel", "Reason", "lost", "declined", "taken"):
+        assert secret not in sealed
+        assert secret.encode() not in raw
+    assert unseal(KEYS, sealed, binding="session:a", workflow_id="t", now=NOW) == said
 
 
 def test_a_confirmation_holds_for_exactly_the_answer_it_was_made_for_until_it_lapses() -> None:

@@ -89,7 +89,7 @@ async def test_a_signal_never_counts_toward_two_people_whatever_approver_it_clai
         ApprovalDecision.TIMED_OUT,
     ]
     assert "takes approvals signed in the approval inbox only" in outcome.approvals[0].reason
-    assert outcome.status is Status.DECLINED
+    assert outcome.status is Status.UNANSWERED  # two claims, rejected, are no decline
     assert agent.store.payments.refunds() == []
 
 

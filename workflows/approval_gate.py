@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         VouchedApproval,
         VouchRequest,
     )
-    from activities.contracts.fields import Contract, describe_errors
+    from activities.contracts.fields import Contract, amount, describe_errors
     from activities.contracts.limits import REJECTED_ANSWERS_KEPT
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
@@ -139,7 +139,7 @@ class ApprovalGate:
             raise ValueError(f"Invalid answer: {describe_errors(error)}") from None
         if self._inbox is not None:
             return
-        if reason := self.desk.why_not(answer, workflow.now(), channel="web"):
+        if reason := self.desk.why_not(answer, workflow.now(), channel="web", for_people=True):
             raise ValueError(f"rejected: {reason}")
 
     async def answer_vouched(
@@ -385,6 +385,26 @@ class ApprovalGate:
         """Whether a person declined a refund, or let one time out (in the records from ``since`` on)."""
         refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
         return any(a.decision in refused for a in self.desk.records[since:])
+
+    def unanswered(self, since: int = 0) -> str | None:
+        """What nobody answered, if a request timed out and no person declined one (in the records from ``since``
+        on): "request R1: nobody answered by 2026-12-01 09:14 UTC; the refund of USD 49.00 was not made". None
+        where a person declined, or nothing timed out."""
+        records = self.desk.records[since:]
+        if any(a.decision is ApprovalDecision.DECLINED for a in records):
+            return None
+        timed_out = [a for a in records if a.decision is ApprovalDecision.TIMED_OUT]
+        if not timed_out:
+            return None
+        record = timed_out[-1]
+        request = self._request_of(record)
+        noun, currency = (request.payout, request.currency) if request is not None else ("refund", None)
+        by = request.deadline if request is not None else record.at
+        units = record.amount_cents if record.amount_cents is not None else (request.amount_cents if request else 0)
+        return (
+            f"request {record.request_id}: nobody answered by {by:%Y-%m-%d %H:%M} UTC; the {noun} of "
+            f"{amount(units, currency)} was not made"
+        )
 
     def restore(self, snapshot: GateSnapshot) -> None:
         """Take over the records, and a wait (with any answer to it) from the run continued; the

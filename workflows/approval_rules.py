@@ -331,10 +331,13 @@ class ApprovalDesk:
         return next((r for r in self.records if r.request_id == request_id and r.decision in DECIDING), None)
 
     def why_not(  # noqa: C901, PLR0911 - one return per rule
-        self, approval: Approval, at: datetime, channel: Channel = "signal"
+        self, approval: Approval, at: datetime, channel: Channel = "signal", *, for_people: bool = False
     ) -> str | None:
         """Why this answer cannot count toward the request waiting; None if it can. Changes nothing: the approval
-        inbox's update asks it first, so that a person is told at once why an answer would release nothing."""
+        inbox's update asks it first, so that a person is told at once why an answer would release nothing.
+        ``for_people``: the refusal goes to a person and into no history (the update's validator), so its amounts
+        are written as people read them (``amount``) even where the request names no currency; a recorded reason
+        keeps ``spelled``'s words, which the runs before wrote."""
         waiting = self.waiting
         if approval.request_id is not None and (waiting is None or approval.request_id != waiting.request_id):
             if earlier := self.answered(approval.request_id):
@@ -346,7 +349,8 @@ class ApprovalDesk:
         if self.decision is not None:
             return f"request {waiting.request_id} was already {_decided(self.decision)}"
         if approval.amount_cents != waiting.amount_cents:
-            said = _in(waiting.currency)
+            currency = waiting.currency
+            said = (lambda units: amount(units, currency)) if for_people else _in(currency)
             return (
                 f"the {waiting.payout} waiting ({waiting.request_id}) is {said(waiting.amount_cents)}, "
                 f"not {said(approval.amount_cents)}"

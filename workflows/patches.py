@@ -45,6 +45,12 @@ class Patch(StrEnum):
     snapshot right after those writes: an answer that came meanwhile was carried unaudited, and the next run, finding
     it missing from the trail, rejected it as forged. Reached only by such an answer, so no recorded run takes it."""
 
+    UNANSWERED_CLOSING = "1.2.0/unanswered-closing"
+    """A ticket whose refund waited past its deadline with nobody answering, and was not made, closes as
+    ``unanswered`` (``Outcome.unanswered`` saying which request, until when), and the audit's closing line says so,
+    in the request's currency. Runs before it closed such a ticket as ``declined``, as if a person had declined it,
+    with "closed as declined ...; refunded 0.00"."""
+
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""

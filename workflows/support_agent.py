@@ -136,7 +136,11 @@ class SupportAgent:
         refunded = sum(r.amount_cents for r in outcome.refunds)
         currencies = {r.currency for r in outcome.refunds}
         total = spelled(refunded, currencies.pop() if len(currencies) == 1 else None)
-        await self._trail.write(f"closed as {outcome.status.value} after {outcome.steps} steps; refunded {total}")
+        closing = f"closed as {outcome.status.value} after {outcome.steps} steps"
+        if outcome.unanswered is not None:  # only under Patch.UNANSWERED_CLOSING, where no refund was made at all
+            await self._trail.write(f"{closing}: {outcome.unanswered}")
+        else:
+            await self._trail.write(f"{closing}; refunded {total}")
         await workflow.wait_condition(workflow.all_handlers_finished)  # an ``approve`` update is told the end
         workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
         return outcome
@@ -283,7 +287,7 @@ class SupportAgent:
             if decision.stop_reason == "pause_turn" and not decision.tool_calls:
                 continue
             if not decision.tool_calls:
-                status = Status.DECLINED if self._refund_was_refused(this_turn=True) else Status.RESOLVED
+                status = self._refused_as(this_turn=True) or Status.RESOLVED
                 return self._outcome(status, step, decision.text), messages
             append_turn(messages, "user", list(await self._tools.use_all(step, decision.tool_calls)))
             await self._within_budgets()
@@ -320,10 +324,16 @@ class SupportAgent:
             Status.CANCELLED, self._continuation.step, f"This ticket was cancelled ({reason}). A person will follow up."
         )
 
-    def _refund_was_refused(self, *, this_turn: bool = False) -> bool:
-        """Whether a refund was refused by a person and none was made instead: on the ticket, or in this turn."""
+    def _refused_as(self, *, this_turn: bool = False) -> Status | None:
+        """How an answered ticket ends if a refund was refused and none was made instead (on the ticket, or in this
+        turn): ``declined`` where a person declined one, ``unanswered`` where one only waited past its deadline
+        (``declined`` in runs before ``Patch.UNANSWERED_CLOSING``); None if none was refused."""
         refunds, answers = (self._replies.refunds_before, self._replies.approvals_before) if this_turn else (0, 0)
-        return not self._tools.refunds[refunds:] and self._gate.refused(answers)
+        if self._tools.refunds[refunds:] or not self._gate.refused(answers):
+            return None
+        if self._gate.unanswered(answers) is not None and workflow.patched(Patch.UNANSWERED_CLOSING):
+            return Status.UNANSWERED
+        return Status.DECLINED
 
     # --- continuing as a new run ---
 
@@ -390,8 +400,9 @@ class SupportAgent:
 
     def _outcome(self, status: Status, steps: int, answer: str) -> Outcome:
         """How the ticket stands with this answer: the turn in progress ends with it, as ``status``. An answered
-        ticket is ``declined`` if a person refused a refund on it and none was made, whichever turn it was in:
-        a customer who says thanks after a decline has still not had the money."""
+        ticket is ``declined`` if a person refused a refund on it and none was made, whichever turn it was in (a
+        customer who says thanks after a decline has still not had the money), ``unanswered`` if nobody answered
+        one in time and none was made."""
         workflow.logger.info("ticket answered", extra={"status": status.value, "steps": steps})
         answer = cut(answer, ANSWER_BYTES)  # the whole answer is in the conversation
         replies = self._replies
@@ -405,8 +416,8 @@ class SupportAgent:
                     last_step=steps,
                 )
             )
-        if status in {Status.RESOLVED, Status.DECLINED}:
-            status = Status.DECLINED if self._refund_was_refused() else Status.RESOLVED
+        if status in {Status.RESOLVED, Status.DECLINED, Status.UNANSWERED}:
+            status = self._refused_as() or Status.RESOLVED
         return Outcome(
             ticket_id=self._ticket.ticket_id,
             status=status,
@@ -417,5 +428,6 @@ class SupportAgent:
             approvals=self._gate.records,
             unlisted_answers=self._gate.unlisted,
             policy=self._rules.rules.digest,
+            unanswered=self._gate.unanswered() if status is Status.UNANSWERED else None,
             **self._records(),
         )

@@ -205,7 +205,7 @@ class Replies:
         """Whether the ticket closes with the turn that ``answered``: it does unless the agent answered and a reply
         came meanwhile or may still come within the window. A ticket the agent did not answer (it failed, gave up,
         handed over) goes to a person, not back to the customer."""
-        if answered.status not in {Status.RESOLVED, Status.DECLINED}:
+        if answered.status not in {Status.RESOLVED, Status.DECLINED, Status.UNANSWERED}:
             self.close(f"it was closed as {answered.status.value}, for a person to take over")
         elif not (window_seconds or self.pending):
             self.close("it is closed")

@@ -156,7 +156,12 @@ class Waiting(Contract):
 class Status(StrEnum):
     RESOLVED = "resolved"
     DECLINED = "declined"
-    """The refund the ticket needed was not approved."""
+    """A person declined the refund the ticket needed, and none was made. (Runs before 1.2.0's
+    ``unanswered-closing`` patch said it of a refund nobody answered too; their approvals tell the two apart.)"""
+    UNANSWERED = "unanswered"
+    """The refund the ticket needed waited for a person past its deadline, nobody answered, and none was made:
+    not a decline, which a desk counts against its approvers (``Outcome.unanswered`` says which request, until
+    when)."""
     GAVE_UP = "gave_up"
     """The agent used all its steps without answering."""
     FAILED = "failed"
@@ -232,3 +237,7 @@ class Outcome(Contract):
     ``turns`` then hold only the newest. ``activities.content_store.complete`` puts them back together."""
     unlisted_answers: int = 0
     """Rejected answers to approval requests past ``REJECTED_ANSWERS_KEPT``: in the audit trail, not listed."""
+    unanswered: str | None = None
+    """With ``status`` ``unanswered``, what nobody answered, in the words the audit trail closes with ("request R1:
+    nobody answered by 2026-12-01 09:14 UTC; the refund of USD 49.00 was not made"); None otherwise, and for runs
+    before 1.2.0's ``unanswered-closing`` patch."""

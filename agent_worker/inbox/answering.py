@@ -31,6 +31,8 @@ from agent_worker.inbox.ticket_page import TicketPage
 
 log = structlog.get_logger(__name__)
 
+WITHHELD = "(withheld: a decline's reason is personal data)"
+"""What the inbox's log says of a decline the ticket took, in place of its words."""
 NO_REASON = (
     "not sent: a decline needs a reason; it goes to the audit trail and to the model, so the customer is told why"
 )
@@ -92,7 +94,8 @@ class Answering:
             decision="approve" if fields["approved"] else "decline",
             amount_cents=fields["amount_cents"],
             result=notice.kind,
-            said=notice.text,
+            # A decline the ticket took quotes its reason, personal data the export withholds too.
+            said=notice.text if fields["approved"] or notice.kind != "taken" else WITHHELD,
         )
         sealed = seal(keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
         return RedirectResponse(pages.ticket_url(workflow_id, notice=sealed), status_code=303)

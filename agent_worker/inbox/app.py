@@ -3,9 +3,9 @@
 Routes, under the base path, each served by the module that owns its concern:
 
 - ``GET /``: the tabs, and under "mine" the answers the person gave (``lists``).
-- ``GET /ticket?id=ID``: a ticket's page, kept current by ``GET /ticket/events?id=ID``, a stream of server-sent
-  events; ``GET /tickets/ID``, the address before, still leads there (``ticket_page``). A ticket's id rides in the
-  query string, encoded by ``pages.ticket_path`` alone.
+- ``GET /ticket?id=ID``: a ticket's page, kept current by polling its live part (``&partial=1``) with the ``ETag``
+  it was drawn at (``304`` while nothing happened); ``GET /tickets/ID``, the address before, still leads there
+  (``ticket_page``). A ticket's id rides in the query string, encoded by ``pages.ticket_path`` alone.
 - ``POST /ticket/answer?id=ID``: approve or decline, and for a large approval the confirmation page first
   (``answering``); the ``approve`` update it sends, and what the person is told of it (``sending``).
 - ``GET /export.csv?from=YYYY-MM-DD&to=YYYY-MM-DD[&personal=1]``: the answers over a range of days, as CSV, for
@@ -75,7 +75,6 @@ def make_app(  # noqa: PLR0913 - what the inbox is bound to
         Route("/export.csv", export.export, methods=["GET"]),
         # The ticket's id is in the query string, whatever it holds (``ticket_path``).
         Route("/ticket", ticket.ticket, methods=["GET"]),
-        Route("/ticket/events", ticket.events, methods=["GET"]),
         Route("/ticket/answer", answering.answer, methods=["POST"]),
         Route("/ticket/answer", ticket.back_to_ticket, methods=["GET"]),
         Route("/tickets/{workflow_id:path}", ticket.old_address, methods=["GET"]),

@@ -28,6 +28,7 @@ make a signed-in person's browser answer a request.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import hmac
@@ -39,6 +40,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from agent_worker.passwords import hash_password, password_matches
 
@@ -106,16 +112,40 @@ SignInResult = SignedIn | WrongPassword | Throttled
 
 
 class Keys:
-    """The inbox's own keys for CSRF tokens and credential fingerprints, derived from its signing keys
-    (``AGENT_WEB_APPROVAL_KEYS``) under labels of their own, so neither can ever pass for an approval's signature or
-    the reverse. It signs with the last key and accepts any, as the workers do, so rotating the signing key keeps
-    people signed in."""
+    """The inbox's own keys for CSRF tokens, credential fingerprints and what it hands a browser to carry back
+    (``encrypt``), derived from its signing keys (``AGENT_WEB_APPROVAL_KEYS``) under labels of their own, so none can
+    ever pass for an approval's signature or the reverse. It signs and encrypts with the last key and accepts any,
+    as the workers do, so rotating the signing key keeps people signed in."""
 
     def __init__(self, signing_keys: Sequence[bytes]) -> None:
         if not signing_keys:
             raise ValueError("the approval inbox needs at least one signing key")
         label = b"agent-worker approval inbox: sessions"
         self._keys = [hmac.new(key, label, hashlib.sha256).digest() for key in signing_keys]
+        self._ciphers = [AESGCM(_derived(key, b"agent-worker approval inbox: sealed values")) for key in signing_keys]
+
+    def encrypt(self, plain: bytes, *, about: bytes) -> str:
+        """``plain`` encrypted and authenticated (AES-GCM) for an address: readable only with the inbox's keys, and
+        only together with ``about`` (what it was made for, which the address does not carry)."""
+        nonce = secrets.token_bytes(12)
+        sealed = nonce + self._ciphers[-1].encrypt(nonce, plain, about)
+        return base64.urlsafe_b64encode(sealed).decode().rstrip("=")
+
+    def decrypt(self, value: str, *, about: bytes) -> bytes | None:
+        """What ``encrypt`` sealed, if one of the inbox's keys sealed it for ``about``; None for anything else."""
+        try:
+            sealed = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        except ValueError:  # not base64 (binascii.Error is one)
+            return None
+        nonce, body = sealed[:12], sealed[12:]
+        if len(nonce) < 12 or not body:  # AES-GCM's nonce, then at least its tag
+            return None
+        for cipher in reversed(self._ciphers):
+            try:
+                return cipher.decrypt(nonce, body, about)
+            except InvalidTag:
+                continue
+        return None
 
     def mac(self, label: str, value: str, *, key: bytes | None = None) -> str:
         return hmac.new(key or self._keys[-1], f"{label}\x00{value}".encode(), hashlib.sha256).hexdigest()
@@ -154,6 +184,11 @@ class Keys:
 
     def fingerprint_ok(self, credential: str, fingerprint: str) -> bool:
         return any(hmac.compare_digest(self.fingerprint(credential, key=key), fingerprint) for key in self._keys)
+
+
+def _derived(key: bytes, label: bytes) -> bytes:
+    """A 256-bit key of its own for ``label``, from one of the inbox's signing keys (HKDF-SHA256)."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=label).derive(key)
 
 
 @functools.cache

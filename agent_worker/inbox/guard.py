@@ -47,7 +47,8 @@ class Site:
 
 class Guard:
     """Refuses requests for a host this inbox does not serve (a name an attacker re-pointed at it), and adds the
-    security headers to every response. Plain ASGI, so the event stream passes through unbuffered."""
+    security headers to every response. Plain ASGI: it changes no body, and streams (the export) pass through as they
+    come."""
 
     def __init__(self, app: ASGIApp, site: Site, auth: Authenticator) -> None:
         self.app, self.site, self.auth = app, site, auth

@@ -1,15 +1,18 @@
 """What the inbox carries from one request to the next without keeping anything itself: what became of an answer,
 across the redirect to the ticket's page, and a person's confirmation of a large approval.
 
-Both are short-lived values in the page's address or form, MAC'd with the inbox's own keys (``Keys``) over the
+Both are short-lived values in the page's address or form, bound with the inbox's own keys (``Keys``) to the
 person they were made for (their CSRF binding) and the ticket, so one shown to anyone else, for another ticket,
 after it lapsed, or made up, is simply not believed: the notice does not render, the confirmation is asked again.
 Neither says whom it was made for: the binding (a session's secret) never appears in an address.
+
+A notice is encrypted (AES-GCM, ``Keys.encrypt``), not only signed: it can quote a decline's reason, name the
+customer or the question, and an address ends up in browser history, proxy and access logs and shared links. Only
+the inbox can read it back. A confirmation carries nothing but its deadline, so a MAC is enough.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,24 +37,24 @@ class Notice:
     text: str
 
 
-def _bound(binding: str, workflow_id: str, body: str) -> str:
-    return json.dumps([binding, workflow_id, body])
+def _bound(binding: str, workflow_id: str) -> bytes:
+    return json.dumps(["notice", binding, workflow_id]).encode()
 
 
 def seal(keys: Keys, notice: Notice, *, binding: str, workflow_id: str, now: datetime) -> str:
-    """The notice as a value for the ticket's address, for this person and this ticket only, until it lapses."""
+    """The notice as a value for the ticket's address, encrypted, for this person and this ticket only, until it
+    lapses."""
     fields = {"k": notice.kind, "t": notice.text, "e": int((now + NOTICE_LIFETIME).timestamp())}
-    body = base64.urlsafe_b64encode(json.dumps(fields, separators=(",", ":")).encode()).decode().rstrip("=")
-    return f"{body}.{keys.mac('notice', _bound(binding, workflow_id, body))}"
+    return keys.encrypt(json.dumps(fields, separators=(",", ":")).encode(), about=_bound(binding, workflow_id))
 
 
 def unseal(keys: Keys, sealed: str | None, *, binding: str, workflow_id: str, now: datetime) -> Notice | None:
     """The notice if this inbox sealed it for this person and ticket and it has not lapsed; None otherwise."""
-    body, _, mac = (sealed or "").partition(".")
-    if not body or not keys.valid("notice", _bound(binding, workflow_id, body), mac):
+    plain = keys.decrypt(sealed or "", about=_bound(binding, workflow_id)) if sealed else None
+    if plain is None:
         return None
     try:
-        fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        fields = json.loads(plain)
         kind, text, expires = fields["k"], str(fields["t"]), int(fields["e"])
     except (ValueError, KeyError, TypeError):
         return None

@@ -23,7 +23,7 @@ from agent_worker.inbox.formats import ago, shown, utc
 from agent_worker.inbox.guard import Site, peer
 from agent_worker.inbox.standing import progress, what_yours_does
 from agent_worker.loopback import loopback_name
-from agent_worker.transcript import SAID, asked_plainly, decided_plainly, plainly
+from agent_worker.transcript import SAID, asked_plainly, decided_plainly, plainly, unanswered_plainly
 
 HERE = Path(__file__).parent
 
@@ -50,7 +50,7 @@ class Pages:
         self.templates.env.filters.update(money=shown, ago=ago, utc=utc, ticket_url=self.ticket_url)
         self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
         self.templates.env.filters.update(plainly=plainly, asked_plainly=asked_plainly, decided=decided_plainly)
-        self.templates.env.filters.update(payout_noun=payout_noun)
+        self.templates.env.filters.update(payout_noun=payout_noun, unanswered=unanswered_plainly)
         self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID)
 
     # --- who is asking ---------------------------------------------------------------------------------------
@@ -92,7 +92,7 @@ class Pages:
         return same_origin(request.headers.get("origin"), request.headers.get("referer"), self.own_origin(request))
 
     def must_sign_in(self, request: Request, *, page: bool = True) -> Response:
-        """To the sign-in page from a page; a plain 401 to a script (a live part, the event stream) or a form."""
+        """To the sign-in page from a page; a plain 401 to a script (a live part) or a form."""
         if page and request.method == "GET" and "partial" not in request.query_params:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"{self.site.base_path}/login?next={quote(target)}", status_code=303)

@@ -20,6 +20,7 @@ from agent_worker import tickets
 from agent_worker.inbox.desk import Desk, NotATicketError
 from agent_worker.inbox.formats import utc
 from agent_worker.inbox.notices import Notice
+from agent_worker.transcript import unanswered_plainly
 
 ACCEPT_TIMEOUT = timedelta(seconds=20)
 """How long an answer may wait for a worker to validate it before the person is told none has yet."""
@@ -28,6 +29,7 @@ RESULT_TIMEOUT = timedelta(seconds=30)
 CLOSED_AS = {
     Status.RESOLVED: "it was resolved",
     Status.DECLINED: "it was declined",
+    Status.UNANSWERED: "nobody answered its request in time",
     Status.GAVE_UP: "the agent gave up on it",
     Status.FAILED: "it failed and went to a person",
     Status.HANDED_OVER: "it was handed to a person",
@@ -88,6 +90,8 @@ class Sender:
             except Exception:  # noqa: BLE001 - an outcome of another shape: the status alone says enough
                 how = "it completed"
             else:
+                if nobody := unanswered_plainly(outcome):  # not "declined": nobody did
+                    return f"this ticket has closed at {utc(description.close_time)}: {nobody}"
                 how = CLOSED_AS.get(outcome.status, f"it closed as {outcome.status.value}")
         return f"this ticket has closed: {how} at {utc(description.close_time)}"
 

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 STARTUP_TIMEOUT = timedelta(seconds=10)
 MIN_PASSWORD = 12
 SHUTDOWN_GRACE_SECONDS = 2
-"""How long open pages (a live ticket's event stream never ends by itself) may hold the inbox up when it stops."""
+"""How long requests under way may hold the inbox up when it stops."""
 
 
 class InboxRefusedError(ValueError):

@@ -12,7 +12,7 @@ A session ends at the first of:
 - its **idle time** (``AGENT_WEB_SESSION_IDLE_MINUTES``) since the person's last request. The last request is
   written at most once a minute (``TOUCH_EVERY``, or a quarter of the idle time if that is shorter), not on every
   page, so the idle time is counted to within that. What a page fetches by itself (the list's refresh every few
-  seconds, a ticket's live part and its event stream) is not the person, and does not count: a tab left open on
+  seconds, a ticket's live part every two) is not the person, and does not count: a tab left open on
   an unattended desk is signed out all the same, and reloads itself onto the sign-in page;
 - a change of the person's password (the row keeps a fingerprint of the hash signed in with; the authenticator
   compares it with the current one and ends the session if they differ);

@@ -1,6 +1,11 @@
 """A ticket's page in the approval inbox: ``GET /ticket?id=ID`` (the request, the order as looked up, what the agent
-asked for and why, the transcript in sentences), kept current by ``GET /ticket/events?id=ID``, a stream of
-server-sent events that follows the run's history and tells the page when to fetch its live part again.
+asked for and why, the transcript in sentences), kept current by polling its live part, ``GET /ticket?id=ID&partial=1``,
+with the ``ETag`` it was drawn at: while nothing happened the answer is an empty ``304 Not Modified``.
+
+Polling, not a held connection: a browser opens at most six connections to a host over HTTP/1.1, and a stream per
+tab (server-sent events, as before) left the seventh tab unable to load. A poll holds a connection for a moment, a
+hidden tab does not poll, and the version is one ``describe`` of the run (its run, its history's length, its
+status), so an unchanged ticket costs no history read and no rendering.
 
 A ticket's id may be any text (``/``, ``%``, ``?``, ``#``, ``..``, spaces), so it is never part of a path, which
 browsers and proxies normalise: it rides in the query string, encoded by ``ticket_path`` alone. ``GET /tickets/ID``,
@@ -9,26 +14,25 @@ the address before, still leads there, and ``GET /ticket/answer`` (the answer's 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.responses import RedirectResponse, Response
 
 from activities.contracts.approvals import Approval
 from agent_worker.inbox.auth import Person
-from agent_worker.inbox.desk import NotATicketError
+from agent_worker.inbox.desk import NotATicketError, status_name
 from agent_worker.inbox.formats import now
 from agent_worker.inbox.notices import Notice, unseal
 from agent_worker.inbox.pages import Pages
 from agent_worker.inbox.standing import standing
-from agent_worker.transcript import CLOSED
 
 REASON_MAX: int = Approval.model_json_schema()["properties"]["reason"]["anyOf"][0]["maxLength"]
 """The longest reason the ``approve`` update takes, from its contract: the form holds the person to it as they type."""
 
 
 class TicketPage:
-    """A ticket's page, its live part and its stream of events, for one inbox's ``Pages``."""
+    """A ticket's page and its live part, for one inbox's ``Pages``."""
 
     def __init__(self, pages: Pages) -> None:
         self.pages = pages
@@ -57,58 +61,42 @@ class TicketPage:
         workflow_id = request.query_params.get("id")
         if not workflow_id:
             return self.no_ticket(request, person, workflow_id)
+        partial = "partial" in request.query_params and request.method == "GET"
         try:
+            if partial:  # the page polls: an unchanged ticket is answered from one describe, with no body
+                description = await pages.desk.check(workflow_id)
+                status_now = status_name(description.status)
+                drawn = self.version(person, description.run_id, description.history_length, status_now)
+                if drawn in if_none_match(request):
+                    return Response(status_code=304, headers={"ETag": drawn})
             ticket = await pages.desk.ticket(workflow_id)
         except NotATicketError:
             return self.no_ticket(request, person, workflow_id)
         if notice is None and request.method == "GET":  # what became of this person's answer, if it was theirs
             keys, sealed = pages.auth.keys, request.query_params.get("notice")
             notice = unseal(keys, sealed, binding=person.binding, workflow_id=workflow_id, now=now())
-        partial = "partial" in request.query_params and request.method == "GET"
+        version = self.version(person, ticket.run_id, ticket.history_length, ticket.status)
         context = {
             "person": person,
             "csrf": pages.auth.keys.csrf(person.binding),
             "ticket": ticket,
             "notice": notice,
             "standing": standing(ticket.request, person.name) if ticket.request else None,
+            "version": version,
         }
-        return pages.page(request, "_ticket.html" if partial else "ticket.html", status, **context)
+        response = pages.page(request, "_ticket.html" if partial else "ticket.html", status, **context)
+        if partial:
+            response.headers["ETag"] = version
+        return response
 
-    async def events(self, request: Request) -> Response:
-        """Server-sent events while the ticket runs: ``history`` when its history grows (the page then fetches its
-        live part again), ``closed`` when the run ends. The page says which run and event it showed, so nothing that
-        happened between its rendering and this stream is missed; a run that continued as new ends the stream, and
-        the browser reconnects to the next one."""
-        if await self.pages.person(request, active=False) is None:
-            return self.pages.must_sign_in(request, page=False)
-        workflow_id = request.query_params.get("id", "")
-        shown_run = request.query_params.get("run", "")
-        try:
-            shown = int(request.query_params.get("after", "0"))
-        except ValueError:
-            shown = 0
-        return StreamingResponse(
-            self.follow(workflow_id, shown_run, shown),
-            media_type="text/event-stream",
-            headers={"X-Accel-Buffering": "no"},  # nginx and the like: pass each event on as it comes
-        )
+    def version(self, person: Person, run_id: str, history_length: int, status: str) -> str:
+        """The live part's ``ETag``: it changes whenever the run's history grows, the run continues as new or closes,
+        and differs from person to person (their page holds their own buttons and token), telling nobody anything."""
+        drawn = json.dumps([person.binding, run_id, history_length, status])
+        return f'"{self.pages.auth.keys.mac("live", drawn)[:32]}"'
 
-    async def follow(self, workflow_id: str, shown_run: str, shown: int) -> AsyncIterator[str]:
-        yield "retry: 2000\n\n"
-        desk = self.pages.desk
-        try:
-            description = await desk.check(workflow_id)
-        except NotATicketError:
-            yield "event: closed\ndata: gone\n\n"
-            return
-        if description.run_id != shown_run:
-            yield "event: history\ndata: new run\n\n"
-            shown = 0
-        run = desk.client.get_workflow_handle(workflow_id, run_id=description.run_id)
-        async for event in run.fetch_history_events(wait_new_event=True):
-            if event.event_id > shown:
-                yield f"event: history\ndata: {event.event_id}\n\n"
-            if event.event_type in CLOSED:
-                if not event.HasField("workflow_execution_continued_as_new_event_attributes"):
-                    yield f"event: closed\ndata: {CLOSED[event.event_type]}\n\n"
-                return  # a run that continued as new: the browser reconnects, and follows the next run
+
+def if_none_match(request: Request) -> set[str]:
+    """The versions a poll says it has, as strong tags: a proxy that compresses may have weakened them (``W/``)."""
+    header = request.headers.get("if-none-match", "")
+    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}

@@ -12,7 +12,7 @@ from ``terminal`` by the commands that print, so the inbox never loads it.
 
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind
 from agent_worker.transcript.reader import Reader, currency_of, entries, first, orders_of
-from agent_worker.transcript.sentences import asked_plainly, decided_plainly, plainly
+from agent_worker.transcript.sentences import asked_plainly, decided_plainly, plainly, unanswered_plainly
 
 __all__ = [
     "CLOSED",
@@ -27,4 +27,5 @@ __all__ = [
     "first",
     "orders_of",
     "plainly",
+    "unanswered_plainly",
 ]

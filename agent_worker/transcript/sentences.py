@@ -8,6 +8,7 @@ from typing import Any
 from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
 from activities.contracts.fields import amount
 from activities.contracts.names import APPROVE_SIGNAL
+from activities.contracts.ticket import Outcome, Status
 from activities.tools import TOOLS, paying_tools, payout_noun
 from agent_worker.transcript.entry import Entry
 
@@ -108,3 +109,18 @@ def decided_plainly(record: ApprovalRecord, currency: str | None = None) -> str:
         return f"{request}{shown} approved by {who}, approval {record.reason}; nothing is paid by it alone"
     because = f": {record.reason}" if record.decision is ApprovalDecision.DECLINED and record.reason else ""
     return f"{request}{shown} {record.decision.value} by {who}{because}"
+
+
+def unanswered_plainly(outcome: Outcome, currency: str | None = None) -> str | None:
+    """What nobody answered, if the ticket closed because a refund waited past its deadline with no answer: the
+    outcome's own words ("request R1: nobody answered by 2026-12-01 09:14 UTC; the refund of USD 49.00 was not
+    made"), or for a run before 1.2.0's ``unanswered-closing`` patch, which closed it as ``declined``, the same
+    words read from its approvals (a timeout, and nobody who declined). None for any other ending."""
+    if outcome.status is Status.UNANSWERED and outcome.unanswered:
+        return outcome.unanswered
+    if outcome.status is not Status.DECLINED or outcome.refunds:
+        return None
+    if any(a.decision is ApprovalDecision.DECLINED for a in outcome.approvals):
+        return None
+    timed_out = [a for a in outcome.approvals if a.decision is ApprovalDecision.TIMED_OUT]
+    return decided_plainly(timed_out[-1], currency) if timed_out else None

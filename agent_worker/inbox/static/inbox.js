@@ -1,6 +1,8 @@
 // The approval inbox's only script: it keeps a page current without a reload. Everything works without it.
-// A page's live part ([data-live]) is fetched again when the ticket's history grows (server-sent events,
-// [data-events]) or every few seconds ([data-poll], the lists: visibility is not pushed).
+// A page's live part ([data-live]) is fetched again every few seconds ([data-poll] milliseconds) while the tab is
+// shown, and at once when it is shown again; a hidden tab asks nothing. A ticket's page says the version it was
+// drawn at ([data-version], an ETag): the inbox answers 304, with no body, until the ticket changes. Short
+// requests, never a held connection, so any number of tabs share a browser's few connections to the inbox.
 "use strict";
 (function () {
   const live = document.querySelector("[data-live]");
@@ -16,33 +18,28 @@
         if (box.name === focused) { box.focus(); box.setSelectionRange(box.value.length, box.value.length); }
       });
     };
+    let version = live.dataset.version || "";
     let busy = false;
-    let again = false;
     const refresh = async function () {
-      if (busy) { again = true; return; }
+      if (busy || document.hidden) { return; }
       busy = true;
       try {
-        do {
-          again = false;
-          const response = await fetch(live.dataset.live, { credentials: "same-origin", cache: "no-store" });
-          if (response.ok) { redraw(await response.text()); }
-          // The session ended (signed out elsewhere, idle, too old): show the sign-in page, not stale buttons.
-          if (response.status === 401) { window.location.reload(); return; }
-        } while (again);
+        const headers = version ? { "If-None-Match": version } : {};
+        const response = await fetch(live.dataset.live, { credentials: "same-origin", cache: "no-store", headers: headers });
+        if (response.status === 200) {
+          version = response.headers.get("ETag") || "";
+          redraw(await response.text());
+        }
+        // The session ended (signed out elsewhere, idle, too old): show the sign-in page, not stale buttons.
+        if (response.status === 401) { window.location.reload(); }
       } catch (error) {
-        // The inbox is unreachable for a moment: the next event or poll tries again.
+        // The inbox is unreachable for a moment: the next poll tries again.
       } finally {
         busy = false;
       }
     };
-    if (live.dataset.events) {
-      const events = new EventSource(live.dataset.events);
-      events.addEventListener("history", refresh);
-      events.addEventListener("closed", function () { events.close(); refresh(); });
-    }
-    if (live.dataset.poll) {
-      setInterval(refresh, Number(live.dataset.poll));
-    }
+    setInterval(refresh, Number(live.dataset.poll || 4000));
+    document.addEventListener("visibilitychange", refresh);
   }
   // One answer per click: the buttons are disabled once the form is on its way (after the browser has read
   // which button was pressed).
