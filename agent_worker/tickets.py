@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -296,11 +296,14 @@ class Started:
     """True when the ticket was running already: nothing was started, ``run_id`` is the running one's."""
 
 
-async def start(client: Client, ticket: TicketInput, task_queue: str, *, anew: bool = False) -> Started:
+async def start(
+    client: Client, ticket: TicketInput, task_queue: str, *, anew: bool = False, memo: Mapping[str, Any] | None = None
+) -> Started:
     """Start a ticket as its one workflow, ``ticket-<ticket id>``. Started twice while it runs (a retried
     webhook), the second start is a no-op; started again after it ended, it is refused (``DuplicateTicketError``):
     the server enforces both, so two callers racing cannot both start it. ``anew`` is the demo's alone: a demo
-    rerun on a kept server starts its ticket again when the last one was not refunded."""
+    rerun on a kept server starts its ticket again when the last one was not refunded. ``memo`` is what the
+    caller records of where the ticket came from (the mail receiver's ``mail``), for people, never the model."""
     policies: dict[str, Any] = {}
     if not anew:
         policies = {
@@ -309,7 +312,12 @@ async def start(client: Client, ticket: TicketInput, task_queue: str, *, anew: b
         }
     try:
         started = await client.start_workflow(
-            WORKFLOW_NAME, ticket, id=workflow_id_of(ticket.ticket_id), task_queue=task_queue, **policies
+            WORKFLOW_NAME,
+            ticket,
+            id=workflow_id_of(ticket.ticket_id),
+            task_queue=task_queue,
+            memo=dict(memo) if memo else None,
+            **policies,
         )
     except WorkflowAlreadyStartedError as already:
         description = await client.get_workflow_handle(already.workflow_id).describe()
@@ -476,11 +484,14 @@ async def send_vouched(
     )
 
 
-async def reply(client: Client, workflow_id: str, message: CustomerMessage) -> MessageReceipt:
+async def reply(
+    client: Client, workflow_id: str, message: CustomerMessage, *, update_id: str | None = None
+) -> MessageReceipt:
     """Pass on the customer's reply (the ``customer_message`` update: refused at once if the ticket takes no more
-    replies); the receipt names the turn it starts or joins."""
+    replies); the receipt names the turn it starts or joins. ``update_id`` names the reply where it has a name of
+    its own (a mail's ``Message-ID``): the same reply sent again is then the same update, taken once."""
     receipt: MessageReceipt = await handle(client, workflow_id).execute_update(
-        CUSTOMER_MESSAGE, message, result_type=MessageReceipt
+        CUSTOMER_MESSAGE, message, id=update_id, result_type=MessageReceipt
     )
     return receipt
 

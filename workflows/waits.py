@@ -57,6 +57,9 @@ if TYPE_CHECKING:  # the continuation composes this piece's snapshot: a real imp
     from workflows.continuation import Continuation
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
+NO_MORE_REPLIES = "This ticket takes no more replies"
+"""How a reply to a ticket that has closed to replies is refused: the mail receiver reads it as "start a new
+ticket", where every other refusal is "try again later"."""
 
 
 class RepliesSnapshot(Contract):
@@ -134,7 +137,7 @@ class Replies:
 
     def _read(self, args: Sequence[Any]) -> CustomerMessage:
         if self.closed:
-            raise ValueError(f"This ticket takes no more replies: {self.closed}.")
+            raise ValueError(f"{NO_MORE_REPLIES}: {self.closed}.")
         if len(args) != 1:
             raise ValueError(f'A reply is one JSON object, {{"text": "..."}}; got {len(args)} arguments.')
         try:

@@ -39,3 +39,6 @@ SEARCH_ATTRIBUTES: dict[str, Literal["Int", "Keyword"]] = {
     TICKET_STATE_ATTRIBUTE: "Keyword",
 }
 """The search attributes the workflow sets, by type: a namespace must have them before a ticket waits."""
+MAIL_MEMO = "mail"
+"""The memo field of a ticket started by mail (``agent_worker.mail_in.MailOrigin``), written once at its start: the
+message it came from, its sender, its attachments by name and size, and the ticket it follows, if any."""

@@ -1,0 +1,157 @@
+"""``agent-worker mail-in``: the desk's mail server delivers customers' mail here (LMTP or SMTP, on aiosmtpd), and
+each message becomes a ticket, or a reply to one, before the server is told it was taken.
+
+The one promise to the sending server is the SMTP answer. ``250`` is said only once Temporal holds the message:
+the ticket has started (or had started: the same message again starts nothing, its ticket id being a digest of its
+``Message-ID``), or the ticket has accepted the reply as its ``customer_message`` update (whose id is that digest
+too, so the same reply again is taken once). Anything that stops that (Temporal unreachable, a worker that does not
+answer) is ``451``, and the sending server keeps the message and tries again; a receiver killed at any point has
+said nothing yet, which the sender reads the same way. A message the desk will never take is ``5xx`` with the
+reason, so its author hears of it; mail no person wrote (RFC 3834 auto-replies, bounces) is taken and recorded,
+and starts nothing.
+
+Every call to a ticket goes through ``agent_worker.tickets``, the client every program shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from aiosmtpd.lmtp import LMTP
+from aiosmtpd.smtp import SMTP, Envelope, Session
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.common import MetricMeter
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.contracts.fields import describe_errors, same_address
+from activities.contracts.names import MAIL_MEMO
+from activities.contracts.ticket import CustomerMessage, TicketInput, TicketOptions
+from agent_worker import tickets
+from agent_worker.config import Settings
+from agent_worker.mail_in.reading import Incoming, MailOrigin, Refused, automatic, key_of, parse, read, ticket_id_of
+from workflows.waits import NO_MORE_REPLIES
+
+log = structlog.get_logger(__name__)
+
+DEFERRED = "451 4.3.0 The desk cannot take the message now; try again later"
+
+
+class MailIn:
+    """The aiosmtpd handler: each message's ``DATA`` answered with what became of it."""
+
+    def __init__(self, client: Client, settings: Settings) -> None:
+        self._client = client
+        self._settings = settings
+        runtime = client.service_client.config.runtime
+        meter = runtime.metric_meter if runtime is not None else MetricMeter.noop
+        self._messages = meter.create_counter(
+            "agent_mail_in_messages",
+            "Messages the mail receiver answered, by outcome (accepted, ignored, refused, deferred) and kind",
+            "1",
+        )
+
+    async def handle_DATA(self, _server: SMTP, _session: Session, envelope: Envelope) -> str:  # noqa: N802 - aiosmtpd's
+        data = envelope.original_content or b""
+        if isinstance(envelope.content, bytes):
+            data = envelope.content
+        try:
+            outcome, kind, status = await self._take(data, envelope.mail_from or "")
+        except Refused as refused:
+            outcome, kind, status = "refused", "message", refused.status
+        except Exception as error:  # noqa: BLE001 - whatever it is, the sender keeps the message and retries
+            log.warning("mail deferred", error=str(error) or type(error).__name__, mail_from=envelope.mail_from)
+            outcome, kind, status = "deferred", "message", DEFERRED
+        self._messages.with_additional_attributes({"outcome": outcome, "kind": kind}).add(1)
+        log.info("mail answered", outcome=outcome, kind=kind, status=status, mail_from=envelope.mail_from)
+        return status
+
+    async def _take(self, data: bytes, mail_from: str) -> tuple[str, str, str]:
+        """``(outcome, kind, SMTP answer)`` for a message Temporal now holds or that needs nothing of it."""
+        message = parse(data, self._settings.mail_in)
+        if why := automatic(message, mail_from):
+            return "ignored", "automatic", f"250 2.0.0 Recorded; no ticket for mail no person wrote ({why})"
+        incoming = read(data, message)
+        for replied_to in incoming.refers_to:
+            workflow_id = tickets.workflow_id_of(ticket_id_of(key_of(replied_to)))
+            continued = await self._continue(workflow_id, incoming)
+            if continued is not None:
+                return continued
+        return await self._start(incoming, follows=None)
+
+    async def _continue(self, workflow_id: str, incoming: Incoming) -> tuple[str, str, str] | None:
+        """The reply passed on to ``workflow_id``, or a new ticket naming it if it has closed; None if there is
+        no such ticket. Refused when its sender is not the ticket's customer: nothing of it reaches the ticket."""
+        try:
+            description = await tickets.describe(self._client, workflow_id)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        origin = await description.memo_value(MAIL_MEMO, None, type_hint=MailOrigin | None)  # type: ignore[arg-type]
+        customer = origin.sender if isinstance(origin, MailOrigin) else None
+        if customer is None or not same_address(customer, incoming.sender):
+            log.warning("reply refused", ticket=workflow_id, sender=incoming.sender, message_id=incoming.message_id)
+            raise Refused(
+                f"550 5.7.1 This reply comes from {incoming.sender}, not from the address the ticket is for; "
+                "nothing of it was passed on"
+            )
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            return await self._start(incoming, follows=workflow_id)
+        try:
+            receipt = await tickets.reply(
+                self._client, workflow_id, CustomerMessage(text=incoming.text), update_id=f"mail-{incoming.key}"
+            )
+        except WorkflowUpdateFailedError as error:
+            if NO_MORE_REPLIES not in str(error.cause):
+                raise  # the ticket has more replies than a turn reads: the sender tries again later
+            return await self._start(incoming, follows=workflow_id)
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND:  # closed between the describe and the update
+                raise
+            return await self._start(incoming, follows=workflow_id)
+        return "accepted", "reply", f"250 2.0.0 Passed on to {workflow_id} (turn {receipt.turn})"
+
+    async def _start(self, incoming: Incoming, follows: str | None) -> tuple[str, str, str]:
+        try:
+            ticket = TicketInput(
+                ticket_id=incoming.ticket_id,
+                question=incoming.text,
+                customer_email=incoming.sender,
+                options=TicketOptions(reply_window_seconds=self._settings.mail_in.reply_window_seconds),
+            )
+        except ValidationError as error:
+            raise Refused(f"550 5.6.0 The message cannot be a ticket: {describe_errors(error)}") from None
+        memo = {MAIL_MEMO: incoming.origin(follows)}
+        try:
+            started = await tickets.start(self._client, ticket, self._settings.task_queue, memo=memo)
+        except tickets.DuplicateTicketError as already:  # this very message, delivered again after its ticket ended
+            return "accepted", "again", f"250 2.0.0 Already taken as {already.workflow_id}"
+        kind = "again" if started.already_running else ("follow-up" if follows else "new")
+        return "accepted", kind, f"250 2.0.0 Taken as {started.workflow_id}"
+
+
+@asynccontextmanager
+async def listening(client: Client, settings: Settings, *, port: int | None = None) -> AsyncIterator[asyncio.Server]:
+    """The receiver, listening where the settings say (``port`` 0: any free port, which the server's socket names)
+    until the block ends."""
+    limits = settings.mail_in
+    handler = MailIn(client, settings)
+    protocol: type[SMTP] = LMTP if limits.protocol == "lmtp" else SMTP
+
+    def connection() -> SMTP:
+        kwargs: dict[str, Any] = {"data_size_limit": limits.max_message_bytes, "ident": "agent-worker mail-in"}
+        return protocol(handler, enable_SMTPUTF8=True, **kwargs)
+
+    server = await asyncio.get_running_loop().create_server(
+        connection, host=limits.host, port=limits.port if port is None else port
+    )
+    try:
+        yield server
+    finally:
+        server.close()
+        await server.wait_closed()

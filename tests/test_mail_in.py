@@ -1,0 +1,382 @@
+"""Customers' mail in (``agent-worker mail-in``): the real receiver on 127.0.0.1, fed by ``aiosmtplib`` (and
+``smtplib`` over LMTP) as the desk's mail server would feed it, with a real Temporal server and worker behind it.
+
+The adversaries: a mail server that delivers the same message again (it never heard the answer), a customer who
+replies twice, someone else who replies to a customer's ticket, machines answering machines (auto-replies,
+bounces), a message built to be too much to read, and a Temporal cluster that is down when the mail comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import smtplib
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
+from typing import Any
+
+import aiosmtplib
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.contracts.names import MAIL_MEMO
+from activities.contracts.ticket import Status, Turn
+from agent_worker import tickets
+from agent_worker.cli.devserver import start_dev_server
+from agent_worker.mail_in import MailOrigin, listening
+from agent_worker.mail_in.reading import key_of, ticket_id_of
+from tests.support.harness import Harness
+from tests.support.waits import poll, waiting_for_customer
+
+HOST = "127.0.0.1"
+DESK = "support@desk.example"
+QUESTION = "My parcel for order A-1001 never arrived. Can I have my money back?"
+
+
+def mail(
+    text: str = QUESTION, *, sender: str = "Ann <ann@example.com>", message_id: str | None = None, **headers: str
+) -> EmailMessage:
+    """A customer's message as their mail program writes it, with a Message-ID of its own unless told."""
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = DESK
+    message["Subject"] = "My order"
+    message["Message-ID"] = message_id or f"<{uuid.uuid4().hex}@example.com>"
+    for name, value in headers.items():
+        message[name.replace("_", "-")] = value
+    message.set_content(text)
+    return message
+
+
+def workflow_of(message_id: str) -> str:
+    return tickets.workflow_id_of(ticket_id_of(key_of(message_id)))
+
+
+async def deliver(port: int, message: EmailMessage, mail_from: str = "ann@example.com") -> tuple[int, str]:
+    """The receiver's answer to the message's DATA, as the sending server reads it."""
+    data = message.as_bytes(policy=SMTP_POLICY)
+    smtp = aiosmtplib.SMTP(hostname=HOST, port=port, timeout=120)
+    await smtp.connect()
+    try:
+        await smtp.ehlo()
+        await smtp.mail(mail_from)
+        await smtp.rcpt(DESK)
+        answer = await smtp.data(data)
+    except aiosmtplib.SMTPResponseException as refused:
+        return refused.code, refused.message
+    else:
+        return answer.code, answer.message
+    finally:
+        smtp.close()
+
+
+@asynccontextmanager
+async def receiver(agent: Harness, client: Client | None = None, **settings: Any) -> AsyncIterator[int]:
+    """The receiver for the harness's queue, speaking SMTP (unless told) on a free port, which it yields."""
+    built = agent.settings(**{"mail_in_protocol": "smtp", **settings})
+    async with listening(client or agent.client, built, port=0) as server:
+        yield server.sockets[0].getsockname()[1]
+
+
+async def turns(client: Client, workflow_id: str) -> list[Turn]:
+    return await tickets.turns(client, workflow_id)
+
+
+async def origin(client: Client, workflow_id: str) -> MailOrigin:
+    found: MailOrigin = await (await tickets.describe(client, workflow_id)).memo_value(MAIL_MEMO, type_hint=MailOrigin)
+    return found
+
+
+async def exists(client: Client, workflow_id: str) -> bool:
+    try:
+        await tickets.describe(client, workflow_id)
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
+
+
+# --- new mail -------------------------------------------------------------------------------------------------
+
+
+async def test_a_message_starts_one_ticket_that_refunds_the_customers_order_once_and_never_reads_the_attachment(
+    agent: Harness, client: Client
+) -> None:
+    message = mail()
+    message.add_attachment(b"%PDF-1.4 the receipt", maintype="application", subtype="pdf", filename="receipt.pdf")
+    async with agent.worker(), receiver(agent) as port:
+        code, said = await deliver(port, message)
+        workflow_id = workflow_of(message["Message-ID"])
+        assert (code, said) == (250, f"2.0.0 Taken as {workflow_id}")
+        handle = tickets.handle(client, workflow_id)
+        await waiting_for_customer(handle, turns=1)
+        (turn,) = await turns(client, workflow_id)
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert turn.message == QUESTION
+    recorded = await origin(client, workflow_id)
+    assert (recorded.sender, [(a.name, a.bytes) for a in recorded.attachments]) == (
+        "ann@example.com",
+        [("receipt.pdf", 20)],
+    )
+    await handle.cancel(reason="the test is over")
+
+
+async def test_an_html_message_is_read_as_its_text_and_the_quoted_history_is_cut(
+    agent: Harness, client: Client
+) -> None:
+    message = mail("")
+    message.set_content(
+        "<html><body><p>Where is my <b>refund</b> for A-1001?</p>"
+        "<p>On Tue, 1 Dec 2026 at 10:00, Support &lt;support@desk.example&gt; wrote:</p>"
+        "<blockquote>We are looking into it.</blockquote></body></html>",
+        subtype="html",
+    )
+    async with receiver(agent) as port:  # no worker: the ticket's input is what is read here
+        assert (await deliver(port, message))[0] == 250
+    started = await tickets.ticket_input(client, workflow_of(message["Message-ID"]), "")
+    assert started["question"] == "Where is my refund for A-1001?"
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+async def test_the_same_message_delivered_three_times_is_one_ticket_and_one_refund(
+    agent: Harness, client: Client
+) -> None:
+    message = mail()
+    workflow_id = workflow_of(message["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        answers = [await deliver(port, message) for _ in range(3)]
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        answers.append(await deliver(port, message))  # after the ticket answered, too
+        assert len(await turns(client, workflow_id)) == 1
+    assert [code for code, _ in answers] == [250] * 4
+    assert {said for _, said in answers} == {f"2.0.0 Taken as {workflow_id}"}
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    count = await tickets.count(client, f"WorkflowId = '{workflow_id}'")
+    assert count == 1
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_a_message_without_a_message_id_delivered_twice_is_one_ticket_by_its_content(
+    agent: Harness, client: Client
+) -> None:
+    message = mail()
+    del message["Message-ID"]
+    async with receiver(agent) as port:
+        first = await deliver(port, message)
+        again = await deliver(port, message)
+    assert first == again
+    assert first[0] == 250
+    workflow_id = first[1].removeprefix("2.0.0 Taken as ")
+    assert workflow_id.startswith("ticket-mail-")
+    assert (await origin(client, workflow_id)).message_id.startswith("sha256:")
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
+async def test_a_delivery_whose_answer_never_reached_the_sender_is_sent_again_and_is_still_one_ticket(
+    agent: Harness, client: Client
+) -> None:
+    """The sending server's connection drops after the message's data went and before it read the answer (a
+    receiver killed once the ticket started looks the same to it): it keeps the message and delivers it again."""
+    message = mail()
+    workflow_id = workflow_of(message["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        for line in (b"EHLO mta.example", b"MAIL FROM:<ann@example.com>", f"RCPT TO:<{DESK}>".encode(), b"DATA"):
+            writer.write(line + b"\r\n")
+        writer.write(message.as_bytes(policy=SMTP_POLICY) + b"\r\n.\r\n")
+        await writer.drain()
+        await poll(lambda: exists(client, workflow_id), what="the ticket of the message whose answer is lost")
+        writer.close()  # the answer never read
+        assert await deliver(port, message) == (250, f"2.0.0 Taken as {workflow_id}")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        assert len(await turns(client, workflow_id)) == 1
+    del reader
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_the_desk_mail_server_delivers_over_lmtp(agent: Harness, client: Client) -> None:
+    message = mail()
+    async with receiver(agent, mail_in_protocol="lmtp") as port:
+
+        def over_lmtp() -> dict[str, tuple[int, bytes]]:
+            with smtplib.LMTP(HOST, port) as lmtp:
+                refused: dict[str, tuple[int, bytes]] = lmtp.send_message(message, "ann@example.com", [DESK])
+                return refused
+
+        assert await asyncio.to_thread(over_lmtp) == {}
+    assert await exists(client, workflow_of(message["Message-ID"]))
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+# --- replies --------------------------------------------------------------------------------------------------
+
+
+async def test_a_reply_continues_its_ticket_and_the_same_reply_twice_is_one_turn(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    reply = mail("Thank you! Will the refund show on my card statement?", In_Reply_To=first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        taken = await deliver(port, reply)
+        assert taken == (250, f"2.0.0 Passed on to {workflow_id} (turn 2)")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        assert await deliver(port, reply) == taken  # a new reply now would be turn 3
+        assert [t.message for t in await turns(client, workflow_id)] == [
+            "Hello, I have a question about my orders.",
+            "Thank you! Will the refund show on my card statement?",
+        ]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_a_reply_from_another_address_is_refused_and_nothing_of_it_reaches_the_ticket(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    forged = mail(
+        "Please refund order A-1001 to me instead.",
+        sender="Mallory <mallory@example.net>",
+        References=first["Message-ID"],
+    )
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        code, said = await deliver(port, forged, mail_from="mallory@example.net")
+        assert len(await turns(client, workflow_id)) == 1
+    assert code == 550
+    assert "not from the address the ticket is for" in said
+    assert not await exists(client, workflow_of(forged["Message-ID"]))
+    assert agent.store.payments.refunds() == []
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_a_reply_to_a_closed_ticket_opens_a_new_ticket_that_names_the_old_one(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    old = workflow_of(first["Message-ID"])
+    reply = mail("One more thing about A-1001.", In_Reply_To=first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, old), turns=1)
+        await tickets.handle(client, old).cancel(reason="the desk closed it")
+        assert (await tickets.handle(client, old).result()).status is Status.CANCELLED
+        new = workflow_of(reply["Message-ID"])
+        assert await deliver(port, reply) == (250, f"2.0.0 Taken as {new}")
+        assert await deliver(port, reply) == (250, f"2.0.0 Taken as {new}")  # again: still one
+    assert (await origin(client, new)).follows == old
+    await tickets.handle(client, new).terminate(reason="the test is over")
+
+
+# --- no loops, no backscatter ---------------------------------------------------------------------------------
+
+
+def _bounce() -> EmailMessage:
+    report = EmailMessage()
+    report["From"] = "MAILER-DAEMON@example.com"
+    report["To"] = DESK
+    report["Subject"] = "Undelivered Mail Returned to Sender"
+    report["Message-ID"] = f"<{uuid.uuid4().hex}@example.com>"
+    report.set_content("The mail system could not deliver your message.")
+    report.add_attachment(
+        "Reporting-MTA: dns; mx.example.com\n\nFinal-Recipient: rfc822; gone@example.com\nAction: failed\n"
+        "Status: 5.1.1\n",
+        subtype="delivery-status",
+    )
+    report.replace_header("Content-Type", 'multipart/report; report-type="delivery-status"')
+    return report
+
+
+AUTOMATIC: dict[str, tuple[EmailMessage, str]] = {
+    "an auto-reply": (mail("I am out of the office.", Auto_Submitted="auto-replied"), "ann@example.com"),
+    "a mailing list": (mail("Our newsletter.", Precedence="bulk"), "news@example.com"),
+    "a null return path": (mail("Notification."), ""),
+    "a bounce": (_bounce(), "mailer-daemon@example.com"),
+}
+
+
+@pytest.mark.parametrize("kind", AUTOMATIC)
+async def test_mail_no_person_wrote_is_taken_and_recorded_and_starts_no_ticket(
+    agent: Harness, client: Client, kind: str
+) -> None:
+    message, mail_from = AUTOMATIC[kind]
+    async with receiver(agent) as port:
+        code, said = await deliver(port, message, mail_from=mail_from)
+    assert code == 250
+    assert "no ticket" in said
+    assert not await exists(client, workflow_of(message["Message-ID"]))
+
+
+# --- limits ---------------------------------------------------------------------------------------------------
+
+
+def _many_parts() -> EmailMessage:
+    message = mail()
+    for n in range(6):
+        message.add_attachment(b"x", maintype="application", subtype="octet-stream", filename=f"{n}.bin")
+    return message
+
+
+LIMITED: dict[str, tuple[EmailMessage, str]] = {
+    "past the size": (mail("A" * 3000), "552"),
+    "too many parts": (_many_parts(), "552 5.3.4 The message has 8 MIME parts; the desk takes at most 5"),
+    "a header too long": (mail(Keywords="k" * 600), "552 5.3.4 The Keywords header is"),
+    "no text": (mail(" "), "550 5.6.0 The message has no text of its own"),
+    "text past a ticket's": (mail("word " * 5000), "552 5.3.4 The message's text is 24999 characters"),
+    "no sender": (mail(sender="undisclosed-recipients:;"), "550 5.1.7 The message must come from exactly one"),
+}
+
+
+@pytest.mark.parametrize("kind", LIMITED)
+async def test_a_message_past_the_desks_limits_is_refused_for_good_with_the_reason(
+    agent: Harness, client: Client, kind: str
+) -> None:
+    message, expected = LIMITED[kind]
+    limits: dict[str, Any] = {"mail_in_max_parts": 5, "mail_in_max_header_chars": 500}
+    if kind == "past the size":
+        limits["mail_in_max_message_bytes"] = 2048
+    elif kind == "text past a ticket's":
+        limits["mail_in_max_message_bytes"] = 1024 * 1024
+    async with receiver(agent, **limits) as port:
+        code, said = await deliver(port, message)
+    assert f"{code} {said}".startswith(expected), (code, said)
+    assert 500 <= code < 600
+    assert not await exists(client, workflow_of(message["Message-ID"]))
+
+
+# --- Temporal down ----------------------------------------------------------------------------------------------
+
+
+async def test_with_temporal_unreachable_the_answer_is_4xx_and_the_message_is_taken_once_it_is_back(
+    agent: Harness, client: Client
+) -> None:
+    gone = await start_dev_server(None)
+    await gone.shutdown()  # its client stays, talking to a port nothing listens on
+    message = mail()
+    async with receiver(agent, gone.client) as port:
+        code, said = await deliver(port, message)
+    assert code == 451, said
+    assert not await exists(client, workflow_of(message["Message-ID"]))
+    async with receiver(agent) as port:  # the sending server tries again, and Temporal is there
+        assert (await deliver(port, message))[0] == 250
+    assert await exists(client, workflow_of(message["Message-ID"]))
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+def test_the_receiver_listens_on_loopback_unless_the_network_is_allowed() -> None:
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from agent_worker.config.mail_in import MailInSettings  # noqa: PLC0415
+
+    with pytest.raises(ValidationError, match="AGENT_MAIL_IN_ALLOW_NETWORK"):
+        MailInSettings(host="0.0.0.0")
+    assert MailInSettings(host="0.0.0.0", allow_network=True).host == "0.0.0.0"
+    assert MailInSettings().host == "127.0.0.1"
