@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
+from pathlib import Path
 from typing import Any
 
 import aiosmtplib
@@ -22,13 +23,16 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.business.reply_addresses import ReplyAddresses
 from activities.contracts.names import MAIL_MEMO
 from activities.contracts.ticket import Status, Turn
-from agent_worker import tickets
+from agent_worker import tickets, wiring
 from agent_worker.cli.devserver import start_dev_server
+from agent_worker.config import Settings
 from agent_worker.mail_in import MailOrigin, listening
 from agent_worker.mail_in.reading import key_of, ticket_id_of
 from tests.support.harness import Harness
+from tests.support.smtp_server import MailServer, smtp_settings
 from tests.support.waits import poll, waiting_for_customer
 
 HOST = "127.0.0.1"
@@ -55,7 +59,9 @@ def workflow_of(message_id: str) -> str:
     return tickets.workflow_id_of(ticket_id_of(key_of(message_id)))
 
 
-async def deliver(port: int, message: EmailMessage, mail_from: str = "ann@example.com") -> tuple[int, str]:
+async def deliver(
+    port: int, message: EmailMessage, mail_from: str = "ann@example.com", to: str = DESK
+) -> tuple[int, str]:
     """The receiver's answer to the message's DATA, as the sending server reads it."""
     data = message.as_bytes(policy=SMTP_POLICY)
     smtp = aiosmtplib.SMTP(hostname=HOST, port=port, timeout=120)
@@ -63,7 +69,7 @@ async def deliver(port: int, message: EmailMessage, mail_from: str = "ann@exampl
     try:
         await smtp.ehlo()
         await smtp.mail(mail_from)
-        await smtp.rcpt(DESK)
+        await smtp.rcpt(to)
         answer = await smtp.data(data)
     except aiosmtplib.SMTPResponseException as refused:
         return refused.code, refused.message
@@ -274,6 +280,61 @@ async def test_a_reply_to_a_closed_ticket_opens_a_new_ticket_that_names_the_old_
         assert await deliver(port, reply) == (250, f"2.0.0 Taken as {new}")  # again: still one
     assert (await origin(client, new)).follows == old
     await tickets.handle(client, new).terminate(reason="the test is over")
+
+
+REPLY_KEY = "a-reply-key-of-at-least-thirty-two-characters"
+
+
+@pytest.fixture
+def mailing(client: Client, mail_server: MailServer, tmp_path: Path) -> Harness:
+    """A harness whose worker mails through ``mail_server``, each email's Reply-To signed with ``REPLY_KEY``."""
+    settings = Settings(db_path=tmp_path / "business.sqlite3", **desk_mail(mail_server))
+    return Harness(client, wiring.business(settings).create(), task_queue=f"mail-in-{uuid.uuid4()}")
+
+
+def desk_mail(server: MailServer) -> dict[str, Any]:
+    return smtp_settings(server, mail_reply_key=REPLY_KEY)
+
+
+async def test_the_desks_answer_carries_a_reply_address_signed_for_its_ticket_where_the_customers_reply_goes(
+    mailing: Harness, client: Client, mail_server: MailServer
+) -> None:
+    first = mail()
+    workflow_id = workflow_of(first["Message-ID"])
+    async with mailing.worker(**desk_mail(mail_server)), receiver(mailing, **desk_mail(mail_server)) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        [answer] = mail_server.messages()
+        reply_to = str(answer.message["Reply-To"])
+        assert reply_to.startswith(f"support+{ticket_id_of(key_of(first['Message-ID']))}.")
+        assert reply_to.endswith("@example.com")
+        assert answer.message["Auto-Submitted"] == "auto-replied"
+        reply = mail("Thank you! Will the refund show on my card statement?")  # no threading headers at all
+        assert await deliver(port, reply, to=reply_to) == (250, f"2.0.0 Passed on to {workflow_id} (turn 2)")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+
+        local, _, domain = reply_to.partition("@")
+        forged = f"{local[:-1]}{'a' if local[-1] != 'a' else 'b'}@{domain}"  # one character of the MAC changed
+        stray = mail("Refund A-1001 again please.")
+        code, said = await deliver(port, stray, to=forged)
+        assert len(await tickets.turns(client, workflow_id)) == 2
+    assert (code, said) == (250, f"2.0.0 Taken as {workflow_of(stray['Message-ID'])}")  # a ticket of its own
+    assert [r.amount_cents for r in mailing.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+    await tickets.handle(client, workflow_of(stray["Message-ID"])).terminate(reason="the test is over")
+
+
+def test_a_reply_address_is_read_back_only_with_its_own_mac_on_its_own_desk() -> None:
+    desk = ReplyAddresses(REPLY_KEY.encode(), "support@desk.example")
+    address = desk.for_ticket("T-1")
+    assert address is not None
+    assert desk.ticket_of(address) == "T-1"
+    assert desk.ticket_of(f"<{address.replace('desk.example', 'Desk.Example')}>") == "T-1"  # a domain has no case
+    assert desk.ticket_of(address.replace("T-1", "T-2")) is None
+    assert ReplyAddresses(b"another key of thirty-two characters!!", "support@desk.example").ticket_of(address) is None
+    assert desk.ticket_of(address.replace("desk.example", "other.example")) is None
+    assert desk.for_ticket("T 1") is None  # nothing but letters, digits, - and _ in a local part we write
+    assert desk.for_ticket("T" * 60) is None  # past 64 octets: threading headers alone
 
 
 # --- no loops, no backscatter ---------------------------------------------------------------------------------

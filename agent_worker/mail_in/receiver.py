@@ -33,7 +33,8 @@ from activities.contracts.names import MAIL_MEMO
 from activities.contracts.ticket import CustomerMessage, TicketInput, TicketOptions
 from agent_worker import tickets
 from agent_worker.config import Settings
-from agent_worker.mail_in.reading import Incoming, MailOrigin, Refused, automatic, key_of, parse, read, ticket_id_of
+from agent_worker.mail_in.reading import Incoming, Refused, automatic, key_of, parse, read, ticket_id_of
+from agent_worker.wiring import reply_addresses
 from workflows.waits import NO_MORE_REPLIES
 
 log = structlog.get_logger(__name__)
@@ -47,6 +48,7 @@ class MailIn:
     def __init__(self, client: Client, settings: Settings) -> None:
         self._client = client
         self._settings = settings
+        self._replies = reply_addresses(settings)
         runtime = client.service_client.config.runtime
         meter = runtime.metric_meter if runtime is not None else MetricMeter.noop
         self._messages = meter.create_counter(
@@ -60,7 +62,7 @@ class MailIn:
         if isinstance(envelope.content, bytes):
             data = envelope.content
         try:
-            outcome, kind, status = await self._take(data, envelope.mail_from or "")
+            outcome, kind, status = await self._take(data, envelope.mail_from or "", envelope.rcpt_tos)
         except Refused as refused:
             outcome, kind, status = "refused", "message", refused.status
         except Exception as error:  # noqa: BLE001 - whatever it is, the sender keeps the message and retries
@@ -70,31 +72,38 @@ class MailIn:
         log.info("mail answered", outcome=outcome, kind=kind, status=status, mail_from=envelope.mail_from)
         return status
 
-    async def _take(self, data: bytes, mail_from: str) -> tuple[str, str, str]:
+    async def _take(self, data: bytes, mail_from: str, recipients: list[str]) -> tuple[str, str, str]:
         """``(outcome, kind, SMTP answer)`` for a message Temporal now holds or that needs nothing of it."""
         message = parse(data, self._settings.mail_in)
         if why := automatic(message, mail_from):
             return "ignored", "automatic", f"250 2.0.0 Recorded; no ticket for mail no person wrote ({why})"
         incoming = read(data, message)
-        for replied_to in incoming.refers_to:
-            workflow_id = tickets.workflow_id_of(ticket_id_of(key_of(replied_to)))
+        for workflow_id in self._tickets_answered(incoming, recipients):
             continued = await self._continue(workflow_id, incoming)
             if continued is not None:
                 return continued
         return await self._start(incoming, follows=None)
 
+    def _tickets_answered(self, incoming: Incoming, recipients: list[str]) -> list[str]:
+        """The tickets the message may answer, surest first: those its recipients' signed reply addresses name,
+        then those its threading headers refer to (the messages that started them)."""
+        signed = [self._replies.ticket_of(to) for to in recipients] if self._replies else []
+        threaded = [ticket_id_of(key_of(replied_to)) for replied_to in incoming.refers_to]
+        found = [tickets.workflow_id_of(ticket) for ticket in [*signed, *threaded] if ticket is not None]
+        return list(dict.fromkeys(found))
+
     async def _continue(self, workflow_id: str, incoming: Incoming) -> tuple[str, str, str] | None:
         """The reply passed on to ``workflow_id``, or a new ticket naming it if it has closed; None if there is
-        no such ticket. Refused when its sender is not the ticket's customer: nothing of it reaches the ticket."""
+        no such ticket. Refused when its sender is not the ticket's customer (as the ticket was started with it,
+        by mail or not): nothing of it reaches the ticket."""
         try:
             description = await tickets.describe(self._client, workflow_id)
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 return None
             raise
-        origin = await description.memo_value(MAIL_MEMO, None, type_hint=MailOrigin | None)  # type: ignore[arg-type]
-        customer = origin.sender if isinstance(origin, MailOrigin) else None
-        if customer is None or not same_address(customer, incoming.sender):
+        customer = (await tickets.ticket_input(self._client, workflow_id, description.run_id)).get("customer_email")
+        if not isinstance(customer, str) or not same_address(customer, incoming.sender):
             log.warning("reply refused", ticket=workflow_id, sender=incoming.sender, message_id=incoming.message_id)
             raise Refused(
                 f"550 5.7.1 This reply comes from {incoming.sender}, not from the address the ticket is for; "
