@@ -32,6 +32,7 @@ from agent_worker.config import Settings
 from agent_worker.mail_in import MailOrigin, listening
 from agent_worker.mail_in.reading import key_of, ticket_id_of
 from tests.support.harness import Harness
+from tests.support.signed_mail import Domains
 from tests.support.smtp_server import MailServer, smtp_settings
 from tests.support.waits import poll, waiting_for_customer
 
@@ -59,11 +60,24 @@ def workflow_of(message_id: str) -> str:
     return tickets.workflow_id_of(ticket_id_of(key_of(message_id)))
 
 
-async def deliver(
-    port: int, message: EmailMessage, mail_from: str = "ann@example.com", to: str = DESK
-) -> tuple[int, str]:
-    """The receiver's answer to the message's DATA, as the sending server reads it."""
+DOMAINS = Domains().add("example.com").add("example.net").add("evil.example")
+"""The customers' mail providers: Ann's (example.com), Mallory's (example.net), and one that signs anything."""
+
+
+def signed(message: EmailMessage, by: str | None = None) -> bytes:
+    """The message as the provider of its From: domain (or ``by``) sends it: DKIM-signed."""
     data = message.as_bytes(policy=SMTP_POLICY)
+    addresses = message["From"].addresses
+    domain = by or (str(addresses[0].domain) if addresses else "example.com")
+    return DOMAINS.sign(data, domain)
+
+
+async def deliver(
+    port: int, message: EmailMessage | bytes, mail_from: str = "ann@example.com", to: str = DESK
+) -> tuple[int, str]:
+    """The receiver's answer to the message's DATA, as the sending server reads it; a message is signed by its
+    From: domain's provider, bytes go as they are."""
+    data = signed(message) if isinstance(message, EmailMessage) else message
     smtp = aiosmtplib.SMTP(hostname=HOST, port=port, timeout=120)
     await smtp.connect()
     try:
@@ -83,7 +97,7 @@ async def deliver(
 async def receiver(agent: Harness, client: Client | None = None, **settings: Any) -> AsyncIterator[int]:
     """The receiver for the harness's queue, speaking SMTP (unless told) on a free port, which it yields."""
     built = agent.settings(**{"mail_in_protocol": "smtp", **settings})
-    async with listening(client or agent.client, built, port=0) as server:
+    async with listening(client or agent.client, built, port=0, lookup=DOMAINS.lookup) as server:
         yield server.sockets[0].getsockname()[1]
 
 
@@ -193,7 +207,7 @@ async def test_a_delivery_whose_answer_never_reached_the_sender_is_sent_again_an
         reader, writer = await asyncio.open_connection(HOST, port)
         for line in (b"EHLO mta.example", b"MAIL FROM:<ann@example.com>", f"RCPT TO:<{DESK}>".encode(), b"DATA"):
             writer.write(line + b"\r\n")
-        writer.write(message.as_bytes(policy=SMTP_POLICY) + b"\r\n.\r\n")
+        writer.write(signed(message) + b"\r\n.\r\n")
         await writer.drain()
         await poll(lambda: exists(client, workflow_id), what="the ticket of the message whose answer is lost")
         writer.close()  # the answer never read
@@ -337,6 +351,92 @@ def test_a_reply_address_is_read_back_only_with_its_own_mac_on_its_own_desk() ->
     assert desk.for_ticket("T" * 60) is None  # past 64 octets: threading headers alone
 
 
+# --- who sent it --------------------------------------------------------------------------------------------
+
+
+def _tampered() -> bytes:
+    """Ann's provider signed it; someone changed the words on the way."""
+    return signed(mail()).replace(QUESTION.encode(), b"Refund order A-1001 to my new card, please.!!")
+
+
+FORGED: dict[str, Any] = {
+    "no signature": lambda: mail().as_bytes(policy=SMTP_POLICY),
+    "another domain's signature": lambda: signed(mail(), by="evil.example"),
+    "a signature that no longer verifies": _tampered,
+}
+
+
+@pytest.mark.parametrize("kind", FORGED)
+async def test_a_forged_from_starts_a_ticket_that_touches_no_order(agent: Harness, client: Client, kind: str) -> None:
+    data: bytes = FORGED[kind]()
+    async with agent.worker(), receiver(agent) as port:
+        code, said = await deliver(port, data)
+        assert code == 250, said
+        workflow_id = said.removeprefix("2.0.0 Taken as ")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        lookups = [
+            event.activity_task_scheduled_event_attributes.activity_type.name
+            async for event in tickets.handle(client, workflow_id).fetch_history_events()
+            if event.HasField("activity_task_scheduled_event_attributes")
+        ]
+    recorded = await origin(client, workflow_id)
+    assert (recorded.sender, recorded.verified) == ("ann@example.com", False)
+    assert "lookup_order" not in lookups
+    assert "issue_refund" not in lookups
+    assert agent.store.payments.refunds() == []
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
+AUTH_RESULTS = (
+    "Authentication-Results: mx.desk.example; dkim=pass header.d=example.com; dmarc=pass header.from=example.com"
+)
+
+
+@pytest.mark.parametrize(
+    ("trusted", "header", "verified"),
+    [
+        ("mx.desk.example", AUTH_RESULTS, True),
+        (None, AUTH_RESULTS, False),  # a header is anyone's word until the operator names the server to trust
+        ("mx.desk.example", AUTH_RESULTS.replace("mx.desk.example", "mx.forger.example"), False),
+        ("mx.desk.example", AUTH_RESULTS.replace("dmarc=pass", "dmarc=fail"), False),
+        ("mx.desk.example", AUTH_RESULTS.replace("header.from=example.com", "header.from=evil.example"), False),
+    ],
+    ids=["the desk's server", "no server configured", "another server", "dmarc failed", "another domain judged"],
+)
+async def test_the_desks_own_authentication_results_verify_a_sender_only_under_its_configured_id(
+    agent: Harness, client: Client, trusted: str | None, header: str, *, verified: bool
+) -> None:
+    message = mail()
+    data = header.encode() + b"\r\n" + message.as_bytes(policy=SMTP_POLICY)  # no signature of its own
+    async with receiver(agent, mail_in_authserv_id=trusted or "") as port:
+        assert (await deliver(port, data))[0] == 250
+    workflow_id = workflow_of(message["Message-ID"])
+    assert (await origin(client, workflow_id)).verified is verified
+    started = await tickets.ticket_input(client, workflow_id, "")
+    assert started["sender_verified"] is verified
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
+async def test_an_unverified_ticket_is_verified_by_a_signed_reply_and_refuses_an_unsigned_one_after(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("My parcel never arrived.")
+    workflow_id = workflow_of(first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first.as_bytes(policy=SMTP_POLICY)))[0] == 250  # unsigned
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        reply = mail("It is order A-1001.", In_Reply_To=first["Message-ID"])
+        assert (await deliver(port, reply))[0] == 250  # signed by Ann's provider
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        forged = mail("Refund it again, to my new card.", In_Reply_To=first["Message-ID"])
+        code, said = await deliver(port, forged.as_bytes(policy=SMTP_POLICY))
+        assert len(await tickets.turns(client, workflow_id)) == 2
+    assert code == 550
+    assert "not verified to come from them" in said
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
 # --- no loops, no backscatter ---------------------------------------------------------------------------------
 
 
@@ -389,7 +489,7 @@ def _many_parts() -> EmailMessage:
 LIMITED: dict[str, tuple[EmailMessage, str]] = {
     "past the size": (mail("A" * 3000), "552"),
     "too many parts": (_many_parts(), "552 5.3.4 The message has 8 MIME parts; the desk takes at most 5"),
-    "a header too long": (mail(Keywords="k" * 600), "552 5.3.4 The Keywords header is"),
+    "a header too long": (mail(Keywords="k" * 1200), "552 5.3.4 The Keywords header is"),
     "no text": (mail(" "), "550 5.6.0 The message has no text of its own"),
     "text past a ticket's": (mail("word " * 5000), "552 5.3.4 The message's text is 24999 characters"),
     "no sender": (mail(sender="undisclosed-recipients:;"), "550 5.1.7 The message must come from exactly one"),
@@ -401,7 +501,7 @@ async def test_a_message_past_the_desks_limits_is_refused_for_good_with_the_reas
     agent: Harness, client: Client, kind: str
 ) -> None:
     message, expected = LIMITED[kind]
-    limits: dict[str, Any] = {"mail_in_max_parts": 5, "mail_in_max_header_chars": 500}
+    limits: dict[str, Any] = {"mail_in_max_parts": 5, "mail_in_max_header_chars": 1000}
     if kind == "past the size":
         limits["mail_in_max_message_bytes"] = 2048
     elif kind == "text past a ticket's":

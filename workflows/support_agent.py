@@ -33,8 +33,11 @@ from temporalio.exceptions import ActivityError
 # Temporal recommends) a copy per run costs memory and time. Passed through, the pieces are outside the
 # sandbox's checks: workflows/ruff.toml is what keeps them deterministic.
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest
     from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
+    from activities.contracts.fields import describe_errors
     from activities.contracts.limits import ANSWER_BYTES, INLINE_RECORDS_BYTES, cut, encoded_bytes
     from activities.contracts.names import (
         APPROVE_SIGNAL,
@@ -43,9 +46,19 @@ with workflow.unsafe.imports_passed_through():
         ORDER_EVENT_SIGNAL,
         TURNS_QUERY,
         USAGE_QUERY,
+        VERIFY_SENDER,
         WORKFLOW_NAME,
     )
-    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, ToolCallRecord, Turn
+    from activities.contracts.ticket import (
+        CustomerMessage,
+        MessageReceipt,
+        Outcome,
+        SenderVerification,
+        Status,
+        TicketInput,
+        ToolCallRecord,
+        Turn,
+    )
     from workflows.approval_gate import ApprovalGate
     from workflows.approval_rules import spelled
     from workflows.audit_log import AuditLog
@@ -56,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.rules import RulesInForce
     from workflows.thinking import Model
     from workflows.toolbox import Toolbox
-    from workflows.waits import Events, Replies
+    from workflows.waits import UNVERIFIED_REPLY, Events, Replies
 
 CUT_OFF = (
     "Your reply was cut off at the maximum length before it was complete, so none of its tool calls ran. "
@@ -166,14 +179,43 @@ class SupportAgent:
     @workflow.update(name=CUSTOMER_MESSAGE)
     def customer_message(self, *args: Any) -> MessageReceipt:
         """The customer's reply, ``{"text": "..."}``: read by the next turn of the agent. It returns once the
-        reply is taken, with the turn that will read it."""
-        return self._replies.take(args)
+        reply is taken, with the turn that will read it. A reply verified to come from the customer verifies an
+        unverified ticket's sender, before the turn that reads it."""
+        receipt = self._replies.take(args)
+        if CustomerMessage.model_validate(args[0]).sender_verified:
+            self._tools.verify_sender()
+        return receipt
 
     @customer_message.validator
     def _may_take(self, *args: Any) -> None:
         """Refuse, before anything is recorded, a reply the ticket cannot take: it is closed or cancelled, or the
-        reply is not one object with a non-empty ``text``."""
-        self._replies.check(args)
+        reply is not one object with a non-empty ``text``, or it is not verified and the ticket's customer is:
+        nothing of it reaches the model."""
+        reply = self._replies.check(args)
+        if reply.sender_verified is False and self._intake.ticket is not None and self._tools.sender_verified:
+            raise ValueError(UNVERIFIED_REPLY)
+
+    @workflow.update(name=VERIFY_SENDER)
+    async def verify_sender(self, *args: Any) -> str:
+        """A person has verified that the customer is who the ticket says (``SenderVerification``): the tools may
+        touch the customer's orders from the next call on. Recorded in the audit trail with who said so."""
+        verification = SenderVerification.model_validate(args[0])
+        if not self._tools.verify_sender():
+            return "The ticket's customer was verified already."
+        await self._trail.write(f"the customer {self._ticket.customer_email} verified by {verification.by}")
+        return f"The ticket's customer is verified by {verification.by}."
+
+    @verify_sender.validator
+    def _may_verify(self, *args: Any) -> None:
+        """Refuse at once what could change nothing: no ticket, a closed one, or not one ``{"by": ...}``."""
+        if self._intake.ticket is None or self._replies.closed is not None:
+            raise ValueError("This ticket is closed: there is nobody left to verify.")
+        if len(args) != 1:
+            raise ValueError(f'A verification is one JSON object, {{"by": "..."}}; got {len(args)} arguments.')
+        try:
+            SenderVerification.model_validate(args[0])
+        except ValidationError as error:
+            raise ValueError(f"Invalid verification: {describe_errors(error)}") from None
 
     @workflow.signal(name=CUSTOMER_MESSAGE)
     def customer_message_signalled(self, *args: Any) -> None:

@@ -65,6 +65,9 @@ class ToolboxSnapshot(Contract):
     payouts: PayoutsSnapshot = PayoutsSnapshot()
     step_calls: list[ToolUseBlock] = []
     step_results: list[ToolResultBlock] = []
+    sender_verified: bool | None = None
+    """Whether the customer was verified by the time the run handed over; None (runs before it): as the ticket
+    started."""
 
 
 class Toolbox:
@@ -77,7 +80,7 @@ class Toolbox:
         self._rules = rules
         self._gate = gate
         self._events = events
-        self._orders = CustomerOrders(ticket.customer_email)
+        self._orders = CustomerOrders(ticket.customer_email, verified=ticket.sender_verified)
         self._payouts = Payouts(ticket, rules, gate, self._orders)
         self.tool_calls: list[ToolCallRecord] = []
         self.step_calls: list[ToolUseBlock] = []
@@ -96,6 +99,7 @@ class Toolbox:
             payouts=self._payouts.snapshot(),
             step_calls=self.step_calls,
             step_results=self.step_results,
+            sender_verified=None if self._orders.verified == self._ticket.sender_verified else self._orders.verified,
         )
 
     def restore(self, snapshot: ToolboxSnapshot) -> None:
@@ -104,6 +108,18 @@ class Toolbox:
         self.tool_calls = list(snapshot.tool_calls)
         self._payouts.restore(snapshot.payouts)
         self._carried_step = (list(snapshot.step_calls), list(snapshot.step_results))
+        if snapshot.sender_verified is not None:
+            self._orders.verified = snapshot.sender_verified
+
+    @property
+    def sender_verified(self) -> bool:
+        """Whether the tools may touch the customer's orders: the sender is verified, or was the caller's word."""
+        return self._orders.verified
+
+    def verify_sender(self) -> bool:
+        """The sender is verified from now on (a person said so, or a verified message came); whether it was not."""
+        was, self._orders.verified = self._orders.verified, True
+        return not was
 
     async def resume(self, step: int) -> list[ToolResultBlock]:
         """The results of the step the run continued was in the middle of (a refund waiting for approval), after

@@ -60,6 +60,11 @@ TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 NO_MORE_REPLIES = "This ticket takes no more replies"
 """How a reply to a ticket that has closed to replies is refused: the mail receiver reads it as "start a new
 ticket", where every other refusal is "try again later"."""
+UNVERIFIED_REPLY = (
+    "This ticket's customer is verified, and this reply is not verified to come from them: it cannot be taken"
+)
+"""Why a verified ticket refuses an unverified reply (``support_agent``'s validator): the mail receiver bounces the
+reply with these words."""
 
 
 class RepliesSnapshot(Contract):

@@ -18,6 +18,9 @@ shows it with no worker running, so ``agent-worker approve`` can send its id whe
 CUSTOMER_MESSAGE = "customer_message"
 """The customer's reply to an open ticket: a Workflow Update (refused at once when the ticket takes no more),
 and a signal of the same name for relays that can only signal."""
+VERIFY_SENDER = "verify_sender"
+"""A person vouches for the ticket's customer (``SenderVerification``): a Workflow Update, so the inbox hears the
+ticket took it."""
 ORDER_EVENT_SIGNAL = "order_event"
 """What another system reports about an order (a carrier's scan, a payment webhook), relayed as a signal."""
 TURNS_QUERY = "turns"

@@ -24,6 +24,7 @@ from pydantic import Field, NonNegativeInt
 from activities.contracts.fields import Contract
 from activities.contracts.limits import TEXT_CHARS
 from agent_worker.config.mail_in import MailInSettings
+from agent_worker.mail_in.senders import Verdict
 
 NAME_CHARS = 200
 """An attachment's name as the ticket records it: longer ones are cut (the name is only for the person reading)."""
@@ -40,9 +41,11 @@ class Refused(Exception):  # noqa: N818 - what it is, like the SMTP answer it ca
     """A message the desk will never take, for a reason its author can act on: ``status`` is the SMTP answer
     (``5xx``), which the sending server turns into a bounce to the author with the reason in it."""
 
-    def __init__(self, status: str) -> None:
+    def __init__(self, status: str, *, kind: str = "message") -> None:
         super().__init__(status)
         self.status = status
+        self.kind = kind
+        """What was refused, for the receiver's count: a ``message``, or a ``reply verified`` or not."""
 
 
 class Attachment(Contract):
@@ -63,6 +66,10 @@ class MailOrigin(Contract):
     unlisted_attachments: NonNegativeInt = 0
     follows: str | None = None
     """The workflow id of the closed ticket this message replied to, which it continues as a new ticket."""
+    verified: bool = False
+    """Whether the message was verified to be from ``sender`` (``agent_worker.mail_in.senders``)."""
+    verified_how: str = ""
+    """What verified it, or why nothing did."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +93,19 @@ class Incoming:
         refuses to start twice."""
         return ticket_id_of(self.key)
 
-    def origin(self, follows: str | None = None) -> MailOrigin:
+    @property
+    def domain(self) -> str:
+        return self.sender.rpartition("@")[2]
+
+    def origin(self, verdict: Verdict, follows: str | None = None) -> MailOrigin:
         return MailOrigin(
             message_id=self.message_id,
             sender=self.sender,
             attachments=self.attachments,
             unlisted_attachments=self.unlisted_attachments,
             follows=follows,
+            verified=verdict.verified,
+            verified_how=verdict.how,
         )
 
 

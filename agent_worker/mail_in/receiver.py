@@ -33,22 +33,28 @@ from activities.contracts.names import MAIL_MEMO
 from activities.contracts.ticket import CustomerMessage, TicketInput, TicketOptions
 from agent_worker import tickets
 from agent_worker.config import Settings
+from agent_worker.mail_in import senders
 from agent_worker.mail_in.reading import Incoming, Refused, automatic, key_of, parse, read, ticket_id_of
+from agent_worker.mail_in.senders import TxtLookup, Verdict, txt_from_dns
 from agent_worker.wiring import reply_addresses
-from workflows.waits import NO_MORE_REPLIES
+from workflows.waits import NO_MORE_REPLIES, UNVERIFIED_REPLY
 
 log = structlog.get_logger(__name__)
 
+VERIFIED = {"verified": "yes", "unverified": "no"}
+"""The metric's ``verified`` label; ``unknown`` for a message refused or deferred before its sender was checked."""
 DEFERRED = "451 4.3.0 The desk cannot take the message now; try again later"
 
 
 class MailIn:
     """The aiosmtpd handler: each message's ``DATA`` answered with what became of it."""
 
-    def __init__(self, client: Client, settings: Settings) -> None:
+    def __init__(self, client: Client, settings: Settings, lookup: TxtLookup = txt_from_dns) -> None:
         self._client = client
         self._settings = settings
         self._replies = reply_addresses(settings)
+        self._lookup = lookup
+        """Where DKIM keys and DMARC records are looked up: DNS, or a resolver of the caller's."""
         runtime = client.service_client.config.runtime
         meter = runtime.metric_meter if runtime is not None else MetricMeter.noop
         self._messages = meter.create_counter(
@@ -64,12 +70,14 @@ class MailIn:
         try:
             outcome, kind, status = await self._take(data, envelope.mail_from or "", envelope.rcpt_tos)
         except Refused as refused:
-            outcome, kind, status = "refused", "message", refused.status
+            outcome, kind, status = "refused", refused.kind, refused.status
         except Exception as error:  # noqa: BLE001 - whatever it is, the sender keeps the message and retries
             log.warning("mail deferred", error=str(error) or type(error).__name__, mail_from=envelope.mail_from)
             outcome, kind, status = "deferred", "message", DEFERRED
-        self._messages.with_additional_attributes({"outcome": outcome, "kind": kind}).add(1)
-        log.info("mail answered", outcome=outcome, kind=kind, status=status, mail_from=envelope.mail_from)
+        what, _, verified = kind.partition(" ")
+        counted = {"outcome": outcome, "kind": what, "verified": VERIFIED.get(verified, "unknown")}
+        self._messages.with_additional_attributes(counted).add(1)
+        log.info("mail answered", status=status, mail_from=envelope.mail_from, **counted)
         return status
 
     async def _take(self, data: bytes, mail_from: str, recipients: list[str]) -> tuple[str, str, str]:
@@ -78,11 +86,14 @@ class MailIn:
         if why := automatic(message, mail_from):
             return "ignored", "automatic", f"250 2.0.0 Recorded; no ticket for mail no person wrote ({why})"
         incoming = read(data, message)
+        verdict = await asyncio.to_thread(
+            senders.verdict, data, incoming.domain, authserv_id=self._settings.mail_in.authserv_id, lookup=self._lookup
+        )
         for workflow_id in self._tickets_answered(incoming, recipients):
-            continued = await self._continue(workflow_id, incoming)
+            continued = await self._continue(workflow_id, incoming, verdict)
             if continued is not None:
                 return continued
-        return await self._start(incoming, follows=None)
+        return await self._start(incoming, verdict, follows=None)
 
     def _tickets_answered(self, incoming: Incoming, recipients: list[str]) -> list[str]:
         """The tickets the message may answer, surest first: those its recipients' signed reply addresses name,
@@ -92,7 +103,7 @@ class MailIn:
         found = [tickets.workflow_id_of(ticket) for ticket in [*signed, *threaded] if ticket is not None]
         return list(dict.fromkeys(found))
 
-    async def _continue(self, workflow_id: str, incoming: Incoming) -> tuple[str, str, str] | None:
+    async def _continue(self, workflow_id: str, incoming: Incoming, verdict: Verdict) -> tuple[str, str, str] | None:
         """The reply passed on to ``workflow_id``, or a new ticket naming it if it has closed; None if there is
         no such ticket. Refused when its sender is not the ticket's customer (as the ticket was started with it,
         by mail or not): nothing of it reaches the ticket."""
@@ -107,49 +118,61 @@ class MailIn:
             log.warning("reply refused", ticket=workflow_id, sender=incoming.sender, message_id=incoming.message_id)
             raise Refused(
                 f"550 5.7.1 This reply comes from {incoming.sender}, not from the address the ticket is for; "
-                "nothing of it was passed on"
+                "nothing of it was passed on",
+                kind=_kind("reply", verdict),
             )
         if description.status != WorkflowExecutionStatus.RUNNING:
-            return await self._start(incoming, follows=workflow_id)
+            return await self._start(incoming, verdict, follows=workflow_id)
+        reply = CustomerMessage(text=incoming.text, sender_verified=verdict.verified)
         try:
-            receipt = await tickets.reply(
-                self._client, workflow_id, CustomerMessage(text=incoming.text), update_id=f"mail-{incoming.key}"
-            )
+            receipt = await tickets.reply(self._client, workflow_id, reply, update_id=f"mail-{incoming.key}")
         except WorkflowUpdateFailedError as error:
-            if NO_MORE_REPLIES not in str(error.cause):
+            why = str(error.cause)
+            if UNVERIFIED_REPLY in why:
+                log.warning("reply refused", ticket=workflow_id, sender=incoming.sender, why=verdict.how)
+                raise Refused(f"550 5.7.1 {UNVERIFIED_REPLY} ({verdict.how})", kind=_kind("reply", verdict)) from None
+            if NO_MORE_REPLIES not in why:
                 raise  # the ticket has more replies than a turn reads: the sender tries again later
-            return await self._start(incoming, follows=workflow_id)
+            return await self._start(incoming, verdict, follows=workflow_id)
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:  # closed between the describe and the update
                 raise
-            return await self._start(incoming, follows=workflow_id)
-        return "accepted", "reply", f"250 2.0.0 Passed on to {workflow_id} (turn {receipt.turn})"
+            return await self._start(incoming, verdict, follows=workflow_id)
+        return "accepted", _kind("reply", verdict), f"250 2.0.0 Passed on to {workflow_id} (turn {receipt.turn})"
 
-    async def _start(self, incoming: Incoming, follows: str | None) -> tuple[str, str, str]:
+    async def _start(self, incoming: Incoming, verdict: Verdict, follows: str | None) -> tuple[str, str, str]:
         try:
             ticket = TicketInput(
                 ticket_id=incoming.ticket_id,
                 question=incoming.text,
                 customer_email=incoming.sender,
                 options=TicketOptions(reply_window_seconds=self._settings.mail_in.reply_window_seconds),
+                sender_verified=verdict.verified,
             )
         except ValidationError as error:
             raise Refused(f"550 5.6.0 The message cannot be a ticket: {describe_errors(error)}") from None
-        memo = {MAIL_MEMO: incoming.origin(follows)}
+        memo = {MAIL_MEMO: incoming.origin(verdict, follows)}
         try:
             started = await tickets.start(self._client, ticket, self._settings.task_queue, memo=memo)
         except tickets.DuplicateTicketError as already:  # this very message, delivered again after its ticket ended
-            return "accepted", "again", f"250 2.0.0 Already taken as {already.workflow_id}"
+            return "accepted", _kind("again", verdict), f"250 2.0.0 Already taken as {already.workflow_id}"
         kind = "again" if started.already_running else ("follow-up" if follows else "new")
-        return "accepted", kind, f"250 2.0.0 Taken as {started.workflow_id}"
+        return "accepted", _kind(kind, verdict), f"250 2.0.0 Taken as {started.workflow_id}"
+
+
+def _kind(kind: str, verdict: Verdict) -> str:
+    """What a message was, and whether its sender was verified: ``new verified``, ``reply unverified``."""
+    return f"{kind} {'verified' if verdict.verified else 'unverified'}"
 
 
 @asynccontextmanager
-async def listening(client: Client, settings: Settings, *, port: int | None = None) -> AsyncIterator[asyncio.Server]:
+async def listening(
+    client: Client, settings: Settings, *, port: int | None = None, lookup: TxtLookup = txt_from_dns
+) -> AsyncIterator[asyncio.Server]:
     """The receiver, listening where the settings say (``port`` 0: any free port, which the server's socket names)
-    until the block ends."""
+    until the block ends; DKIM keys and DMARC records looked up by ``lookup`` (DNS)."""
     limits = settings.mail_in
-    handler = MailIn(client, settings)
+    handler = MailIn(client, settings, lookup)
     protocol: type[SMTP] = LMTP if limits.protocol == "lmtp" else SMTP
 
     def connection() -> SMTP:
