@@ -58,6 +58,7 @@ from activities.contracts.names import (
     SEARCH_ATTRIBUTES,
     TICKET_STATE_ATTRIBUTE,
     TURNS_QUERY,
+    VERIFY_SENDER,
     WAITING_FOR_MEMO,
     WORKFLOW_NAME,
 )
@@ -66,6 +67,7 @@ from activities.contracts.ticket import (
     MessageReceipt,
     OrderEvent,
     Outcome,
+    SenderVerification,
     TicketInput,
     TicketState,
     Turn,
@@ -494,6 +496,15 @@ async def reply(
         CUSTOMER_MESSAGE, message, id=update_id, result_type=MessageReceipt
     )
     return receipt
+
+
+async def verify_sender(client: Client, workflow_id: str, *, by: str) -> str:
+    """Tell the ticket a person has verified its customer (the ``verify_sender`` update): its tools may touch the
+    customer's orders from then on. Returns what the ticket said; a closed ticket refuses it."""
+    said: str = await handle(client, workflow_id).execute_update(
+        VERIFY_SENDER, SenderVerification(by=by), result_type=str
+    )
+    return said
 
 
 async def report_event(client: Client, workflow_id: str, event: OrderEvent) -> None:

@@ -16,7 +16,9 @@ from temporalio.service import RPCError
 
 from activities.contracts.names import CUSTOMER_MESSAGE, VERIFY_SENDER
 from activities.contracts.ticket import MessageReceipt, Status
+from agent_worker.inbox.app import ticket_path
 from tests.support.harness import Harness
+from tests.support.inbox import csrf_of, inbox_for, notice_kind, notice_of, page_of, person, shown
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.tickets import ticket
 from tests.support.waits import waiting_for_customer
@@ -133,3 +135,32 @@ async def test_a_verification_without_who_or_to_a_closed_ticket_is_refused_befor
         with pytest.raises(RPCError, match="already completed"):  # the server refuses it: nothing to verify
             await handle.execute_update(VERIFY_SENDER, {"by": "ann"}, result_type=str)
     assert not any("verified by" in entry for entry in agent.store.audit.entries(outcome.ticket_id))
+
+
+async def test_a_person_verifies_the_sender_in_the_inbox_once_however_often_they_press_and_the_refund_follows(
+    agent: Harness,
+) -> None:
+    async with inbox_for(agent) as inbox, person(inbox) as ann:
+        handle = await agent.start(unverified("My parcel for order A-1001 never arrived", reply_window_seconds=600))
+        await waiting_for_customer(handle, turns=1)
+        assert await ann.sign_in("ann") == 303
+        _, page = await ann.get(page_of(handle.id))
+        assert shown(page, "unverified-sender") is not None
+        verify = "/" + ticket_path(handle.id, "verify-sender")
+        status, after = await ann.send(verify, {"csrf": csrf_of(page)})
+        assert (status, notice_kind(after), notice_of(after)) == (
+            303,
+            "taken",
+            "The ticket's customer is verified by ann.",
+        )
+        assert 'data-testid="unverified-sender"' not in after
+        _, again = await ann.send(verify, {"csrf": csrf_of(page)})  # the same form, pressed twice
+        assert notice_of(again) == "The ticket's customer was verified already."
+        forged, _ = await ann.post(verify, {"csrf": csrf_of(page)}, headers={"Origin": "https://evil.example"})
+        assert forged == 403
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "It is order A-1001."}, result_type=MessageReceipt)
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel(reason="the test is over")
+        outcome = await handle.result()
+    assert [r.amount_cents for r in outcome.refunds] == [4900]
+    assert sum(" verified by " in entry for entry in agent.store.audit.entries(outcome.ticket_id)) == 1
