@@ -9,6 +9,8 @@ bounces), a message built to be too much to read, and a Temporal cluster that is
 from __future__ import annotations
 
 import asyncio
+import re
+import signal
 import smtplib
 import uuid
 from collections.abc import AsyncIterator
@@ -18,8 +20,11 @@ from email.policy import SMTP as SMTP_POLICY
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import aiosmtplib
 import pytest
+import yaml
+from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -27,15 +32,18 @@ from activities.business.reply_addresses import ReplyAddresses
 from activities.contracts.names import MAIL_MEMO
 from activities.contracts.ticket import Status, Turn
 from agent_worker import tickets, wiring
-from agent_worker.cli.devserver import start_dev_server
+from agent_worker.cli.devserver import free_port, start_dev_server
 from agent_worker.config import Settings
+from agent_worker.config.mail_in import MailInSettings
 from agent_worker.mail_in import MailOrigin, listening
 from agent_worker.mail_in.reading import key_of, ticket_id_of
 from tests.support.harness import Harness
+from tests.support.processes import AGENT_WORKER, spawn_worker
 from tests.support.signed_mail import Domains
 from tests.support.smtp_server import MailServer, smtp_settings
 from tests.support.waits import poll, waiting_for_customer
 
+ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 DESK = "support@desk.example"
 QUESTION = "My parcel for order A-1001 never arrived. Can I have my money back?"
@@ -533,11 +541,75 @@ async def test_with_temporal_unreachable_the_answer_is_4xx_and_the_message_is_ta
 
 
 def test_the_receiver_listens_on_loopback_unless_the_network_is_allowed() -> None:
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from agent_worker.config.mail_in import MailInSettings  # noqa: PLC0415
-
     with pytest.raises(ValidationError, match="AGENT_MAIL_IN_ALLOW_NETWORK"):
         MailInSettings(host="0.0.0.0")
     assert MailInSettings(host="0.0.0.0", allow_network=True).host == "0.0.0.0"
     assert MailInSettings().host == "127.0.0.1"
+
+
+# --- the command, as compose runs it ----------------------------------------------------------------------------
+
+
+async def test_agent_worker_mail_in_counts_what_it_answered_by_outcome_and_whether_the_sender_was_verified(
+    agent: Harness, client: Client
+) -> None:
+    port, bind = free_port(), f"127.0.0.1:{free_port()}"
+    env = agent.worker_env(
+        AGENT_MAIL_IN_PORT=str(port),
+        AGENT_MAIL_IN_PROTOCOL="smtp",
+        AGENT_MAIL_IN_AUTHSERV_ID="mx.desk.example",
+        AGENT_METRICS_BIND=bind,
+    )
+    receiving = await spawn_worker(env, command=(AGENT_WORKER, "mail-in"))
+    try:
+        await poll(lambda: listens(port), what="the receiver to listen")
+        vouched, plain = mail(), mail()
+        vouched_data = AUTH_RESULTS.encode() + b"\r\n" + vouched.as_bytes(policy=SMTP_POLICY)
+        assert (await deliver(port, vouched_data))[0] == 250
+        assert (await deliver(port, plain.as_bytes(policy=SMTP_POLICY)))[0] == 250
+        assert (await deliver(port, mail("Away.", Auto_Submitted="auto-replied")))[0] == 250
+        async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
+            lines = [
+                line for line in (await response.text()).splitlines() if line.startswith("agent_mail_in_messages{")
+            ]
+    finally:
+        receiving.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(receiving.wait(), 60) == 0
+    counted = {
+        (label("outcome", line), label("kind", line), label("verified", line)): line.rsplit(" ", 1)[1] for line in lines
+    }
+    assert counted == {
+        ("accepted", "new", "yes"): "1",
+        ("accepted", "new", "no"): "1",
+        ("ignored", "automatic", "unknown"): "1",
+    }
+    for message in (vouched, plain):
+        await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+def label(name: str, line: str) -> str:
+    found = re.search(rf'{name}="([^"]*)"', line)
+    assert found, line
+    return found.group(1)
+
+
+async def listens(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection(HOST, port)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
+
+def test_the_compose_receiver_takes_the_settings_compose_gives_it_and_is_published_on_loopback_only() -> None:
+    service = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["mail-in"]
+    given = {
+        name.removeprefix("AGENT_MAIL_IN_").lower(): value
+        for name, value in service["environment"].items()
+        if name.startswith("AGENT_MAIL_IN_") and not str(value).startswith("${")
+    }
+    settings = MailInSettings(**given)
+    assert service["command"] == ["agent-worker", "mail-in"]
+    assert service["ports"] == [f"127.0.0.1:{settings.port}:{settings.port}"]
+    assert service["environment"]["AGENT_MAIL_IN_PROTOCOL"] == "${AGENT_MAIL_IN_PROTOCOL:-lmtp}"

@@ -91,9 +91,12 @@ def _header_from(result: Any) -> str | None:
 
 def _by_dkim(data: bytes, domain: str, lookup: TxtLookup) -> Verdict | None:
     """A verified DKIM signature aligned with ``domain``, or None."""
+    signatures = dkim_signatures(data)
+    if not signatures:
+        return None
     checker = dkim.DKIM(data, timeout=int(DNS_SECONDS))
     strict = _dmarc_tags(domain, lookup).get("adkim") == "s"
-    for index, signature in enumerate(dkim_signatures(data)):
+    for index, signature in enumerate(signatures):
         signer = signature.get(b"d", b"").decode(errors="replace").lower().rstrip(".")
         aligned = signer == domain or (not strict and domain.endswith(f".{signer}") and "." in signer)
         if not aligned:
