@@ -241,6 +241,26 @@ async def test_the_desk_mail_server_delivers_over_lmtp(agent: Harness, client: C
     await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
 
 
+async def test_a_message_for_two_recipients_is_taken_for_one_and_deferred_for_the_other(
+    agent: Harness, client: Client
+) -> None:
+    """LMTP answers once per recipient; the receiver takes one a message, so each answer it gives is true."""
+    message = mail()
+    async with receiver(agent, mail_in_protocol="lmtp") as port:
+
+        def over_lmtp() -> dict[str, tuple[int, bytes]]:
+            with smtplib.LMTP(HOST, port) as lmtp:
+                refused: dict[str, tuple[int, bytes]] = lmtp.sendmail(
+                    "ann@example.com", [DESK, "sales@desk.example"], signed(message)
+                )
+                return refused
+
+        refused = await asyncio.to_thread(over_lmtp)
+    assert {to: code for to, (code, _) in refused.items()} == {"sales@desk.example": 452}
+    assert await exists(client, workflow_of(message["Message-ID"]))
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
 # --- replies --------------------------------------------------------------------------------------------------
 
 

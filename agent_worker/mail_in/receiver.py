@@ -63,6 +63,17 @@ class MailIn:
             "1",
         )
 
+    async def handle_RCPT(  # noqa: N802 - the name aiosmtpd calls
+        self, _server: SMTP, _session: Session, envelope: Envelope, address: str, _options: list[str]
+    ) -> str:
+        """One recipient a message: LMTP answers ``DATA`` once per recipient, which one answer here could not do
+        truthfully, and a reply's recipient is the address it is routed by. A second is deferred (RFC 5321's
+        ``452``): the mail server sends the message again for it, which is the same message, taken once."""
+        if envelope.rcpt_tos:
+            return "452 4.5.3 One recipient per message: send it again for this one"
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
     async def handle_DATA(self, _server: SMTP, _session: Session, envelope: Envelope) -> str:  # noqa: N802 - aiosmtpd's
         data = envelope.original_content or b""
         if isinstance(envelope.content, bytes):
