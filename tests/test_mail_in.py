@@ -38,7 +38,8 @@ from agent_worker.config.mail_in import MailInSettings
 from agent_worker.mail_in import MailOrigin, listening
 from agent_worker.mail_in.reading import key_of, ticket_id_of
 from tests.support.harness import Harness
-from tests.support.processes import AGENT_WORKER, spawn_worker
+from tests.support.held_proxy import HeldProxy
+from tests.support.processes import AGENT_WORKER, address, spawn_worker
 from tests.support.signed_mail import Domains
 from tests.support.smtp_server import MailServer, smtp_settings
 from tests.support.waits import poll, waiting_for_customer
@@ -605,6 +606,46 @@ async def test_agent_worker_mail_in_counts_what_it_answered_by_outcome_and_wheth
     }
     for message in (vouched, plain):
         await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+async def test_a_receiver_killed_after_the_ticket_started_and_before_it_answered_loses_nothing_and_doubles_nothing(
+    agent: Harness, client: Client
+) -> None:
+    """The receiver process is killed (SIGKILL) while Temporal has started the ticket and its answer is still on
+    its way back: the mail server, never told ``250``, delivers again to a receiver that is up, and there is one
+    ticket, one refund."""
+    message = mail()
+    data = AUTH_RESULTS.encode() + b"\r\n" + message.as_bytes(policy=SMTP_POLICY)  # verified: the desk's server
+    workflow_id = workflow_of(message["Message-ID"])
+    host, _, temporal_port = address(client).rpartition(":")
+    async with HeldProxy(host, int(temporal_port)) as proxy:
+        port = free_port()
+        env = agent.worker_env(
+            TEMPORAL_ADDRESS=f"127.0.0.1:{proxy.port}",
+            AGENT_MAIL_IN_PORT=str(port),
+            AGENT_MAIL_IN_PROTOCOL="smtp",
+            AGENT_MAIL_IN_AUTHSERV_ID="mx.desk.example",
+        )
+        receiving = await spawn_worker(env, command=(AGENT_WORKER, "mail-in"))
+        try:
+            await poll(lambda: listens(port), what="the receiver to listen")
+            proxy.hold()
+            sending = asyncio.create_task(deliver(port, data))
+            await poll(lambda: exists(client, workflow_id), what="Temporal to start the ticket")
+            receiving.kill()
+            await receiving.wait()
+            with pytest.raises((aiosmtplib.SMTPException, OSError)):  # the connection dropped, no answer
+                await sending
+        finally:
+            if receiving.returncode is None:
+                receiving.kill()
+                await receiving.wait()
+    async with agent.worker(), receiver(agent, mail_in_authserv_id="mx.desk.example") as again:
+        assert await deliver(again, data) == (250, f"2.0.0 Taken as {workflow_id}")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+    assert await tickets.count(client, f"WorkflowId = '{workflow_id}'") == 1
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
 
 
 def label(name: str, line: str) -> str:
