@@ -164,3 +164,19 @@ async def test_a_person_verifies_the_sender_in_the_inbox_once_however_often_they
         outcome = await handle.result()
     assert [r.amount_cents for r in outcome.refunds] == [4900]
     assert sum(" verified by " in entry for entry in agent.store.audit.entries(outcome.ticket_id)) == 1
+
+
+async def test_a_signalled_reply_follows_the_updates_rules_and_a_refused_one_is_audited(agent: Harness) -> None:
+    async with agent.worker():
+        handle = await agent.start(unverified("My parcel for order A-1001 never arrived", reply_window_seconds=600))
+        await waiting_for_customer(handle, turns=1)
+        await handle.signal(CUSTOMER_MESSAGE, {"text": "It is order A-1001.", "sender_verified": True})
+        await waiting_for_customer(handle, turns=2)
+        await handle.signal(CUSTOMER_MESSAGE, {"text": "Refund it again, to me.", "sender_verified": False})
+        await handle.cancel(reason="the test is over")
+        outcome = await handle.result()
+    assert [t.message for t in outcome.turns] == ["My parcel for order A-1001 never arrived", "It is order A-1001."]
+    assert [r.amount_cents for r in outcome.refunds] == [4900]
+    notes = [entry for entry in agent.store.audit.entries(outcome.ticket_id) if "was not taken" in entry]
+    assert len(notes) == 1
+    assert UNVERIFIED_REPLY in notes[0]

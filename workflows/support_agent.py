@@ -69,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.rules import RulesInForce
     from workflows.thinking import Model
     from workflows.toolbox import Toolbox
-    from workflows.waits import UNVERIFIED_REPLY, Events, Replies
+    from workflows.waits import Events, Replies
 
 CUT_OFF = (
     "Your reply was cut off at the maximum length before it was complete, so none of its tool calls ran. "
@@ -191,9 +191,7 @@ class SupportAgent:
         """Refuse, before anything is recorded, a reply the ticket cannot take: it is closed or cancelled, or the
         reply is not one object with a non-empty ``text``, or it is not verified and the ticket's customer is:
         nothing of it reaches the model."""
-        reply = self._replies.check(args)
-        if reply.sender_verified is False and self._intake.ticket is not None and self._tools.sender_verified:
-            raise ValueError(UNVERIFIED_REPLY)
+        self._replies.check(args, customer_verified=self._customer_verified())
 
     @workflow.update(name=VERIFY_SENDER)
     async def verify_sender(self, *args: Any) -> str:
@@ -219,8 +217,15 @@ class SupportAgent:
 
     @workflow.signal(name=CUSTOMER_MESSAGE)
     def customer_message_signalled(self, *args: Any) -> None:
-        """The same reply as a signal, for relays that can only signal: what it cannot take is audited."""
-        self._replies.take_signalled(args)
+        """The same reply as a signal, for relays that can only signal: what it cannot take is audited. A reply
+        marked verified verifies the customer, as the update's does."""
+        reply = self._replies.take_signalled(args, customer_verified=self._customer_verified())
+        if reply is not None and reply.sender_verified:
+            self._tools.verify_sender()
+
+    def _customer_verified(self) -> bool:
+        """Whether the ticket's customer is verified (by the caller's word, a person, or a verified reply)."""
+        return self._intake.ticket is not None and self._tools.sender_verified
 
     @workflow.signal(name=ORDER_EVENT_SIGNAL)
     def order_event(self, *args: Any) -> None:

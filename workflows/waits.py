@@ -130,15 +130,20 @@ class Replies:
         """Turns answered so far, archived ones included."""
         return self.archived + len(self.turns)
 
-    def check(self, args: Sequence[Any]) -> CustomerMessage:
+    def check(self, args: Sequence[Any], *, customer_verified: bool = False) -> CustomerMessage:
         """The reply, if the ticket takes it; ``ValueError`` saying why not otherwise (the update's validator:
         the sender is told, and nothing is recorded). A reply the next turn has no room for is refused too:
         the turn reads its replies in one input, bounded in number and size (``PENDING_REPLIES``,
-        ``PENDING_REPLY_BYTES``), and the customer may send more once the agent has answered."""
+        ``PENDING_REPLY_BYTES``), and the customer may send more once the agent has answered. So is a reply
+        marked unverified when the ticket's customer is verified (``customer_verified``): it may be anyone's."""
         reply = self._read(args)
-        if why := self._no_room_for(reply.text):
+        if why := self._no_room_for(reply.text) or self._unverified(reply, customer_verified=customer_verified):
             raise ValueError(why)
         return reply
+
+    @staticmethod
+    def _unverified(reply: CustomerMessage, *, customer_verified: bool) -> str | None:
+        return UNVERIFIED_REPLY if customer_verified and reply.sender_verified is False else None
 
     def _read(self, args: Sequence[Any]) -> CustomerMessage:
         if self.closed:
@@ -172,20 +177,22 @@ class Replies:
         workflow.logger.info("the customer replied", extra={"turn": turn})
         return MessageReceipt(turn=turn)
 
-    def take_signalled(self, args: Sequence[Any]) -> None:
+    def take_signalled(self, args: Sequence[Any], *, customer_verified: bool = False) -> CustomerMessage | None:
         """A reply sent as a signal, which cannot be refused: what cannot be taken goes to the audit trail, and
-        so does a reply the next turn has no room for."""
+        so does a reply the next turn has no room for, or an unverified one to a verified customer (``check``).
+        The reply, if taken."""
         try:
             reply = self._read(args)
         except ValueError as error:
             why: str | None = str(error)
         else:
-            why = self._no_room_for(reply.text)
+            why = self._no_room_for(reply.text) or self._unverified(reply, customer_verified=customer_verified)
         if why is None:
             self.take(args)
-            return
+            return reply
         workflow.logger.warning("a reply could not be taken", extra={"reason": why})
         self._notes.add(f"a reply signalled to the ticket was not taken: {why}")
+        return None
 
     def open(self, message: str, first_step: int, *, refunds: int = 0, approvals: int = 0) -> None:
         """A turn begins at ``first_step``, answering ``message``, after the ticket's first ``refunds`` refunds
