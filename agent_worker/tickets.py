@@ -54,6 +54,7 @@ from activities.contracts.names import (
     AWAITING_APPROVAL_ATTRIBUTE,
     AWAITING_APPROVAL_QUERY,
     CUSTOMER_MESSAGE,
+    MAIL_BOUNCED,
     ORDER_EVENT_SIGNAL,
     SEARCH_ATTRIBUTES,
     TICKET_STATE_ATTRIBUTE,
@@ -64,6 +65,7 @@ from activities.contracts.names import (
 )
 from activities.contracts.ticket import (
     CustomerMessage,
+    MailBounce,
     MessageReceipt,
     OrderEvent,
     Outcome,
@@ -496,6 +498,12 @@ async def reply(
         CUSTOMER_MESSAGE, message, id=update_id, result_type=MessageReceipt
     )
     return receipt
+
+
+async def report_bounce(client: Client, workflow_id: str, bounce: MailBounce) -> None:
+    """Tell the ticket its customer's mail server refused the desk's email for good (the ``mail_bounced`` signal,
+    which the mail receiver sends for a delivery status notification): it records it and mails the address no more."""
+    await handle(client, workflow_id).signal(MAIL_BOUNCED, bounce)
 
 
 async def verify_sender(client: Client, workflow_id: str, *, by: str) -> str:

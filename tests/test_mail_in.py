@@ -9,6 +9,7 @@ bounces), a message built to be too much to read, and a Temporal cluster that is
 from __future__ import annotations
 
 import asyncio
+import email
 import re
 import signal
 import smtplib
@@ -39,6 +40,7 @@ from agent_worker.mail_in import MailOrigin, listening
 from agent_worker.mail_in.reading import key_of, ticket_id_of
 from tests.support.harness import Harness
 from tests.support.held_proxy import HeldProxy
+from tests.support.models import PlaybackModel, calls, says
 from tests.support.processes import AGENT_WORKER, address, spawn_worker
 from tests.support.signed_mail import Domains
 from tests.support.smtp_server import MailServer, smtp_settings
@@ -367,6 +369,39 @@ async def test_the_desks_answer_carries_a_reply_address_signed_for_its_ticket_wh
     await tickets.handle(client, workflow_of(stray["Message-ID"])).terminate(reason="the test is over")
 
 
+async def test_a_bounce_of_the_desks_mail_is_recorded_on_its_ticket_and_the_agent_writes_there_no_more(
+    mailing: Harness, client: Client, mail_server: MailServer
+) -> None:
+    writes = PlaybackModel(
+        [
+            calls(("send_email", {"to": "ann@example.com", "subject": "Your order", "body": "We are on it."}), step=1),
+            says("We have emailed you."),
+            calls(("send_email", {"to": "ann@example.com", "subject": "Again", "body": "Still on it."}), step=3),
+            says("We could not email you; a colleague will be in touch."),
+        ]
+    )
+    first = mail("Hello, a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    async with mailing.worker(writes, **desk_mail(mail_server)), receiver(mailing, **desk_mail(mail_server)) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        [sent] = mail_server.messages()
+        headers = "".join(f"{name}: {value}\n" for name, value in sent.message.items())
+        code, said = await deliver(port, dsn(headers).as_bytes(), mail_from="")
+        assert (code, said) == (250, f"2.0.0 Recorded on {workflow_id}: ann@example.com refused its mail (5.1.1)")
+        reply = mail("Did you write to me?", In_Reply_To=first["Message-ID"])
+        assert (await deliver(port, reply))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+        outcome = await tickets.outcome(client, workflow_id)
+    assert len(mail_server.messages()) == 1
+    refused = [c for c in outcome.tool_calls if c.name == "send_email" and c.is_error]
+    assert len(refused) == 1
+    assert "refused the desk's last email for good (5.1.1 smtp; 550 5.1.1 No such user here)" in refused[0].result
+    entries = mailing.store.audit.entries(outcome.ticket_id)
+    assert any("ann@example.com bounced the desk's email: 5.1.1" in entry for entry in entries)
+
+
 def test_a_reply_address_is_read_back_only_with_its_own_mac_on_its_own_desk() -> None:
     desk = ReplyAddresses(REPLY_KEY.encode(), "support@desk.example")
     address = desk.for_ticket("T-1")
@@ -469,27 +504,29 @@ async def test_an_unverified_ticket_is_verified_by_a_signed_reply_and_refuses_an
 # --- no loops, no backscatter ---------------------------------------------------------------------------------
 
 
-def _bounce() -> EmailMessage:
-    report = EmailMessage()
-    report["From"] = "MAILER-DAEMON@example.com"
-    report["To"] = DESK
-    report["Subject"] = "Undelivered Mail Returned to Sender"
-    report["Message-ID"] = f"<{uuid.uuid4().hex}@example.com>"
-    report.set_content("The mail system could not deliver your message.")
-    report.add_attachment(
-        "Reporting-MTA: dns; mx.example.com\n\nFinal-Recipient: rfc822; gone@example.com\nAction: failed\n"
-        "Status: 5.1.1\n",
-        subtype="delivery-status",
+def dsn(original_headers: str, recipient: str = "ann@example.com") -> EmailMessage:
+    """A delivery status notification as a mail server sends one back (RFC 3464): the failed recipient, and the
+    headers of the email it could not deliver."""
+    raw = (
+        "From: MAILER-DAEMON@example.com\nTo: support@example.com\n"
+        "Subject: Undelivered Mail Returned to Sender\n"
+        f"Message-ID: <dsn-{uuid.uuid4().hex}@mx.example.com>\nMIME-Version: 1.0\n"
+        'Content-Type: multipart/report; report-type=delivery-status; boundary="B"\n\n'
+        "--B\nContent-Type: text/plain\n\nThe mail system could not deliver your message.\n"
+        "--B\nContent-Type: message/delivery-status\n\nReporting-MTA: dns; mx.example.com\n\n"
+        f"Final-Recipient: rfc822; {recipient}\nAction: failed\nStatus: 5.1.1\n"
+        "Diagnostic-Code: smtp; 550 5.1.1 No such user here\n\n"
+        f"--B\nContent-Type: text/rfc822-headers\n\n{original_headers}\n--B--\n"
     )
-    report.replace_header("Content-Type", 'multipart/report; report-type="delivery-status"')
-    return report
+    parsed: EmailMessage = email.message_from_string(raw, _class=EmailMessage, policy=SMTP_POLICY)
+    return parsed
 
 
 AUTOMATIC: dict[str, tuple[EmailMessage, str]] = {
     "an auto-reply": (mail("I am out of the office.", Auto_Submitted="auto-replied"), "ann@example.com"),
     "a mailing list": (mail("Our newsletter.", Precedence="bulk"), "news@example.com"),
     "a null return path": (mail("Notification."), ""),
-    "a bounce": (_bounce(), "mailer-daemon@example.com"),
+    "a bounce": (dsn("From: someone@example.com\nSubject: Hello\n"), "mailer-daemon@example.com"),
 }
 
 

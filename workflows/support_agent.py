@@ -37,12 +37,13 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest
     from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
-    from activities.contracts.fields import describe_errors
+    from activities.contracts.fields import describe_errors, same_address
     from activities.contracts.limits import ANSWER_BYTES, INLINE_RECORDS_BYTES, cut, encoded_bytes
     from activities.contracts.names import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_QUERY,
         CUSTOMER_MESSAGE,
+        MAIL_BOUNCED,
         ORDER_EVENT_SIGNAL,
         TURNS_QUERY,
         USAGE_QUERY,
@@ -51,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.contracts.ticket import (
         CustomerMessage,
+        MailBounce,
         MessageReceipt,
         Outcome,
         SenderVerification,
@@ -226,6 +228,22 @@ class SupportAgent:
     def _customer_verified(self) -> bool:
         """Whether the ticket's customer is verified (by the caller's word, a person, or a verified reply)."""
         return self._intake.ticket is not None and self._tools.sender_verified
+
+    @workflow.signal(name=MAIL_BOUNCED)
+    async def mail_bounced(self, *args: Any) -> None:
+        """The customer's mail server refused the desk's email for good (``MailBounce``): recorded in the audit
+        trail, and no more mail goes to the address. One that cannot be read is recorded as such."""
+        try:
+            bounce = MailBounce.model_validate(args[0] if len(args) == 1 else None)
+        except ValidationError as error:
+            await self._trail.write(f"a bounce was not taken: {describe_errors(error)}")
+            return
+        if self._intake.ticket is None or not same_address(bounce.address, self._ticket.customer_email):
+            await self._trail.write(f"a bounce for {bounce.address}, not this ticket's customer, was not taken")
+            return
+        why = f"{bounce.status} {bounce.diagnostic}".strip()
+        self._tools.bounced(why)
+        await self._trail.write(f"the customer's address {bounce.address} bounced the desk's email: {why}")
 
     @workflow.signal(name=ORDER_EVENT_SIGNAL)
     def order_event(self, *args: Any) -> None:

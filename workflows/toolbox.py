@@ -68,6 +68,8 @@ class ToolboxSnapshot(Contract):
     sender_verified: bool | None = None
     """Whether the customer was verified by the time the run handed over; None (runs before it): as the ticket
     started."""
+    bounced: str | None = None
+    """Why the customer's address refuses the desk's mail, if it bounced it (``mail_bounced``)."""
 
 
 class Toolbox:
@@ -87,6 +89,7 @@ class Toolbox:
         self.step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
         self._carried_step: tuple[list[ToolUseBlock], list[ToolResultBlock]] = ([], [])
+        self._bounced: str | None = None
 
     @property
     def refunds(self) -> list[RefundRecord]:
@@ -100,6 +103,7 @@ class Toolbox:
             step_calls=self.step_calls,
             step_results=self.step_results,
             sender_verified=None if self._orders.verified == self._ticket.sender_verified else self._orders.verified,
+            bounced=self._bounced,
         )
 
     def restore(self, snapshot: ToolboxSnapshot) -> None:
@@ -110,6 +114,11 @@ class Toolbox:
         self._carried_step = (list(snapshot.step_calls), list(snapshot.step_results))
         if snapshot.sender_verified is not None:
             self._orders.verified = snapshot.sender_verified
+        self._bounced = snapshot.bounced
+
+    def bounced(self, why: str) -> None:
+        """The customer's address refused the desk's mail for good: ``send_email`` is refused from now on."""
+        self._bounced = why
 
     @property
     def sender_verified(self) -> bool:
@@ -235,6 +244,11 @@ class Toolbox:
         customer = self._ticket.customer_email
         if not same_address(args.to, customer):
             raise ToolError(f"Emails go only to this ticket's customer, {customer}.")
+        if self._bounced is not None:  # reached only through ``mail_bounced``, which no run before it received
+            raise ToolError(
+                f"The customer's address refused the desk's last email for good ({self._bounced}): do not email it "
+                "again. Answer here; a colleague will reach the customer another way."
+            )
         request = EmailRequest(
             to=customer,  # the ticket's address itself, never the one the model wrote
             subject=args.subject,

@@ -18,6 +18,9 @@ shows it with no worker running, so ``agent-worker approve`` can send its id whe
 CUSTOMER_MESSAGE = "customer_message"
 """The customer's reply to an open ticket: a Workflow Update (refused at once when the ticket takes no more),
 and a signal of the same name for relays that can only signal."""
+MAIL_BOUNCED = "mail_bounced"
+"""The customer's mail server refused the desk's email for good (``MailBounce``): the ticket records it and sends
+that address no more mail."""
 VERIFY_SENDER = "verify_sender"
 """A person vouches for the ticket's customer (``SenderVerification``): a Workflow Update, so the inbox hears the
 ticket took it."""

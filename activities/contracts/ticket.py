@@ -118,6 +118,17 @@ class CustomerMessage(Contract):
     as every reply before the field."""
 
 
+class MailBounce(Contract):
+    """The ``mail_bounced`` signal: the customer's mail server refused the desk's email for good (a delivery status
+    notification the mail receiver read), so the agent must not write to the address again."""
+
+    address: EmailAddress
+    status: Label
+    """The enhanced status code the notification gives, ``5.1.1``."""
+    diagnostic: Detail = ""
+    """What the refusing server said, if the notification says."""
+
+
 class SenderVerification(Contract):
     """The ``verify_sender`` update: a person has checked that the ticket's customer is who they say they are."""
 

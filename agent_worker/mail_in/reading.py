@@ -148,6 +148,53 @@ def automatic(message: EmailMessage, mail_from: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Bounce:
+    """What a delivery status notification says of one of the desk's emails: who refused it for good, and the
+    headers of the email as it left (which carry its ``Reply-To``, and so its ticket)."""
+
+    address: str
+    status: str
+    diagnostic: str
+    reply_to: str | None
+
+
+def bounce_of(message: EmailMessage) -> Bounce | None:
+    """The failed delivery a notification reports (RFC 3464: ``Action: failed``), or None for a delay, a success,
+    or a report that names no recipient or carries no headers of the email."""
+    fields = [block for part in message.walk() if part.get_content_type() in REPORTS for block in _blocks(part)]
+    failed = next((block for block in fields if str(block.get("Action", "")).strip().lower() == "failed"), None)
+    recipient = str(failed.get("Final-Recipient", "")) if failed is not None else ""
+    if failed is None or ";" not in recipient:
+        return None
+    original = next((_headers(part) for part in message.walk() if part.get_content_type() in ORIGINALS), EmailMessage())
+    reply_to = original.get("Reply-To")
+    return Bounce(
+        address=recipient.partition(";")[2].strip(),
+        status=str(failed.get("Status", "5.0.0")).strip()[:20],
+        diagnostic=" ".join(str(failed.get("Diagnostic-Code", "")).split())[:500],
+        reply_to=str(reply_to) if reply_to else None,
+    )
+
+
+ORIGINALS = frozenset({"text/rfc822-headers", "message/rfc822", "message/global-headers"})
+"""The parts of a notification that hold the email it is about: its headers, or the whole of it."""
+
+
+def _blocks(part: MIMEPart) -> list[EmailMessage]:
+    """The header blocks of a ``message/delivery-status`` part: the message's, then one per recipient."""
+    payload = part.get_payload()
+    return [block for block in payload if isinstance(block, EmailMessage)] if isinstance(payload, list) else []
+
+
+def _headers(part: MIMEPart) -> EmailMessage:
+    payload = part.get_payload()
+    if isinstance(payload, list) and payload and isinstance(payload[0], EmailMessage):
+        return payload[0]
+    text = payload if isinstance(payload, str) else ""
+    return email.message_from_string(text, _class=EmailMessage, policy=email.policy.default)
+
+
 def read(data: bytes, message: EmailMessage) -> Incoming:
     """A person's message as a ticket takes it, or ``Refused`` saying what is missing or too long."""
     message_id = _message_id(message) or f"sha256:{hashlib.sha256(data).hexdigest()}"

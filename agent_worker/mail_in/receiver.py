@@ -30,11 +30,21 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.contracts.fields import describe_errors, same_address
 from activities.contracts.names import MAIL_MEMO
-from activities.contracts.ticket import CustomerMessage, TicketInput, TicketOptions
+from activities.contracts.ticket import CustomerMessage, MailBounce, TicketInput, TicketOptions
 from agent_worker import tickets
 from agent_worker.config import Settings
 from agent_worker.mail_in import senders
-from agent_worker.mail_in.reading import Incoming, Refused, automatic, key_of, parse, read, ticket_id_of
+from agent_worker.mail_in.reading import (
+    Bounce,
+    Incoming,
+    Refused,
+    automatic,
+    bounce_of,
+    key_of,
+    parse,
+    read,
+    ticket_id_of,
+)
 from agent_worker.mail_in.senders import TxtLookup, Verdict, txt_from_dns
 from agent_worker.wiring import reply_addresses
 from workflows.waits import NO_MORE_REPLIES, UNVERIFIED_REPLY
@@ -95,6 +105,9 @@ class MailIn:
         """``(outcome, kind, SMTP answer)`` for a message Temporal now holds or that needs nothing of it."""
         message = parse(data, self._settings.mail_in)
         if why := automatic(message, mail_from):
+            bounce = bounce_of(message)
+            if bounce is not None and (recorded := await self._bounced(bounce)):
+                return "ignored", "bounce", recorded
             return "ignored", "automatic", f"250 2.0.0 Recorded; no ticket for mail no person wrote ({why})"
         incoming = read(data, message)
         verdict = await asyncio.to_thread(
@@ -105,6 +118,25 @@ class MailIn:
             if continued is not None:
                 return continued
         return await self._start(incoming, verdict, follows=None)
+
+    async def _bounced(self, bounce: Bounce) -> str | None:
+        """The bounce told to the ticket whose email it was (named by the email's signed ``Reply-To``), and the
+        answer saying so; None if no running ticket of this desk's is named."""
+        ticket = self._replies.ticket_of(bounce.reply_to) if self._replies and bounce.reply_to else None
+        if ticket is None:
+            return None
+        workflow_id = tickets.workflow_id_of(ticket)
+        try:
+            told = MailBounce(address=bounce.address, status=bounce.status, diagnostic=bounce.diagnostic)
+            await tickets.report_bounce(self._client, workflow_id, told)
+        except ValidationError:
+            return None
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:  # the ticket has closed: nothing will mail the address
+                return None
+            raise
+        log.warning("desk mail bounced", ticket=workflow_id, address=bounce.address, status=bounce.status)
+        return f"250 2.0.0 Recorded on {workflow_id}: {bounce.address} refused its mail ({bounce.status})"
 
     def _tickets_answered(self, incoming: Incoming, recipients: list[str]) -> list[str]:
         """The tickets the message may answer, surest first: those its recipients' signed reply addresses name,
