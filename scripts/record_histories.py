@@ -29,7 +29,13 @@ from activities.business import Business
 from activities.contracts.approvals import VouchedApproval
 from activities.contracts.conversation import Usage
 from activities.contracts.limits import PENDING_REPLIES
-from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL, VERIFY_SENDER
+from activities.contracts.names import (
+    APPROVE_SIGNAL,
+    CUSTOMER_MESSAGE,
+    MAIL_BOUNCED,
+    ORDER_EVENT_SIGNAL,
+    VERIFY_SENDER,
+)
 from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, MoneyPolicy
 from activities.contracts.world import Order
 from activities.language_model import LanguageModel
@@ -601,6 +607,17 @@ async def verified_sender_gate_verified_by_a_person(r: Recorder) -> Handle:
     return handle
 
 
+async def mail_bounced_then_no_more_mail(r: Recorder) -> Handle:
+    """The customer's address bounces the desk's email (``mail_bounced``, audited); the next turn's email is refused
+    before any activity runs."""
+    handle = await r.start(ticket("Please email me the details", reply_window_seconds=5))
+    await waiting_for_customer(handle, turns=1)
+    await handle.signal(MAIL_BOUNCED, {"address": "ann@example.com", "status": "5.1.1", "diagnostic": "no such user"})
+    await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Did you write to me?"})
+    await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
     f.__name__: f
     for f in (
@@ -655,6 +672,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         whole_hand_over_answer_in_the_window,
         verified_sender_gate_refused,
         verified_sender_gate_verified_by_a_person,
+        mail_bounced_then_no_more_mail,
     )
 }
 
@@ -692,6 +710,14 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     ),
     "one_decision_refused_past_the_charge": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1003"})], [("issue_refund", {"order_id": "A-1003", "amount_cents": 120_000})]
+    ),
+    "mail_bounced_then_no_more_mail": lambda: PlaybackModel(
+        [
+            calls(("send_email", {"to": "ann@example.com", "subject": "Details", "body": "Here."}), step=1),
+            says("Emailed."),
+            calls(("send_email", {"to": "ann@example.com", "subject": "Again", "body": "Here."}), step=3),
+            says("We could not email you."),
+        ]
     ),
     "verified_sender_gate_refused": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1001"})], [("issue_refund", {"order_id": "A-1001", "amount_cents": 4900})]
