@@ -9,7 +9,9 @@ bounces), a message built to be too much to read, and a Temporal cluster that is
 from __future__ import annotations
 
 import asyncio
+import base64
 import email
+import os
 import re
 import signal
 import smtplib
@@ -26,6 +28,8 @@ import aiosmtplib
 import pytest
 import yaml
 from pydantic import ValidationError
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -34,6 +38,7 @@ from activities.contracts.names import MAIL_MEMO
 from activities.contracts.ticket import Status, Turn
 from agent_worker import tickets, wiring
 from agent_worker.cli.devserver import free_port, start_dev_server
+from agent_worker.client import connect
 from agent_worker.config import Settings
 from agent_worker.config.mail_in import MailInSettings
 from agent_worker.mail_in import MailOrigin, listening
@@ -603,6 +608,33 @@ def test_the_receiver_listens_on_loopback_unless_the_network_is_allowed() -> Non
         MailInSettings(host="0.0.0.0")
     assert MailInSettings(host="0.0.0.0", allow_network=True).host == "0.0.0.0"
     assert MailInSettings().host == "127.0.0.1"
+
+
+async def test_with_encryption_on_the_customers_words_address_and_attachments_reach_temporal_encrypted(
+    agent: Harness, client: Client
+) -> None:
+    settings = agent.settings(
+        codec_keys={"2026-12": base64.b64encode(os.urandom(32)).decode()}, mail_in_protocol="smtp"
+    )
+    encrypted = await connect(settings, address(client))
+    message = mail("My parcel for order A-1001 never arrived; my card ends in 4242.")
+    message.add_attachment(b"receipt", maintype="application", subtype="pdf", filename="receipt-4242.pdf")
+    workflow_id = workflow_of(message["Message-ID"])
+    async with listening(encrypted, settings, port=0, lookup=DOMAINS.lookup) as server:
+        assert (await deliver(server.sockets[0].getsockname()[1], message))[0] == 250
+    stored = (await client.get_workflow_handle(workflow_id).fetch_history()).to_json()
+    described = str(
+        await client.workflow_service.describe_workflow_execution(
+            DescribeWorkflowExecutionRequest(
+                namespace=client.namespace, execution=WorkflowExecution(workflow_id=workflow_id)
+            )
+        )
+    )
+    for clear in ("4242", "ann@example.com", "receipt"):
+        assert clear not in stored
+        assert clear not in described
+    assert "4242" in (await tickets.ticket_input(encrypted, workflow_id, ""))["question"]
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
 
 
 # --- the command, as compose runs it ----------------------------------------------------------------------------
