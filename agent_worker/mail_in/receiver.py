@@ -7,8 +7,10 @@ the ticket has started (or had started: the same message again starts nothing, i
 too, so the same reply again is taken once). Anything that stops that (Temporal unreachable, a worker that does not
 answer) is ``451``, and the sending server keeps the message and tries again; a receiver killed at any point has
 said nothing yet, which the sender reads the same way. A message the desk will never take is ``5xx`` with the
-reason, so its author hears of it; mail no person wrote (RFC 3834 auto-replies, bounces) is taken and recorded,
-and starts nothing.
+reason, so its author hears of it (a message the parser cannot read included: no retry would read it better);
+mail no person wrote (RFC 3834 auto-replies, bounces) is taken and recorded, and starts nothing, a bounce of the
+desk's own mail being told to its ticket. Whether the sender is who the ``From:`` says is ``senders``' verdict,
+which the ticket carries.
 
 Every call to a ticket goes through ``agent_worker.tickets``, the client every program shares.
 """
@@ -103,13 +105,19 @@ class MailIn:
 
     async def _take(self, data: bytes, mail_from: str, recipients: list[str]) -> tuple[str, str, str]:
         """``(outcome, kind, SMTP answer)`` for a message Temporal now holds or that needs nothing of it."""
-        message = parse(data, self._settings.mail_in)
-        if why := automatic(message, mail_from):
-            bounce = bounce_of(message)
+        try:
+            message = parse(data, self._settings.mail_in)
+            why = automatic(message, mail_from)
+            bounce = bounce_of(message) if why else None
+            incoming = None if why else read(data, message)
+        except Refused:
+            raise
+        except Exception as error:  # noqa: BLE001 - the message's own: no retry will read it better
+            raise Refused(f"554 5.6.0 The message cannot be read ({type(error).__name__}: {error})"[:500]) from None
+        if incoming is None:
             if bounce is not None and (recorded := await self._bounced(bounce)):
                 return "ignored", "bounce", recorded
             return "ignored", "automatic", f"250 2.0.0 Recorded; no ticket for mail no person wrote ({why})"
-        incoming = read(data, message)
         verdict = await asyncio.to_thread(
             senders.verdict, data, incoming.domain, authserv_id=self._settings.mail_in.authserv_id, lookup=self._lookup
         )

@@ -91,10 +91,13 @@ def _header_from(result: Any) -> str | None:
 
 def _by_dkim(data: bytes, domain: str, lookup: TxtLookup) -> Verdict | None:
     """A verified DKIM signature aligned with ``domain``, or None."""
-    signatures = dkim_signatures(data)
+    try:
+        signatures = dkim_signatures(data)
+        checker = dkim.DKIM(data, timeout=int(DNS_SECONDS))
+    except dkim.DKIMException:  # a message dkimpy cannot even parse carries no signature it could verify
+        return None
     if not signatures:
         return None
-    checker = dkim.DKIM(data, timeout=int(DNS_SECONDS))
     strict = _dmarc_tags(domain, lookup).get("adkim") == "s"
     for index, signature in enumerate(signatures):
         signer = signature.get(b"d", b"").decode(errors="replace").lower().rstrip(".")
