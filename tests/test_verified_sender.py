@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from activities.contracts.names import CUSTOMER_MESSAGE, VERIFY_SENDER
@@ -102,7 +102,7 @@ async def test_a_person_verifying_the_sender_lets_the_next_turn_refund_and_the_a
 
 
 async def test_a_verified_reply_verifies_the_ticket_and_an_unverified_one_to_a_verified_ticket_is_refused(
-    agent: Harness, client: Client
+    agent: Harness,
 ) -> None:
     async with agent.worker():
         handle = await agent.start(unverified("My parcel for order A-1001 never arrived", reply_window_seconds=600))
@@ -118,7 +118,6 @@ async def test_a_verified_reply_verifies_the_ticket_and_an_unverified_one_to_a_v
         outcome = await handle.result()
     assert [t.message for t in outcome.turns] == ["My parcel for order A-1001 never arrived", "It is order A-1001."]
     assert [r.amount_cents for r in outcome.refunds] == [4900]
-    del client
 
 
 async def test_a_verification_without_who_or_to_a_closed_ticket_is_refused_before_anything_is_recorded(

@@ -110,10 +110,14 @@ class Incoming:
 
 
 def key_of(message_id: str) -> str:
-    return hashlib.sha256(message_id.encode()).hexdigest()[:32]
+    """A message's key: 96 bits of its ``Message-ID``'s digest, short enough that ``mail-<key>`` fits a signed
+    reply address's 64-octet local part beside a desk address of up to 17 characters before its ``@``
+    (``activities.business.reply_addresses``)."""
+    return hashlib.sha256(message_id.encode()).hexdigest()[:24]
 
 
 def ticket_id_of(key: str) -> str:
+    """The ticket a message of this key starts: ``mail-<key>``, the workflow ``ticket-mail-<key>``."""
     return f"mail-{key}"
 
 
