@@ -743,3 +743,13 @@ def test_the_compose_receiver_takes_the_settings_compose_gives_it_and_is_publish
     assert service["command"] == ["agent-worker", "mail-in"]
     assert service["ports"] == [f"127.0.0.1:{settings.port}:{settings.port}"]
     assert service["environment"]["AGENT_MAIL_IN_PROTOCOL"] == "${AGENT_MAIL_IN_PROTOCOL:-lmtp}"
+
+
+def test_a_reply_key_too_short_or_without_an_address_to_sign_under_stops_the_settings_saying_why() -> None:
+    with pytest.raises(ValidationError, match="at least 32"):
+        Settings(mail_reply_key="short", mail_from="support@example.com")
+    with pytest.raises(ValidationError, match="AGENT_MAIL_REPLY_KEY needs AGENT_MAIL_FROM"):
+        Settings(mail_reply_key=REPLY_KEY)
+    replies = wiring.reply_addresses(Settings(mail_reply_key=REPLY_KEY, mail_from="Support <help@example.com>"))
+    assert replies is not None
+    assert replies.base == "help@example.com"

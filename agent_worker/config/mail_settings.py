@@ -49,7 +49,13 @@ class SmtpSettings(Concern):
 
     @model_validator(mode="after")
     def _come_together(self) -> Self:
-        """A worker that would send mail to nowhere, or a password in clear over a network, does not start."""
+        """A worker that would send mail to nowhere, or a password in clear over a network, does not start; nor
+        does anything given a reply key with no address to sign reply addresses under."""
+        if self.reply_key is not None and self.mail_from is None:
+            raise ValueError(
+                "AGENT_MAIL_REPLY_KEY needs AGENT_MAIL_FROM: a reply address is its address with a token signed by "
+                "the key, e.g. support+<ticket>.<mac>@example.com"
+            )
         if self.mail != "smtp":
             return self
         needed = {"AGENT_SMTP_HOST": self.host, "AGENT_MAIL_FROM": self.mail_from}
