@@ -292,6 +292,25 @@ async def test_a_reply_continues_its_ticket_and_the_same_reply_twice_is_one_turn
     await tickets.handle(client, workflow_id).cancel(reason="the test is over")
 
 
+async def test_a_reply_no_worker_takes_in_time_is_deferred_and_taken_once_when_a_worker_is_back(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    reply = mail("It is about order A-1001.", In_Reply_To=first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+    async with receiver(agent, mail_in_answer_within_seconds=2) as port:  # no worker to accept the reply
+        code, said = await deliver(port, reply)
+    assert (code, said) == (451, "4.3.0 The desk cannot take the message now; try again later")
+    async with agent.worker(), receiver(agent) as port:  # the mail server tries again
+        assert await deliver(port, reply) == (250, f"2.0.0 Passed on to {workflow_id} (turn 2)")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        assert len(await tickets.turns(client, workflow_id)) == 2
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
 async def test_a_reply_from_another_address_is_refused_and_nothing_of_it_reaches_the_ticket(
     agent: Harness, client: Client
 ) -> None:

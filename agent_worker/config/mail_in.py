@@ -36,6 +36,10 @@ class MailInSettings(Concern):
     """The ``authserv-id`` of the desk's own mail server (``mx.desk.example``): its ``Authentication-Results`` header
     is trusted to say whether a message passed DMARC (``agent_worker.mail_in.senders``), and the server must strip
     such headers arriving from outside. Unset: no such header is read, and the receiver checks DKIM itself."""
+    answer_within_seconds: float = Field(default=120.0, gt=0, le=540)
+    """How long a message may wait for Temporal (a reply waits for a worker to accept it) before the answer is
+    ``451`` and the mail server tries again later: below the minutes a mail server waits for the answer to ``DATA``
+    (Postfix's ``lmtp_data_done_timeout``, 600 s), so the deferral is ours, said, not its timeout."""
     reply_window_seconds: int = Field(default=14 * DAY, ge=0, le=90 * DAY)
     """How long a ticket started by mail stays open for the customer's reply after each answer: a customer answers
     mail over days, and a reply after the window opens a new ticket that names the old one."""

@@ -91,7 +91,8 @@ class MailIn:
         if isinstance(envelope.content, bytes):
             data = envelope.content
         try:
-            outcome, kind, status = await self._take(data, envelope.mail_from or "", envelope.rcpt_tos)
+            async with asyncio.timeout(self._settings.mail_in.answer_within_seconds):
+                outcome, kind, status = await self._take(data, envelope.mail_from or "", envelope.rcpt_tos)
         except Refused as refused:
             outcome, kind, status = "refused", refused.kind, refused.status
         except Exception as error:  # noqa: BLE001 - whatever it is, the sender keeps the message and retries
