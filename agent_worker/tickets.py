@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -54,18 +54,22 @@ from activities.contracts.names import (
     AWAITING_APPROVAL_ATTRIBUTE,
     AWAITING_APPROVAL_QUERY,
     CUSTOMER_MESSAGE,
+    MAIL_BOUNCED,
     ORDER_EVENT_SIGNAL,
     SEARCH_ATTRIBUTES,
     TICKET_STATE_ATTRIBUTE,
     TURNS_QUERY,
+    VERIFY_SENDER,
     WAITING_FOR_MEMO,
     WORKFLOW_NAME,
 )
 from activities.contracts.ticket import (
     CustomerMessage,
+    MailBounce,
     MessageReceipt,
     OrderEvent,
     Outcome,
+    SenderVerification,
     TicketInput,
     TicketState,
     Turn,
@@ -296,11 +300,14 @@ class Started:
     """True when the ticket was running already: nothing was started, ``run_id`` is the running one's."""
 
 
-async def start(client: Client, ticket: TicketInput, task_queue: str, *, anew: bool = False) -> Started:
+async def start(
+    client: Client, ticket: TicketInput, task_queue: str, *, anew: bool = False, memo: Mapping[str, Any] | None = None
+) -> Started:
     """Start a ticket as its one workflow, ``ticket-<ticket id>``. Started twice while it runs (a retried
     webhook), the second start is a no-op; started again after it ended, it is refused (``DuplicateTicketError``):
     the server enforces both, so two callers racing cannot both start it. ``anew`` is the demo's alone: a demo
-    rerun on a kept server starts its ticket again when the last one was not refunded."""
+    rerun on a kept server starts its ticket again when the last one was not refunded. ``memo`` is what the
+    caller records of where the ticket came from (the mail receiver's ``mail``), for people, never the model."""
     policies: dict[str, Any] = {}
     if not anew:
         policies = {
@@ -309,7 +316,12 @@ async def start(client: Client, ticket: TicketInput, task_queue: str, *, anew: b
         }
     try:
         started = await client.start_workflow(
-            WORKFLOW_NAME, ticket, id=workflow_id_of(ticket.ticket_id), task_queue=task_queue, **policies
+            WORKFLOW_NAME,
+            ticket,
+            id=workflow_id_of(ticket.ticket_id),
+            task_queue=task_queue,
+            memo=dict(memo) if memo else None,
+            **policies,
         )
     except WorkflowAlreadyStartedError as already:
         description = await client.get_workflow_handle(already.workflow_id).describe()
@@ -476,13 +488,31 @@ async def send_vouched(
     )
 
 
-async def reply(client: Client, workflow_id: str, message: CustomerMessage) -> MessageReceipt:
+async def reply(
+    client: Client, workflow_id: str, message: CustomerMessage, *, update_id: str | None = None
+) -> MessageReceipt:
     """Pass on the customer's reply (the ``customer_message`` update: refused at once if the ticket takes no more
-    replies); the receipt names the turn it starts or joins."""
+    replies); the receipt names the turn it starts or joins. ``update_id`` names the reply where it has a name of
+    its own (a mail's ``Message-ID``): the same reply sent again is then the same update, taken once."""
     receipt: MessageReceipt = await handle(client, workflow_id).execute_update(
-        CUSTOMER_MESSAGE, message, result_type=MessageReceipt
+        CUSTOMER_MESSAGE, message, id=update_id, result_type=MessageReceipt
     )
     return receipt
+
+
+async def report_bounce(client: Client, workflow_id: str, bounce: MailBounce) -> None:
+    """Tell the ticket its customer's mail server refused the desk's email for good (the ``mail_bounced`` signal,
+    which the mail receiver sends for a delivery status notification): it records it and mails the address no more."""
+    await handle(client, workflow_id).signal(MAIL_BOUNCED, bounce)
+
+
+async def verify_sender(client: Client, workflow_id: str, *, by: str) -> str:
+    """Tell the ticket a person has verified its customer (the ``verify_sender`` update): its tools may touch the
+    customer's orders from then on. Returns what the ticket said; a closed ticket refuses it."""
+    said: str = await handle(client, workflow_id).execute_update(
+        VERIFY_SENDER, SenderVerification(by=by), result_type=str
+    )
+    return said
 
 
 async def report_event(client: Client, workflow_id: str, event: OrderEvent) -> None:

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from email.utils import parseaddr
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -27,6 +28,7 @@ from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerDeploymentConfig
 
+from activities.business.reply_addresses import ReplyAddresses
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.model_choice import choose_model
@@ -201,7 +203,16 @@ def mail_relay(settings: Settings) -> Relay | None:
         ca_file=smtp.ca_file,
         timeout_seconds=smtp.timeout_seconds,
     )
-    return SmtpRelay(server)
+    return SmtpRelay(server, reply_addresses(settings))
+
+
+def reply_addresses(settings: Settings) -> ReplyAddresses | None:
+    """The desk's signed reply addresses (``AGENT_MAIL_REPLY_KEY`` under ``AGENT_MAIL_FROM``'s address), as the
+    workers write them and the mail receiver reads them; None without both."""
+    smtp = settings.smtp
+    if smtp.reply_key is None or smtp.mail_from is None:
+        return None
+    return ReplyAddresses(smtp.reply_key.get_secret_value().encode(), parseaddr(smtp.mail_from)[1])
 
 
 def stripe_client(settings: Settings) -> StripeClient | None:

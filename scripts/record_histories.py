@@ -29,7 +29,13 @@ from activities.business import Business
 from activities.contracts.approvals import VouchedApproval
 from activities.contracts.conversation import Usage
 from activities.contracts.limits import PENDING_REPLIES
-from activities.contracts.names import APPROVE_SIGNAL, CUSTOMER_MESSAGE, ORDER_EVENT_SIGNAL
+from activities.contracts.names import (
+    APPROVE_SIGNAL,
+    CUSTOMER_MESSAGE,
+    MAIL_BOUNCED,
+    ORDER_EVENT_SIGNAL,
+    VERIFY_SENDER,
+)
 from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, MoneyPolicy
 from activities.contracts.world import Order
 from activities.language_model import LanguageModel
@@ -590,6 +596,35 @@ async def _wait_closed(handle: Handle) -> None:
     await poll(closed, timeout=30, interval=0.05, what="the run to close")
 
 
+async def verified_sender_gate_refused(r: Recorder) -> Handle:
+    """``Patch.VERIFIED_SENDER_GATE`` (1.2.0): a ticket whose sender is not verified (mail whose From: did not verify),
+    the model asking to look an order up and refund it: both refused before any activity runs, and answered."""
+    return await r.finished({**ticket("Refund A-1001 now", approval_limit_cents=10_000), "sender_verified": False})
+
+
+async def verified_sender_gate_verified_by_a_person(r: Recorder) -> Handle:
+    """``Patch.VERIFIED_SENDER_GATE`` (1.2.0): the lookup of an unverified ticket refused, then a person verifies the
+    sender (the ``verify_sender`` update, audited), and a verified reply's turn looks the order up and refunds it."""
+    raw = ticket("My parcel for order A-1001 never arrived", reply_window_seconds=5, approval_limit_cents=10_000)
+    handle = await r.start({**raw, "sender_verified": False})
+    await waiting_for_customer(handle, turns=1)
+    await handle.execute_update(VERIFY_SENDER, {"by": "ann"})
+    await handle.execute_update(CUSTOMER_MESSAGE, {"text": "It is order A-1001", "sender_verified": True})
+    await handle.result()
+    return handle
+
+
+async def mail_bounced_then_no_more_mail(r: Recorder) -> Handle:
+    """The customer's address bounces the desk's email (``mail_bounced``, audited); the next turn's email is refused
+    before any activity runs."""
+    handle = await r.start(ticket("Please email me the details", reply_window_seconds=5))
+    await waiting_for_customer(handle, turns=1)
+    await handle.signal(MAIL_BOUNCED, {"address": "ann@example.com", "status": "5.1.1", "diagnostic": "no such user"})
+    await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Did you write to me?"})
+    await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
     f.__name__: f
     for f in (
@@ -643,6 +678,9 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         one_decision_continued_while_a_request_waits,
         whole_hand_over_answer_in_the_window,
         unanswered_closing,
+        verified_sender_gate_refused,
+        verified_sender_gate_verified_by_a_person,
+        mail_bounced_then_no_more_mail,
     )
 }
 
@@ -680,6 +718,17 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     ),
     "one_decision_refused_past_the_charge": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1003"})], [("issue_refund", {"order_id": "A-1003", "amount_cents": 120_000})]
+    ),
+    "mail_bounced_then_no_more_mail": lambda: PlaybackModel(
+        [
+            calls(("send_email", {"to": "ann@example.com", "subject": "Details", "body": "Here."}), step=1),
+            says("Emailed."),
+            calls(("send_email", {"to": "ann@example.com", "subject": "Again", "body": "Here."}), step=3),
+            says("We could not email you."),
+        ]
+    ),
+    "verified_sender_gate_refused": lambda: plays_back(
+        [("lookup_order", {"order_id": "A-1001"})], [("issue_refund", {"order_id": "A-1001", "amount_cents": 4900})]
     ),
     "refund_in_two_parts": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1001"})],

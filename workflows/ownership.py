@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_rules import spelled
 
 from workflows.failures import ToolError
+from workflows.patches import Patch
 
 
 class AboutAnOrder(Protocol):
@@ -26,16 +27,29 @@ class AboutAnOrder(Protocol):
     def order_id(self) -> str: ...
 
 
-class CustomerOrders:
-    """The ticket's customer's orders, as this run looked them up (not carried: a new run looks them up again)."""
+UNVERIFIED_SENDER = (
+    "The tool failed: The customer's address is not verified yet, so no order may be looked up, discussed or paid "
+    "back on this ticket. Answer in general terms only; a colleague will verify the sender, or the customer can "
+    "write again from their own mailbox."
+)
 
-    def __init__(self, customer_email: str) -> None:
+
+class CustomerOrders:
+    """The ticket's customer's orders, as this run looked them up (not carried: a new run looks them up again), and
+    whether the customer is verified to be who the ticket says (carried, in the toolbox's snapshot)."""
+
+    def __init__(self, customer_email: str, *, verified: bool = True) -> None:
         self._customer = customer_email
         self._orders: dict[str, OrderLookup] = {}
+        self.verified = verified
+        """False: the address is only what an unverified mail said, and no order is this ticket's to touch."""
 
     async def own(self, order_id: str, *, look_up: bool = False) -> OrderLookup:
         """The order, if it is this ticket's customer's (looked up unless this run has, or ``look_up``); a
-        ``ToolError`` that reads exactly as a missing order otherwise."""
+        ``ToolError`` that reads exactly as a missing order otherwise, and one saying why for an unverified
+        sender, before anything is looked up (the order's existence is itself something to reveal)."""
+        if not self.verified and workflow.patched(Patch.VERIFIED_SENDER_GATE):
+            raise ToolError(UNVERIFIED_SENDER)
         order = self._orders.get(order_id)
         if order is None or look_up:
             order = await run(LOOKUP_ORDER, LookupOrderArgs(order_id=order_id))

@@ -51,6 +51,12 @@ class Patch(StrEnum):
     in the request's currency. Runs before it closed such a ticket as ``declined``, as if a person had declined it,
     with "closed as declined ...; refunded 0.00"."""
 
+    VERIFIED_SENDER_GATE = "1.2.0/verified-sender-gate"
+    """A ticket whose sender is not verified (``TicketInput.sender_verified`` False: mail whose ``From:`` could not
+    be verified) runs no tool that names an order: each is answered with a refusal the model reads, until a person
+    verifies the sender (``verify_sender``) or a verified reply arrives. Runs before it had no unverified tickets:
+    every ticket's address was its caller's word, and every order of that address was the ticket's to act on."""
+
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""

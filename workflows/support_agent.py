@@ -33,19 +33,34 @@ from temporalio.exceptions import ActivityError
 # Temporal recommends) a copy per run costs memory and time. Passed through, the pieces are outside the
 # sandbox's checks: workflows/ruff.toml is what keeps them deterministic.
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest
     from activities.contracts.conversation import Message, TextBlock, UsageReport, append_turn
+    from activities.contracts.fields import describe_errors, same_address
     from activities.contracts.limits import ANSWER_BYTES, INLINE_RECORDS_BYTES, cut, encoded_bytes
     from activities.contracts.names import (
         APPROVE_SIGNAL,
         AWAITING_APPROVAL_QUERY,
         CUSTOMER_MESSAGE,
+        MAIL_BOUNCED,
         ORDER_EVENT_SIGNAL,
         TURNS_QUERY,
         USAGE_QUERY,
+        VERIFY_SENDER,
         WORKFLOW_NAME,
     )
-    from activities.contracts.ticket import MessageReceipt, Outcome, Status, TicketInput, ToolCallRecord, Turn
+    from activities.contracts.ticket import (
+        CustomerMessage,
+        MailBounce,
+        MessageReceipt,
+        Outcome,
+        SenderVerification,
+        Status,
+        TicketInput,
+        ToolCallRecord,
+        Turn,
+    )
     from workflows.approval_gate import ApprovalGate
     from workflows.approval_rules import spelled
     from workflows.audit_log import AuditLog
@@ -170,19 +185,69 @@ class SupportAgent:
     @workflow.update(name=CUSTOMER_MESSAGE)
     def customer_message(self, *args: Any) -> MessageReceipt:
         """The customer's reply, ``{"text": "..."}``: read by the next turn of the agent. It returns once the
-        reply is taken, with the turn that will read it."""
-        return self._replies.take(args)
+        reply is taken, with the turn that will read it. A reply verified to come from the customer verifies an
+        unverified ticket's sender, before the turn that reads it."""
+        receipt = self._replies.take(args)
+        if CustomerMessage.model_validate(args[0]).sender_verified:
+            self._tools.verify_sender()
+        return receipt
 
     @customer_message.validator
     def _may_take(self, *args: Any) -> None:
         """Refuse, before anything is recorded, a reply the ticket cannot take: it is closed or cancelled, or the
-        reply is not one object with a non-empty ``text``."""
-        self._replies.check(args)
+        reply is not one object with a non-empty ``text``, or it is not verified and the ticket's customer is:
+        nothing of it reaches the model."""
+        self._replies.check(args, customer_verified=self._customer_verified())
+
+    @workflow.update(name=VERIFY_SENDER)
+    async def verify_sender(self, *args: Any) -> str:
+        """A person has verified that the customer is who the ticket says (``SenderVerification``): the tools may
+        touch the customer's orders from the next call on. Recorded in the audit trail with who said so."""
+        verification = SenderVerification.model_validate(args[0])
+        if not self._tools.verify_sender():
+            return "The ticket's customer was verified already."
+        await self._trail.write(f"the customer {self._ticket.customer_email} verified by {verification.by}")
+        return f"The ticket's customer is verified by {verification.by}."
+
+    @verify_sender.validator
+    def _may_verify(self, *args: Any) -> None:
+        """Refuse at once what could change nothing: no ticket, a closed one, or not one ``{"by": ...}``."""
+        if self._intake.ticket is None or self._replies.closed is not None:
+            raise ValueError("This ticket is closed: there is nobody left to verify.")
+        if len(args) != 1:
+            raise ValueError(f'A verification is one JSON object, {{"by": "..."}}; got {len(args)} arguments.')
+        try:
+            SenderVerification.model_validate(args[0])
+        except ValidationError as error:
+            raise ValueError(f"Invalid verification: {describe_errors(error)}") from None
 
     @workflow.signal(name=CUSTOMER_MESSAGE)
     def customer_message_signalled(self, *args: Any) -> None:
-        """The same reply as a signal, for relays that can only signal: what it cannot take is audited."""
-        self._replies.take_signalled(args)
+        """The same reply as a signal, for relays that can only signal: what it cannot take is audited. A reply
+        marked verified verifies the customer, as the update's does."""
+        reply = self._replies.take_signalled(args, customer_verified=self._customer_verified())
+        if reply is not None and reply.sender_verified:
+            self._tools.verify_sender()
+
+    def _customer_verified(self) -> bool:
+        """Whether the ticket's customer is verified (by the caller's word, a person, or a verified reply)."""
+        return self._intake.ticket is not None and self._tools.sender_verified
+
+    @workflow.signal(name=MAIL_BOUNCED)
+    async def mail_bounced(self, *args: Any) -> None:
+        """The customer's mail server refused the desk's email for good (``MailBounce``): recorded in the audit
+        trail, and no more mail goes to the address. One that cannot be read is recorded as such."""
+        try:
+            bounce = MailBounce.model_validate(args[0] if len(args) == 1 else None)
+        except ValidationError as error:
+            await self._trail.write(f"a bounce was not taken: {describe_errors(error)}")
+            return
+        if self._intake.ticket is None or not same_address(bounce.address, self._ticket.customer_email):
+            await self._trail.write(f"a bounce for {bounce.address}, not this ticket's customer, was not taken")
+            return
+        why = f"{bounce.status} {bounce.diagnostic}".strip()
+        self._tools.bounced(why)
+        await self._trail.write(f"the customer's address {bounce.address} bounced the desk's email: {why}")
 
     @workflow.signal(name=ORDER_EVENT_SIGNAL)
     def order_event(self, *args: Any) -> None:

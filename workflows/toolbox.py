@@ -65,6 +65,11 @@ class ToolboxSnapshot(Contract):
     payouts: PayoutsSnapshot = PayoutsSnapshot()
     step_calls: list[ToolUseBlock] = []
     step_results: list[ToolResultBlock] = []
+    sender_verified: bool | None = None
+    """Whether the customer was verified by the time the run handed over; None (runs before it): as the ticket
+    started."""
+    bounced: str | None = None
+    """Why the customer's address refuses the desk's mail, if it bounced it (``mail_bounced``)."""
 
 
 class Toolbox:
@@ -77,13 +82,14 @@ class Toolbox:
         self._rules = rules
         self._gate = gate
         self._events = events
-        self._orders = CustomerOrders(ticket.customer_email)
+        self._orders = CustomerOrders(ticket.customer_email, verified=ticket.sender_verified)
         self._payouts = Payouts(ticket, rules, gate, self._orders)
         self.tool_calls: list[ToolCallRecord] = []
         self.step_calls: list[ToolUseBlock] = []
         self.step_results: list[ToolResultBlock] = []
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
         self._carried_step: tuple[list[ToolUseBlock], list[ToolResultBlock]] = ([], [])
+        self._bounced: str | None = None
 
     @property
     def refunds(self) -> list[RefundRecord]:
@@ -96,6 +102,8 @@ class Toolbox:
             payouts=self._payouts.snapshot(),
             step_calls=self.step_calls,
             step_results=self.step_results,
+            sender_verified=None if self._orders.verified == self._ticket.sender_verified else self._orders.verified,
+            bounced=self._bounced,
         )
 
     def restore(self, snapshot: ToolboxSnapshot) -> None:
@@ -104,6 +112,23 @@ class Toolbox:
         self.tool_calls = list(snapshot.tool_calls)
         self._payouts.restore(snapshot.payouts)
         self._carried_step = (list(snapshot.step_calls), list(snapshot.step_results))
+        if snapshot.sender_verified is not None:
+            self._orders.verified = snapshot.sender_verified
+        self._bounced = snapshot.bounced
+
+    def bounced(self, why: str) -> None:
+        """The customer's address refused the desk's mail for good: ``send_email`` is refused from now on."""
+        self._bounced = why
+
+    @property
+    def sender_verified(self) -> bool:
+        """Whether the tools may touch the customer's orders: the sender is verified, or was the caller's word."""
+        return self._orders.verified
+
+    def verify_sender(self) -> bool:
+        """The sender is verified from now on (a person said so, or a verified message came); whether it was not."""
+        was, self._orders.verified = self._orders.verified, True
+        return not was
 
     async def resume(self, step: int) -> list[ToolResultBlock]:
         """The results of the step the run continued was in the middle of (a refund waiting for approval), after
@@ -219,6 +244,11 @@ class Toolbox:
         customer = self._ticket.customer_email
         if not same_address(args.to, customer):
             raise ToolError(f"Emails go only to this ticket's customer, {customer}.")
+        if self._bounced is not None:  # reached only through ``mail_bounced``, which no run before it received
+            raise ToolError(
+                f"The customer's address refused the desk's last email for good ({self._bounced}): do not email it "
+                "again. Answer here; a colleague will reach the customer another way."
+            )
         request = EmailRequest(
             to=customer,  # the ticket's address itself, never the one the model wrote
             subject=args.subject,

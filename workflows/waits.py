@@ -57,6 +57,14 @@ if TYPE_CHECKING:  # the continuation composes this piece's snapshot: a real imp
     from workflows.continuation import Continuation
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
+NO_MORE_REPLIES = "This ticket takes no more replies"
+"""How a reply to a ticket that has closed to replies is refused: the mail receiver reads it as "start a new
+ticket", where every other refusal is "try again later"."""
+UNVERIFIED_REPLY = (
+    "This ticket's customer is verified, and this reply is not verified to come from them: it cannot be taken"
+)
+"""Why a verified ticket refuses an unverified reply (``support_agent``'s validator): the mail receiver bounces the
+reply with these words."""
 
 
 class RepliesSnapshot(Contract):
@@ -122,19 +130,24 @@ class Replies:
         """Turns answered so far, archived ones included."""
         return self.archived + len(self.turns)
 
-    def check(self, args: Sequence[Any]) -> CustomerMessage:
+    def check(self, args: Sequence[Any], *, customer_verified: bool = False) -> CustomerMessage:
         """The reply, if the ticket takes it; ``ValueError`` saying why not otherwise (the update's validator:
         the sender is told, and nothing is recorded). A reply the next turn has no room for is refused too:
         the turn reads its replies in one input, bounded in number and size (``PENDING_REPLIES``,
-        ``PENDING_REPLY_BYTES``), and the customer may send more once the agent has answered."""
+        ``PENDING_REPLY_BYTES``), and the customer may send more once the agent has answered. So is a reply
+        marked unverified when the ticket's customer is verified (``customer_verified``): it may be anyone's."""
         reply = self._read(args)
-        if why := self._no_room_for(reply.text):
+        if why := self._no_room_for(reply.text) or self._unverified(reply, customer_verified=customer_verified):
             raise ValueError(why)
         return reply
 
+    @staticmethod
+    def _unverified(reply: CustomerMessage, *, customer_verified: bool) -> str | None:
+        return UNVERIFIED_REPLY if customer_verified and reply.sender_verified is False else None
+
     def _read(self, args: Sequence[Any]) -> CustomerMessage:
         if self.closed:
-            raise ValueError(f"This ticket takes no more replies: {self.closed}.")
+            raise ValueError(f"{NO_MORE_REPLIES}: {self.closed}.")
         if len(args) != 1:
             raise ValueError(f'A reply is one JSON object, {{"text": "..."}}; got {len(args)} arguments.')
         try:
@@ -164,20 +177,22 @@ class Replies:
         workflow.logger.info("the customer replied", extra={"turn": turn})
         return MessageReceipt(turn=turn)
 
-    def take_signalled(self, args: Sequence[Any]) -> None:
+    def take_signalled(self, args: Sequence[Any], *, customer_verified: bool = False) -> CustomerMessage | None:
         """A reply sent as a signal, which cannot be refused: what cannot be taken goes to the audit trail, and
-        so does a reply the next turn has no room for."""
+        so does a reply the next turn has no room for, or an unverified one to a verified customer (``check``).
+        The reply, if taken."""
         try:
             reply = self._read(args)
         except ValueError as error:
             why: str | None = str(error)
         else:
-            why = self._no_room_for(reply.text)
+            why = self._no_room_for(reply.text) or self._unverified(reply, customer_verified=customer_verified)
         if why is None:
             self.take(args)
-            return
+            return reply
         workflow.logger.warning("a reply could not be taken", extra={"reason": why})
         self._notes.add(f"a reply signalled to the ticket was not taken: {why}")
+        return None
 
     def open(self, message: str, first_step: int, *, refunds: int = 0, approvals: int = 0) -> None:
         """A turn begins at ``first_step``, answering ``message``, after the ticket's first ``refunds`` refunds

@@ -24,6 +24,7 @@ thread, and its retry) can likewise both hand it over; both copies carry the one
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -63,6 +64,8 @@ class OutgoingEmail:
     body: str
     message_id: str
     recorded_at: datetime
+    ticket_id: str | None = None
+    """The ticket that wrote it, read from its key (``ticket_of_key``): what its reply address is signed for."""
 
 
 class Relay(Protocol):
@@ -77,6 +80,16 @@ class Relay(Protocol):
         """Hand the email to the server, and return its acceptance as it worded it. Raises
         ``MailRefusedError`` for a refusal for good, ``MailDeferredError`` for anything worth retrying."""
         ...
+
+
+TICKET_KEY = re.compile(r"email:ticket:(?P<ticket>.+)/\d+/\d+")
+"""The key a ticket's email is sent under (``workflows.toolbox``): ``email:ticket:<ticket id>/<step>/<call>``."""
+
+
+def ticket_of_key(key: str | None) -> str | None:
+    """The ticket an email's key names, or None for an email no ticket's tool call sent."""
+    found = TICKET_KEY.fullmatch(key or "")
+    return found.group("ticket") if found else None
 
 
 def message_id(key: str, domain: str) -> str:
@@ -207,6 +220,7 @@ def _outgoing(row: sa.Row[Any]) -> OutgoingEmail:
         body=row.body,
         message_id=row.message_id or message_id(row.idempotency_key or str(row.id), EMBEDDED_DOMAIN),
         recorded_at=_utc(row.created_at),
+        ticket_id=ticket_of_key(row.idempotency_key),
     )
 
 

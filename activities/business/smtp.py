@@ -39,6 +39,7 @@ from pydantic import SecretStr
 
 from activities.business.mail import MailDeferredError, OutgoingEmail
 from activities.business.refusals import MailRefusedError
+from activities.business.reply_addresses import ReplyAddresses
 
 Security = Literal["none", "starttls", "tls"]
 DEFAULT_PORTS: dict[Security, int] = {"none": 25, "starttls": 587, "tls": 465}
@@ -74,8 +75,10 @@ class SmtpServer:
 class SmtpRelay:
     """Delivers the outbox's emails through ``server`` (``activities.business.mail.Relay``)."""
 
-    def __init__(self, server: SmtpServer) -> None:
+    def __init__(self, server: SmtpServer, replies: ReplyAddresses | None = None) -> None:
         self.server = server
+        self.replies = replies
+        """Signs each email's ``Reply-To`` for its ticket, so the customer's answer finds it; None: no Reply-To."""
 
     @property
     def domain(self) -> str:
@@ -93,7 +96,7 @@ class SmtpRelay:
     async def _deliver(self, outgoing: OutgoingEmail) -> str:
         server = self.server
         try:
-            mail = message(outgoing, server.sender)
+            mail = message(outgoing, server.sender, self.replies)
             async with asyncio.timeout(server.timeout_seconds):
                 _refused, reply = await aiosmtplib.send(
                     mail,
@@ -131,16 +134,22 @@ def _relay_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def message(outgoing: OutgoingEmail, sender: str) -> EmailMessage:
+def message(outgoing: OutgoingEmail, sender: str, replies: ReplyAddresses | None = None) -> EmailMessage:
     """The email as the server receives it, the same on every delivery: its Message-ID and Date are the ones
     recorded with it. A header with a line break in it (a subject the model wrote over two lines) raises
-    ``ValueError`` here instead of becoming a header of its own."""
+    ``ValueError`` here instead of becoming a header of its own. It is ``Auto-Submitted: auto-replied`` (RFC 3834):
+    an agent wrote it, so no auto-responder answers it and no loop starts; and with ``replies``, its ``Reply-To``
+    is the address signed for its ticket."""
     mail = EmailMessage()
     mail["From"] = sender
     mail["To"] = outgoing.to
     mail["Subject"] = outgoing.subject
     mail["Date"] = email.utils.format_datetime(outgoing.recorded_at)
     mail["Message-ID"] = outgoing.message_id
+    mail["Auto-Submitted"] = "auto-replied"
+    reply_to = replies.for_ticket(outgoing.ticket_id) if replies and outgoing.ticket_id else None
+    if reply_to is not None:
+        mail["Reply-To"] = reply_to
     mail.set_content(outgoing.body)
     return mail
 

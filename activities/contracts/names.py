@@ -18,6 +18,12 @@ shows it with no worker running, so ``agent-worker approve`` can send its id whe
 CUSTOMER_MESSAGE = "customer_message"
 """The customer's reply to an open ticket: a Workflow Update (refused at once when the ticket takes no more),
 and a signal of the same name for relays that can only signal."""
+MAIL_BOUNCED = "mail_bounced"
+"""The customer's mail server refused the desk's email for good (``MailBounce``): the ticket records it and sends
+that address no more mail."""
+VERIFY_SENDER = "verify_sender"
+"""A person vouches for the ticket's customer (``SenderVerification``): a Workflow Update, so the inbox hears the
+ticket took it."""
 ORDER_EVENT_SIGNAL = "order_event"
 """What another system reports about an order (a carrier's scan, a payment webhook), relayed as a signal."""
 TURNS_QUERY = "turns"
@@ -39,3 +45,6 @@ SEARCH_ATTRIBUTES: dict[str, Literal["Int", "Keyword"]] = {
     TICKET_STATE_ATTRIBUTE: "Keyword",
 }
 """The search attributes the workflow sets, by type: a namespace must have them before a ticket waits."""
+MAIL_MEMO = "mail"
+"""The memo field of a ticket started by mail (``agent_worker.mail_in.MailOrigin``), written once at its start: the
+message it came from, its sender, its attachments by name and size, and the ticket it follows, if any."""

@@ -90,6 +90,12 @@ class TicketInput(Contract):
     opened_at: AwareDatetime | None = None
     """When the customer opened the ticket (with a timezone); the run's start time if left out."""
     options: TicketOptions = TicketOptions()
+    sender_verified: bool = True
+    """Whether ``customer_email`` is known to be the person asking. True (the default, and every ticket before the
+    field): the caller vouches for it, as a desk's integration that signed its user in does; the mail receiver
+    sets False for mail whose ``From:`` it could not verify. An unverified ticket may answer in general terms but
+    never looks up, reveals or pays against an order (``workflows.ownership``) until a person verifies the sender
+    (``verify_sender``) or the customer writes again from a verified message."""
 
     @model_validator(mode="before")
     @classmethod
@@ -106,6 +112,28 @@ class CustomerMessage(Contract):
     """The ``customer_message`` update (or signal): the customer's reply to the ticket."""
 
     text: CustomerText
+    sender_verified: bool | None = None
+    """What the sender of the reply says of its author: True, verified as the customer (a verified mail), which
+    verifies an unverified ticket; False, not verified, which a verified ticket refuses; None, the caller's word,
+    as every reply before the field."""
+
+
+class MailBounce(Contract):
+    """The ``mail_bounced`` signal: the customer's mail server refused the desk's email for good (a delivery status
+    notification the mail receiver read), so the agent must not write to the address again."""
+
+    address: EmailAddress
+    status: Label
+    """The enhanced status code the notification gives, ``5.1.1``."""
+    diagnostic: Detail = ""
+    """What the refusing server said, if the notification says."""
+
+
+class SenderVerification(Contract):
+    """The ``verify_sender`` update: a person has checked that the ticket's customer is who they say they are."""
+
+    by: PersonName
+    """Who checked, as the audit trail records it."""
 
 
 class MessageReceipt(Contract):

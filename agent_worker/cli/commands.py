@@ -170,6 +170,24 @@ async def _codec_server(settings: Settings, host: str, port: int) -> None:
         await runner.cleanup()
 
 
+def mail_in(args: argparse.Namespace) -> None:
+    """``agent-worker mail-in``: the mail receiver (``agent_worker.mail_in``), until SIGTERM or SIGINT."""
+    asyncio.run(_mail_in(logged(), args.address, args.namespace))
+
+
+async def _mail_in(settings: Settings, address: str | None, namespace: str | None) -> None:
+    from agent_worker.cli import metrics  # noqa: PLC0415
+    from agent_worker.mail_in import listening  # noqa: PLC0415 - only the receiver needs its mail stack
+    from agent_worker.stopping import stop_signals  # noqa: PLC0415
+
+    client = await connect(settings, address, namespace, metrics.runtime(settings.metrics_bind))
+    with stop_signals() as stopping:
+        async with listening(client, settings):
+            limits = settings.mail_in
+            log.info("mail receiver listening", protocol=limits.protocol, address=f"{limits.host}:{limits.port}")
+            await stopping.wait()
+
+
 def web(args: argparse.Namespace) -> None:
     """The approval inbox on its own, for the configured cluster: refused before connecting anywhere when it must
     not run (no signing key; no authentication on an address others can reach)."""

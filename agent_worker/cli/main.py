@@ -283,6 +283,15 @@ def parser() -> argparse.ArgumentParser:
 
     _web_commands(commands)
 
+    mail_in = commands.add_parser(
+        "mail-in",
+        help="the mail receiver: customers' mail in as tickets and replies (LMTP or SMTP, AGENT_MAIL_IN_*)",
+        description="Take the desk's mail from its mail server over LMTP (or SMTP) and start a ticket for each new "
+        "message, or pass a reply on to its ticket; a message is answered 250 only once Temporal holds it.",
+    )
+    _where(mail_in)
+    mail_in.set_defaults(func=Runs("cli.commands", "mail_in"))
+
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
     codec.add_argument(
         "--host",

@@ -2,11 +2,11 @@
 
 ``Settings`` holds what the whole service shares (the task queue, the business database, logging, how the worker
 polls and stops, the money policy) and one nested model per concern, each read from the variables it always was,
-each with its own checks: ``smtp`` (``agent_worker.config.mail_settings``), ``stripe`` (``.payments``), ``claude``
-(``.model``), ``s3`` (``.storage``), ``codec`` and ``codec_server`` (``.codec``), ``web`` (``.web``) and
-``versioning``, the Worker Deployment a worker joins (``.deployment``). Whether a provider's client gives up before
-its activity's attempt does is checked where the worker is built, against the activities' own timeouts
-(``agent_worker.wiring``), so reading settings costs no import of the workflow.
+each with its own checks: ``smtp`` (``agent_worker.config.mail_settings``), ``mail_in`` (``.mail_in``), ``stripe``
+(``.payments``), ``claude`` (``.model``), ``s3`` (``.storage``), ``codec`` and ``codec_server`` (``.codec``), ``web``
+(``.web``) and ``versioning``, the Worker Deployment a worker joins (``.deployment``). Whether a provider's client
+gives up before its activity's attempt does is checked where the worker is built, against the activities' own
+timeouts (``agent_worker.wiring``), so reading settings costs no import of the workflow.
 
 The Temporal connection is not here: it comes from Temporal's own environment configuration
 (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS settings, ``TEMPORAL_PROFILE`` and
@@ -31,6 +31,7 @@ from agent_worker import policy_file
 from agent_worker.config.codec_settings import CodecServerSettings, CodecSettings
 from agent_worker.config.concern import Concern, unset_if_blank
 from agent_worker.config.deployment import DeploymentSettings
+from agent_worker.config.mail_in import MailInSettings
 from agent_worker.config.mail_settings import SmtpSettings
 from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.config.payment_settings import StripeSettings
@@ -105,6 +106,7 @@ class Settings(BaseSettings):
     ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
 
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+    mail_in: MailInSettings = Field(default_factory=MailInSettings)
     stripe: StripeSettings = Field(default_factory=StripeSettings)
     claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
     s3: S3Settings = Field(default_factory=S3Settings)

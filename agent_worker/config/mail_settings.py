@@ -22,6 +22,11 @@ class SmtpSettings(Concern):
     mail_from: str | None = Field(default=None, validation_alias="AGENT_MAIL_FROM")
     """The From of every email, ``Support <support@example.com>`` or an address; its address is also the
     envelope sender, and its domain that of the Message-IDs."""
+    reply_key: SecretStr | None = Field(default=None, min_length=32, validation_alias="AGENT_MAIL_REPLY_KEY")
+    """A secret of at least 32 characters, shared by the workers and the mail receiver (``agent-worker mail-in``):
+    each email's ``Reply-To`` is ``AGENT_MAIL_FROM``'s address with ``+<ticket>.<mac>`` signed by it
+    (``activities.business.reply_addresses``), so a customer's reply finds its ticket. Unset: no ``Reply-To``, and
+    replies are routed by their threading headers alone."""
     host: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     """Default by ``security``: 25 for ``none``, 587 for ``starttls``, 465 for ``tls``."""
@@ -38,13 +43,19 @@ class SmtpSettings(Concern):
     activity's attempt (``agent_worker.cli.worker.check_client_timeouts``), so a slow server ends an attempt with a
     retryable answer rather than an attempt Temporal gave up on."""
 
-    _blank_is_unset = field_validator("mail_from", "host", "port", "username", "password", "ca_file", mode="before")(
-        unset_if_blank
-    )
+    _blank_is_unset = field_validator(
+        "mail_from", "reply_key", "host", "port", "username", "password", "ca_file", mode="before"
+    )(unset_if_blank)
 
     @model_validator(mode="after")
     def _come_together(self) -> Self:
-        """A worker that would send mail to nowhere, or a password in clear over a network, does not start."""
+        """A worker that would send mail to nowhere, or a password in clear over a network, does not start; nor
+        does anything given a reply key with no address to sign reply addresses under."""
+        if self.reply_key is not None and self.mail_from is None:
+            raise ValueError(
+                "AGENT_MAIL_REPLY_KEY needs AGENT_MAIL_FROM: a reply address is its address with a token signed by "
+                "the key, e.g. support+<ticket>.<mac>@example.com"
+            )
         if self.mail != "smtp":
             return self
         needed = {"AGENT_SMTP_HOST": self.host, "AGENT_MAIL_FROM": self.mail_from}

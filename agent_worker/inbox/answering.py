@@ -16,11 +16,13 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from activities.contracts.approvals import ApprovalRequest, VouchedApproval
 from activities.contracts.fields import describe_errors
 from activities.contracts.names import APPROVAL_REQUEST_MEMO
+from agent_worker import tickets
 from agent_worker.inbox.auth import Person
 from agent_worker.inbox.desk import NotATicketError
 from agent_worker.inbox.formats import now
@@ -97,6 +99,36 @@ class Answering:
             # A decline the ticket took quotes its reason, personal data the export withholds too.
             said=notice.text if fields["approved"] or notice.kind != "taken" else WITHHELD,
         )
+        sealed = seal(keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
+        return RedirectResponse(pages.ticket_url(workflow_id, notice=sealed), status_code=303)
+
+    async def verify_sender(self, request: Request) -> Response:
+        """Mark the ticket's customer verified, for the person who signed in (``POST /ticket/verify-sender?id=ID``):
+        they checked who wrote by the desk's own means, and the ticket's audit trail records who said so. The
+        ticket refuses nothing it can take twice: a second press is told the customer was verified already."""
+        pages, keys = self.pages, self.pages.auth.keys
+        person = await pages.person(request)
+        if person is None:
+            return pages.must_sign_in(request)
+        if not pages.from_here(request):
+            return forbidden("refused: this form was sent from another site")
+        form = await request.form(max_files=0, max_fields=4)
+        if not keys.csrf_ok(person.binding, str(form.get("csrf", ""))):
+            return forbidden("refused: the form's security token is missing or not yours; reload the page, try again")
+        workflow_id = request.query_params.get("id")
+        if not workflow_id:
+            return self.ticket_page.no_ticket(request, person, workflow_id)
+        try:
+            await pages.desk.check(workflow_id)
+        except NotATicketError:
+            return self.ticket_page.no_ticket(request, person, workflow_id)
+        try:
+            notice = Notice("taken", await tickets.verify_sender(pages.desk.client, workflow_id, by=person.name))
+        except WorkflowUpdateFailedError as error:
+            notice = Notice("rejected", f"not verified: {error.cause or error}")
+        except RPCError as error:
+            notice = Notice("error", f"not verified: {error.message}")
+        log.info("inbox verified sender", workflow_id=workflow_id, by=person.name, result=notice.kind)
         sealed = seal(keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
         return RedirectResponse(pages.ticket_url(workflow_id, notice=sealed), status_code=303)
 

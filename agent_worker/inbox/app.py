@@ -77,6 +77,7 @@ def make_app(  # noqa: PLR0913 - what the inbox is bound to
         Route("/ticket", ticket.ticket, methods=["GET"]),
         Route("/ticket/answer", answering.answer, methods=["POST"]),
         Route("/ticket/answer", ticket.back_to_ticket, methods=["GET"]),
+        Route("/ticket/verify-sender", answering.verify_sender, methods=["POST"]),
         Route("/tickets/{workflow_id:path}", ticket.old_address, methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

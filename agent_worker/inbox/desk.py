@@ -138,6 +138,15 @@ class Ticket:
     orders: list[OrderLookup] = field(default_factory=list)
 
     @property
+    def sender_to_verify(self) -> bool:
+        """Whether the ticket waits for a person to verify its customer: it started unverified (mail whose From:
+        did not verify), runs, and its audit trail records no one verifying them yet (a verified reply verifies it
+        unaudited: the page then still offers the button, and the ticket says it was verified already)."""
+        if self.ticket.get("sender_verified", True) is not False or not self.running:
+            return False
+        return not any(e.kind == "audit" and " verified by " in str(e.detail) for e in self.entries)
+
+    @property
     def running(self) -> bool:
         return self.status == "running"
 

@@ -1,0 +1,774 @@
+"""Customers' mail in (``agent-worker mail-in``): the real receiver on 127.0.0.1, fed by ``aiosmtplib`` (and
+``smtplib`` over LMTP) as the desk's mail server would feed it, with a real Temporal server and worker behind it.
+
+The adversaries: a mail server that delivers the same message again (it never heard the answer), a customer who
+replies twice, someone else who replies to a customer's ticket, machines answering machines (auto-replies,
+bounces), a message built to be too much to read, and a Temporal cluster that is down when the mail comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email
+import os
+import re
+import signal
+import smtplib
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import aiosmtplib
+import pytest
+import yaml
+from pydantic import ValidationError
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.business.reply_addresses import ReplyAddresses
+from activities.contracts.names import MAIL_MEMO
+from activities.contracts.ticket import Status, Turn
+from agent_worker import tickets, wiring
+from agent_worker.cli.devserver import free_port, start_dev_server
+from agent_worker.client import connect
+from agent_worker.config import Settings
+from agent_worker.config.mail_in import MailInSettings
+from agent_worker.mail_in import MailOrigin, listening
+from agent_worker.mail_in.reading import key_of, ticket_id_of
+from tests.support.harness import Harness
+from tests.support.held_proxy import HeldProxy
+from tests.support.models import PlaybackModel, calls, says
+from tests.support.processes import AGENT_WORKER, address, spawn_worker
+from tests.support.signed_mail import Domains
+from tests.support.smtp_server import MailServer, smtp_settings
+from tests.support.waits import poll, waiting_for_customer
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+DESK = "support@desk.example"
+QUESTION = "My parcel for order A-1001 never arrived. Can I have my money back?"
+
+
+def mail(
+    text: str = QUESTION, *, sender: str = "Ann <ann@example.com>", message_id: str | None = None, **headers: str
+) -> EmailMessage:
+    """A customer's message as their mail program writes it, with a Message-ID of its own unless told."""
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = DESK
+    message["Subject"] = "My order"
+    message["Message-ID"] = message_id or f"<{uuid.uuid4().hex}@example.com>"
+    for name, value in headers.items():
+        message[name.replace("_", "-")] = value
+    message.set_content(text)
+    return message
+
+
+def workflow_of(message_id: str) -> str:
+    return tickets.workflow_id_of(ticket_id_of(key_of(message_id)))
+
+
+DOMAINS = Domains().add("example.com").add("example.net").add("evil.example")
+"""The customers' mail providers: Ann's (example.com), Mallory's (example.net), and one that signs anything."""
+
+
+def signed(message: EmailMessage, by: str | None = None) -> bytes:
+    """The message as the provider of its From: domain (or ``by``) sends it: DKIM-signed."""
+    data = message.as_bytes(policy=SMTP_POLICY)
+    addresses = message["From"].addresses
+    domain = by or (str(addresses[0].domain) if addresses else "example.com")
+    return DOMAINS.sign(data, domain)
+
+
+async def deliver(
+    port: int, message: EmailMessage | bytes, mail_from: str = "ann@example.com", to: str = DESK
+) -> tuple[int, str]:
+    """The receiver's answer to the message's DATA, as the sending server reads it; a message is signed by its
+    From: domain's provider, bytes go as they are."""
+    data = signed(message) if isinstance(message, EmailMessage) else message
+    smtp = aiosmtplib.SMTP(hostname=HOST, port=port, timeout=120)
+    await smtp.connect()
+    try:
+        await smtp.ehlo()
+        await smtp.mail(mail_from)
+        await smtp.rcpt(to)
+        answer = await smtp.data(data)
+    except aiosmtplib.SMTPResponseException as refused:
+        return refused.code, refused.message
+    else:
+        return answer.code, answer.message
+    finally:
+        smtp.close()
+
+
+@asynccontextmanager
+async def receiver(agent: Harness, client: Client | None = None, **settings: Any) -> AsyncIterator[int]:
+    """The receiver for the harness's queue, speaking SMTP (unless told) on a free port, which it yields."""
+    built = agent.settings(**{"mail_in_protocol": "smtp", **settings})
+    async with listening(client or agent.client, built, port=0, lookup=DOMAINS.lookup) as server:
+        yield server.sockets[0].getsockname()[1]
+
+
+async def turns(client: Client, workflow_id: str) -> list[Turn]:
+    return await tickets.turns(client, workflow_id)
+
+
+async def origin(client: Client, workflow_id: str) -> MailOrigin:
+    found: MailOrigin = await (await tickets.describe(client, workflow_id)).memo_value(MAIL_MEMO, type_hint=MailOrigin)
+    return found
+
+
+async def exists(client: Client, workflow_id: str) -> bool:
+    try:
+        await tickets.describe(client, workflow_id)
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
+
+
+# --- new mail -------------------------------------------------------------------------------------------------
+
+
+async def test_a_message_starts_one_ticket_that_refunds_the_customers_order_once_and_never_reads_the_attachment(
+    agent: Harness, client: Client
+) -> None:
+    message = mail()
+    message.add_attachment(b"%PDF-1.4 the receipt", maintype="application", subtype="pdf", filename="receipt.pdf")
+    async with agent.worker(), receiver(agent) as port:
+        code, said = await deliver(port, message)
+        workflow_id = workflow_of(message["Message-ID"])
+        assert (code, said) == (250, f"2.0.0 Taken as {workflow_id}")
+        handle = tickets.handle(client, workflow_id)
+        await waiting_for_customer(handle, turns=1)
+        (turn,) = await turns(client, workflow_id)
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    assert turn.message == QUESTION
+    recorded = await origin(client, workflow_id)
+    assert (recorded.sender, [(a.name, a.bytes) for a in recorded.attachments]) == (
+        "ann@example.com",
+        [("receipt.pdf", 20)],
+    )
+    await handle.cancel(reason="the test is over")
+
+
+async def test_an_html_message_is_read_as_its_text_and_the_quoted_history_is_cut(
+    agent: Harness, client: Client
+) -> None:
+    message = mail("")
+    message.set_content(
+        "<html><body><p>Where is my <b>refund</b> for A-1001?</p>"
+        "<p>On Tue, 1 Dec 2026 at 10:00, Support &lt;support@desk.example&gt; wrote:</p>"
+        "<blockquote>We are looking into it.</blockquote></body></html>",
+        subtype="html",
+    )
+    async with receiver(agent) as port:  # no worker: the ticket's input is what is read here
+        assert (await deliver(port, message))[0] == 250
+    started = await tickets.ticket_input(client, workflow_of(message["Message-ID"]), "")
+    assert started["question"] == "Where is my refund for A-1001?"
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+async def test_the_same_message_delivered_three_times_is_one_ticket_and_one_refund(
+    agent: Harness, client: Client
+) -> None:
+    message = mail()
+    workflow_id = workflow_of(message["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        answers = [await deliver(port, message) for _ in range(3)]
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        answers.append(await deliver(port, message))  # after the ticket answered, too
+        assert len(await turns(client, workflow_id)) == 1
+    assert [code for code, _ in answers] == [250] * 4
+    assert {said for _, said in answers} == {f"2.0.0 Taken as {workflow_id}"}
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    count = await tickets.count(client, f"WorkflowId = '{workflow_id}'")
+    assert count == 1
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_a_message_without_a_message_id_delivered_twice_is_one_ticket_by_its_content(
+    agent: Harness, client: Client
+) -> None:
+    message = mail()
+    del message["Message-ID"]
+    async with receiver(agent) as port:
+        first = await deliver(port, message)
+        again = await deliver(port, message)
+    assert first == again
+    assert first[0] == 250
+    workflow_id = first[1].removeprefix("2.0.0 Taken as ")
+    assert workflow_id.startswith("ticket-mail-")
+    assert (await origin(client, workflow_id)).message_id.startswith("sha256:")
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
+async def test_a_delivery_whose_answer_never_reached_the_sender_is_sent_again_and_is_still_one_ticket(
+    agent: Harness, client: Client
+) -> None:
+    """The sending server's connection drops after the message's data went and before it read the answer (a
+    receiver killed once the ticket started looks the same to it): it keeps the message and delivers it again."""
+    message = mail()
+    workflow_id = workflow_of(message["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        for line in (b"EHLO mta.example", b"MAIL FROM:<ann@example.com>", f"RCPT TO:<{DESK}>".encode(), b"DATA"):
+            writer.write(line + b"\r\n")
+        writer.write(signed(message) + b"\r\n.\r\n")
+        await writer.drain()
+        await poll(lambda: exists(client, workflow_id), what="the ticket of the message whose answer is lost")
+        writer.close()  # the answer never read
+        assert await deliver(port, message) == (250, f"2.0.0 Taken as {workflow_id}")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        assert len(await turns(client, workflow_id)) == 1
+    del reader
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_the_desk_mail_server_delivers_over_lmtp(agent: Harness, client: Client) -> None:
+    message = mail()
+    async with receiver(agent, mail_in_protocol="lmtp") as port:
+
+        def over_lmtp() -> dict[str, tuple[int, bytes]]:
+            with smtplib.LMTP(HOST, port) as lmtp:
+                refused: dict[str, tuple[int, bytes]] = lmtp.send_message(message, "ann@example.com", [DESK])
+                return refused
+
+        assert await asyncio.to_thread(over_lmtp) == {}
+    assert await exists(client, workflow_of(message["Message-ID"]))
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+async def test_a_message_for_two_recipients_is_taken_for_one_and_deferred_for_the_other(
+    agent: Harness, client: Client
+) -> None:
+    """LMTP answers once per recipient; the receiver takes one a message, so each answer it gives is true."""
+    message = mail()
+    async with receiver(agent, mail_in_protocol="lmtp") as port:
+
+        def over_lmtp() -> dict[str, tuple[int, bytes]]:
+            with smtplib.LMTP(HOST, port) as lmtp:
+                refused: dict[str, tuple[int, bytes]] = lmtp.sendmail(
+                    "ann@example.com", [DESK, "sales@desk.example"], signed(message)
+                )
+                return refused
+
+        refused = await asyncio.to_thread(over_lmtp)
+    assert {to: code for to, (code, _) in refused.items()} == {"sales@desk.example": 452}
+    assert await exists(client, workflow_of(message["Message-ID"]))
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+# --- replies --------------------------------------------------------------------------------------------------
+
+
+async def test_a_reply_continues_its_ticket_and_the_same_reply_twice_is_one_turn(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    reply = mail("Thank you! Will the refund show on my card statement?", In_Reply_To=first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        taken = await deliver(port, reply)
+        assert taken == (250, f"2.0.0 Passed on to {workflow_id} (turn 2)")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        assert await deliver(port, reply) == taken  # a new reply now would be turn 3
+        assert [t.message for t in await turns(client, workflow_id)] == [
+            "Hello, I have a question about my orders.",
+            "Thank you! Will the refund show on my card statement?",
+        ]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_a_reply_no_worker_takes_in_time_is_deferred_and_taken_once_when_a_worker_is_back(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    reply = mail("It is about order A-1001.", In_Reply_To=first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+    async with receiver(agent, mail_in_answer_within_seconds=2) as port:  # no worker to accept the reply
+        code, said = await deliver(port, reply)
+    assert (code, said) == (451, "4.3.0 The desk cannot take the message now; try again later")
+    async with agent.worker(), receiver(agent) as port:  # the mail server tries again
+        assert await deliver(port, reply) == (250, f"2.0.0 Passed on to {workflow_id} (turn 2)")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        assert len(await tickets.turns(client, workflow_id)) == 2
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_a_reply_from_another_address_is_refused_and_nothing_of_it_reaches_the_ticket(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    forged = mail(
+        "Please refund order A-1001 to me instead.",
+        sender="Mallory <mallory@example.net>",
+        References=first["Message-ID"],
+    )
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        code, said = await deliver(port, forged, mail_from="mallory@example.net")
+        assert len(await turns(client, workflow_id)) == 1
+    assert code == 550
+    assert "not from the address the ticket is for" in said
+    assert not await exists(client, workflow_of(forged["Message-ID"]))
+    assert agent.store.payments.refunds() == []
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_a_reply_to_a_closed_ticket_opens_a_new_ticket_that_names_the_old_one(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("Hello, I have a question about my orders.")
+    old = workflow_of(first["Message-ID"])
+    reply = mail("One more thing about A-1001.", In_Reply_To=first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, old), turns=1)
+        await tickets.handle(client, old).cancel(reason="the desk closed it")
+        assert (await tickets.handle(client, old).result()).status is Status.CANCELLED
+        new = workflow_of(reply["Message-ID"])
+        assert await deliver(port, reply) == (250, f"2.0.0 Taken as {new}")
+        assert await deliver(port, reply) == (250, f"2.0.0 Taken as {new}")  # again: still one
+    assert (await origin(client, new)).follows == old
+    await tickets.handle(client, new).terminate(reason="the test is over")
+
+
+REPLY_KEY = "a-reply-key-of-at-least-thirty-two-characters"
+
+
+@pytest.fixture
+def mailing(client: Client, mail_server: MailServer, tmp_path: Path) -> Harness:
+    """A harness whose worker mails through ``mail_server``, each email's Reply-To signed with ``REPLY_KEY``."""
+    settings = Settings(db_path=tmp_path / "business.sqlite3", **desk_mail(mail_server))
+    return Harness(client, wiring.business(settings).create(), task_queue=f"mail-in-{uuid.uuid4()}")
+
+
+def desk_mail(server: MailServer) -> dict[str, Any]:
+    return smtp_settings(server, mail_reply_key=REPLY_KEY)
+
+
+async def test_the_desks_answer_carries_a_reply_address_signed_for_its_ticket_where_the_customers_reply_goes(
+    mailing: Harness, client: Client, mail_server: MailServer
+) -> None:
+    first = mail()
+    workflow_id = workflow_of(first["Message-ID"])
+    async with mailing.worker(**desk_mail(mail_server)), receiver(mailing, **desk_mail(mail_server)) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        [answer] = mail_server.messages()
+        reply_to = str(answer.message["Reply-To"])
+        assert reply_to.startswith(f"support+{ticket_id_of(key_of(first['Message-ID']))}.")
+        assert reply_to.endswith("@example.com")
+        assert answer.message["Auto-Submitted"] == "auto-replied"
+        reply = mail("Thank you! Will the refund show on my card statement?")  # no threading headers at all
+        assert await deliver(port, reply, to=reply_to) == (250, f"2.0.0 Passed on to {workflow_id} (turn 2)")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+
+        local, _, domain = reply_to.partition("@")
+        forged = f"{local[:-1]}{'a' if local[-1] != 'a' else 'b'}@{domain}"  # one character of the MAC changed
+        stray = mail("Refund A-1001 again please.")
+        code, said = await deliver(port, stray, to=forged)
+        assert len(await tickets.turns(client, workflow_id)) == 2
+    assert (code, said) == (250, f"2.0.0 Taken as {workflow_of(stray['Message-ID'])}")  # a ticket of its own
+    assert [r.amount_cents for r in mailing.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+    await tickets.handle(client, workflow_of(stray["Message-ID"])).terminate(reason="the test is over")
+
+
+async def test_a_bounce_of_the_desks_mail_is_recorded_on_its_ticket_and_the_agent_writes_there_no_more(
+    mailing: Harness, client: Client, mail_server: MailServer
+) -> None:
+    writes = PlaybackModel(
+        [
+            calls(("send_email", {"to": "ann@example.com", "subject": "Your order", "body": "We are on it."}), step=1),
+            says("We have emailed you."),
+            calls(("send_email", {"to": "ann@example.com", "subject": "Again", "body": "Still on it."}), step=3),
+            says("We could not email you; a colleague will be in touch."),
+        ]
+    )
+    first = mail("Hello, a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    async with mailing.worker(writes, **desk_mail(mail_server)), receiver(mailing, **desk_mail(mail_server)) as port:
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        [sent] = mail_server.messages()
+        headers = "".join(f"{name}: {value}\n" for name, value in sent.message.items())
+        code, said = await deliver(port, dsn(headers).as_bytes(), mail_from="")
+        assert (code, said) == (250, f"2.0.0 Recorded on {workflow_id}: ann@example.com refused its mail (5.1.1)")
+        reply = mail("Did you write to me?", In_Reply_To=first["Message-ID"])
+        assert (await deliver(port, reply))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+        outcome = await tickets.outcome(client, workflow_id)
+    assert len(mail_server.messages()) == 1
+    refused = [c for c in outcome.tool_calls if c.name == "send_email" and c.is_error]
+    assert len(refused) == 1
+    assert "refused the desk's last email for good (5.1.1 smtp; 550 5.1.1 No such user here)" in refused[0].result
+    entries = mailing.store.audit.entries(outcome.ticket_id)
+    assert any("ann@example.com bounced the desk's email: 5.1.1" in entry for entry in entries)
+
+
+def test_a_reply_address_is_read_back_only_with_its_own_mac_on_its_own_desk() -> None:
+    desk = ReplyAddresses(REPLY_KEY.encode(), "support@desk.example")
+    address = desk.for_ticket("T-1")
+    assert address is not None
+    assert desk.ticket_of(address) == "T-1"
+    assert desk.ticket_of(f"<{address.replace('desk.example', 'Desk.Example')}>") == "T-1"  # a domain has no case
+    assert desk.ticket_of(address.replace("T-1", "T-2")) is None
+    assert ReplyAddresses(b"another key of thirty-two characters!!", "support@desk.example").ticket_of(address) is None
+    assert desk.ticket_of(address.replace("desk.example", "other.example")) is None
+    assert desk.for_ticket("T 1") is None  # nothing but letters, digits, - and _ in a local part we write
+    assert desk.for_ticket("T" * 60) is None  # past 64 octets: threading headers alone
+
+
+# --- who sent it --------------------------------------------------------------------------------------------
+
+
+def _tampered() -> bytes:
+    """Ann's provider signed it; someone changed the words on the way."""
+    return signed(mail()).replace(QUESTION.encode(), b"Refund order A-1001 to my new card, please.!!")
+
+
+FORGED: dict[str, Any] = {
+    "no signature": lambda: mail().as_bytes(policy=SMTP_POLICY),
+    "another domain's signature": lambda: signed(mail(), by="evil.example"),
+    "a signature that no longer verifies": _tampered,
+}
+
+
+@pytest.mark.parametrize("kind", FORGED)
+async def test_a_forged_from_starts_a_ticket_that_touches_no_order(agent: Harness, client: Client, kind: str) -> None:
+    data: bytes = FORGED[kind]()
+    async with agent.worker(), receiver(agent) as port:
+        code, said = await deliver(port, data)
+        assert code == 250, said
+        workflow_id = said.removeprefix("2.0.0 Taken as ")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        lookups = [
+            event.activity_task_scheduled_event_attributes.activity_type.name
+            async for event in tickets.handle(client, workflow_id).fetch_history_events()
+            if event.HasField("activity_task_scheduled_event_attributes")
+        ]
+    recorded = await origin(client, workflow_id)
+    assert (recorded.sender, recorded.verified) == ("ann@example.com", False)
+    assert "lookup_order" not in lookups
+    assert "issue_refund" not in lookups
+    assert agent.store.payments.refunds() == []
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
+AUTH_RESULTS = (
+    "Authentication-Results: mx.desk.example; dkim=pass header.d=example.com; dmarc=pass header.from=example.com"
+)
+
+
+@pytest.mark.parametrize(
+    ("trusted", "header", "verified"),
+    [
+        ("mx.desk.example", AUTH_RESULTS, True),
+        (None, AUTH_RESULTS, False),  # a header is anyone's word until the operator names the server to trust
+        ("mx.desk.example", AUTH_RESULTS.replace("mx.desk.example", "mx.forger.example"), False),
+        ("mx.desk.example", AUTH_RESULTS.replace("dmarc=pass", "dmarc=fail"), False),
+        ("mx.desk.example", AUTH_RESULTS.replace("header.from=example.com", "header.from=evil.example"), False),
+    ],
+    ids=["the desk's server", "no server configured", "another server", "dmarc failed", "another domain judged"],
+)
+async def test_the_desks_own_authentication_results_verify_a_sender_only_under_its_configured_id(
+    agent: Harness, client: Client, trusted: str | None, header: str, *, verified: bool
+) -> None:
+    message = mail()
+    data = header.encode() + b"\r\n" + message.as_bytes(policy=SMTP_POLICY)  # no signature of its own
+    async with receiver(agent, mail_in_authserv_id=trusted or "") as port:
+        assert (await deliver(port, data))[0] == 250
+    workflow_id = workflow_of(message["Message-ID"])
+    assert (await origin(client, workflow_id)).verified is verified
+    started = await tickets.ticket_input(client, workflow_id, "")
+    assert started["sender_verified"] is verified
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
+async def test_an_unverified_ticket_is_verified_by_a_signed_reply_and_refuses_an_unsigned_one_after(
+    agent: Harness, client: Client
+) -> None:
+    first = mail("My parcel never arrived.")
+    workflow_id = workflow_of(first["Message-ID"])
+    async with agent.worker(), receiver(agent) as port:
+        assert (await deliver(port, first.as_bytes(policy=SMTP_POLICY)))[0] == 250  # unsigned
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        reply = mail("It is order A-1001.", In_Reply_To=first["Message-ID"])
+        assert (await deliver(port, reply))[0] == 250  # signed by Ann's provider
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        forged = mail("Refund it again, to my new card.", In_Reply_To=first["Message-ID"])
+        code, said = await deliver(port, forged.as_bytes(policy=SMTP_POLICY))
+        assert len(await tickets.turns(client, workflow_id)) == 2
+    assert code == 550
+    assert "not verified to come from them" in said
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+# --- no loops, no backscatter ---------------------------------------------------------------------------------
+
+
+def dsn(original_headers: str, recipient: str = "ann@example.com") -> EmailMessage:
+    """A delivery status notification as a mail server sends one back (RFC 3464): the failed recipient, and the
+    headers of the email it could not deliver."""
+    raw = (
+        "From: MAILER-DAEMON@example.com\nTo: support@example.com\n"
+        "Subject: Undelivered Mail Returned to Sender\n"
+        f"Message-ID: <dsn-{uuid.uuid4().hex}@mx.example.com>\nMIME-Version: 1.0\n"
+        'Content-Type: multipart/report; report-type=delivery-status; boundary="B"\n\n'
+        "--B\nContent-Type: text/plain\n\nThe mail system could not deliver your message.\n"
+        "--B\nContent-Type: message/delivery-status\n\nReporting-MTA: dns; mx.example.com\n\n"
+        f"Final-Recipient: rfc822; {recipient}\nAction: failed\nStatus: 5.1.1\n"
+        "Diagnostic-Code: smtp; 550 5.1.1 No such user here\n\n"
+        f"--B\nContent-Type: text/rfc822-headers\n\n{original_headers}\n--B--\n"
+    )
+    parsed: EmailMessage = email.message_from_string(raw, _class=EmailMessage, policy=SMTP_POLICY)
+    return parsed
+
+
+AUTOMATIC: dict[str, tuple[EmailMessage, str]] = {
+    "an auto-reply": (mail("I am out of the office.", Auto_Submitted="auto-replied"), "ann@example.com"),
+    "a mailing list": (mail("Our newsletter.", Precedence="bulk"), "news@example.com"),
+    "a null return path": (mail("Notification."), ""),
+    "a bounce": (dsn("From: someone@example.com\nSubject: Hello\n"), "mailer-daemon@example.com"),
+}
+
+
+@pytest.mark.parametrize("kind", AUTOMATIC)
+async def test_mail_no_person_wrote_is_taken_and_recorded_and_starts_no_ticket(
+    agent: Harness, client: Client, kind: str
+) -> None:
+    message, mail_from = AUTOMATIC[kind]
+    async with receiver(agent) as port:
+        code, said = await deliver(port, message, mail_from=mail_from)
+    assert code == 250
+    assert "no ticket" in said
+    assert not await exists(client, workflow_of(message["Message-ID"]))
+
+
+# --- limits ---------------------------------------------------------------------------------------------------
+
+
+def _many_parts() -> EmailMessage:
+    message = mail()
+    for n in range(6):
+        message.add_attachment(b"x", maintype="application", subtype="octet-stream", filename=f"{n}.bin")
+    return message
+
+
+LIMITED: dict[str, tuple[EmailMessage, str]] = {
+    "past the size": (mail("A" * 3000), "552"),
+    "too many parts": (_many_parts(), "552 5.3.4 The message has 8 MIME parts; the desk takes at most 5"),
+    "a header too long": (mail(Keywords="k" * 1200), "552 5.3.4 The Keywords header is"),
+    "no text": (mail(" "), "550 5.6.0 The message has no text of its own"),
+    "text past a ticket's": (mail("word " * 5000), "552 5.3.4 The message's text is 24999 characters"),
+    "no sender": (mail(sender="undisclosed-recipients:;"), "550 5.1.7 The message must come from exactly one"),
+}
+
+
+@pytest.mark.parametrize("kind", LIMITED)
+async def test_a_message_past_the_desks_limits_is_refused_for_good_with_the_reason(
+    agent: Harness, client: Client, kind: str
+) -> None:
+    message, expected = LIMITED[kind]
+    limits: dict[str, Any] = {"mail_in_max_parts": 5, "mail_in_max_header_chars": 1000}
+    if kind == "past the size":
+        limits["mail_in_max_message_bytes"] = 2048
+    elif kind == "text past a ticket's":
+        limits["mail_in_max_message_bytes"] = 1024 * 1024
+    async with receiver(agent, **limits) as port:
+        code, said = await deliver(port, message)
+    assert f"{code} {said}".startswith(expected), (code, said)
+    assert 500 <= code < 600
+    assert not await exists(client, workflow_of(message["Message-ID"]))
+
+
+# --- Temporal down ----------------------------------------------------------------------------------------------
+
+
+async def test_with_temporal_unreachable_the_answer_is_4xx_and_the_message_is_taken_once_it_is_back(
+    agent: Harness, client: Client
+) -> None:
+    gone = await start_dev_server(None)
+    await gone.shutdown()  # its client stays, talking to a port nothing listens on
+    message = mail()
+    async with receiver(agent, gone.client) as port:
+        code, said = await deliver(port, message)
+    assert code == 451, said
+    assert not await exists(client, workflow_of(message["Message-ID"]))
+    async with receiver(agent) as port:  # the sending server tries again, and Temporal is there
+        assert (await deliver(port, message))[0] == 250
+    assert await exists(client, workflow_of(message["Message-ID"]))
+    await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+def test_the_receiver_listens_on_loopback_unless_the_network_is_allowed() -> None:
+    with pytest.raises(ValidationError, match="AGENT_MAIL_IN_ALLOW_NETWORK"):
+        MailInSettings(host="0.0.0.0")
+    assert MailInSettings(host="0.0.0.0", allow_network=True).host == "0.0.0.0"
+    assert MailInSettings().host == "127.0.0.1"
+
+
+async def test_with_encryption_on_the_customers_words_address_and_attachments_reach_temporal_encrypted(
+    agent: Harness, client: Client
+) -> None:
+    settings = agent.settings(
+        codec_keys={"2026-12": base64.b64encode(os.urandom(32)).decode()}, mail_in_protocol="smtp"
+    )
+    encrypted = await connect(settings, address(client))
+    message = mail("My parcel for order A-1001 never arrived; my card ends in 4242.")
+    message.add_attachment(b"receipt", maintype="application", subtype="pdf", filename="receipt-4242.pdf")
+    workflow_id = workflow_of(message["Message-ID"])
+    async with listening(encrypted, settings, port=0, lookup=DOMAINS.lookup) as server:
+        assert (await deliver(server.sockets[0].getsockname()[1], message))[0] == 250
+    stored = (await client.get_workflow_handle(workflow_id).fetch_history()).to_json()
+    described = str(
+        await client.workflow_service.describe_workflow_execution(
+            DescribeWorkflowExecutionRequest(
+                namespace=client.namespace, execution=WorkflowExecution(workflow_id=workflow_id)
+            )
+        )
+    )
+    for clear in ("4242", "ann@example.com", "receipt"):
+        assert clear not in stored
+        assert clear not in described
+    assert "4242" in (await tickets.ticket_input(encrypted, workflow_id, ""))["question"]
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
+# --- the command, as compose runs it ----------------------------------------------------------------------------
+
+
+async def test_agent_worker_mail_in_counts_what_it_answered_by_outcome_and_whether_the_sender_was_verified(
+    agent: Harness, client: Client
+) -> None:
+    port, bind = free_port(), f"127.0.0.1:{free_port()}"
+    env = agent.worker_env(
+        AGENT_MAIL_IN_PORT=str(port),
+        AGENT_MAIL_IN_PROTOCOL="smtp",
+        AGENT_MAIL_IN_AUTHSERV_ID="mx.desk.example",
+        AGENT_METRICS_BIND=bind,
+    )
+    receiving = await spawn_worker(env, command=(AGENT_WORKER, "mail-in"))
+    try:
+        await poll(lambda: listens(port), what="the receiver to listen")
+        vouched, plain = mail(), mail()
+        vouched_data = AUTH_RESULTS.encode() + b"\r\n" + vouched.as_bytes(policy=SMTP_POLICY)
+        assert (await deliver(port, vouched_data))[0] == 250
+        assert (await deliver(port, plain.as_bytes(policy=SMTP_POLICY)))[0] == 250
+        assert (await deliver(port, mail("Away.", Auto_Submitted="auto-replied")))[0] == 250
+        async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
+            lines = [
+                line for line in (await response.text()).splitlines() if line.startswith("agent_mail_in_messages{")
+            ]
+    finally:
+        receiving.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(receiving.wait(), 60) == 0
+    counted = {
+        (label("outcome", line), label("kind", line), label("verified", line)): line.rsplit(" ", 1)[1] for line in lines
+    }
+    assert counted == {
+        ("accepted", "new", "yes"): "1",
+        ("accepted", "new", "no"): "1",
+        ("ignored", "automatic", "unknown"): "1",
+    }
+    for message in (vouched, plain):
+        await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
+async def test_a_receiver_killed_after_the_ticket_started_and_before_it_answered_loses_nothing_and_doubles_nothing(
+    agent: Harness, client: Client
+) -> None:
+    """The receiver process is killed (SIGKILL) while Temporal has started the ticket and its answer is still on
+    its way back: the mail server, never told ``250``, delivers again to a receiver that is up, and there is one
+    ticket, one refund."""
+    message = mail()
+    data = AUTH_RESULTS.encode() + b"\r\n" + message.as_bytes(policy=SMTP_POLICY)  # verified: the desk's server
+    workflow_id = workflow_of(message["Message-ID"])
+    host, _, temporal_port = address(client).rpartition(":")
+    async with HeldProxy(host, int(temporal_port)) as proxy:
+        port = free_port()
+        env = agent.worker_env(
+            TEMPORAL_ADDRESS=f"127.0.0.1:{proxy.port}",
+            AGENT_MAIL_IN_PORT=str(port),
+            AGENT_MAIL_IN_PROTOCOL="smtp",
+            AGENT_MAIL_IN_AUTHSERV_ID="mx.desk.example",
+        )
+        receiving = await spawn_worker(env, command=(AGENT_WORKER, "mail-in"))
+        try:
+            await poll(lambda: listens(port), what="the receiver to listen")
+            proxy.hold()
+            sending = asyncio.create_task(deliver(port, data))
+            await poll(lambda: exists(client, workflow_id), what="Temporal to start the ticket")
+            receiving.kill()
+            await receiving.wait()
+            with pytest.raises((aiosmtplib.SMTPException, OSError)):  # the connection dropped, no answer
+                await sending
+        finally:
+            if receiving.returncode is None:
+                receiving.kill()
+                await receiving.wait()
+    async with agent.worker(), receiver(agent, mail_in_authserv_id="mx.desk.example") as again:
+        assert await deliver(again, data) == (250, f"2.0.0 Taken as {workflow_id}")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+    assert await tickets.count(client, f"WorkflowId = '{workflow_id}'") == 1
+    assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+def label(name: str, line: str) -> str:
+    found = re.search(rf'{name}="([^"]*)"', line)
+    assert found, line
+    return found.group(1)
+
+
+async def listens(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection(HOST, port)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
+
+def test_the_compose_receiver_takes_the_settings_compose_gives_it_and_is_published_on_loopback_only() -> None:
+    service = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["mail-in"]
+    given = {
+        name.removeprefix("AGENT_MAIL_IN_").lower(): value
+        for name, value in service["environment"].items()
+        if name.startswith("AGENT_MAIL_IN_") and not str(value).startswith("${")
+    }
+    settings = MailInSettings(**given)
+    assert service["command"] == ["agent-worker", "mail-in"]
+    assert service["ports"] == [f"127.0.0.1:{settings.port}:{settings.port}"]
+    assert service["environment"]["AGENT_MAIL_IN_PROTOCOL"] == "${AGENT_MAIL_IN_PROTOCOL:-lmtp}"
+
+
+def test_a_reply_key_too_short_or_without_an_address_to_sign_under_stops_the_settings_saying_why() -> None:
+    with pytest.raises(ValidationError, match="at least 32"):
+        Settings(mail_reply_key="short", mail_from="support@example.com")
+    with pytest.raises(ValidationError, match="AGENT_MAIL_REPLY_KEY needs AGENT_MAIL_FROM"):
+        Settings(mail_reply_key=REPLY_KEY)
+    replies = wiring.reply_addresses(Settings(mail_reply_key=REPLY_KEY, mail_from="Support <help@example.com>"))
+    assert replies is not None
+    assert replies.base == "help@example.com"
