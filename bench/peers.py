@@ -65,6 +65,7 @@ from bench.stack import (
     publish,
 )
 from bench.throughput import fresh_orders, ticket, worker_process
+from tests.support.verdicts import FEWEST_ROUNDS, NOISE, rotated, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER_WORKERS = Path(__file__).parent / "peer_workers"
@@ -330,24 +331,6 @@ class Driver:
 TICKET_TIMEOUT = 120.0
 """Seconds a ticket may take before the bench gives up on the system: the first one waits for the worker to start."""
 
-NOISE = 0.03
-"""How far from 1 every round's ratio must lie before the bench calls one system cheaper or faster than another."""
-
-FEWEST_ROUNDS = 5
-"""Fewer rounds than this give no verdict at all: a spread of two or three values is not a spread."""
-
-
-def verdict(ratios: Sequence[float]) -> str:
-    """What ours-over-a-peer ratios, one per round, allow the bench to say: "lower" or "higher" only when every
-    round agrees by more than ``NOISE``; anything else is "within noise", and a handful of rounds says nothing."""
-    if len(ratios) < FEWEST_ROUNDS:
-        return "too few rounds"
-    if max(ratios) < 1 - NOISE:
-        return "lower"
-    if min(ratios) > 1 + NOISE:
-        return "higher"
-    return "within noise"
-
 
 @dataclass
 class Round:
@@ -472,11 +455,6 @@ class Options:
 SERVER = "poll limit 1000"
 """The one server configuration every system runs against: the embedded stack's flags. At the server's default
 poll limit every system waits on the poll and the figures say little about the systems themselves."""
-
-
-def rotated(keys: list[str], by: int) -> list[str]:
-    """Round ``by``'s order: each system goes first in turn, so none always runs on a server the others warmed."""
-    return keys[by % len(keys) :] + keys[: by % len(keys)] if keys else keys
 
 
 async def main(options: Options) -> str:

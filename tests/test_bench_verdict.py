@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.peers import FEWEST_ROUNDS, NOISE, rotated, verdict
+from tests.support.verdicts import FEWEST_ROUNDS, NOISE, rotated, verdict
 
 ratios = st.lists(st.floats(min_value=0.2, max_value=5, allow_nan=False), min_size=FEWEST_ROUNDS, max_size=30)
 
