@@ -180,6 +180,26 @@ def test_two_keys_are_two_refunds_even_for_the_same_order_and_amount(provider: P
     assert payments.charge(order).refunded_cents == 2000
 
 
+def test_a_payout_for_a_ticket_writes_its_audit_entry_as_it_is_booked_once_per_key(provider: Provider) -> None:
+    """The ledger and the ticket's trail cannot disagree about a payment: the booking writes the entry in its own
+    transaction, a repeat under the key writes nothing more, and a refused payout writes nothing at all."""
+    order, other = provider.charge(4900), provider.charge(1000)
+    request = refund(order, 4900, "refund:ticket:T-1/1").model_copy(update={"ticket_id": "T-1"})
+    first = provider.payments.refund(request)
+    provider.payments.refund(request)  # the activity retried
+    with pytest.raises(RefundExceedsChargeError):
+        provider.payments.refund(refund(order, 100, "refund:ticket:T-1/2").model_copy(update={"ticket_id": "T-1"}))
+    credit = refund(other, 1000, "credit:ticket:T-1/1").model_copy(update={"ticket_id": "T-1"})
+    voucher = provider.credits.issue(credit)
+
+    assert provider.store.audit.entries("T-1") == [
+        f"refund #{first.refund_id} of USD 49.00 on order {order} made under key refund:ticket:T-1/1",
+        f"store credit #{voucher.refund_id} of USD 10.00 on order {other} made under key credit:ticket:T-1/1",
+    ]
+    provider.payments.refund(refund(provider.charge(500), 500, "refund:script/1"))  # no ticket: no trail to write
+    assert len(provider.store.audit.entries()) == 2
+
+
 def test_a_refund_above_what_is_left_of_the_charge_is_refused_and_what_is_left_still_pays(provider: Provider) -> None:
     payments, order = provider.payments, provider.charge(4900)
     payments.refund(refund(order, 4000, "a"))

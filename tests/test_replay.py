@@ -210,6 +210,11 @@ IN_FORCE = f"money policy {LOOSE.digest()} in force"
 """The first entry of every ticket's trail: the policy that judges it (the tests' loose desk)."""
 
 
+def refund_key(ticket_id: str) -> str:
+    """The key a ticket's first refund of A-1001 is paid under (``workflows.payouts``)."""
+    return f"refund:ticket:{ticket_id}/A-1001/1"
+
+
 async def test_a_ticket_older_than_its_sla_goes_to_a_person_and_the_model_is_not_asked(agent: Harness) -> None:
     opened = datetime.now(UTC) - timedelta(days=2)
     outcome = await agent.run({**ticket(sla_seconds=86_400), "opened_at": opened.isoformat()})
@@ -229,6 +234,7 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
     assert outcome.model_calls == 4
     assert agent.store.audit.entries(outcome.ticket_id) == [
         IN_FORCE,
+        f"refund #1 of USD 49.00 on order A-1001 made under key {refund_key(outcome.ticket_id)}",  # by the booking
         "closed as resolved after 4 steps; refunded USD 49.00",
     ]
 
@@ -255,11 +261,12 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
         await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
-    (policy, waits, approved, closed) = agent.store.audit.entries(outcome.ticket_id)
+    (policy, waits, approved, paid, closed) = agent.store.audit.entries(outcome.ticket_id)
     assert policy == IN_FORCE
     assert waits.startswith("refund of USD 49.00 waits for approval (request R1, answer by ")
-    assert (approved, closed) == (
+    assert (approved, paid, closed) == (
         "request R1: refund of USD 49.00 approved by ann",
+        f"refund #1 of USD 49.00 on order A-1001 made under key {refund_key(outcome.ticket_id)}",
         "closed as resolved after 4 steps; refunded USD 49.00",
     )
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]

@@ -203,6 +203,7 @@ class Payouts:
             idempotency_key=key,
             customer_email=self._ticket.customer_email if unattended else None,  # counted only when unattended
             limits=unattended,
+            ticket_id=self._ticket.ticket_id,  # the booking writes the payment's audit entry under it
         )
         settle = asyncio.ensure_future(self._settle(tool, request))
         try:

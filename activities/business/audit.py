@@ -5,6 +5,9 @@ every replay; the entry's key makes a retried activity write it once. ``SqlAudit
 ``audit_log`` table of the business database, and an entry that tells of an answer to an approval request
 carries the answer as a row too (``answers``), written in the same transaction under the same key: what the
 export for auditors reads over a date range (``answered``).
+
+A payment back to the customer is the one entry the workflow does not write: the activity that books it does, in
+the transaction that books it (``record_payout``), so the ledger and the trail cannot disagree about a payment.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
+from activities.business.paid_back import said
 from activities.business.schema import answers, audit_log
 from activities.contracts.approvals import AnsweredRequest
-from activities.contracts.world import AuditEntry, AuditQuery
+from activities.contracts.world import AuditEntry, AuditQuery, RefundRequest
 
 READ_AT_ONCE = 500
 """Rows an export fetches from the database at a time, so a long one streams in bounded memory."""
@@ -42,28 +47,7 @@ class SqlAuditTrail:
 
     def write(self, entry: AuditEntry) -> None:
         with self.database.writer.begin() as db:
-            db.execute(
-                self.database.insert(audit_log)
-                .values(
-                    ticket_id=entry.ticket_id,
-                    entry=entry.entry,
-                    idempotency_key=entry.idempotency_key,
-                    created_at=self.database.clock(),
-                )
-                .on_conflict_do_nothing(index_elements=[audit_log.c.idempotency_key])
-            )
-            if entry.answer is not None:
-                row = entry.answer.model_dump(exclude={"at"}) | {"answered_at": entry.answer.at}
-                db.execute(
-                    self.database.insert(answers)
-                    .values(
-                        **row,
-                        ticket_id=entry.ticket_id,
-                        idempotency_key=entry.idempotency_key,
-                        created_at=self.database.clock(),
-                    )
-                    .on_conflict_do_nothing(index_elements=[answers.c.idempotency_key])
-                )
+            write_entry(self.database, db, entry)
 
     def holds(self, query: AuditQuery) -> bool:
         key = audit_log.c.idempotency_key
@@ -118,3 +102,41 @@ class SqlAuditTrail:
         query = sa.select(sa.func.count()).where(answers.c.answered_at >= start, answers.c.answered_at < end)
         with self.database.reader.connect() as db:
             return int(db.execute(query).scalar_one())
+
+
+def write_entry(database: Database, db: Connection, entry: AuditEntry) -> None:
+    """Write ``entry``, and the answer it tells of as a row, in ``db``'s transaction, once per key."""
+    db.execute(
+        database.insert(audit_log)
+        .values(
+            ticket_id=entry.ticket_id,
+            entry=entry.entry,
+            idempotency_key=entry.idempotency_key,
+            created_at=database.clock(),
+        )
+        .on_conflict_do_nothing(index_elements=[audit_log.c.idempotency_key])
+    )
+    if entry.answer is not None:
+        row = entry.answer.model_dump(exclude={"at"}) | {"answered_at": entry.answer.at}
+        db.execute(
+            database.insert(answers)
+            .values(
+                **row,
+                ticket_id=entry.ticket_id,
+                idempotency_key=entry.idempotency_key,
+                created_at=database.clock(),
+            )
+            .on_conflict_do_nothing(index_elements=[answers.c.idempotency_key])
+        )
+
+
+def record_payout(database: Database, db: Connection, request: RefundRequest, noun: str, number: int) -> None:
+    """The ticket's audit entry for a payout booked in ``db``'s transaction (``refund #3 of USD 49.00 on order
+    A-1001 made under key ...``), keyed by the payout's own key, so a retried booking writes it once; nothing for
+    a request that names no ticket (a caller outside a ticket, or a run from before 1.2.0)."""
+    if request.ticket_id is None:
+        return
+    made = f"{noun} #{number} of {said(db, request.amount_cents, request.order_id)} on order {request.order_id}"
+    entry = f"{made} made under key {request.idempotency_key}"
+    key = f"audit:{request.idempotency_key}"
+    write_entry(database, db, AuditEntry(ticket_id=request.ticket_id, entry=entry, idempotency_key=key))

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from activities.business.audit import record_payout
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.paid_back import paid_back, said
@@ -105,6 +106,7 @@ class SqlStoreCredits:
                 },
             ).scalar_one()
             self.keys.record(db, request.idempotency_key, credit_id)
+            record_payout(self.database, db, request, "store credit", credit_id)
         return RefundReceipt(refund_id=credit_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_credit(self, db: Connection, request: RefundRequest, first: sa.Row[Any]) -> RefundReceipt:

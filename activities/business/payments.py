@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from activities.business.audit import record_payout
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.paid_back import paid_back, said
@@ -149,6 +150,7 @@ class SqlPayments:
             self.keys.record(db, request.idempotency_key, refund_id)
             if counted is not None:
                 self.unattended.keep(db, refund_id, reserved=counted)
+            record_payout(self.database, db, request, "refund", refund_id)
         return RefundReceipt(refund_id=refund_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_refund(self, db: Connection, key: str, asked: RefundFingerprint, first: sa.Row[Any]) -> RefundReceipt:

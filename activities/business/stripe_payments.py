@@ -63,6 +63,7 @@ from sqlalchemy.engine import Connection
 from stripe import RequestOptions
 from stripe.params import RefundCreateParams, RefundListParams
 
+from activities.business.audit import record_payout
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.orders import SqlOrders
@@ -177,6 +178,7 @@ class StripePayments:
             replayed = response is not None and response.headers.get(REPLAYED) == "true"
             paid = self._book(db, request.order_id, made, key, replayed=replayed)
             self.keys.record(db, key, paid.refund_id)
+            record_payout(self.database, db, request, "refund", paid.refund_id)
         return paid
 
     def _within_charge(self, db: Connection, payment: str, request: RefundRequest, *, repeat: bool) -> None:

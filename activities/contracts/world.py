@@ -78,6 +78,9 @@ class RefundRequest(Contract):
     ``same_address`` compares addresses."""
     limits: Limits | None = None
     """The limits this refund without a person is held to; None: a person approved it."""
+    ticket_id: str | None = None
+    """The ticket the payout is for, whose audit trail the booking writes its entry to in the transaction that books
+    it (``activities.business.audit.record_payout``); None from a caller outside a ticket, or a run before 1.2.0."""
 
     @model_validator(mode="after")
     def _limits_need_a_customer(self) -> RefundRequest:
