@@ -6,6 +6,9 @@ waited for."""
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
+import subprocess
 import threading
 from datetime import timedelta
 from typing import Any
@@ -32,15 +35,17 @@ from agent_worker.inbox.auth import (
 from agent_worker.inbox.guard import host_name
 from agent_worker.inbox.sessions import MAX_PER_PERSON, TOUCH_EVERY, Sessions, token_hash
 from agent_worker.inbox.throttle import Attempt, Throttle, network
-from agent_worker.passwords import check_hash, hash_password, is_legacy, password_matches
+from agent_worker.passwords import check_hash, hash_password, password_matches
 from tests.support.inbox import Clock
+from tests.support.processes import AGENT_WORKER
 from tests.support.stores import StoreFactory
 
 KEY, OTHER_KEY = b"k" * 32, b"o" * 32
 PASSWORD = "ann's long password"
 ANN = hash_password(PASSWORD)
-LEGACY_ANN = "scrypt$32768$8$1$oGmCu1tfW1xw3LWBni4A6Q==$+FZLenvkq5MhhNNwk/RgCsmcs1tAjxy5oXnBnMr3+AY="
-"""Ann's password as the inbox hashed it before argon2id (scrypt, N=2^15): a hash already in someone's settings."""
+SCRYPT_ANN = "scrypt$32768$8$1$oGmCu1tfW1xw3LWBni4A6Q==$+FZLenvkq5MhhNNwk/RgCsmcs1tAjxy5oXnBnMr3+AY="
+"""Ann's password as an unreleased version hashed it (scrypt, N=2^15), the right password behind it: refused all
+the same."""
 MAX_AGE, IDLE = timedelta(hours=12), timedelta(minutes=30)
 HERE = "192.0.2.7"
 
@@ -86,16 +91,32 @@ def test_a_new_password_is_kept_as_a_salted_argon2id_hash_that_only_the_password
     assert PASSWORD not in ANN
     assert again != ANN  # salted
     assert check_hash(ANN) == ANN
-    assert not is_legacy(ANN)
     assert password_matches(ANN, PASSWORD)
     assert not password_matches(ANN, "ann's long passwore")
 
 
-def test_a_legacy_scrypt_hash_still_verifies_and_is_known_as_legacy() -> None:
-    assert check_hash(LEGACY_ANN) == LEGACY_ANN
-    assert is_legacy(LEGACY_ANN)
-    assert password_matches(LEGACY_ANN, PASSWORD)
-    assert not password_matches(LEGACY_ANN, "ann's long passwore")
+def test_an_operator_who_kept_a_scrypt_hash_is_stopped_at_start_and_told_to_make_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hash holds the right password, so accepting it would work today: it is refused anyway, with the command
+    that makes its replacement, and no sign-in checks a password against it."""
+    monkeypatch.setenv("AGENT_WEB_USERS", json.dumps({"ann": SCRYPT_ANN}))
+    with pytest.raises(ValidationError, match=r"ann: a scrypt password hash.*`agent-worker web-user NAME`"):
+        Settings()
+    with pytest.raises(ValueError, match="scrypt"):
+        password_matches(SCRYPT_ANN, PASSWORD)
+    inbox = subprocess.run(
+        [AGENT_WORKER, "web"],
+        env={**os.environ, "AGENT_WEB_USERS": json.dumps({"ann": SCRYPT_ANN})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert inbox.returncode == 2, inbox.stderr
+    assert "ann: a scrypt password hash" in inbox.stderr
+    assert "agent-worker web-user NAME" in inbox.stderr
+    assert SCRYPT_ANN not in inbox.stderr
 
 
 @pytest.mark.parametrize(

@@ -144,7 +144,7 @@ class Ticket:
     @property
     def currency(self) -> str | None:
         """The currency the ticket's amounts are in: its request's, else that of the orders it looked up if they
-        agree (orders looked up before lookups said theirs read as dollars, as they were); None if unknown."""
+        agree; None if unknown."""
         if self.request is not None and self.request.currency:
             return self.request.currency
         return currency_of(self.orders)
