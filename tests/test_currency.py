@@ -22,6 +22,7 @@ from activities.contracts.fields import MAX_CENTS, MINOR_UNITS, amount
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import RefundRecord
 from activities.contracts.world import Order, OrderLookup
+from agent_worker.config.web import WebSettings
 from agent_worker.transcript.entry import Entry
 from agent_worker.transcript.reader import currency_of, orders_of
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
@@ -116,7 +117,7 @@ async def test_a_ticket_about_an_order_in_another_currency_names_it_in_the_reque
 ) -> None:
     units, shown, limit = IN[currency]
     store.orders.add(Order(order_id="A-7004", amount_cents=units, customer_email="ann@example.com", currency=currency))
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket("My parcel for order A-7004 never arrived."))
         request = await awaiting(handle, units)
         assert request is not None

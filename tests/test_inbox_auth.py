@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from activities.business.database import Database
 from activities.business.schema import inbox_sessions, inbox_sign_in_failures
 from agent_worker.config import Settings
+from agent_worker.config.web import WebSettings
 from agent_worker.inbox import auth as auth_module
 from agent_worker.inbox.auth import (
     DEVICE_LIFETIME,
@@ -140,7 +141,7 @@ def test_a_setting_that_is_not_a_strong_enough_hash_is_refused_at_start(stored: 
     with pytest.raises(ValueError, match="password hash"):
         check_hash(stored)
     with pytest.raises(ValidationError, match="ann"):
-        Settings(web_users={"ann": stored})
+        Settings(web=WebSettings(users={"ann": stored}))
 
 
 # --- sessions ------------------------------------------------------------------------------------------------
@@ -542,13 +543,13 @@ def test_a_host_header_is_read_as_a_name_or_refused(header: str, name: str | Non
 
 def test_the_proxys_header_is_not_configurable_without_its_addresses_and_the_inboxs_public_address() -> None:
     with pytest.raises(ValidationError, match="AGENT_WEB_TRUSTED_PROXIES"):
-        Settings(web_proxy_header="X-Forwarded-Email")
+        WebSettings(proxy_header="X-Forwarded-Email")
     with pytest.raises(ValidationError, match="AGENT_WEB_PUBLIC_URL"):
-        Settings(web_proxy_header="X-Forwarded-Email", web_trusted_proxies=["127.0.0.1"])
-    settings = Settings(
-        web_proxy_header="X-Forwarded-Email",
-        web_trusted_proxies=["10.0.0.0/24"],
-        web_public_url="https://inbox.example.com",
-        web_base_path="/inbox/",
+        WebSettings(proxy_header="X-Forwarded-Email", trusted_proxies=["127.0.0.1"])
+    web = WebSettings(
+        proxy_header="X-Forwarded-Email",
+        trusted_proxies=["10.0.0.0/24"],
+        public_url="https://inbox.example.com",
+        base_path="/inbox/",
     )
-    assert settings.web.base_path == "/inbox"
+    assert web.base_path == "/inbox"
