@@ -3,10 +3,12 @@
 ``Settings`` holds values only. From them this module builds what every client, worker and replayer of the
 service must share, the data converter (pydantic, the codec's encryption, large payloads to S3), and what a
 worker runs: the outside systems' ports, the model, the activities and the interceptors. It hands them over as
-one Temporal plugin, ``AgentPlugin`` (``temporalio.plugin.SimplePlugin``, as the SDK's OpenAI Agents and
-Pydantic AI integrations are), which the CLI's commands, the inbox, the demo, the worker and the replayer all
-take: no entry point can forget the codec, because none builds a converter of its own, and ``connect`` has no
-default one to fall back on.
+two Temporal plugins (``temporalio.plugin.SimplePlugin``), as Pydantic AI's integration does: ``AgentClientPlugin``,
+the converter, which the CLI's commands, the inbox, the demo and the replayer take (``connect`` has no default
+converter to fall back on, so none can forget the codec), and ``AgentWorkerPlugin``, what a worker runs, which
+a worker adds to its client's. The client's plugin composes with the converter a caller hands it, as the OpenAI
+Agents plugin does: it keeps the caller's codec, or refuses, with ``IncompatibleConverterError``, a converter
+whose payloads it could not read the same way.
 
 What only a worker needs (the workflow, the activities, the database, boto3, the ``anthropic`` SDK) is imported
 where it is used, so a command that only reads visibility does not pay for it (``bench/cold_start.py``).
@@ -23,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.converter import DataConverter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerDeploymentConfig
 
@@ -255,13 +258,67 @@ def policy_in_force(settings: Settings) -> PolicyInForce:
     return PolicyInForce(policy=policy, digest=policy.digest(), default_approvers=settings.approvers)
 
 
-class AgentPlugin(SimplePlugin):
-    """The service as a Temporal plugin. On a client (and a replayer): the shared data converter. On a worker:
-    the workflow, its activities over the business ports and the model, and the interceptor that puts each task's
-    context in the logs. The business, the model and the policy in force are built from the
-    settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders and a model
-    that may be the script; tests hand in a scratch business and a model where a script needs it. Built here, the
-    business is not seeded with the demo's orders and the model is never the script unless asked for."""
+class IncompatibleConverterError(ValueError):
+    """A caller's data converter that ``AgentClientPlugin`` cannot combine with the service's without changing how
+    payloads read: stored histories, the workers and the replayer would no longer agree."""
+
+
+def combined(given: DataConverter | None, ours: DataConverter) -> DataConverter:
+    """``ours`` (pydantic, and the codec and bucket the settings name) with what the caller's ``given`` adds: its
+    codec, its external storage and anything else it sets, kept. A converter that would read payloads another way
+    is refused by name (``IncompatibleConverterError``): another payload or failure converter, or a codec, or a
+    bucket, where the settings already name one, since two would have to agree on an order no history records."""
+    if given is None:
+        return ours
+    default = DataConverter.default
+    if not issubclass(given.payload_converter_class, PydanticPayloadConverter) and (
+        given.payload_converter_class is not DefaultPayloadConverter
+    ):
+        raise IncompatibleConverterError(
+            f"the client's data converter uses {given.payload_converter_class.__qualname__} for payloads; the "
+            "service's histories are pydantic's JSON (temporalio.contrib.pydantic): pass a converter with the "
+            "default or pydantic payload converter, and keep a codec of your own in it"
+        )
+    if given.failure_converter_class is not default.failure_converter_class:
+        raise IncompatibleConverterError(
+            f"the client's data converter uses {given.failure_converter_class.__qualname__} for failures; the "
+            "service's histories record failures with the default failure converter"
+        )
+    if given.payload_codec is not None and ours.payload_codec is not None:
+        raise IncompatibleConverterError(
+            "the client's data converter has a payload codec of its own, and AGENT_CODEC_KEYS sets the service's: "
+            "use one (the service's encrypts payloads; unset AGENT_CODEC_KEYS to keep yours)"
+        )
+    if given.external_storage is not None and ours.external_storage is not None:
+        raise IncompatibleConverterError(
+            "the client's data converter stores large payloads externally, and AGENT_S3_BUCKET sets the "
+            "service's: use one"
+        )
+    return dataclasses.replace(
+        given,
+        payload_converter_class=ours.payload_converter_class,
+        payload_codec=given.payload_codec or ours.payload_codec,
+        external_storage=given.external_storage or ours.external_storage,
+    )
+
+
+class AgentClientPlugin(SimplePlugin):
+    """What every client of the service and its replayer share: the data converter, composed with the caller's
+    (``combined``). A worker takes its client's converter, so the worker's plugin has none."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        ours = data_converter(settings)
+        super().__init__("agent-worker.client", data_converter=lambda given: combined(given, ours))
+
+
+class AgentWorkerPlugin(SimplePlugin):
+    """What only a worker runs: the workflow, its activities over the business ports and the model, and the
+    interceptor that puts each task's context in the logs. The business, the model and the policy in force are
+    built from the settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders
+    and a model that may be the script; tests hand in a scratch business and a model where a script needs it.
+    Built here, the business is not seeded with the demo's orders and the model is never the script unless asked
+    for. It sets no converter: the worker's client has the service's (``AgentClientPlugin``)."""
 
     def __init__(
         self,
@@ -274,13 +331,7 @@ class AgentPlugin(SimplePlugin):
         self._business = business
         self._model = model
         self._policy = policy
-        converter = data_converter(settings)
-        super().__init__(
-            "agent-worker",
-            data_converter=lambda _given: converter,
-            workflows=self._workflows,
-            activities=self._activities,
-        )
+        super().__init__("agent-worker.worker", workflows=self._workflows, activities=self._activities)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """A worker also gets the interceptor that puts each task's context in the logs, and its build id: as a

@@ -25,7 +25,7 @@ from agent_worker.cli.metrics import report_from_visibility
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.stopping import stop_signals
-from agent_worker.wiring import AgentPlugin
+from agent_worker.wiring import AgentWorkerPlugin
 from workflows import timeouts
 
 log = structlog.get_logger(__name__)
@@ -78,17 +78,15 @@ def build_worker(  # noqa: PLR0913 - what the dev stack or a test hands in, each
     *,
     plugins: Sequence[Plugin] = (),
 ) -> Worker:
-    """The worker for the settings: what it runs comes from ``AgentPlugin`` (the client's, if it was connected
-    with one; otherwise one made here, with what the dev stack or a test hands in); what is left here is how it
-    polls and how it stops. ``plugins`` come after the service's, and see the worker it configured. It refuses to
+    """The worker for the settings: what it runs comes from ``AgentWorkerPlugin`` (with what the dev stack or a test
+    hands in), how it converts payloads from its client (``AgentClientPlugin``); what is left here is how it polls
+    and how it stops. ``plugins`` come after the service's, and see the worker it configured. It refuses to
     build with a client timeout that would outlive its activity's attempt (``check_client_timeouts``)."""
     check_client_timeouts(settings)
-    carried = any(isinstance(plugin, AgentPlugin) for plugin in client.config()["plugins"])
-    handed_in = business is not None or model is not None or policy is not None
     return Worker(
         client,
         task_queue=settings.task_queue,
-        plugins=[*([] if carried and not handed_in else [AgentPlugin(settings, business, model, policy)]), *plugins],
+        plugins=[AgentWorkerPlugin(settings, business, model, policy), *plugins],
         graceful_shutdown_timeout=grace_period(settings),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,
