@@ -312,38 +312,143 @@ class AgentClientPlugin(SimplePlugin):
         super().__init__("agent-worker.client", data_converter=lambda given: combined(given, ours))
 
 
-class AgentWorkerPlugin(SimplePlugin):
-    """What only a worker runs: the workflow, its activities over the business ports and the model, and the
-    interceptor that puts each task's context in the logs. The business, the model and the policy in force are
-    built from the settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders
-    and a model that may be the script; tests hand in a scratch business and a model where a script needs it.
-    Built here, the business is not seeded with the demo's orders and the model is never the script unless asked
-    for. It sets no converter: the worker's client has the service's (``AgentClientPlugin``)."""
+class ClientTimeoutError(SystemExit):
+    """A client's timeout at or above the attempt of the activity it runs in: the worker does not start, and says
+    which (a ``SystemExit``, so every entry point stops with the sentence, as ``connect`` refuses)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        business: Business | None = None,
-        model: LanguageModel | None = None,
-        policy: PolicyInForce | None = None,
-    ) -> None:
-        self.settings = settings
-        self._business = business
-        self._model = model
-        self._policy = policy
-        super().__init__("agent-worker.worker", workflows=self._workflows, activities=self._activities)
+
+def check_client_timeouts(settings: Settings) -> None:
+    """Every outside system's client gives up before the attempt of each activity it runs in: a slow answer then
+    ends the attempt with a retryable error the activity reports, not an attempt Temporal gave up on while the call
+    went on (a refund or an email that may still land). Every client is checked, in use or not, as any setting is;
+    ``ClientTimeoutError`` names the setting, its value, the activity and its attempt."""
+    from activities.tools import ISSUE_REFUND, LOOKUP_ORDER, SEND_EMAIL  # noqa: PLC0415 - for workers alone
+    from workflows import timeouts  # noqa: PLC0415
+
+    refund = ISSUE_REFUND.payout
+    assert refund is not None, "a paying tool declares the activity that settles it"
+    stripe = (LOOKUP_ORDER.name, ISSUE_REFUND.name, refund.settled_by)  # every activity that calls Stripe
+    clients = (
+        ("AGENT_ANTHROPIC_TIMEOUT_SECONDS", settings.claude.timeout_seconds, ("think", "summarize")),
+        ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, stripe),
+        ("AGENT_SMTP_TIMEOUT_SECONDS", settings.smtp.timeout_seconds, (SEND_EMAIL.name,)),
+    )
+    for name, seconds, activities in clients:
+        for activity in activities:
+            attempt = timeouts.attempt(activity).get("start_to_close_timeout") or timeouts.LONGEST_ATTEMPT
+            if seconds >= attempt.total_seconds():
+                raise ClientTimeoutError(
+                    f"agent-worker cannot start: {name}={seconds:g} is not below the {activity} activity's attempt "
+                    f"(start_to_close_timeout {attempt.total_seconds():g} s): a call that slow would outlive the "
+                    "attempt it runs in"
+                )
+
+
+def grace_period(settings: Settings) -> timedelta:
+    """How long a worker told to stop gives its activities in flight: ``AGENT_GRACEFUL_SHUTDOWN_SECONDS`` if set, else
+    the longest attempt of any activity, so that a deploy never cuts a call short that the next worker would then
+    make, and pay for, again."""
+    from workflows import timeouts  # noqa: PLC0415 - for workers alone
+
+    if settings.graceful_shutdown_seconds is not None:
+        return timedelta(seconds=settings.graceful_shutdown_seconds)
+    return timeouts.LONGEST_ATTEMPT
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerParts:
+    """A worker, in parts, each built once from the settings by ``worker_parts`` (or handed in), so a setting
+    goes from ``agent-worker worker`` to where it is used through this module alone."""
+
+    settings: Settings
+    business: Business
+    model: LanguageModel
+    policy: PolicyInForce
+    blobs: BlobBackend
+    activities: Sequence[Callable[..., Any]]
+    deployment: WorkerDeploymentConfig | None
+    """The Worker Deployment version it polls as; None: unversioned, telling the server ``build_id()`` alone."""
+    grace: timedelta
+    """How long its activities in flight get when it is told to stop (``grace_period``)."""
+
+
+def worker_parts(
+    settings: Settings,
+    business_ports: Business | None = None,
+    model: LanguageModel | None = None,
+    policy: PolicyInForce | None = None,
+) -> WorkerParts:
+    """Everything a worker runs, built from ``settings`` once, after the clients' timeouts are checked against
+    the activities' (``check_client_timeouts``). The business, the model and the policy in force are built here
+    unless handed in: the dev stack hands in the demo's orders and a model that may be the script; tests hand in
+    a scratch business and a model where a script needs it. Built here, the business is not seeded with the
+    demo's orders and the model is never the script unless asked for."""
+    from activities.audit_trail import AuditActivities  # noqa: PLC0415 - for workers alone, like all below
+    from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
+    from activities.language_model import ModelActivities  # noqa: PLC0415
+    from activities.policy_activities import PolicyActivities  # noqa: PLC0415
+    from activities.reconciliation import Reconciliation  # noqa: PLC0415
+    from activities.tool_activities import ToolActivities  # noqa: PLC0415
+
+    check_client_timeouts(settings)
+    ports = business_ports or business_ready(settings)
+    model = model or choose_model(settings, ports.model_calls)
+    policy = policy or policy_in_force(settings)
+    blobs = blob_backend(settings, ports.blobs)
+    content = ContentStore(blobs)
+    tools = ToolActivities.over(ports, content, inline_max_bytes=settings.inline_result_max_bytes)
+    models = ModelActivities(model, ports.model_calls, content)
+    activities: list[Callable[..., Any]] = [
+        models.think,
+        models.summarize,
+        ContentActivities(content).archive_records,
+        *tools.all(),
+        *Reconciliation.over(ports).all(),
+        *AuditActivities(ports.audit).all(),
+        *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
+    ]
+    bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
+    log.info(
+        "worker configured",
+        task_queue=settings.task_queue,
+        model=model.name,
+        business_db=str(ports),
+        payments=str(ports.payments),
+        mail=str(ports.mail),
+        content_store=str(blobs),
+        large_payloads=bucket,
+        policy=policy.digest,
+        policy_file=str(settings.policy_file) if settings.policy_file else None,
+    )
+    return WorkerParts(
+        settings, ports, model, policy, blobs, activities, deployment_config(settings), grace_period(settings)
+    )
+
+
+class AgentWorkerPlugin(SimplePlugin):
+    """What only a worker runs, from its ``WorkerParts``: the workflow, its activities over the business ports and
+    the model, the interceptor that puts each task's context in the logs, and its version. It sets no converter:
+    the worker's client has the service's (``AgentClientPlugin``)."""
+
+    def __init__(self, parts: WorkerParts) -> None:
+        self.parts = parts
+        super().__init__(
+            "agent-worker.worker",
+            workflows=self._workflows,
+            activities=lambda given: [*(given or []), *parts.activities],
+        )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """A worker also gets the interceptor that puts each task's context in the logs, and its build id: as a
         version of the Worker Deployment ``AGENT_DEPLOYMENT`` names, or, unversioned, as a bare build id."""
-        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415 - for workers alone, like all below
+        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415 - for workers alone
 
         config = super().configure_worker(config)
         if not (config.get("build_id") or config.get("deployment_config")):
-            if (versioned := deployment_config(self.settings)) is None:
+            if self.parts.deployment is None:
                 config["build_id"] = build_id()
             else:
-                config["deployment_config"] = versioned
+                config["deployment_config"] = self.parts.deployment
         config["interceptors"] = [*config.get("interceptors", []), LogContextInterceptor()]
         return config
 
@@ -351,44 +456,3 @@ class AgentWorkerPlugin(SimplePlugin):
         from workflows.support_agent import SupportAgent  # noqa: PLC0415
 
         return [*(given or []), SupportAgent]
-
-    def _activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
-        from activities.audit_trail import AuditActivities  # noqa: PLC0415
-        from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
-        from activities.language_model import ModelActivities  # noqa: PLC0415
-        from activities.policy_activities import PolicyActivities  # noqa: PLC0415
-        from activities.reconciliation import Reconciliation  # noqa: PLC0415
-        from activities.tool_activities import ToolActivities  # noqa: PLC0415
-
-        settings = self.settings
-        ports = self._business or business_ready(settings)
-        model = self._model or choose_model(settings, ports.model_calls)
-        policy = self._policy or policy_in_force(settings)
-        blobs = blob_backend(settings, ports.blobs)
-        content = ContentStore(blobs)
-        tools = ToolActivities.over(ports, content, inline_max_bytes=settings.inline_result_max_bytes)
-        models = ModelActivities(model, ports.model_calls, content)
-        activities: list[Callable[..., Any]] = [
-            *(given or []),
-            models.think,
-            models.summarize,
-            ContentActivities(content).archive_records,
-            *tools.all(),
-            *Reconciliation.over(ports).all(),
-            *AuditActivities(ports.audit).all(),
-            *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
-        ]
-        bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
-        log.info(
-            "worker configured",
-            task_queue=settings.task_queue,
-            model=model.name,
-            business_db=str(ports),
-            payments=str(ports.payments),
-            mail=str(ports.mail),
-            content_store=str(blobs),
-            large_payloads=bucket,
-            policy=policy.digest,
-            policy_file=str(settings.policy_file) if settings.policy_file else None,
-        )
-        return activities

@@ -1,5 +1,5 @@
 """Every outside system's client gives up before the attempt of each activity it runs in, checked in one place
-(``agent_worker.cli.worker.check_client_timeouts``) against the activities' own timeouts (``workflows.timeouts``)."""
+(``agent_worker.wiring.check_client_timeouts``) against the activities' own timeouts (``workflows.timeouts``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from datetime import timedelta
 import pytest
 from temporalio.client import Client
 
-from agent_worker.cli.worker import ClientTimeoutError, build_worker, check_client_timeouts
+from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
 from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.config.payment_settings import StripeSettings
+from agent_worker.wiring import ClientTimeoutError, check_client_timeouts
 from workflows import timeouts
 
 

@@ -30,7 +30,7 @@ from agent_worker.cli.worker import build_worker
 from agent_worker.codec import EncryptionCodec
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.config.codec_settings import CodecSettings
-from agent_worker.wiring import AgentClientPlugin, AgentWorkerPlugin, IncompatibleConverterError
+from agent_worker.wiring import AgentClientPlugin, AgentWorkerPlugin, IncompatibleConverterError, worker_parts
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import address
@@ -147,7 +147,7 @@ async def test_the_clients_plugin_runs_nothing_on_a_worker_and_the_workers_plugi
     client's converter as it is."""
     settings = agent.settings()
     connected = await Client.connect(address(client), plugins=[AgentClientPlugin(settings)])
-    client_plugin, worker_plugin = AgentClientPlugin(settings), AgentWorkerPlugin(settings, agent.store)
+    client_plugin, worker_plugin = AgentClientPlugin(settings), AgentWorkerPlugin(worker_parts(settings, agent.store))
     assert client_plugin.workflows is None
     assert client_plugin.activities is None
     assert worker_plugin.data_converter is None
