@@ -4,7 +4,7 @@ The connection comes from ``temporalio.envconfig``: ``TEMPORAL_ADDRESS``, ``TEMP
 ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*``, ``TEMPORAL_PROFILE`` and the CLI's TOML config file. The data
 converter is part of the contract with stored histories: the worker, the starter, the replayer and the tests must
 all use the same one, so there is one route to it, ``wiring.data_converter(settings)``, which every client made
-here gets through ``AgentPlugin``; a command that needs the converter itself takes the connected client's
+here gets through ``AgentClientPlugin``; a command that needs the converter itself takes the connected client's
 (``client.data_converter``) rather than building another.
 """
 
@@ -32,10 +32,10 @@ async def connect(
     runtime: Runtime | None = None,
     plugins: Sequence[Plugin] = (),
 ) -> Client:
-    """A client for the configured cluster, converting payloads as the settings say (``AgentPlugin``: there is no
-    other way to get one here, so no command can forget the codec); ``address`` and ``namespace`` override the
+    """A client for the configured cluster, converting payloads as the settings say (``AgentClientPlugin``: there is
+    no other way to get one here, so no command can forget the codec); ``address`` and ``namespace`` override the
     configuration, ``plugins`` add to it (tracing)."""
-    from agent_worker.wiring import AgentPlugin  # noqa: PLC0415 - the workflow and its activities, for workers only
+    from agent_worker.wiring import AgentClientPlugin  # noqa: PLC0415 - the wiring imports what workers need lazily
 
     config = ClientConfig.load_client_connect_config()
     if address:
@@ -44,7 +44,7 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", DEFAULT_ADDRESS)
     try:
-        return await Client.connect(**config, runtime=runtime, plugins=[AgentPlugin(settings), *plugins])
+        return await Client.connect(**config, runtime=runtime, plugins=[AgentClientPlugin(settings), *plugins])
     except RuntimeError as error:  # the bridge reports an unreachable server as a RuntimeError
         raise SystemExit(
             f"Cannot reach Temporal at {config['target_host']} (namespace {config.get('namespace', 'default')}): "

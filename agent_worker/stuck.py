@@ -1,4 +1,10 @@
-"""Stuck tickets: runs whose workflow task fails over and over, so they stay RUNNING, do nothing, and tell no one.
+"""Stuck tickets: runs that stay RUNNING, do nothing, and tell no one, because their workflow task fails over and
+over, or because an activity that is retried until it succeeds keeps failing.
+
+An activity the ticket cannot go on without (the audit trail, settling a payment, archiving records: those
+``workflows.timeouts`` gives no maximum of attempts) is retried for ever, with a growing backoff, while the run
+waits on it. Visibility knows nothing of it; the run's description does: its pending activities, each with its
+attempt and last failure. So every running ticket is described, one RPC a ticket.
 
 A workflow task that cannot succeed (state this worker cannot read, a deploy that changed the workflow's path
 under runs in flight) is retried by the server for ever, with a growing backoff; the run does not fail. Two
@@ -9,8 +15,7 @@ ways to find such runs, both without a worker:
   in a row and clears it at the next success, so one visibility query finds them. A server that does this says
   so in its namespace's capabilities (``reported_problems_search_attribute``); one older than 1.30, or with
   the setting at 0, does not.
-- Otherwise, every running ticket is described and its pending workflow task's attempt read: one RPC a
-  ticket.
+- Otherwise, its pending workflow task's attempt is read where every running ticket is described anyway.
 
 Either way the failure comes from the run's history: the server records the first failure of a streak as a
 ``WorkflowTaskFailed`` (or ``WorkflowTaskTimedOut``) event, and the attempts after it only in the pending task.
@@ -19,13 +24,17 @@ Either way the failure comes from the run's history: the server records the firs
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_worker import tickets
@@ -37,6 +46,10 @@ A healthy ticket's workflow task does not fail: a worker killed in the middle of
 next worker completes it. Two in a row are no glitch. Temporal's default for the search attribute, 5, is reached
 about a minute after the first failure (the retries of a stuck ticket came 10, 10, 14 and 20 s apart on the dev
 server); 2, about 10 s after it."""
+
+STUCK_AFTER_ACTIVITY_FAILURES = 2
+"""Failed attempts in a row of an activity retried until it succeeds after which its ticket counts as stuck: two
+failures, then, are no glitch either (its retries come 1 and 2 s apart at first, then back off to 30 s)."""
 
 MESSAGE_WIDTH = 300
 """A failure's first line is cut to this many characters: enough for a field name at the end of a validation
@@ -55,6 +68,9 @@ class StuckTicket:
     """When the first failure of the streak was recorded."""
     failure: str
     """That failure, as the history records it: its type and the first line of its message."""
+    activity: str | None = None
+    """The activity that keeps failing, retried until it succeeds (its ``attempt``, ``since`` and ``failure`` are
+    then the activity's: when it was scheduled, and its last failure); None: the workflow task."""
 
     @property
     def failures(self) -> int:
@@ -65,7 +81,8 @@ class StuckTicket:
 class StuckSearch:
     tickets: list[StuckTicket]
     reported_by_server: bool
-    """True when the server's ``TemporalReportedProblems`` found them, False when every running ticket was read."""
+    """True when the server's ``TemporalReportedProblems`` found those whose workflow task fails, False when the
+    pending workflow task of every running ticket was read."""
     examined: int
     """Runs described."""
 
@@ -83,24 +100,31 @@ async def server_reports_problems(client: Client) -> bool:
     return response.namespace_info.capabilities.reported_problems_search_attribute
 
 
-async def find_stuck(client: Client, *, limit: int, within: str | None = None) -> StuckSearch:
-    """Up to ``limit`` stuck tickets, from the server's report where it makes one, else from every running ticket;
-    ``within``, a visibility condition, narrows the search (the approval inbox's: its task queue)."""
+async def find_stuck(client: Client, *, limit: int, within: str | None = None, activities: bool = True) -> StuckSearch:
+    """Up to ``limit`` stuck tickets: first those the server reports where it makes a report, then, with
+    ``activities`` or where the server reports nothing, every running ticket described, for an activity that keeps
+    failing (and a failing workflow task the server did not report); ``within``, a visibility condition, narrows
+    the search (the approval inbox's: its task queue). Without ``activities`` a server that reports costs no
+    description of a healthy ticket: what a page that anyone may reload can afford."""
     reported = await server_reports_problems(client)
-    query = tickets.STUCK_QUERY if reported else tickets.RUNNING_QUERY
     # The server has already counted the failures of a ticket it reports; a ticket that recovered since (the
     # attribute is cleared a moment after the success) shows a first attempt.
-    at_least = 2 if reported else STUCK_AFTER_FAILURES + 1
-    found: list[StuckTicket] = []
+    searches = [(tickets.STUCK_QUERY, 2)] if reported else []
+    if activities or not reported:
+        searches.append((tickets.RUNNING_QUERY, STUCK_AFTER_FAILURES + 1))
+    found: dict[str, StuckTicket] = {}
     examined = 0
-    async for execution in client.list_workflows(f"{query} AND {within}" if within else query):
-        examined += 1
-        stuck = await examine(client, execution.id, execution.run_id, at_least=at_least)
-        if stuck is not None:
-            found.append(stuck)
+    for query, at_least in searches:
+        async for execution in client.list_workflows(f"{query} AND {within}" if within else query):
             if len(found) >= limit:
-                break
-    return StuckSearch(found, reported_by_server=reported, examined=examined)
+                return StuckSearch(list(found.values()), reported_by_server=reported, examined=examined)
+            if execution.run_id in found:
+                continue
+            examined += 1
+            stuck = await examine(client, execution.id, execution.run_id, at_least=at_least)
+            if stuck is not None:
+                found[execution.run_id] = stuck
+    return StuckSearch(list(found.values()), reported_by_server=reported, examined=examined)
 
 
 async def examine(client: Client, workflow_id: str, run_id: str, *, at_least: int) -> StuckTicket | None:
@@ -112,9 +136,11 @@ async def examine(client: Client, workflow_id: str, run_id: str, *, at_least: in
         if error.status == RPCStatusCode.NOT_FOUND:  # deleted since it was listed
             return None
         raise
-    attempt = description.raw_description.pending_workflow_task.attempt  # 0 when no task is pending
-    if description.status != WorkflowExecutionStatus.RUNNING or attempt < at_least:
+    if description.status != WorkflowExecutionStatus.RUNNING:
         return None
+    attempt = description.raw_description.pending_workflow_task.attempt  # 0 when no task is pending
+    if attempt < at_least:
+        return await activity_failing(handle, description.raw_description.pending_activities)
     problem: HistoryEvent | None = None
     async for event in handle.fetch_history_events():
         if event.event_type in _PROBLEM_EVENTS:
@@ -128,12 +154,49 @@ async def examine(client: Client, workflow_id: str, run_id: str, *, at_least: in
     )
 
 
+async def activity_failing(
+    handle: WorkflowHandle[Any, Any], pending: Sequence[PendingActivityInfo]
+) -> StuckTicket | None:
+    """The run as a stuck ticket if one of its ``pending`` activities is retried until it succeeds (no maximum of
+    attempts) and has failed ``STUCK_AFTER_ACTIVITY_FAILURES`` times in a row or more: since when it was scheduled
+    (from the history), with its last failure."""
+    failing = [
+        activity
+        for activity in pending
+        if activity.maximum_attempts == 0
+        and activity.attempt > STUCK_AFTER_ACTIVITY_FAILURES
+        and activity.HasField("last_failure")
+    ]
+    if not failing:
+        return None
+    activity = failing[0]
+    since: datetime | None = None
+    async for event in handle.fetch_history_events():
+        scheduled = event.activity_task_scheduled_event_attributes
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and scheduled.activity_id == (
+            activity.activity_id
+        ):
+            since = event.event_time.ToDatetime(tzinfo=UTC)
+    return StuckTicket(
+        workflow_id=handle.id,
+        run_id=handle.run_id or "",
+        attempt=activity.attempt,
+        since=since,
+        failure=describe_failure(activity.last_failure),
+        activity=activity.activity_type.name,
+    )
+
+
 def describe_problem(event: HistoryEvent | None) -> str:
     if event is None:
         return "no failed workflow task in the history"
     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
         return "the workflow task timed out: no worker completed it in time"
-    failure = event.workflow_task_failed_event_attributes.failure
+    return describe_failure(event.workflow_task_failed_event_attributes.failure)
+
+
+def describe_failure(failure: Failure) -> str:
+    """A failure in one line: its type and the first line of its message, cut to ``MESSAGE_WIDTH``."""
     first_line = next(iter(failure.message.splitlines()), "") or "(no message)"
     kind = failure.application_failure_info.type if failure.HasField("application_failure_info") else ""
     text = f"{kind}: {first_line}" if kind and not first_line.startswith(kind) else first_line

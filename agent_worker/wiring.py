@@ -3,10 +3,12 @@
 ``Settings`` holds values only. From them this module builds what every client, worker and replayer of the
 service must share, the data converter (pydantic, the codec's encryption, large payloads to S3), and what a
 worker runs: the outside systems' ports, the model, the activities and the interceptors. It hands them over as
-one Temporal plugin, ``AgentPlugin`` (``temporalio.plugin.SimplePlugin``, as the SDK's OpenAI Agents and
-Pydantic AI integrations are), which the CLI's commands, the inbox, the demo, the worker and the replayer all
-take: no entry point can forget the codec, because none builds a converter of its own, and ``connect`` has no
-default one to fall back on.
+two Temporal plugins (``temporalio.plugin.SimplePlugin``), as Pydantic AI's integration does: ``AgentClientPlugin``,
+the converter, which the CLI's commands, the inbox, the demo and the replayer take (``connect`` has no default
+converter to fall back on, so none can forget the codec), and ``AgentWorkerPlugin``, what a worker runs, which
+a worker adds to its client's. The client's plugin composes with the converter a caller hands it, as the OpenAI
+Agents plugin does: it keeps the caller's codec, or refuses, with ``IncompatibleConverterError``, a converter
+whose payloads it could not read the same way.
 
 What only a worker needs (the workflow, the activities, the database, boto3, the ``anthropic`` SDK) is imported
 where it is used, so a command that only reads visibility does not pay for it (``bench/cold_start.py``).
@@ -24,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.converter import DataConverter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerDeploymentConfig
 
@@ -266,44 +269,197 @@ def policy_in_force(settings: Settings) -> PolicyInForce:
     return PolicyInForce(policy=policy, digest=policy.digest(), default_approvers=settings.approvers)
 
 
-class AgentPlugin(SimplePlugin):
-    """The service as a Temporal plugin. On a client (and a replayer): the shared data converter. On a worker:
-    the workflow, its activities over the business ports and the model, and the interceptor that puts each task's
-    context in the logs. The business, the model and the policy in force are built from the
-    settings when a worker is configured, unless handed in: the dev stack hands in the demo's orders and a model
-    that may be the script; tests hand in a scratch business and a model where a script needs it. Built here, the
-    business is not seeded with the demo's orders and the model is never the script unless asked for."""
+class IncompatibleConverterError(ValueError):
+    """A caller's data converter that ``AgentClientPlugin`` cannot combine with the service's without changing how
+    payloads read: stored histories, the workers and the replayer would no longer agree."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        business: Business | None = None,
-        model: LanguageModel | None = None,
-        policy: PolicyInForce | None = None,
-    ) -> None:
+
+def combined(given: DataConverter | None, ours: DataConverter) -> DataConverter:
+    """``ours`` (pydantic, and the codec and bucket the settings name) with what the caller's ``given`` adds: its
+    codec, its external storage and anything else it sets, kept. A converter that would read payloads another way
+    is refused by name (``IncompatibleConverterError``): another payload or failure converter, or a codec, or a
+    bucket, where the settings already name one, since two would have to agree on an order no history records."""
+    if given is None:
+        return ours
+    default = DataConverter.default
+    if not issubclass(given.payload_converter_class, PydanticPayloadConverter) and (
+        given.payload_converter_class is not DefaultPayloadConverter
+    ):
+        raise IncompatibleConverterError(
+            f"the client's data converter uses {given.payload_converter_class.__qualname__} for payloads; the "
+            "service's histories are pydantic's JSON (temporalio.contrib.pydantic): pass a converter with the "
+            "default or pydantic payload converter, and keep a codec of your own in it"
+        )
+    if given.failure_converter_class is not default.failure_converter_class:
+        raise IncompatibleConverterError(
+            f"the client's data converter uses {given.failure_converter_class.__qualname__} for failures; the "
+            "service's histories record failures with the default failure converter"
+        )
+    if given.payload_codec is not None and ours.payload_codec is not None:
+        raise IncompatibleConverterError(
+            "the client's data converter has a payload codec of its own, and AGENT_CODEC_KEYS sets the service's: "
+            "use one (the service's encrypts payloads; unset AGENT_CODEC_KEYS to keep yours)"
+        )
+    if given.external_storage is not None and ours.external_storage is not None:
+        raise IncompatibleConverterError(
+            "the client's data converter stores large payloads externally, and AGENT_S3_BUCKET sets the "
+            "service's: use one"
+        )
+    return dataclasses.replace(
+        given,
+        payload_converter_class=ours.payload_converter_class,
+        payload_codec=given.payload_codec or ours.payload_codec,
+        external_storage=given.external_storage or ours.external_storage,
+    )
+
+
+class AgentClientPlugin(SimplePlugin):
+    """What every client of the service and its replayer share: the data converter, composed with the caller's
+    (``combined``). A worker takes its client's converter, so the worker's plugin has none."""
+
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._business = business
-        self._model = model
-        self._policy = policy
-        converter = data_converter(settings)
+        ours = data_converter(settings)
+        super().__init__("agent-worker.client", data_converter=lambda given: combined(given, ours))
+
+
+class ClientTimeoutError(SystemExit):
+    """A client's timeout at or above the attempt of the activity it runs in: the worker does not start, and says
+    which (a ``SystemExit``, so every entry point stops with the sentence, as ``connect`` refuses)."""
+
+
+def check_client_timeouts(settings: Settings) -> None:
+    """Every outside system's client gives up before the attempt of each activity it runs in: a slow answer then
+    ends the attempt with a retryable error the activity reports, not an attempt Temporal gave up on while the call
+    went on (a refund or an email that may still land). Every client is checked, in use or not, as any setting is;
+    ``ClientTimeoutError`` names the setting, its value, the activity and its attempt."""
+    from activities.tools import ISSUE_REFUND, LOOKUP_ORDER, SEND_EMAIL  # noqa: PLC0415 - for workers alone
+    from workflows import timeouts  # noqa: PLC0415
+
+    refund = ISSUE_REFUND.payout
+    assert refund is not None, "a paying tool declares the activity that settles it"
+    stripe = (LOOKUP_ORDER.name, ISSUE_REFUND.name, refund.settled_by)  # every activity that calls Stripe
+    clients = (
+        ("AGENT_ANTHROPIC_TIMEOUT_SECONDS", settings.claude.timeout_seconds, ("think", "summarize")),
+        ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, stripe),
+        ("AGENT_SMTP_TIMEOUT_SECONDS", settings.smtp.timeout_seconds, (SEND_EMAIL.name,)),
+    )
+    for name, seconds, activities in clients:
+        for activity in activities:
+            attempt = timeouts.attempt(activity).get("start_to_close_timeout") or timeouts.LONGEST_ATTEMPT
+            if seconds >= attempt.total_seconds():
+                raise ClientTimeoutError(
+                    f"agent-worker cannot start: {name}={seconds:g} is not below the {activity} activity's attempt "
+                    f"(start_to_close_timeout {attempt.total_seconds():g} s): a call that slow would outlive the "
+                    "attempt it runs in"
+                )
+
+
+def grace_period(settings: Settings) -> timedelta:
+    """How long a worker told to stop gives its activities in flight: ``AGENT_GRACEFUL_SHUTDOWN_SECONDS`` if set, else
+    the longest attempt of any activity, so that a deploy never cuts a call short that the next worker would then
+    make, and pay for, again."""
+    from workflows import timeouts  # noqa: PLC0415 - for workers alone
+
+    if settings.graceful_shutdown_seconds is not None:
+        return timedelta(seconds=settings.graceful_shutdown_seconds)
+    return timeouts.LONGEST_ATTEMPT
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerParts:
+    """A worker, in parts, each built once from the settings by ``worker_parts`` (or handed in), so a setting
+    goes from ``agent-worker worker`` to where it is used through this module alone."""
+
+    settings: Settings
+    business: Business
+    model: LanguageModel
+    policy: PolicyInForce
+    blobs: BlobBackend
+    activities: Sequence[Callable[..., Any]]
+    deployment: WorkerDeploymentConfig | None
+    """The Worker Deployment version it polls as; None: unversioned, telling the server ``build_id()`` alone."""
+    grace: timedelta
+    """How long its activities in flight get when it is told to stop (``grace_period``)."""
+
+
+def worker_parts(
+    settings: Settings,
+    business_ports: Business | None = None,
+    model: LanguageModel | None = None,
+    policy: PolicyInForce | None = None,
+) -> WorkerParts:
+    """Everything a worker runs, built from ``settings`` once, after the clients' timeouts are checked against
+    the activities' (``check_client_timeouts``). The business, the model and the policy in force are built here
+    unless handed in: the dev stack hands in the demo's orders and a model that may be the script; tests hand in
+    a scratch business and a model where a script needs it. Built here, the business is not seeded with the
+    demo's orders and the model is never the script unless asked for."""
+    from activities.audit_trail import AuditActivities  # noqa: PLC0415 - for workers alone, like all below
+    from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
+    from activities.language_model import ModelActivities  # noqa: PLC0415
+    from activities.policy_activities import PolicyActivities  # noqa: PLC0415
+    from activities.reconciliation import Reconciliation  # noqa: PLC0415
+    from activities.tool_activities import ToolActivities  # noqa: PLC0415
+
+    check_client_timeouts(settings)
+    ports = business_ports or business_ready(settings)
+    model = model or choose_model(settings, ports.model_calls)
+    policy = policy or policy_in_force(settings)
+    blobs = blob_backend(settings, ports.blobs)
+    content = ContentStore(blobs)
+    tools = ToolActivities.over(ports, content, inline_max_bytes=settings.inline_result_max_bytes)
+    models = ModelActivities(model, ports.model_calls, content)
+    activities: list[Callable[..., Any]] = [
+        models.think,
+        models.summarize,
+        ContentActivities(content).archive_records,
+        *tools.all(),
+        *Reconciliation.over(ports).all(),
+        *AuditActivities(ports.audit).all(),
+        *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
+    ]
+    bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
+    log.info(
+        "worker configured",
+        task_queue=settings.task_queue,
+        model=model.name,
+        business_db=str(ports),
+        payments=str(ports.payments),
+        mail=str(ports.mail),
+        content_store=str(blobs),
+        large_payloads=bucket,
+        policy=policy.digest,
+        policy_file=str(settings.policy_file) if settings.policy_file else None,
+    )
+    return WorkerParts(
+        settings, ports, model, policy, blobs, activities, deployment_config(settings), grace_period(settings)
+    )
+
+
+class AgentWorkerPlugin(SimplePlugin):
+    """What only a worker runs, from its ``WorkerParts``: the workflow, its activities over the business ports and
+    the model, the interceptor that puts each task's context in the logs, and its version. It sets no converter:
+    the worker's client has the service's (``AgentClientPlugin``)."""
+
+    def __init__(self, parts: WorkerParts) -> None:
+        self.parts = parts
         super().__init__(
-            "agent-worker",
-            data_converter=lambda _given: converter,
+            "agent-worker.worker",
             workflows=self._workflows,
-            activities=self._activities,
+            activities=lambda given: [*(given or []), *parts.activities],
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """A worker also gets the interceptor that puts each task's context in the logs, and its build id: as a
         version of the Worker Deployment ``AGENT_DEPLOYMENT`` names, or, unversioned, as a bare build id."""
-        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415 - for workers alone, like all below
+        from agent_worker.logs import LogContextInterceptor  # noqa: PLC0415 - for workers alone
 
         config = super().configure_worker(config)
         if not (config.get("build_id") or config.get("deployment_config")):
-            if (versioned := deployment_config(self.settings)) is None:
+            if self.parts.deployment is None:
                 config["build_id"] = build_id()
             else:
-                config["deployment_config"] = versioned
+                config["deployment_config"] = self.parts.deployment
         config["interceptors"] = [*config.get("interceptors", []), LogContextInterceptor()]
         return config
 
@@ -311,44 +467,3 @@ class AgentPlugin(SimplePlugin):
         from workflows.support_agent import SupportAgent  # noqa: PLC0415
 
         return [*(given or []), SupportAgent]
-
-    def _activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
-        from activities.audit_trail import AuditActivities  # noqa: PLC0415
-        from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
-        from activities.language_model import ModelActivities  # noqa: PLC0415
-        from activities.policy_activities import PolicyActivities  # noqa: PLC0415
-        from activities.reconciliation import Reconciliation  # noqa: PLC0415
-        from activities.tool_activities import ToolActivities  # noqa: PLC0415
-
-        settings = self.settings
-        ports = self._business or business_ready(settings)
-        model = self._model or choose_model(settings, ports.model_calls)
-        policy = self._policy or policy_in_force(settings)
-        blobs = blob_backend(settings, ports.blobs)
-        content = ContentStore(blobs)
-        tools = ToolActivities.over(ports, content, inline_max_bytes=settings.inline_result_max_bytes)
-        models = ModelActivities(model, ports.model_calls, content)
-        activities: list[Callable[..., Any]] = [
-            *(given or []),
-            models.think,
-            models.summarize,
-            ContentActivities(content).archive_records,
-            *tools.all(),
-            *Reconciliation.over(ports).all(),
-            *AuditActivities(ports.audit).all(),
-            *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
-        ]
-        bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
-        log.info(
-            "worker configured",
-            task_queue=settings.task_queue,
-            model=model.name,
-            business_db=str(ports),
-            payments=str(ports.payments),
-            mail=str(ports.mail),
-            content_store=str(blobs),
-            large_payloads=bucket,
-            policy=policy.digest,
-            policy_file=str(settings.policy_file) if settings.policy_file else None,
-        )
-        return activities

@@ -32,6 +32,7 @@ from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
 from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
+from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.exits import exit_hard
 from tests.support.history import RunSize, measure
 from tests.support.long_tickets import ContextBoundModel, LongTicketModel, long_ticket, seed_long_orders
@@ -75,7 +76,7 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
                 settings = Settings(
                     task_queue=queue,
                     db_path=store.database.path,
-                    model_backend="scripted",
+                    claude=ClaudeSettings(backend="scripted"),
                     inline_result_max_bytes=inline_max,
                 )
                 model = ContextBoundModel(n) if summarize_above else LongTicketModel(n)

@@ -44,6 +44,8 @@ from agent_worker.cli.devserver import start_dev_server
 from agent_worker.cli.replay import HISTORIES, export
 from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
+from agent_worker.config.model_settings import ClaudeSettings
+from agent_worker.config.web import WebSettings
 from agent_worker.exits import exit_hard
 from tests.support import faults, tickets
 from tests.support.desk import LOOSE, LOOSE_FILE
@@ -234,7 +236,7 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
         task_queue=r.task_queue + "-hang",
         db_path=r.store.database.path,
         graceful_shutdown_seconds=1,
-        model_backend="scripted",
+        claude=ClaudeSettings(backend="scripted"),
         policy_file=LOOSE_FILE,
     )
     hangs = faults.plugins(settings, "after:issue_refund=hang*5")
@@ -310,7 +312,7 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
         task_queue=r.task_queue + "-hang",
         db_path=r.store.database.path,
         graceful_shutdown_seconds=1,
-        model_backend="scripted",
+        claude=ClaudeSettings(backend="scripted"),
         policy_file=LOOSE_FILE,
     )
     hangs = faults.plugins(settings, "before:issue_refund=hang")
@@ -576,7 +578,7 @@ async def whole_hand_over_answer_in_the_window(r: Recorder) -> Handle:
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
-        store = stripe_business(account, folder, stripe_api_key="sk_test_revoked").create()
+        store = stripe_business(account, folder, api_key="sk_test_revoked").create()
         pay_at_stripe(account, store, "A-1001")
         yield store
         store.close()
@@ -776,8 +778,8 @@ def scripted(task_queue: str, store: Business) -> Settings:
     return Settings(
         task_queue=task_queue,
         db_path=store.database.path,
-        model_backend="scripted",
-        web_approval_keys=[INBOX_KEY],
+        claude=ClaudeSettings(backend="scripted"),
+        web=WebSettings(approval_keys=[INBOX_KEY]),
         policy_file=LOOSE_FILE,
     )
 

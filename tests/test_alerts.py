@@ -22,12 +22,14 @@ from temporalio.worker import Worker
 
 from activities.contracts.ticket import Status
 from agent_worker.cli.devserver import free_port
-from tests.support.fake_messages_api import FakeMessagesAPI, error, message, text
+from tests.support.fake_messages_api import FakeMessagesAPI, error, message, text, tool_use
+from tests.support.faulty_worker import WORKER_COMMAND
 from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
 from tests.support.harness import Harness
 from tests.support.processes import spawn_worker
 from tests.support.tickets import ticket
 from tests.support.waits import poll
+from workflows import timeouts
 
 ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "alerts.yml"
 STUCK = "agent_tickets_stuck"
@@ -89,14 +91,29 @@ def test_the_alert_rules_are_prometheus_rule_groups_that_tell_an_on_call_person_
             used = set(re.findall(r"\$labels\.(\w+)", annotation))
             assert used <= read.grouped_by, f"{rule['alert']} names labels its expression drops: {used}"
 
-    # What the issue asks to alert on: failed workflow tasks, stuck tickets, approvals waiting, model errors.
+    # What is alerted on: failed workflow tasks, stuck tickets, approvals waiting, model errors, and the activities
+    # retried until they succeed failing.
     read_by_alert = {rule["alert"]: reads(rule["expr"]) for rule in rules()}
     assert {alert: sorted({name for name, _ in read.selectors}) for alert, read in read_by_alert.items()} == {
         "AgentWorkflowTasksFailing": ["temporal_workflow_task_execution_failed"],
         "AgentTicketsStuck": ["agent_tickets_stuck"],
         "AgentApprovalsPilingUp": ["agent_approvals_waiting"],
         "AgentModelCallsFailing": ["temporal_activity_execution_failed"],
+        "AgentActivitiesRetriedForeverFailing": ["temporal_activity_execution_failed"],
     }
+
+
+def test_the_alert_on_activities_retried_until_they_succeed_watches_each_of_them_and_no_other() -> None:
+    """A new activity declared without a maximum of attempts (or one given a maximum) changes what can keep a
+    ticket waiting for ever: the rule must follow, or a ticket could sit on it unwatched."""
+    (rule,) = [rule for rule in rules() if rule["alert"] == "AgentActivitiesRetriedForeverFailing"]
+    ((_, matchers),) = reads(rule["expr"]).selectors
+    (matcher,) = [m for m in matchers if m.name == "activity_type"]
+    assert matcher.op == promql_parser.MatchOp.Re
+    policies = {name: config.get("retry_policy") for name, config in timeouts.ATTEMPTS.items()}
+    forever = {name for name, policy in policies.items() if policy is None or policy.maximum_attempts == 0}
+    assert set(matcher.value.split("|")) == forever
+    assert {"audit", "audited", "find_refund", "find_store_credit", "archive_records"} <= forever
 
 
 Series = dict[str, list[tuple[dict[str, str], float]]]
@@ -139,20 +156,29 @@ async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_expor
     agent: Harness, client: Client, tmp_path: Path
 ) -> None:
     """One worker process, on Claude behind a local fake of the Messages API, does what each alert watches: a model
-    call fails once (a 500) and is retried, and a ticket handed over with state it cannot read fails its workflow
-    task until the server marks it stuck."""
+    call fails once (a 500) and is retried, the ticket hands over after its look-up and the first two attempts to
+    archive its records fail (a fault) and are retried until they are stored, and a ticket handed over with state
+    it cannot read fails its workflow task until the server marks it stuck."""
     wanted = {name for rule in rules() for name, _ in reads(rule["expr"]).selectors}
     bind = f"127.0.0.1:{free_port()}"
     env = {name: value for name, value in os.environ.items() if not name.startswith("ANTHROPIC_")}
     with FakeMessagesAPI().running() as api:
-        api.script(error(500, "api_error", "Try again later."), message(text("Here is your answer.")))
-        claude = {"ANTHROPIC_API_KEY": "sk-ant-test-key", "ANTHROPIC_BASE_URL": api.url, "HOME": str(tmp_path)}
-        worker = await spawn_worker(
-            agent.worker_env(AGENT_METRICS_BIND=bind, AGENT_MODEL_BACKEND="claude", **claude), environ=env
+        api.script(
+            error(500, "api_error", "Try again later."),
+            message(tool_use("lookup_order", order_id="A-1001"), stop_reason="tool_use"),
+            message(text("Here is your answer.")),
         )
+        claude = {"ANTHROPIC_API_KEY": "sk-ant-test-key", "ANTHROPIC_BASE_URL": api.url, "HOME": str(tmp_path)}
+        settings = agent.worker_env(
+            AGENT_METRICS_BIND=bind,
+            AGENT_MODEL_BACKEND="claude",
+            AGENT_FAULTS="before:archive_records=fail*2",
+            **claude,
+        )
+        worker = await spawn_worker(settings, environ=env, command=WORKER_COMMAND)
         try:
             async with Worker(client, task_queue=RELAY, workflows=[NewerWorkerHandsOver]):
-                answered = await agent.start(ticket())
+                answered = await agent.start(ticket(continue_as_new_after_steps=1))
                 assert (await asyncio.wait_for(answered.result(), 60)).status is Status.RESOLVED
                 stuck = await hand_over_unreadable_state(client, agent.task_queue)
 
@@ -175,7 +201,8 @@ async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_expor
             assert selected, f"{rule['alert']}: no series of {name} matches {matchers}: {exported[name]}"
             for labels in selected:
                 assert read.grouped_by - SCRAPE_LABELS <= labels.keys(), f"{rule['alert']}: {name} has {labels}"
-    assert [labels["activity_type"] for labels, _ in exported["temporal_activity_execution_failed"]] == ["think"]
+    failed = sorted(labels["activity_type"] for labels, _ in exported["temporal_activity_execution_failed"])
+    assert failed == ["archive_records", "think"]
     assert [labels["workflow_type"] for labels, _ in exported["temporal_workflow_task_execution_failed"]] == [
         "SupportAgent"
     ]

@@ -44,7 +44,7 @@ from activities.prompt import SUPPORT_POLICY
 from activities.scripted_model import ScriptedModel
 from activities.tools import TOOLS
 from agent_worker.config import Settings
-from agent_worker.config.model_settings import DEFAULT_MODEL
+from agent_worker.config.model_settings import DEFAULT_MODEL, ClaudeSettings
 from agent_worker.model_choice import NoCredentialsError, choose_model
 from tests.support.fake_messages_api import (
     FakeMessagesAPI,
@@ -86,13 +86,14 @@ def sdk_env(monkeypatch: pytest.MonkeyPatch, fake_api: FakeMessagesAPI, tmp_path
 
 
 def claude_settings(agent: Harness, **overrides: Any) -> Settings:
-    return agent.settings(**{"model_backend": "auto", **overrides})
+    """The harness's settings with the model chosen as ``auto`` does; ``overrides`` are ``ClaudeSettings`` fields."""
+    return agent.settings(claude=ClaudeSettings(**{"backend": "auto", **overrides}))
 
 
 @pytest.fixture
 async def claude(agent: Harness, sdk_env: None) -> AsyncIterator[ClaudeModel]:
     """The model exactly as the worker chooses it with a key configured (2 s request timeout)."""
-    model = choose_model(claude_settings(agent, anthropic_timeout_seconds=2.0), agent.store.model_calls)
+    model = choose_model(claude_settings(agent, timeout_seconds=2.0), agent.store.model_calls)
     assert isinstance(model, ClaudeModel)
     yield model
     await model.close()
@@ -589,7 +590,7 @@ def test_without_an_api_key_a_worker_refuses_the_script_and_only_the_dev_stack_f
     assert isinstance(model, ScriptedModel)
     assert any("set ANTHROPIC_API_KEY" in line["event"] and line["log_level"] == "warning" for line in logs)
     with pytest.raises(NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
-        choose_model(claude_settings(agent, model_backend="claude"), agent.store.model_calls, dev_stack=True)
+        choose_model(claude_settings(agent, backend="claude"), agent.store.model_calls, dev_stack=True)
 
 
 def test_a_configured_but_broken_anthropic_profile_stops_the_worker_instead_of_running_the_script(

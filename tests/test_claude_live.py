@@ -12,6 +12,7 @@ import pytest
 
 from activities.claude_model import ClaudeModel
 from activities.contracts.ticket import Status
+from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.model_choice import choose_model
 from tests.support.harness import Harness
 from tests.support.tickets import ticket
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 
 
 async def test_claude_looks_up_refunds_the_order_total_emails_the_customer_and_answers(agent: Harness) -> None:
-    model = choose_model(agent.settings(model_backend="claude"), agent.store.model_calls)
+    model = choose_model(agent.settings(claude=ClaudeSettings(backend="claude")), agent.store.model_calls)
     assert isinstance(model, ClaudeModel)
     try:
         outcome = await agent.run(ticket(approval_limit_cents=10_000, max_steps=8), model)

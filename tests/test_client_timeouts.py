@@ -1,5 +1,5 @@
 """Every outside system's client gives up before the attempt of each activity it runs in, checked in one place
-(``agent_worker.cli.worker.check_client_timeouts``) against the activities' own timeouts (``workflows.timeouts``)."""
+(``agent_worker.wiring.check_client_timeouts``) against the activities' own timeouts (``workflows.timeouts``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from datetime import timedelta
 import pytest
 from temporalio.client import Client
 
-from agent_worker.cli.worker import ClientTimeoutError, build_worker, check_client_timeouts
+from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
+from agent_worker.config.model_settings import ClaudeSettings
+from agent_worker.config.payment_settings import StripeSettings
+from agent_worker.wiring import ClientTimeoutError, check_client_timeouts
 from workflows import timeouts
 
 
@@ -21,21 +24,23 @@ def attempt_seconds(activity: str) -> float:
 
 
 @pytest.mark.parametrize(
-    ("setting", "activity"),
+    ("concern", "variable", "activity"),
     [
-        ("anthropic_timeout_seconds", "think"),
-        ("stripe_timeout_seconds", "lookup_order"),  # the shortest attempt Stripe is called in
-        ("smtp_timeout_seconds", "send_email"),
+        ("claude", "AGENT_ANTHROPIC_TIMEOUT_SECONDS", "think"),
+        ("stripe", "AGENT_STRIPE_TIMEOUT_SECONDS", "lookup_order"),  # the shortest attempt Stripe is called in
+        ("smtp", "AGENT_SMTP_TIMEOUT_SECONDS", "send_email"),
     ],
 )
 def test_a_client_timeout_that_would_outlive_an_attempt_it_runs_in_stops_the_worker_naming_both(
-    setting: str, activity: str
+    concern: str, variable: str, activity: str
 ) -> None:
     attempt = attempt_seconds(activity)
-    said = f"AGENT_{setting.upper()}={attempt:g} is not below the {activity} activity's attempt (start_to_close_timeout"
+    said = f"{variable}={attempt:g} is not below the {activity} activity's attempt (start_to_close_timeout"
+    model = Settings.model_fields[concern].annotation
+    assert isinstance(model, type)
     with pytest.raises(ClientTimeoutError, match=re.escape(f"{said} {attempt:g} s)")):
-        check_client_timeouts(Settings(**{setting: attempt}))
-    check_client_timeouts(Settings(**{setting: attempt - 0.5}))
+        check_client_timeouts(Settings(**{concern: model(timeout_seconds=attempt)}))
+    check_client_timeouts(Settings(**{concern: model(timeout_seconds=attempt - 0.5)}))
 
 
 def test_stripe_is_checked_against_every_activity_that_calls_it_not_only_the_refund() -> None:
@@ -43,7 +48,7 @@ def test_stripe_is_checked_against_every_activity_that_calls_it_not_only_the_ref
     fits the refund's 30 s attempt but not their 10 s would outlive them."""
     assert attempt_seconds("issue_refund") > attempt_seconds("find_refund") == attempt_seconds("lookup_order")
     with pytest.raises(ClientTimeoutError, match="lookup_order"):
-        check_client_timeouts(Settings(stripe_timeout_seconds=attempt_seconds("issue_refund") - 1))
+        check_client_timeouts(Settings(stripe=StripeSettings(timeout_seconds=attempt_seconds("issue_refund") - 1)))
 
 
 async def test_the_worker_is_not_built_with_an_anthropic_timeout_as_long_as_a_think_attempt(client: Client) -> None:
@@ -51,7 +56,7 @@ async def test_the_worker_is_not_built_with_an_anthropic_timeout_as_long_as_a_th
     assert timeouts.attempt("think")["start_to_close_timeout"] == timedelta(minutes=2)
     check_client_timeouts(Settings())  # the defaults fit
     with pytest.raises(ClientTimeoutError, match=r"AGENT_ANTHROPIC_TIMEOUT_SECONDS=120 is not below the think"):
-        build_worker(client, Settings(anthropic_timeout_seconds=120))
+        build_worker(client, Settings(claude=ClaudeSettings(timeout_seconds=120)))
 
 
 def test_an_activity_no_one_declared_timeouts_for_is_refused_by_name_not_run_on_a_default() -> None:

@@ -34,6 +34,7 @@ from agent_worker.codec import EncryptionCodec
 from agent_worker.codec_server.app import UnsafeBindError, serve
 from agent_worker.codec_server.auth import BearerAuth, JwtValidator
 from agent_worker.config import Settings
+from agent_worker.config.codec_settings import CodecServerSettings
 from tests.support.processes import agent_worker_dev, listening
 
 UI = "http://localhost:8233"
@@ -280,15 +281,15 @@ async def test_agent_worker_codec_server_without_authentication_refuses_a_non_lo
 
 def test_the_codec_servers_jwt_settings_go_together_and_allow_only_asymmetric_algorithms() -> None:
     with pytest.raises(ValidationError, match="set AGENT_CODEC_SERVER_AUDIENCE and AGENT_CODEC_SERVER_ISSUER too"):
-        Settings(codec_server_jwks_url="https://login.example.test/jwks.json")
+        CodecServerSettings(jwks_url="https://login.example.test/jwks.json")
     for algorithms in (["none"], ["HS256"], ["RS256", "HS256"], []):
         with pytest.raises(ValidationError, match="only asymmetric algorithms"):
-            Settings(codec_server_algorithms=algorithms)
+            CodecServerSettings(algorithms=algorithms)
     configured = wiring.codec_server_auth(
         Settings(
-            codec_server_jwks_url="https://login.example.test/jwks.json",
-            codec_server_audience=AUDIENCE,
-            codec_server_issuer=ISSUER,
+            codec_server=CodecServerSettings(
+                jwks_url="https://login.example.test/jwks.json", audience=AUDIENCE, issuer=ISSUER
+            )
         )
     )
     assert configured is not None

@@ -27,9 +27,9 @@ from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker import model_choice, wiring
 from agent_worker.cli import main as cli
 from agent_worker.cli.devserver import free_port
-from agent_worker.cli.worker import grace_period
 from agent_worker.config import Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES
+from agent_worker.wiring import grace_period
 from tests.support.processes import AGENT_WORKER, address, listening, run, spawn_worker, worker_env
 from workflows import timeouts
 

@@ -21,12 +21,31 @@ from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest, Vou
 from activities.contracts.fields import MAX_CENTS, MINOR_UNITS, amount
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import RefundRecord
-from activities.contracts.world import Order
+from activities.contracts.world import Order, OrderLookup
+from agent_worker.config.web import WebSettings
+from agent_worker.transcript.entry import Entry
+from agent_worker.transcript.reader import currency_of, orders_of
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER
 from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
+
+
+def test_an_order_looked_up_without_a_currency_is_not_read_as_dollars() -> None:
+    """A look-up result that names no currency (a provider that forgot it, a hand-made history) is refused where
+    it is read, and the inbox and the transcript then name no currency rather than guess USD."""
+    bare = {"order_id": "A-1001", "amount_cents": 4900, "customer_email": "ann@example.com", "refunded_cents": 0}
+    with pytest.raises(ValidationError, match="currency"):
+        OrderLookup.model_validate(bare)
+    told = [Entry("result", "lookup_order returned ...", 9, datetime.now(UTC), "lookup_order", bare)]
+    assert orders_of(told) == []
+    assert currency_of(orders_of(told)) is None
+    told.append(
+        Entry("result", "lookup_order returned ...", 15, datetime.now(UTC), "lookup_order", {**bare, "currency": "eur"})
+    )
+    assert currency_of(orders_of(told)) == "EUR"
+
 
 CURRENCIES = st.sampled_from(["USD", "eur", "JPY", "KWD", "gbp", "CLP", "BHD"])
 
@@ -98,7 +117,7 @@ async def test_a_ticket_about_an_order_in_another_currency_names_it_in_the_reque
 ) -> None:
     units, shown, limit = IN[currency]
     store.orders.add(Order(order_id="A-7004", amount_cents=units, customer_email="ann@example.com", currency=currency))
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket("My parcel for order A-7004 never arrived."))
         request = await awaiting(handle, units)
         assert request is not None

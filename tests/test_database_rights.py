@@ -23,7 +23,7 @@ from agent_worker.config import Settings
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from tests.support.desk import LOOSE_FILE
 from tests.support.harness import Harness
-from tests.support.inbox import KEY, password_hashes, person, waiting_request
+from tests.support.inbox import KEY, inbox_web, person, waiting_request
 from tests.support.processes import AGENT_WORKER, address, exited, run, spawn_worker, worker_env
 from tests.support.stores import rows_only_role
 from tests.support.tickets import ticket
@@ -37,8 +37,7 @@ def inbox_settings(database_url: str, task_queue: str) -> Settings:
         task_queue=task_queue,
         database_url=database_url,
         policy_file=LOOSE_FILE,
-        web_approval_keys=[KEY],
-        web_users=password_hashes(),
+        web=inbox_web(),
     )
 
 

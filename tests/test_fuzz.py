@@ -275,7 +275,7 @@ async def fuzzing_real(
     order paid at Stripe."""
     with FakeStripe().running() as account, MailServer().running() as mail:
         folder = Path(tmp_path_factory.mktemp("fuzz-real"))
-        store = stripe_business(account, folder, **smtp_settings(mail)).create()
+        store = stripe_business(account, folder, {"smtp": smtp_settings(mail)}).create()
         payments = pay_at_stripe(account, store, *(order.order_id for order in DEMO_ORDERS))
         harness = Harness(dev_server.client, store, f"fuzz-real-{uuid.uuid4()}")
         harness.model = FuzzModel(store)  # type: ignore[attr-defined]

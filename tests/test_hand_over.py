@@ -18,6 +18,7 @@ from activities import vouching
 from activities.business import Business
 from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, ApprovalRecord, VouchedApproval
 from activities.contracts.names import APPROVE_SIGNAL
+from agent_worker.config.web import WebSettings
 from tests.support.harness import Harness
 from tests.support.holds import Holds, NextRunStumbles
 from tests.support.inbox import KEY
@@ -62,7 +63,7 @@ async def test_an_inbox_approval_sent_while_the_run_hands_over_is_told_the_next_
     agent: Harness,
 ) -> None:
     holds = Holds("archive_records")
-    async with agent.worker(plugins=[holds], web_approval_keys=[KEY]):
+    async with agent.worker(plugins=[holds], web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket(**HANDS_OVER_AT_THE_REQUEST))
         await holds.entered("archive_records")
         sent = asyncio.create_task(handle.execute_update(APPROVE_SIGNAL, signed(handle), result_type=ApprovalReceipt))
@@ -84,7 +85,7 @@ async def test_an_inbox_approval_that_reaches_a_continued_run_in_its_first_task_
     """The update is sent while the continued run's first workflow task is in flight, which then fails: the next
     attempt of that task brings the update with the run's start, before the run has taken over its request."""
     stumbles = NextRunStumbles(seconds=1.0)
-    async with agent.worker(plugins=[stumbles], web_approval_keys=[KEY]):
+    async with agent.worker(plugins=[stumbles], web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket(**HANDS_OVER_AT_THE_REQUEST))
         await asyncio.to_thread(stumbles.stumbling.wait, 30)
         receipt = await asyncio.wait_for(

@@ -26,6 +26,7 @@ from activities.business.database import Database
 from activities.contracts.approvals import ApprovalDecision, ApprovalRequest
 from activities.contracts.ticket import Outcome, Status
 from agent_worker.cli.devserver import binary, free_port
+from agent_worker.config.web import WebSettings
 from agent_worker.inbox.auth import DEVICE_COOKIE, SESSION_COOKIE
 from agent_worker.inbox.server import InboxRefusedError, start_inbox
 from agent_worker.passwords import password_matches
@@ -48,10 +49,10 @@ from tests.support.inbox import (
     csrf_of,
     inbox_alone,
     inbox_for,
+    inbox_web,
     notice_kind,
     notice_of,
     page_of,
-    password_hashes,
     person,
     shown,
     start_odd_tickets,
@@ -98,7 +99,9 @@ async def test_on_an_address_others_can_reach_the_inbox_needs_authentication_con
 
 
 async def test_on_the_loopback_with_no_authentication_it_makes_a_one_time_sign_in_that_works(agent: Harness) -> None:
-    inbox = await start_inbox(agent.settings(web_approval_keys=[KEY]), agent.client, host="127.0.0.1", port=0)
+    inbox = await start_inbox(
+        agent.settings(web=WebSettings(approval_keys=[KEY])), agent.client, host="127.0.0.1", port=0
+    )
     try:
         assert inbox.login is not None
         assert inbox.login.password in inbox.describe()
@@ -437,8 +440,8 @@ async def test_behind_single_sign_on_the_customer_is_shown_no_buttons_for_their_
     agent: Harness,
 ) -> None:
     public = "http://inbox.example"
-    proxy: dict[str, Any] = {"web_proxy_header": "X-Forwarded-Email", "web_public_url": public, "web_users": {}}
-    async with inbox_for(agent, web_trusted_proxies=["127.0.0.1"], **proxy) as inbox, person(inbox) as ann:
+    proxy: dict[str, Any] = {"proxy_header": "X-Forwarded-Email", "public_url": public, "users": {}}
+    async with inbox_for(agent, web={"trusted_proxies": ["127.0.0.1"], **proxy}) as inbox, person(inbox) as ann:
         workflow_id = await start_with_cli(agent)  # ann@example.com's refund
         cleos = await start_with_cli(agent, **CLEO)  # one she may answer: its form holds her token
         request = await waiting_request(agent.client, workflow_id)
@@ -471,8 +474,8 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
     agent: Harness,
 ) -> None:
     public = "http://inbox.example"
-    proxy: dict[str, Any] = {"web_proxy_header": "X-Forwarded-Email", "web_public_url": public, "web_users": {}}
-    async with inbox_for(agent, web_trusted_proxies=["127.0.0.1"], **proxy) as inbox, person(inbox) as ann:
+    proxy: dict[str, Any] = {"proxy_header": "X-Forwarded-Email", "public_url": public, "users": {}}
+    async with inbox_for(agent, web={"trusted_proxies": ["127.0.0.1"], **proxy}) as inbox, person(inbox) as ann:
         workflow_id = await start_with_cli(agent, approvers=["ann@example.com"], **CLEO)  # not her own refund
         request = await waiting_request(agent.client, workflow_id)
         through_proxy = {"Host": "inbox.example", "X-Forwarded-Email": "ann@example.com"}
@@ -488,7 +491,7 @@ async def test_behind_single_sign_on_the_proxys_header_names_the_approver_but_on
         )
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
-    async with inbox_for(agent, web_trusted_proxies=["192.0.2.1"], **proxy) as inbox, person(inbox) as mallory:
+    async with inbox_for(agent, web={"trusted_proxies": ["192.0.2.1"], **proxy}) as inbox, person(inbox) as mallory:
         not_from_the_proxy = await mallory.get(
             "/login", headers={"Host": "inbox.example", "X-Forwarded-Email": "ann@x"}
         )
@@ -564,7 +567,7 @@ async def test_a_session_idles_out_and_a_page_refreshing_itself_keeps_no_one_sig
     clock = Clock(datetime.now(UTC))
     database = Database(agent.store.database.url, clock=clock)
     try:
-        async with inbox_alone(agent, database, web_session_idle_minutes=10) as inbox, person(inbox) as ann:
+        async with inbox_alone(agent, database, web={"session_idle_minutes": 10}) as inbox, person(inbox) as ann:
             assert await ann.sign_in("ann") == 303
             clock.turn(timedelta(minutes=9))
             busy = await ann.get("/")  # ann's own request: the idle time starts again
@@ -602,7 +605,7 @@ async def test_an_address_is_read_from_x_forwarded_for_only_behind_a_trusted_pro
             for n, name in enumerate(names)
         ]
         spoofed = await attempt(attacker, "ann", "guess", {"X-Forwarded-For": "198.51.100.1"})
-    async with inbox_alone(agent, web_trusted_proxies=["127.0.0.1"]) as inbox, person(inbox) as balancer:
+    async with inbox_alone(agent, web={"trusted_proxies": ["127.0.0.1"]}) as inbox, person(inbox) as balancer:
         one_client = [
             await attempt(balancer, name, "guess", {"X-Forwarded-For": "10.9.9.9, 203.0.113.7"}) for name in names
         ]
@@ -738,7 +741,7 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
         # the server marks it after two failed workflow tasks, 10 s apart
         await poll(marked_stuck, timeout=90, interval=1, what="the server to mark the ticket stuck")
 
-    inbox = await start_inbox(agent.settings(web_approval_keys=[KEY], web_users=password_hashes()), client, port=0)
+    inbox = await start_inbox(agent.settings(web=inbox_web()), client, port=0)
     tabs = {
         "approval": waiting.id,
         "customer": replied_to.id,
@@ -938,7 +941,11 @@ async def test_an_approval_above_the_confirmation_amount_is_sent_only_with_that_
     """The first press shows a page stating the amount, the order and the customer, sending nothing; a form that
     claims a confirmation, or carries someone else's, gets that page again; the page's own button sends it. Below
     the amount, and a decline, go at once."""
-    async with inbox_for(agent, web_confirm_above_cents=10_000) as inbox, person(inbox) as ann, person(inbox) as ben:
+    async with (
+        inbox_for(agent, web={"confirm_above_cents": 10_000}) as inbox,
+        person(inbox) as ann,
+        person(inbox) as ben,
+    ):
         large = await start_with_cli(agent, **CLEO)  # 120.00
         small = await start_with_cli(agent)  # 49.00
         request = await waiting_request(agent.client, large)

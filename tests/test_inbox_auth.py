@@ -6,6 +6,9 @@ waited for."""
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
+import subprocess
 import threading
 from datetime import timedelta
 from typing import Any
@@ -19,6 +22,7 @@ from pydantic import ValidationError
 from activities.business.database import Database
 from activities.business.schema import inbox_sessions, inbox_sign_in_failures
 from agent_worker.config import Settings
+from agent_worker.config.web import WebSettings
 from agent_worker.inbox import auth as auth_module
 from agent_worker.inbox.auth import (
     DEVICE_LIFETIME,
@@ -32,15 +36,17 @@ from agent_worker.inbox.auth import (
 from agent_worker.inbox.guard import host_name
 from agent_worker.inbox.sessions import MAX_PER_PERSON, TOUCH_EVERY, Sessions, token_hash
 from agent_worker.inbox.throttle import Attempt, Throttle, network
-from agent_worker.passwords import check_hash, hash_password, is_legacy, password_matches
+from agent_worker.passwords import check_hash, hash_password, password_matches
 from tests.support.inbox import Clock
+from tests.support.processes import AGENT_WORKER
 from tests.support.stores import StoreFactory
 
 KEY, OTHER_KEY = b"k" * 32, b"o" * 32
 PASSWORD = "ann's long password"
 ANN = hash_password(PASSWORD)
-LEGACY_ANN = "scrypt$32768$8$1$oGmCu1tfW1xw3LWBni4A6Q==$+FZLenvkq5MhhNNwk/RgCsmcs1tAjxy5oXnBnMr3+AY="
-"""Ann's password as the inbox hashed it before argon2id (scrypt, N=2^15): a hash already in someone's settings."""
+SCRYPT_ANN = "scrypt$32768$8$1$oGmCu1tfW1xw3LWBni4A6Q==$+FZLenvkq5MhhNNwk/RgCsmcs1tAjxy5oXnBnMr3+AY="
+"""Ann's password as an unreleased version hashed it (scrypt, N=2^15), the right password behind it: refused all
+the same."""
 MAX_AGE, IDLE = timedelta(hours=12), timedelta(minutes=30)
 HERE = "192.0.2.7"
 
@@ -86,16 +92,32 @@ def test_a_new_password_is_kept_as_a_salted_argon2id_hash_that_only_the_password
     assert PASSWORD not in ANN
     assert again != ANN  # salted
     assert check_hash(ANN) == ANN
-    assert not is_legacy(ANN)
     assert password_matches(ANN, PASSWORD)
     assert not password_matches(ANN, "ann's long passwore")
 
 
-def test_a_legacy_scrypt_hash_still_verifies_and_is_known_as_legacy() -> None:
-    assert check_hash(LEGACY_ANN) == LEGACY_ANN
-    assert is_legacy(LEGACY_ANN)
-    assert password_matches(LEGACY_ANN, PASSWORD)
-    assert not password_matches(LEGACY_ANN, "ann's long passwore")
+def test_an_operator_who_kept_a_scrypt_hash_is_stopped_at_start_and_told_to_make_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hash holds the right password, so accepting it would work today: it is refused anyway, with the command
+    that makes its replacement, and no sign-in checks a password against it."""
+    monkeypatch.setenv("AGENT_WEB_USERS", json.dumps({"ann": SCRYPT_ANN}))
+    with pytest.raises(ValidationError, match=r"ann: a scrypt password hash.*`agent-worker web-user NAME`"):
+        Settings()
+    with pytest.raises(ValueError, match="scrypt"):
+        password_matches(SCRYPT_ANN, PASSWORD)
+    inbox = subprocess.run(
+        [AGENT_WORKER, "web"],
+        env={**os.environ, "AGENT_WEB_USERS": json.dumps({"ann": SCRYPT_ANN})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert inbox.returncode == 2, inbox.stderr
+    assert "ann: a scrypt password hash" in inbox.stderr
+    assert "agent-worker web-user NAME" in inbox.stderr
+    assert SCRYPT_ANN not in inbox.stderr
 
 
 @pytest.mark.parametrize(
@@ -119,7 +141,7 @@ def test_a_setting_that_is_not_a_strong_enough_hash_is_refused_at_start(stored: 
     with pytest.raises(ValueError, match="password hash"):
         check_hash(stored)
     with pytest.raises(ValidationError, match="ann"):
-        Settings(web_users={"ann": stored})
+        Settings(web=WebSettings(users={"ann": stored}))
 
 
 # --- sessions ------------------------------------------------------------------------------------------------
@@ -521,13 +543,13 @@ def test_a_host_header_is_read_as_a_name_or_refused(header: str, name: str | Non
 
 def test_the_proxys_header_is_not_configurable_without_its_addresses_and_the_inboxs_public_address() -> None:
     with pytest.raises(ValidationError, match="AGENT_WEB_TRUSTED_PROXIES"):
-        Settings(web_proxy_header="X-Forwarded-Email")
+        WebSettings(proxy_header="X-Forwarded-Email")
     with pytest.raises(ValidationError, match="AGENT_WEB_PUBLIC_URL"):
-        Settings(web_proxy_header="X-Forwarded-Email", web_trusted_proxies=["127.0.0.1"])
-    settings = Settings(
-        web_proxy_header="X-Forwarded-Email",
-        web_trusted_proxies=["10.0.0.0/24"],
-        web_public_url="https://inbox.example.com",
-        web_base_path="/inbox/",
+        WebSettings(proxy_header="X-Forwarded-Email", trusted_proxies=["127.0.0.1"])
+    web = WebSettings(
+        proxy_header="X-Forwarded-Email",
+        trusted_proxies=["10.0.0.0/24"],
+        public_url="https://inbox.example.com",
+        base_path="/inbox/",
     )
-    assert settings.web.base_path == "/inbox"
+    assert web.base_path == "/inbox"

@@ -28,6 +28,7 @@ from agent_worker.cli.devserver import free_port
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.codec_server.app import serve
 from agent_worker.config import DATA_CONVERTER
+from agent_worker.config.codec_settings import CodecSettings
 from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.server import RunningInbox
 from tests.support.harness import Harness
@@ -373,7 +374,7 @@ async def test_with_encryption_on_the_inbox_shows_the_ticket_decrypted_and_the_a
     codec_server = await serve(codec, None, "http://127.0.0.1:1", "127.0.0.1", codec_port)
     question = "My parcel for order A-1001 never arrived, my name is Ann Lovelace"
     try:
-        async with inbox_for(agent, codec_keys=codec_keys, require_encrypted_input=True) as inbox:
+        async with inbox_for(agent, codec=CodecSettings(keys=codec_keys, require_encrypted_input=True)) as inbox:
             workflow_id = await start_with_cli(
                 agent, "--codec-endpoint", f"http://127.0.0.1:{codec_port}", question=question
             )
@@ -435,7 +436,7 @@ async def test_a_large_approval_asks_once_more_stating_amount_order_and_customer
     browser: Browser,
     script: bool,  # noqa: FBT001 - a parameter of the test, not a flag
 ) -> None:
-    async with inbox_for(agent, web_confirm_above_cents=10_000) as inbox:
+    async with inbox_for(agent, web={"confirm_above_cents": 10_000}) as inbox:
         workflow_id = await start_with_cli(agent, **CLEO)  # 120.00
         await waiting_request(agent.client, workflow_id)
         context = await browser.new_context(java_script_enabled=script)
@@ -558,7 +559,7 @@ async def test_an_inbox_left_open_idles_out_and_shows_the_sign_in_page_by_itself
     clock = Clock(datetime.now(UTC))
     database = Database(agent.store.database.url, clock=clock)
     try:
-        async with inbox_alone(agent, database, web_session_idle_minutes=30) as inbox:
+        async with inbox_alone(agent, database, web={"session_idle_minutes": 30}) as inbox:
             page = await context.new_page()
             await sign_in(page, inbox, "ann")
             clock.turn(timedelta(minutes=29))

@@ -236,7 +236,7 @@ async def test_the_export_holds_each_answer_with_its_policy_leaves_personal_data
     days = {"from": str(today - timedelta(days=1)), "to": str(today + timedelta(days=1))}
     reason = "@SUM(1+1) it reached her at 1 Elm Street"
     async with (
-        inbox_for(agent, web_auditors=["ann"]) as inbox,
+        inbox_for(agent, web={"auditors": ["ann"]}) as inbox,
         person(inbox) as ann,
         person(inbox) as ben,
         person(inbox) as stranger,
@@ -346,7 +346,7 @@ async def test_the_export_refuses_a_range_it_does_not_take_and_says_why(
 async def test_agent_worker_answers_export_writes_what_the_inbox_exports(agent: Harness) -> None:
     today = datetime.now(UTC).date()
     days = {"from": str(today - timedelta(days=1)), "to": str(today + timedelta(days=1))}
-    async with inbox_for(agent, web_auditors=["ann"]) as inbox, person(inbox) as ann:
+    async with inbox_for(agent, web={"auditors": ["ann"]}) as inbox, person(inbox) as ann:
         workflow_id = await start_with_cli(agent)
         await ann.sign_in("ann")
         await ann.answer(workflow_id, await waiting_request(agent.client, workflow_id))

@@ -31,9 +31,9 @@ from activities import migrations
 from agent_worker import model_choice
 from agent_worker.cli import main as cli
 from agent_worker.cli.devserver import free_port
-from agent_worker.cli.worker import check_client_timeouts, grace_period
 from agent_worker.config import Settings
 from agent_worker.config.concern import Concern
+from agent_worker.wiring import check_client_timeouts, grace_period
 from tests.support.processes import AGENT_WORKER, address, listening, run, spawn_worker, worker_env
 from tests.support.stores import postgres_available
 from tests.support.waits import poll

@@ -77,7 +77,7 @@ def mailbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Mailbox]
         yield Embedded(store)
     else:
         server = request.getfixturevalue("mail_server")
-        settings = Settings(db_path=tmp_path / "business.sqlite3", **database, **smtp_settings(server))
+        settings = Settings(db_path=tmp_path / "business.sqlite3", **database, smtp=smtp_settings(server))
         store = wiring.business(settings).create(seed_demo_orders=False)
         yield ThroughSmtp(store, server)
     store.close()

@@ -40,7 +40,9 @@ from agent_worker import tickets, wiring
 from agent_worker.cli.devserver import free_port, start_dev_server
 from agent_worker.client import connect
 from agent_worker.config import Settings
+from agent_worker.config.codec_settings import CodecSettings
 from agent_worker.config.mail_in import MailInSettings
+from agent_worker.config.mail_settings import SmtpSettings
 from agent_worker.mail_in import MailOrigin, listening
 from agent_worker.mail_in.reading import key_of, ticket_id_of
 from tests.support.harness import Harness
@@ -110,9 +112,14 @@ async def deliver(
 
 
 @asynccontextmanager
-async def receiver(agent: Harness, client: Client | None = None, **settings: Any) -> AsyncIterator[int]:
-    """The receiver for the harness's queue, speaking SMTP (unless told) on a free port, which it yields."""
-    built = agent.settings(**{"mail_in_protocol": "smtp", **settings})
+async def receiver(
+    agent: Harness, client: Client | None = None, *, smtp: SmtpSettings | None = None, **mail_in: Any
+) -> AsyncIterator[int]:
+    """The receiver for the harness's queue, speaking SMTP (unless told; ``mail_in``: its settings) on a free
+    port, which it yields; ``smtp``: the desk's mail settings, whose reply key signs its reply addresses."""
+    built = agent.settings(
+        mail_in=MailInSettings(**{"protocol": "smtp", **mail_in}), **({"smtp": smtp} if smtp is not None else {})
+    )
     async with listening(client or agent.client, built, port=0, lookup=DOMAINS.lookup) as server:
         yield server.sockets[0].getsockname()[1]
 
@@ -237,7 +244,7 @@ async def test_a_delivery_whose_answer_never_reached_the_sender_is_sent_again_an
 
 async def test_the_desk_mail_server_delivers_over_lmtp(agent: Harness, client: Client) -> None:
     message = mail()
-    async with receiver(agent, mail_in_protocol="lmtp") as port:
+    async with receiver(agent, protocol="lmtp") as port:
 
         def over_lmtp() -> dict[str, tuple[int, bytes]]:
             with smtplib.LMTP(HOST, port) as lmtp:
@@ -254,7 +261,7 @@ async def test_a_message_for_two_recipients_is_taken_for_one_and_deferred_for_th
 ) -> None:
     """LMTP answers once per recipient; the receiver takes one a message, so each answer it gives is true."""
     message = mail()
-    async with receiver(agent, mail_in_protocol="lmtp") as port:
+    async with receiver(agent, protocol="lmtp") as port:
 
         def over_lmtp() -> dict[str, tuple[int, bytes]]:
             with smtplib.LMTP(HOST, port) as lmtp:
@@ -301,7 +308,7 @@ async def test_a_reply_no_worker_takes_in_time_is_deferred_and_taken_once_when_a
     async with agent.worker(), receiver(agent) as port:
         assert (await deliver(port, first))[0] == 250
         await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
-    async with receiver(agent, mail_in_answer_within_seconds=2) as port:  # no worker to accept the reply
+    async with receiver(agent, answer_within_seconds=2) as port:  # no worker to accept the reply
         code, said = await deliver(port, reply)
     assert (code, said) == (451, "4.3.0 The desk cannot take the message now; try again later")
     async with agent.worker(), receiver(agent) as port:  # the mail server tries again
@@ -357,12 +364,12 @@ REPLY_KEY = "a-reply-key-of-at-least-thirty-two-characters"
 @pytest.fixture
 def mailing(client: Client, mail_server: MailServer, tmp_path: Path) -> Harness:
     """A harness whose worker mails through ``mail_server``, each email's Reply-To signed with ``REPLY_KEY``."""
-    settings = Settings(db_path=tmp_path / "business.sqlite3", **desk_mail(mail_server))
+    settings = Settings(db_path=tmp_path / "business.sqlite3", smtp=desk_mail(mail_server))
     return Harness(client, wiring.business(settings).create(), task_queue=f"mail-in-{uuid.uuid4()}")
 
 
-def desk_mail(server: MailServer) -> dict[str, Any]:
-    return smtp_settings(server, mail_reply_key=REPLY_KEY)
+def desk_mail(server: MailServer) -> SmtpSettings:
+    return smtp_settings(server, reply_key=REPLY_KEY)
 
 
 async def test_the_desks_answer_carries_a_reply_address_signed_for_its_ticket_where_the_customers_reply_goes(
@@ -370,7 +377,7 @@ async def test_the_desks_answer_carries_a_reply_address_signed_for_its_ticket_wh
 ) -> None:
     first = mail()
     workflow_id = workflow_of(first["Message-ID"])
-    async with mailing.worker(**desk_mail(mail_server)), receiver(mailing, **desk_mail(mail_server)) as port:
+    async with mailing.worker(smtp=desk_mail(mail_server)), receiver(mailing, smtp=desk_mail(mail_server)) as port:
         assert (await deliver(port, first))[0] == 250
         await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
         [answer] = mail_server.messages()
@@ -406,7 +413,10 @@ async def test_a_bounce_of_the_desks_mail_is_recorded_on_its_ticket_and_the_agen
     )
     first = mail("Hello, a question about my orders.")
     workflow_id = workflow_of(first["Message-ID"])
-    async with mailing.worker(writes, **desk_mail(mail_server)), receiver(mailing, **desk_mail(mail_server)) as port:
+    async with (
+        mailing.worker(writes, smtp=desk_mail(mail_server)),
+        receiver(mailing, smtp=desk_mail(mail_server)) as port,
+    ):
         assert (await deliver(port, first))[0] == 250
         await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
         [sent] = mail_server.messages()
@@ -496,7 +506,7 @@ async def test_the_desks_own_authentication_results_verify_a_sender_only_under_i
 ) -> None:
     message = mail()
     data = header.encode() + b"\r\n" + message.as_bytes(policy=SMTP_POLICY)  # no signature of its own
-    async with receiver(agent, mail_in_authserv_id=trusted or "") as port:
+    async with receiver(agent, authserv_id=trusted or "") as port:
         assert (await deliver(port, data))[0] == 250
     workflow_id = workflow_of(message["Message-ID"])
     assert (await origin(client, workflow_id)).verified is verified
@@ -591,11 +601,11 @@ async def test_a_message_past_the_desks_limits_is_refused_for_good_with_the_reas
     agent: Harness, client: Client, kind: str
 ) -> None:
     message, expected = LIMITED[kind]
-    limits: dict[str, Any] = {"mail_in_max_parts": 5, "mail_in_max_header_chars": 1000}
+    limits: dict[str, Any] = {"max_parts": 5, "max_header_chars": 1000}
     if kind == "past the size":
-        limits["mail_in_max_message_bytes"] = 2048
+        limits["max_message_bytes"] = 2048
     elif kind == "text past a ticket's":
-        limits["mail_in_max_message_bytes"] = 1024 * 1024
+        limits["max_message_bytes"] = 1024 * 1024
     async with receiver(agent, **limits) as port:
         code, said = await deliver(port, message)
     assert f"{code} {said}".startswith(expected), (code, said)
@@ -633,7 +643,8 @@ async def test_with_encryption_on_the_customers_words_address_and_attachments_re
     agent: Harness, client: Client
 ) -> None:
     settings = agent.settings(
-        codec_keys={"2026-12": base64.b64encode(os.urandom(32)).decode()}, mail_in_protocol="smtp"
+        codec=CodecSettings(keys={"2026-12": base64.b64encode(os.urandom(32)).decode()}),
+        mail_in=MailInSettings(protocol="smtp"),
     )
     encrypted = await connect(settings, address(client))
     message = mail("My parcel for order A-1001 never arrived; my card ends in 4242.")
@@ -728,7 +739,7 @@ async def test_a_receiver_killed_after_the_ticket_started_and_before_it_answered
             if receiving.returncode is None:
                 receiving.kill()
                 await receiving.wait()
-    async with agent.worker(), receiver(agent, mail_in_authserv_id="mx.desk.example") as again:
+    async with agent.worker(), receiver(agent, authserv_id="mx.desk.example") as again:
         assert await deliver(again, data) == (250, f"2.0.0 Taken as {workflow_id}")
         await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
     assert await tickets.count(client, f"WorkflowId = '{workflow_id}'") == 1
@@ -766,9 +777,11 @@ def test_the_compose_receiver_takes_the_settings_compose_gives_it_and_is_publish
 
 def test_a_reply_key_too_short_or_without_an_address_to_sign_under_stops_the_settings_saying_why() -> None:
     with pytest.raises(ValidationError, match="at least 32"):
-        Settings(mail_reply_key="short", mail_from="support@example.com")
+        SmtpSettings(reply_key="short", mail_from="support@example.com")
     with pytest.raises(ValidationError, match="AGENT_MAIL_REPLY_KEY needs AGENT_MAIL_FROM"):
-        Settings(mail_reply_key=REPLY_KEY)
-    replies = wiring.reply_addresses(Settings(mail_reply_key=REPLY_KEY, mail_from="Support <help@example.com>"))
+        SmtpSettings(reply_key=REPLY_KEY)
+    replies = wiring.reply_addresses(
+        Settings(smtp=SmtpSettings(reply_key=REPLY_KEY, mail_from="Support <help@example.com>"))
+    )
     assert replies is not None
     assert replies.base == "help@example.com"

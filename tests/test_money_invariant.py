@@ -19,6 +19,7 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.policy import ApprovalPolicy, Limits, MoneyPolicy
 from activities.contracts.ticket import Outcome
 from agent_worker.cli.devserver import binary
+from agent_worker.config.model_settings import ClaudeSettings
 from tests.support.desk import LOOSE
 from tests.support.fake_messages_api import FakeMessagesAPI, message, text, tool_use
 from tests.support.harness import Harness
@@ -39,10 +40,10 @@ from tests.support.processes import address, run
 
 PUBLIC = "http://inbox.example"
 SSO: dict[str, Any] = {
-    "web_proxy_header": "X-Forwarded-Email",
-    "web_public_url": PUBLIC,
-    "web_users": {},
-    "web_trusted_proxies": ["127.0.0.1"],
+    "proxy_header": "X-Forwarded-Email",
+    "public_url": PUBLIC,
+    "users": {},
+    "trusted_proxies": ["127.0.0.1"],
 }
 """The approval inbox behind single sign-on: the proxy on 127.0.0.1 names the person in ``X-Forwarded-Email``."""
 
@@ -75,7 +76,7 @@ async def test_a_refund_meets_as_many_people_as_the_strictest_threshold_asks_wha
     whichever it is: above the two-people one, two people are asked even where the approval limit is higher, and
     nothing is paid until they answer; above either other, one person."""
     refund_of_cleos_order(fake_api)
-    async with agent.worker(policy=policy(limit, two_above, customer_day), model_backend="auto"):
+    async with agent.worker(policy=policy(limit, two_above, customer_day), claude=ClaudeSettings(backend="auto")):
         workflow_id = await start_with_cli(agent, approval_limit_cents=limit, **CLEO)
         request = await waiting_request(agent.client, workflow_id)
         paid_while_waiting = agent.store.payments.refunds()
@@ -106,7 +107,7 @@ async def test_a_person_is_never_asked_for_more_than_is_left_of_the_charge(
 ) -> None:
     """Claude asks for 1,200.00 back on a 120.00 order: refused at once, with nobody asked and nothing paid."""
     refund_of_cleos_order(fake_api, amount_cents=120_000)
-    async with agent.worker(policy=TWO_PEOPLE, model_backend="auto"):
+    async with agent.worker(policy=TWO_PEOPLE, claude=ClaudeSettings(backend="auto")):
         workflow_id = await start_with_cli(agent, **CLEO)
         outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
 
@@ -136,7 +137,7 @@ async def test_two_spellings_of_one_mailbox_behind_single_sign_on_are_one_person
     """The proxy names ann@example.com, then Ann@Example.COM: one person, so her second approval is refused and
     nothing is paid until ben@example.com approves; then the refund is paid once."""
     async with (
-        inbox_for(agent, TWO_PEOPLE, **SSO) as inbox,
+        inbox_for(agent, TWO_PEOPLE, web=SSO) as inbox,
         person(inbox) as ann,
         person(inbox) as ann_again,
         person(inbox) as ben,

@@ -125,7 +125,7 @@ def provider(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> It
     url = request.getfixturevalue("postgres_url") if request.param.endswith("postgresql") else None
     if request.param.startswith("stripe"):
         with FakeStripe().running() as account:
-            store = stripe_business(account, tmp_path, **({"database_url": url} if url else {}))
+            store = stripe_business(account, tmp_path, {"database_url": url} if url else None)
             store.database.clock = clock  # a worker's settings name no clock; the database's is the one counted on
             yield Stripe(store.create(seed_demo_orders=False), account)
             store.close()

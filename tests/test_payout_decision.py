@@ -186,7 +186,7 @@ def test_every_order_of_the_thresholds_reads_one_way(
     """Each order of the approval limit and the two-people threshold, and the two equal: the strictest wins."""
     policy = MoneyPolicy(approval=ApprovalPolicy(limit_cents=limit, two_people_above_cents=two_above))
     rules = rules_for(TicketOptions(), PolicyInForce(policy=policy, digest=policy.digest()), starting=True)
-    order = OrderLookup(order_id=ORDER, amount_cents=200_000, customer_email="jo@example.com")
+    order = OrderLookup(order_id=ORDER, amount_cents=200_000, customer_email="jo@example.com", currency="USD")
     verdict = decide(amount, order, rules, ticket_paid=[])
     assert not isinstance(verdict, Refused)
     assert _people(verdict) == people
@@ -196,7 +196,7 @@ def test_a_ticket_split_under_the_two_people_threshold_still_needs_two() -> None
     """Two payouts of 300.00 on one ticket, under a two-people threshold of 500.00: the second needs two people."""
     policy = MoneyPolicy(approval=ApprovalPolicy(limit_cents=100_000, two_people_above_cents=50_000))
     rules = rules_for(TicketOptions(), PolicyInForce(policy=policy, digest=policy.digest()), starting=True)
-    order = OrderLookup(order_id="A-2002", amount_cents=200_000, customer_email="jo@example.com")
+    order = OrderLookup(order_id="A-2002", amount_cents=200_000, customer_email="jo@example.com", currency="USD")
     first = RefundRecord(refund_id=1, order_id=ORDER, amount_cents=30_000)
     verdict = decide(30_000, order, rules, ticket_paid=[first])
     assert isinstance(verdict, Ask)
@@ -223,7 +223,7 @@ def test_a_policy_change_that_withdraws_every_named_approver_leaves_nobody_not_e
     options = TicketOptions(approvers=["ann"])
     rules_for(options, PolicyInForce(policy=started, digest="1"), starting=True)
     rules = rules_for(options, PolicyInForce(policy=changed, digest="2"), starting=False)
-    order = OrderLookup(order_id=ORDER, amount_cents=10_000, customer_email="jo@example.com")
+    order = OrderLookup(order_id=ORDER, amount_cents=10_000, customer_email="jo@example.com", currency="USD")
     verdict = decide(5000, order, rules, ticket_paid=[])
     assert isinstance(verdict, Refused)
     assert "none of the approvers this ticket named may approve" in verdict.why
@@ -234,7 +234,7 @@ def test_two_spellings_of_one_mailbox_are_one_person_when_counting_who_may_appro
     roles = [Role(name="a", people=["ann@example.com", "Ann@Example.COM"], max_cents=MAX_CENTS)]
     policy = MoneyPolicy(approval=ApprovalPolicy(roles=roles, two_people_above_cents=1000))
     rules = rules_for(TicketOptions(), PolicyInForce(policy=policy, digest="d"), starting=True)
-    order = OrderLookup(order_id=ORDER, amount_cents=10_000, customer_email="jo@example.com")
+    order = OrderLookup(order_id=ORDER, amount_cents=10_000, customer_email="jo@example.com", currency="USD")
     verdict = decide(5000, order, rules, ticket_paid=[])
     assert isinstance(verdict, Refused)
     assert "it needs two different people" in verdict.why or "no two different people" in verdict.why

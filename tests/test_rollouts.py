@@ -30,6 +30,7 @@ from agent_worker import wiring
 from agent_worker.cli import metrics
 from agent_worker.cli.devserver import binary, free_port, start_dev_server
 from agent_worker.config import Settings
+from agent_worker.config.deployment import DeploymentSettings
 from tests.support.crashlab import Lab
 from tests.support.history import events
 from tests.support.processes import address, spawn_worker, worker_env
@@ -208,18 +209,22 @@ async def drained(client: Client, name: str, build: str) -> bool:
 def test_a_worker_is_unversioned_unless_a_deployment_is_named() -> None:
     assert wiring.deployment_config(Settings()) is None
     assert metrics.tags(None) == {}
-    assert Settings(deployment="").versioning.deployment is None  # "" is unset, as compose passes an unset variable
+    assert (
+        Settings(versioning=DeploymentSettings(deployment="")).versioning.deployment is None
+    )  # "" is unset, as compose passes an unset variable
 
 
 def test_a_named_deployment_makes_the_worker_a_version_that_auto_upgrades() -> None:
-    config = wiring.deployment_config(Settings(deployment="support-agent", build_id="v2"))
+    config = wiring.deployment_config(
+        Settings(versioning=DeploymentSettings(deployment="support-agent", build_id="v2"))
+    )
     assert config is not None
     assert (config.version.deployment_name, config.version.build_id) == ("support-agent", "v2")
     assert config.use_worker_versioning
     assert config.default_versioning_behavior is VersioningBehavior.AUTO_UPGRADE
     assert metrics.tags(config) == {"worker_deployment_name": "support-agent", "worker_build_id": "v2"}
 
-    by_digest = wiring.deployment_config(Settings(deployment="support-agent"))
+    by_digest = wiring.deployment_config(Settings(versioning=DeploymentSettings(deployment="support-agent")))
     assert by_digest is not None
     assert by_digest.version.build_id == wiring.build_id()
 
@@ -244,9 +249,9 @@ def test_the_ticket_leaves_its_behaviour_to_the_worker_so_an_unversioned_one_can
         ({"deployment": "support-agent", "build_id": "__unversioned__"}, "AGENT_BUILD_ID must not be __unversioned__"),
     ],
 )
-def test_a_version_that_is_not_one_is_refused_naming_the_setting(settings: dict[str, str], refusal: str) -> None:
+def test_a_version_that_is_not_one_is_refused_naming_the_setting(settings: dict[str, Any], refusal: str) -> None:
     with pytest.raises(ValidationError, match=refusal):
-        Settings(**settings)
+        DeploymentSettings(**settings)
 
 
 async def test_a_worker_with_a_build_but_no_deployment_does_not_start_and_says_which_setting() -> None:

@@ -29,6 +29,8 @@ from activities.contracts.ticket import Status
 from agent_worker import wiring
 from agent_worker.cli.replay import replay, write_history
 from agent_worker.config import Settings
+from agent_worker.config.codec_settings import CodecSettings
+from agent_worker.config.storage import S3Settings
 from tests.support.harness import Harness
 from tests.support.long_tickets import EVENT_LOG_BYTES, LongTicketModel, long_ticket, seed_long_orders
 from tests.support.processes import address
@@ -77,8 +79,10 @@ class Bucket:
     name: str
     endpoint: str
 
-    def settings(self) -> dict[str, Any]:
-        return {"s3_bucket": self.name, "s3_endpoint_url": self.endpoint, "s3_region": "us-east-1", "s3_prefix": PREFIX}
+    def settings(self, **s3: Any) -> dict[str, Any]:
+        """A worker's settings that keep its content in this bucket; ``s3`` are further ``S3Settings`` fields."""
+        fields = {"bucket": self.name, "endpoint_url": self.endpoint, "region": "us-east-1", "prefix": PREFIX, **s3}
+        return {"s3": S3Settings(**fields)}
 
     def objects(self) -> dict[str, bytes]:
         listed = self.client.list_objects_v2(Bucket=self.name).get("Contents", [])
@@ -144,7 +148,7 @@ async def test_a_payload_over_the_threshold_is_kept_in_the_bucket_and_the_histor
 ) -> None:
     """The SDK's ExternalStorage uploads the 18 KB ticket; the history's copy is a few hundred bytes and
     the replayer, given the same settings, follows it; without them it cannot read the history at all."""
-    settings = {**bucket.settings(), "s3_payload_threshold_bytes": THRESHOLD}
+    settings = bucket.settings(payload_threshold_bytes=THRESHOLD)
     on_s3 = await harness_with(dev_server, agent, **settings)
     question = "My parcel for order A-1001 never arrived. " + "Here is everything that happened. " * (BIG // 34)
     async with on_s3.worker(**settings):
@@ -181,9 +185,8 @@ async def test_an_encrypted_ticket_puts_only_ciphertext_in_the_bucket(
     """The codec encrypts a payload before ExternalStorage uploads it, and the content store seals its
     blobs with the same keys, so neither kind of object holds the customer's words or address."""
     settings = {
-        **bucket.settings(),
-        "s3_payload_threshold_bytes": THRESHOLD,
-        "codec_keys": {"2026-11": base64.b64encode(os.urandom(32)).decode()},
+        **bucket.settings(payload_threshold_bytes=THRESHOLD),
+        "codec": CodecSettings(keys={"2026-11": base64.b64encode(os.urandom(32)).decode()}),
     }
     encrypted = await harness_with(dev_server, agent, **settings)
     question = "My parcel for order A-1001 never arrived, my name is Ann Lovelace. " + "Lovelace " * (BIG // 9)
@@ -203,7 +206,7 @@ async def test_an_encrypted_ticket_puts_only_ciphertext_in_the_bucket(
 
 
 def test_the_prefix_is_a_folder_and_an_empty_bucket_variable_means_no_bucket() -> None:
-    assert Settings(s3_prefix="/agent/").s3.prefix == "agent/"
-    assert Settings(s3_prefix="").s3.prefix == ""
-    assert Settings(s3_bucket="").s3.bucket is None
-    assert wiring.data_converter(Settings(s3_bucket="")).external_storage is None
+    assert Settings(s3=S3Settings(prefix="/agent/")).s3.prefix == "agent/"
+    assert Settings(s3=S3Settings(prefix="")).s3.prefix == ""
+    assert Settings(s3=S3Settings(bucket="")).s3.bucket is None
+    assert wiring.data_converter(Settings(s3=S3Settings(bucket=""))).external_storage is None

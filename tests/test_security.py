@@ -44,6 +44,7 @@ from agent_worker.codec import (
 from agent_worker.codec_server.app import serve
 from agent_worker.codec_server.auth import BearerAuth
 from agent_worker.config import DATA_CONVERTER, Settings
+from agent_worker.config.codec_settings import CodecSettings
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.models import says
@@ -252,10 +253,10 @@ def test_a_plain_blob_is_read_only_while_a_migration_says_so(store: Business) ->
     keys = {"2026-11": SecretStr(base64.b64encode(NEW_KEY).decode())}
 
     with pytest.raises(ApplicationError) as raised:
-        ContentStore(wiring.blob_backend(Settings(codec_keys=keys), store.blobs)).get(content_key(older))
+        ContentStore(wiring.blob_backend(Settings(codec=CodecSettings(keys=keys)), store.blobs)).get(content_key(older))
     assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
     assert "AGENT_BLOBS_ACCEPT_PLAINTEXT" in raised.value.message
-    migrating = wiring.blob_backend(Settings(codec_keys=keys, blobs_accept_plaintext=True), store.blobs)
+    migrating = wiring.blob_backend(Settings(codec=CodecSettings(keys=keys, blobs_accept_plaintext=True)), store.blobs)
     assert ContentStore(migrating).get(content_key(older)) == older
 
 

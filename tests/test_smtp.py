@@ -32,6 +32,7 @@ from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
 from agent_worker import wiring
 from agent_worker.config import Settings
+from agent_worker.config.mail_settings import SmtpSettings
 from tests.support.crashlab import Lab
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
@@ -44,7 +45,7 @@ REFUND_EMAIL = ("Your refund for A-1001", "We have refunded USD 49.00 for order 
 
 def through(server: MailServer, folder: Path, **overrides: Any) -> Business:
     """A business whose outbox delivers through ``server``, built from settings as a worker builds it."""
-    settings = Settings(db_path=folder / "business.sqlite3", **smtp_settings(server, **overrides))
+    settings = Settings(db_path=folder / "business.sqlite3", smtp=smtp_settings(server, **overrides))
     return wiring.business(settings).create()
 
 
@@ -121,11 +122,7 @@ async def test_a_server_that_does_not_answer_the_door_is_worth_retrying(tmp_path
         taken.bind((HOST, 0))
         settings = Settings(
             db_path=tmp_path / "business.sqlite3",
-            mail="smtp",
-            smtp_host=HOST,
-            smtp_port=taken.getsockname()[1],
-            smtp_security="none",
-            mail_from=SENDER,
+            smtp=SmtpSettings(mail="smtp", host=HOST, port=taken.getsockname()[1], security="none", mail_from=SENDER),
         )
         store = wiring.business(settings).create()
 
@@ -159,10 +156,10 @@ def tls_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
         yield (
             server,
             {
-                "smtp_security": security,
-                "smtp_username": "agent",
-                "smtp_password": "s3cret-smtp-password",
-                "smtp_ca_file": certificate.cert,
+                "security": security,
+                "username": "agent",
+                "password": "s3cret-smtp-password",
+                "ca_file": certificate.cert,
             },
         )
 
@@ -184,7 +181,7 @@ async def test_a_certificate_nobody_vouched_for_gets_no_email_and_no_password(
     tls_server: tuple[MailServer, dict[str, Any]], tmp_path: Path
 ) -> None:
     server, settings = tls_server
-    store = through(server, tmp_path, **{**settings, "smtp_ca_file": None})
+    store = through(server, tmp_path, **{**settings, "ca_file": None})
 
     with pytest.raises(MailRefusedError, match=r"not the one configured: .*CERTIFICATE_VERIFY_FAILED"):
         await send(store, email())
@@ -196,7 +193,7 @@ async def test_a_wrong_password_is_a_refusal_for_good(
     tls_server: tuple[MailServer, dict[str, Any]], tmp_path: Path
 ) -> None:
     server, settings = tls_server
-    store = through(server, tmp_path, **{**settings, "smtp_password": "not-the-password"})
+    store = through(server, tmp_path, **{**settings, "password": "not-the-password"})
 
     with pytest.raises(MailRefusedError, match="refused the email: 535"):
         await send(store, email())
@@ -208,21 +205,21 @@ async def test_a_wrong_password_is_a_refusal_for_good(
 
 def test_smtp_without_a_server_or_a_sender_does_not_start_and_says_what_is_missing() -> None:
     with pytest.raises(ValidationError, match="AGENT_MAIL=smtp needs AGENT_SMTP_HOST and AGENT_MAIL_FROM"):
-        Settings(mail="smtp")
+        SmtpSettings(mail="smtp")
     with pytest.raises(ValidationError, match="AGENT_MAIL=smtp needs AGENT_MAIL_FROM"):
-        Settings(mail="smtp", smtp_host="mail.example.com")
+        SmtpSettings(mail="smtp", host="mail.example.com")
     with pytest.raises(ValidationError, match="AGENT_MAIL_FROM must name an address"):
-        Settings(mail="smtp", smtp_host="mail.example.com", mail_from="Support")
+        SmtpSettings(mail="smtp", host="mail.example.com", mail_from="Support")
 
 
 def test_a_password_is_never_sent_in_clear_to_another_machine_and_never_shown() -> None:
-    login: dict[str, Any] = {"smtp_username": "agent", "smtp_password": "s3cret-smtp-password", "mail_from": SENDER}
+    login: dict[str, Any] = {"username": "agent", "password": "s3cret-smtp-password", "mail_from": SENDER}
     with pytest.raises(ValidationError, match="would send AGENT_SMTP_PASSWORD in clear"):
-        Settings(mail="smtp", smtp_host="mail.example.com", smtp_security="none", **login)
+        SmtpSettings(mail="smtp", host="mail.example.com", security="none", **login)
     with pytest.raises(ValidationError, match="go together"):
-        Settings(mail="smtp", smtp_host="mail.example.com", smtp_username="agent", mail_from=SENDER)
+        SmtpSettings(mail="smtp", host="mail.example.com", username="agent", mail_from=SENDER)
 
-    settings = Settings(mail="smtp", smtp_host="mail.example.com", **login)
+    settings = Settings(smtp=SmtpSettings(mail="smtp", host="mail.example.com", **login))
 
     relay = wiring.mail_relay(settings)
     assert isinstance(relay, SmtpRelay)

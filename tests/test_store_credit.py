@@ -23,6 +23,7 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.policy import ApprovalPolicy, Limits, MoneyPolicy
 from activities.contracts.ticket import Outcome, Status
 from activities.contracts.world import Order, RefundRequest
+from agent_worker.config.model_settings import ClaudeSettings
 from tests.support.desk import LOOSE
 from tests.support.fake_messages_api import FakeMessagesAPI, Reply, message, text, tool_use
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
@@ -138,8 +139,7 @@ async def test_a_credit_whose_answer_was_lost_is_issued_once(agent: Harness, tmp
     """The credit is issued, then its attempt hangs past its timeout. Once: the retry gets the voucher back under
     its key. Every attempt: the outcome is unknown, and the ledger is asked (``find_store_credit``) before the model
     hears of it. Either way one voucher, and the model is told it was issued."""
-    faults: dict[str, Any] = {"faults": f"after:{CREDIT}=hang*{hangs}", "faults_dir": tmp_path / "faults"}
-    async with agent.worker(crediting(amount=1000), graceful_shutdown_seconds=1, **faults):
+    async with agent.worker(crediting(amount=1000), graceful_shutdown_seconds=1, faults=f"after:{CREDIT}=hang*{hangs}"):
         handle = await agent.start(ticket(approval_limit_cents=10_000))
         outcome = await handle.result()
 
@@ -243,7 +243,9 @@ async def test_an_order_paid_back_in_full_one_way_is_not_paid_back_again_the_oth
     the same one) knows, every kind of payout counted: refused at once, with nobody asked to approve what could
     not be paid. 15.00 paid back of a 15.00 charge, never 30.00."""
     order, look_up, done = FIFTEEN.order_id, asks_for("lookup_order", order_id=FIFTEEN.order_id), message(text("Done."))
-    async with desk.worker(policy=MoneyPolicy(), model_backend="auto"):  # Claude's client, chosen from the SDK's env
+    async with desk.worker(
+        policy=MoneyPolicy(), claude=ClaudeSettings(backend="auto")
+    ):  # Claude's client, chosen from the SDK's env
         if tickets == 2:
             fake_api.script(look_up, paid(first), done)
             earlier = await (await desk.start(ticket(f"Order {order}"))).result()

@@ -40,6 +40,7 @@ from activities.contracts.ticket import Status
 from activities.contracts.world import Order, RefundReceipt, RefundRequest
 from agent_worker import wiring
 from agent_worker.config import Settings
+from agent_worker.config.payment_settings import StripeSettings
 from tests.support.crashlab import Lab
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business, stripe_env
 from tests.support.harness import Harness
@@ -256,7 +257,7 @@ async def test_a_settlement_waits_for_an_attempt_in_flight_and_then_returns_its_
     on SQLite the writer's lock): a settlement that comes while Stripe is still answering waits, and finds the
     refund rather than closing the key under it."""
     url = {"database_url": request.getfixturevalue("postgres_url")} if database == "postgresql" else {}
-    store = stripe_business(account, tmp_path, **url).create()
+    store = stripe_business(account, tmp_path, url).create()
     pay_at_stripe(account, store, "A-1001")
     account.slow_seconds = 1.0
     account.fail("slow")
@@ -275,7 +276,7 @@ async def test_a_settlement_waits_for_an_attempt_in_flight_and_then_returns_its_
 async def test_a_key_stripe_refuses_is_unusable_credentials_and_never_retried(
     account: FakeStripe, tmp_path: Path
 ) -> None:
-    store = stripe_business(account, tmp_path, stripe_api_key="sk_test_revoked").create()
+    store = stripe_business(account, tmp_path, api_key="sk_test_revoked").create()
     store.orders.add(store.orders.order("A-1001"), stripe_payment=account.charge(4900))
 
     with pytest.raises(
@@ -425,7 +426,7 @@ async def test_a_retry_refused_for_the_workers_api_key_keeps_counting_what_the_f
     account.fail("500_after_refund")
     with pytest.raises(PaymentDeferredError):
         await pay(shop, unattended())
-    revoked = stripe_business(account, tmp_path, stripe_api_key="sk_test_revoked")  # the same database
+    revoked = stripe_business(account, tmp_path, api_key="sk_test_revoked")  # the same database
 
     with pytest.raises(PaymentsUnusableError):
         await pay(revoked, unattended())
@@ -458,13 +459,13 @@ async def test_a_retry_stripe_refuses_for_good_releases_what_the_first_attempt_r
 def test_stripe_without_a_secret_key_does_not_start_and_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STRIPE_API_KEY", raising=False)
     with pytest.raises(ValidationError, match="AGENT_PAYMENTS=stripe needs STRIPE_API_KEY"):
-        Settings(payments="stripe")
+        StripeSettings(payments="stripe")
     with pytest.raises(ValidationError, match="a publishable key \\(pk_\\) cannot refund"):
-        Settings(payments="stripe", stripe_api_key="pk_test_123")
+        StripeSettings(payments="stripe", api_key="pk_test_123")
     with pytest.raises(ValidationError, match="send STRIPE_API_KEY in clear to another machine"):
-        Settings(payments="stripe", stripe_api_key="sk_test_1", stripe_api_base="http://stripe-proxy.internal:8080")
+        StripeSettings(payments="stripe", api_key="sk_test_1", api_base="http://stripe-proxy.internal:8080")
     with pytest.raises(ValidationError, match="must be an http\\(s\\) address"):
-        Settings(payments="stripe", stripe_api_key="sk_test_1", stripe_api_base="ftp://api.stripe.com")
+        StripeSettings(payments="stripe", api_key="sk_test_1", api_base="ftp://api.stripe.com")
 
 
 def test_the_key_is_read_as_stripe_names_it_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -477,7 +478,7 @@ def test_the_key_is_read_as_stripe_names_it_and_never_shown(monkeypatch: pytest.
     assert settings.stripe.api_key.get_secret_value() == "sk_test_secret_value_42"
     assert settings.stripe.api_base is None
     assert "sk_test_secret_value_42" not in repr(settings) + str(settings) + settings.model_dump_json()
-    assert wiring.stripe_client(Settings(payments="embedded")) is None
+    assert wiring.stripe_client(Settings(stripe=StripeSettings(payments="embedded"))) is None
 
 
 def test_a_worker_told_to_refund_through_stripe_without_a_key_refuses_to_start_saying_why(tmp_path: Path) -> None:
@@ -598,7 +599,7 @@ async def test_a_refund_stripe_refuses_reaches_the_model_at_once_in_stripes_word
 async def test_a_revoked_key_ends_the_ticket_as_failed_for_a_person_without_telling_the_customer_an_error(
     client: Client, account: FakeStripe, tmp_path: Path
 ) -> None:
-    store = stripe_business(account, tmp_path, stripe_api_key="sk_test_revoked").create()
+    store = stripe_business(account, tmp_path, api_key="sk_test_revoked").create()
     store.orders.add(store.orders.order("A-1001"), stripe_payment=account.charge(4900))
     harness = Harness(client, store, task_queue=f"stripe-{uuid.uuid4()}")
     async with harness.worker():

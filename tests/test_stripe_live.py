@@ -20,6 +20,7 @@ from activities.business.stripe_payments import StripePayments
 from activities.contracts.world import Order, RefundRequest
 from agent_worker import wiring
 from agent_worker.config import Settings
+from agent_worker.config.payment_settings import StripeSettings
 
 KEY = os.environ.get("STRIPE_API_KEY", "")
 pytestmark = pytest.mark.skipif(
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.skipif(
 def test_stripe_replays_a_repeated_key_refuses_it_for_another_amount_and_finds_the_refund_by_its_key(
     tmp_path: Path,
 ) -> None:
-    settings = Settings(db_path=tmp_path / "business.sqlite3", payments="stripe", stripe_api_key=KEY)
+    settings = Settings(db_path=tmp_path / "business.sqlite3", stripe=StripeSettings(payments="stripe", api_key=KEY))
     client = wiring.stripe_client(settings)
     assert client is not None
     intent = client.v1.payment_intents.create(

@@ -1,6 +1,7 @@
 """Stuck tickets are found: ``agent-worker tickets --stuck`` lists the runs whose workflow task fails over and
 over, with the failure, from the server's ``TemporalReportedProblems`` or, on a server that does not set it,
-from each running ticket's pending workflow task; a ticket that waits as it should is not listed."""
+from each running ticket's pending workflow task; and the runs waiting on an activity retried until it succeeds
+that keeps failing, from their pending activities; a ticket that waits as it should is not listed."""
 
 from __future__ import annotations
 
@@ -127,6 +128,44 @@ async def test_tickets_stuck_lists_the_runs_a_deploy_left_failing_with_their_fai
     assert agent.store.payments.refunds() == [], "the approved refund was never paid: the ticket is stuck before it"
 
 
+async def test_a_ticket_whose_records_cannot_be_archived_is_listed_as_stuck_naming_the_activity_and_show_says_so(
+    agent: Harness, client: Client
+) -> None:
+    """The content store refuses every write as the run hands over (a fault fails each attempt of
+    ``archive_records``). Temporal retries ``archive_records`` until it succeeds, so the ticket waits on it for
+    ever: no workflow task fails, the server reports nothing, and without looking at its pending activities it
+    would look like a ticket at work."""
+    async with agent.worker(faults="before:archive_records=fail*1000"):
+        # it hands over at its approval request, and the next run carries only its records' key
+        failing = await agent.start(ticket(continue_as_new_after_steps=2, approval_timeout_seconds=60))
+        listed, _ = await listed_until(client, {failing.id})
+
+        line = listed[failing.id]
+        failure = "InjectedFailureError: fault before:archive_records#1=fail*1000 failed this attempt"
+        assert line["failure"] == f"activity archive_records: {failure}"
+        assert int(line["failures"]) >= 2
+        (scheduled, *_) = [
+            event
+            for event in await events(failing, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+            if event.activity_task_scheduled_event_attributes.activity_type.name == "archive_records"
+        ]
+        assert line["since"] == when(scheduled.event_time.ToDatetime(tzinfo=UTC))
+        assert not await marked(failing), "the server saw no workflow task fail"
+        assert await events(failing, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+
+        shown = await run(AGENT_WORKER, "show", failing.id, "--address", address(client))
+        stuck = re.search(
+            r"\nstuck: its activity archive_records, retried until it succeeds, failed (\d+) times in a row since "
+            r"(.+) UTC: (.+)\n",
+            shown,
+        )
+        assert stuck is not None, shown
+        assert int(stuck[1]) >= 2
+        assert (stuck[2], stuck[3]) == (line["since"], failure)
+        await failing.terminate("test over")
+    assert agent.store.payments.refunds() == []
+
+
 @pytest.fixture
 async def server_without_reports() -> AsyncIterator[WorkflowEnvironment]:
     """A dev server that does not set ``TemporalReportedProblems``, like a server before 1.30 or one with the
@@ -153,7 +192,8 @@ async def test_on_a_server_that_marks_nothing_the_pending_workflow_tasks_attempt
 
     assert set(listed) == {unreadable.id}, "the ticket waiting for its approval is not stuck"
     assert err.strip() == (
-        "(this server does not set TemporalReportedProblems: read the pending workflow task of 2 running tickets)"
+        "(this server does not set TemporalReportedProblems: read the pending workflow task and activities of 2 "
+        "running tickets)"
     )
     line = listed[unreadable.id]
     assert line["failure"] == UNREADABLE

@@ -25,6 +25,7 @@ from activities.contracts.world import RefundRequest
 from activities.reconciliation import Reconciliation
 from activities.tool_activities import ToolActivities
 from activities.tools import TOOLS
+from agent_worker.config.model_settings import ClaudeSettings
 from tests.support.fake_messages_api import FakeMessagesAPI, message, text, tool_use
 from tests.support.harness import Harness
 from tests.support.history import activity_attempts
@@ -53,7 +54,8 @@ async def test_every_declared_tool_is_offered_to_claude_and_runs_on_a_worker_bui
         *(message(tool_use(name, **args), stop_reason="tool_use") for name, args in SAMPLE_CALLS.items()),
         message(text("All done.")),
     )
-    async with agent.worker(model_backend="auto"):  # the worker chooses Claude from the environment itself
+    # the worker chooses Claude from the environment itself
+    async with agent.worker(claude=ClaudeSettings(backend="auto")):
         handle = await agent.client.start_workflow(
             WORKFLOW_NAME,
             ticket(approval_limit_cents=10_000),

@@ -15,6 +15,7 @@ from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, Vo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
 from activities.contracts.ticket import Status
+from agent_worker.config.web import WebSettings
 from tests.support.desk import LOOSE
 from tests.support.harness import Harness
 from tests.support.tickets import Handle, answer, ticket
@@ -44,7 +45,7 @@ def refused(error: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> str:
 
 async def test_a_large_refund_is_paid_only_after_two_different_people_approve_it(agent: Harness) -> None:
     """ann's approval is "1 of 2" and pays nothing; ann again is refused; ben's second approval pays, once."""
-    async with agent.worker(policy=desk(), web_approval_keys=[KEY]):
+    async with agent.worker(policy=desk(), web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket(CLEO["question"], email=CLEO["email"], approval_limit_cents=2000))
         request = await awaiting(handle, 12_000)
         assert request is not None
@@ -94,7 +95,7 @@ async def test_a_signal_never_counts_toward_two_people_whatever_approver_it_clai
 
 
 async def test_a_decline_by_either_person_ends_the_request_and_its_reason_reaches_the_customer(agent: Harness) -> None:
-    async with agent.worker(policy=desk(), web_approval_keys=[KEY]):
+    async with agent.worker(policy=desk(), web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket(CLEO["question"], email=CLEO["email"]))
         await awaiting(handle, 12_000)
         await handle.execute_update(APPROVE_SIGNAL, signed(handle, "ann"))
@@ -116,7 +117,9 @@ async def test_a_role_too_small_for_the_amount_cannot_approve_it(agent: Harness)
         Role(name="agents", people=["ann"], max_cents=5000),
         Role(name="leads", people=["cleo-lead"], max_cents=50_000),
     ]
-    async with agent.worker(policy=desk(roles=roles, two_people_above_cents=None), web_approval_keys=[KEY]):
+    async with agent.worker(
+        policy=desk(roles=roles, two_people_above_cents=None), web=WebSettings(approval_keys=[KEY])
+    ):
         handle = await agent.start(ticket(CLEO["question"], email=CLEO["email"]))
         request = await awaiting(handle, 12_000)
         assert request is not None
@@ -131,7 +134,7 @@ async def test_a_role_too_small_for_the_amount_cannot_approve_it(agent: Harness)
 
 async def test_a_refund_no_role_reaches_is_refused_at_once_without_waiting(agent: Harness) -> None:
     roles = [Role(name="agents", people=["ann"], max_cents=5000)]
-    async with agent.worker(policy=desk(roles=roles), web_approval_keys=[KEY]):
+    async with agent.worker(policy=desk(roles=roles), web=WebSettings(approval_keys=[KEY])):
         outcome = await (await agent.start(ticket(CLEO["question"], email=CLEO["email"]))).result()
     assert outcome.approvals == []
     refused = (
@@ -144,7 +147,7 @@ async def test_a_refund_no_role_reaches_is_refused_at_once_without_waiting(agent
 
 async def test_nobody_approves_a_refund_to_themselves(agent: Harness) -> None:
     """Behind single sign-on approvers are addresses: the customer's own, in any case, is refused."""
-    async with agent.worker(policy=desk(two_people_above_cents=None), web_approval_keys=[KEY]):
+    async with agent.worker(policy=desk(two_people_above_cents=None), web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket(CLEO["question"], email=CLEO["email"]))
         await awaiting(handle, 12_000)
         with pytest.raises(WorkflowUpdateFailedError) as own:

@@ -21,6 +21,7 @@ from activities.contracts.approvals import ApprovalDecision, ApprovalReceipt, Vo
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.cli.devserver import binary
+from agent_worker.config.web import WebSettings
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import address, run
@@ -48,7 +49,7 @@ def vouched(
 
 
 async def test_an_answer_the_inbox_vouched_for_releases_the_refund_and_says_what_came_of_it(agent: Harness) -> None:
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
         receipt = await handle.execute_update(APPROVE_SIGNAL, vouched(handle), result_type=ApprovalReceipt)
@@ -67,7 +68,7 @@ async def test_an_answer_the_inbox_vouched_for_releases_the_refund_and_says_what
 
 
 async def test_a_decline_is_answered_with_what_the_model_was_told(agent: Harness) -> None:
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
         receipt = await handle.execute_update(
@@ -81,7 +82,7 @@ async def test_a_decline_is_answered_with_what_the_model_was_told(agent: Harness
 
 
 async def test_a_second_click_and_a_wrong_amount_are_refused_at_once_and_leave_no_trace(agent: Harness) -> None:
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
         with pytest.raises(WorkflowUpdateFailedError) as wrong:
@@ -110,7 +111,7 @@ async def test_a_second_click_and_a_wrong_amount_are_refused_at_once_and_leave_n
 async def test_a_forged_or_moved_signature_releases_nothing_and_is_recorded(
     agent: Harness, forgery: dict[str, Any]
 ) -> None:
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket(approval_timeout_seconds=5))
         await awaiting(handle, 4900)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
@@ -125,7 +126,7 @@ async def test_a_forged_or_moved_signature_releases_nothing_and_is_recorded(
 
 
 async def test_a_signature_for_another_ticket_does_not_carry_over(agent: Harness) -> None:
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         first, second = await agent.start(ticket()), await agent.start(ticket())
         await awaiting(first, 4900)
         await awaiting(second, 4900)
@@ -154,7 +155,7 @@ async def test_a_worker_without_the_inbox_key_takes_no_answer_as_vouched(agent: 
 async def test_the_update_from_the_cli_without_a_signature_is_refused_saying_what_is_missing(
     agent: Harness, client: Client
 ) -> None:
-    async with agent.worker(web_approval_keys=[KEY]):
+    async with agent.worker(web=WebSettings(approval_keys=[KEY])):
         handle = await agent.start(ticket())
         await awaiting(handle, 4900)
         claim = answer(4900, request_id="R1")

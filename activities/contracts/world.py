@@ -54,6 +54,9 @@ class OrderLookup(Order):
     """An order as ``lookup_order`` reports it: what was charged, and how much of it has been paid back so far, by
     any ticket. A further payment back of an order paid back before needs a person."""
 
+    currency: Currency
+    """The currency the provider charged the order in, always stated: a look-up that names none is refused, never
+    read as dollars."""
     refunded_cents: NonNegativeInt = 0
     """Everything paid back against the order so far, every kind of payout together: refunds (the payment
     provider's word) and store credit (the worker's database), and any kind declared later

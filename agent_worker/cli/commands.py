@@ -245,7 +245,7 @@ async def _replay(settings: Settings, paths: list[Path]) -> int:
     from agent_worker.cli.replay import HISTORIES  # noqa: PLC0415
     from agent_worker.cli.replay import replay as replay_histories  # noqa: PLC0415
 
-    results = await replay_histories(paths or [HISTORIES], data_converter=wiring.data_converter(settings))
+    results = await replay_histories(paths or [HISTORIES], plugins=[wiring.AgentClientPlugin(settings)])
     for result in results:
         print(result.line(), flush=True)
     failed = sum(not r.ok for r in results)

@@ -96,7 +96,9 @@ def _operator_commands(commands: Any) -> None:
     )
     which.add_argument("--waiting-for", choices=WAITING_KINDS, help="only those waiting for this (no worker needed)")
     which.add_argument(
-        "--stuck", action="store_true", help="only those whose workflow task keeps failing, with the failure"
+        "--stuck",
+        action="store_true",
+        help="only those whose workflow task, or an activity retried until it succeeds, keeps failing, and why",
     )
     tickets.add_argument("--limit", type=int, default=50, help="list at most this many tickets (default 50)")
     show = commands.add_parser("show", help="a ticket's transcript, tool calls, approvals and outcome")

@@ -3,7 +3,7 @@ cancel, retry a ticket, pass on a customer's reply.
 
 Each is what a ``temporal`` CLI user would type, made readable: ``tickets`` is ``temporal workflow list`` over
 Temporal's visibility store (so it works with no worker running; ``--stuck`` adds what the run's description and
-history say of its failing workflow task), ``show`` reads the run's history (plus a query while it runs),
+history say of its failing workflow task or activity), ``show`` reads the run's history (plus a query while it runs),
 ``approve`` is ``temporal workflow signal --name approve``, ``reply`` is ``temporal workflow update execute --name
 customer_message``, and ``retry`` is ``temporal workflow reset`` to the last model call. The calls themselves are
 ``agent_worker.tickets``'s; this module words what came of them, and gives each its exit code: 0 done, 1 refused
@@ -100,8 +100,8 @@ async def list_stuck(client: Client, *, limit: int) -> None:
     search = await find_stuck(client, limit=limit)
     if not search.reported_by_server:
         print(
-            f"(this server does not set {tickets.REPORTED_PROBLEMS_ATTRIBUTE}: read the pending workflow task of "
-            f"{search.examined} running tickets)",
+            f"(this server does not set {tickets.REPORTED_PROBLEMS_ATTRIBUTE}: read the pending workflow task and "
+            f"activities of {search.examined} running tickets)",
             file=sys.stderr,
             flush=True,
         )
@@ -121,9 +121,8 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
         say(*lines(entry))
     if description.status == WorkflowExecutionStatus.RUNNING:
         stuck = await examine(client, workflow_id, description.run_id, at_least=STUCK_AFTER_FAILURES + 1)
-        if stuck is not None:  # no worker can answer a query of it either
-            failed = f"failed {stuck.failures} times in a row since {when(stuck.since)} UTC"
-            say("", f"stuck: it does nothing, its workflow task {failed}: {stuck.failure}")
+        if stuck is not None:  # a query would wait on what is stuck, or find no worker that can answer it
+            say("", stuck_sentence(stuck))
             return
         try:
             request = await tickets.awaiting_approval(client, workflow_id, rpc_timeout=QUERY_TIMEOUT)
@@ -292,10 +291,20 @@ def describe_waiting(waiting: Waiting) -> str:
     return f"waiting for {what}{about} until {when(waiting.until)} UTC"
 
 
+def stuck_sentence(stuck: StuckTicket) -> str:
+    """What ``show`` says of a stuck ticket: what fails, since when, how often, and its last failure."""
+    failed = f"failed {stuck.failures} times in a row since {when(stuck.since)} UTC"
+    if stuck.activity is not None:
+        return f"stuck: its activity {stuck.activity}, retried until it succeeds, {failed}: {stuck.failure}"
+    return f"stuck: it does nothing, its workflow task {failed}: {stuck.failure}"
+
+
 def describe_stuck(ticket: StuckTicket) -> str:
+    """One line: the failing workflow task's streak, or the failing activity's, by name, with its last failure."""
+    what = f"activity {ticket.activity}: " if ticket.activity else ""
     return (
         f"{ticket.workflow_id:<40} stuck since {when(ticket.since)} UTC, {ticket.failures} failed attempts: "
-        f"{ticket.failure}"
+        f"{what}{ticket.failure}"
     )
 
 

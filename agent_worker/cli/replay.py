@@ -18,7 +18,7 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
-from temporalio.worker import Replayer, WorkflowRunner
+from temporalio.worker import Plugin, Replayer, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agent_worker.config import DATA_CONVERTER
@@ -58,9 +58,12 @@ async def replay(
     workflows: Sequence[type] = (SupportAgent,),
     runner: WorkflowRunner | None = None,
     data_converter: DataConverter = DATA_CONVERTER,
+    plugins: Sequence[Plugin] = (),
 ) -> list[ReplayResult]:
-    """Replay each history file; a file that cannot even be read counts as a failure, not a crash."""
-    replayer = _replayer(workflows, runner, data_converter)
+    """Replay each history file; a file that cannot even be read counts as a failure, not a crash. ``plugins``
+    configure the replayer after ``data_converter`` (``agent-worker replay``'s is the client plugin, whose
+    converter every client of the service shares)."""
+    replayer = _replayer(workflows, runner, data_converter, plugins)
     results = []
     for path in history_files(paths):
         try:
@@ -82,9 +85,17 @@ async def replay_history(
     return await _replay_one(_replayer(workflows, runner, data_converter), history)
 
 
-def _replayer(workflows: Sequence[type], runner: WorkflowRunner | None, data_converter: DataConverter) -> Replayer:
+def _replayer(
+    workflows: Sequence[type],
+    runner: WorkflowRunner | None,
+    data_converter: DataConverter,
+    plugins: Sequence[Plugin] = (),
+) -> Replayer:
     return Replayer(
-        workflows=workflows, data_converter=data_converter, workflow_runner=runner or SandboxedWorkflowRunner()
+        workflows=workflows,
+        data_converter=data_converter,
+        workflow_runner=runner or SandboxedWorkflowRunner(),
+        plugins=plugins,
     )
 
 

@@ -46,19 +46,28 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_", env_file=".env", extra="ignore")
 
     def __init__(self, **values: Any) -> None:
-        """Code may also name a concern's setting flat, as its variable does without ``AGENT_``:
-        ``Settings(smtp_host=...)`` is ``Settings(smtp=SmtpSettings(host=...))``, the concern's other settings read
-        from the environment as ever."""
-        concerns = {name: field.annotation for name, field in type(self).model_fields.items()}
-        for name, concern in concerns.items():
-            if not (isinstance(concern, type) and issubclass(concern, Concern)):
-                continue
-            flat = concern.flat_names()
-            given = {flat[key]: values.pop(key) for key in [key for key in values if key in flat]}
-            if given and name in values:
-                raise TypeError(f"Settings: {name}, or its settings by flat name ({', '.join(given)}), not both")
-            if given:
-                values[name] = concern(**given)
+        """Code names a concern's settings in its nested model, ``Settings(smtp=SmtpSettings(host=...))``, the
+        concern's other settings read from the environment as ever. A keyword no field holds is a ``TypeError``,
+        not a setting quietly dropped; one a concern's setting was taken by in 1.1.0 (``Settings(smtp_host=...)``,
+        its variable's name without ``AGENT_``) says which nested field to give instead."""
+        fields = type(self).model_fields
+        unknown = [key for key in values if key not in fields and not key.startswith("_")]
+        if unknown:
+            flat = {
+                key: (name, concern)
+                for name, field in fields.items()
+                if isinstance(concern := field.annotation, type) and issubclass(concern, Concern)
+                for key in concern.flat_names()
+            }
+            said = []
+            for key in unknown:
+                if key in flat:
+                    name, concern = flat[key]
+                    inner = concern.flat_names()[key]
+                    said.append(f"{key}= is not taken: pass {name}={concern.__name__}({inner}=...)")
+                else:
+                    said.append(f"{key}= is no setting")
+            raise TypeError(f"Settings: {'; '.join(said)}")
         super().__init__(**values)
 
     task_queue: str = TASK_QUEUE

@@ -1,7 +1,8 @@
 """What every concern's settings share: read from the environment (or a ``.env`` file) under the concern's own
 prefix, so each nested model reads exactly the variables the flat settings did (``AGENT_SMTP_HOST`` is
 ``SmtpSettings.host``). A field whose variable lies outside the prefix names it in full (``validation_alias``);
-code builds a concern by its fields' names."""
+code builds a concern by its fields' names and hands it to ``Settings`` nested:
+``Settings(smtp=SmtpSettings(host=...))``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ class Concern(BaseSettings):
     @classmethod
     def flat_names(cls) -> dict[str, str]:
         """Each field by its flat name, its variable's without ``AGENT_`` in lower case (``smtp_host``, ``mail``,
-        ``stripe_api_key``): what ``Settings(...)`` also takes, as the flat settings did."""
+        ``stripe_api_key``): what ``Settings(...)`` took in 1.1.0, and now refuses naming the nested field."""
         prefix = str(cls.model_config.get("env_prefix", "")).lower().removeprefix("agent_")
         return {
             (

@@ -40,7 +40,7 @@ class SmtpSettings(Concern):
     """A certificate authority to trust for the server's certificate besides the system's (a private CA)."""
     timeout_seconds: float = Field(default=20.0, gt=0)
     """One delivery, connecting to quitting. The worker refuses to start unless it is below the ``send_email``
-    activity's attempt (``agent_worker.cli.worker.check_client_timeouts``), so a slow server ends an attempt with a
+    activity's attempt (``agent_worker.wiring.check_client_timeouts``), so a slow server ends an attempt with a
     retryable answer rather than an attempt Temporal gave up on."""
 
     _blank_is_unset = field_validator(

@@ -36,7 +36,7 @@ class ClaudeSettings(Concern):
     """Unset by default: the model's own default. Claude's 5-series models refuse (400) any other value."""
     timeout_seconds: PositiveFloat = 90.0
     """One HTTP request to the API. The worker refuses to start unless it is below the ``think`` activity's attempt
-    (``agent_worker.cli.worker.check_client_timeouts``), so a slow call fails as a retryable timeout in the activity
+    (``agent_worker.wiring.check_client_timeouts``), so a slow call fails as a retryable timeout in the activity
     rather than as a timed-out attempt."""
     system_prompt: str = SUPPORT_POLICY
     prices: dict[str, ModelPrice] = DEFAULT_PRICES

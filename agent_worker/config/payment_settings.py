@@ -27,7 +27,7 @@ class StripeSettings(Concern):
     timeout_seconds: float = Field(default=8.0, gt=0)
     """One request to Stripe. The worker refuses to start unless it is below the attempt of every activity that
     calls Stripe (``lookup_order`` and ``find_refund``, 10 s; ``issue_refund``, 30 s:
-    ``agent_worker.cli.worker.check_client_timeouts``), so a slow answer ends an attempt with a retryable error rather
+    ``agent_worker.wiring.check_client_timeouts``), so a slow answer ends an attempt with a retryable error rather
     than an attempt Temporal gave up on."""
 
     _blank_is_unset = field_validator("api_key", "api_base", mode="before")(unset_if_blank)

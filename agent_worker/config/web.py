@@ -37,7 +37,7 @@ class WebSettings(Concern):
     inbox refuses to send one without that confirmation. 0: every approval is confirmed."""
     users: dict[str, SecretStr] = {}
     """Standalone sign-in: each approver's name and password hash (``agent-worker web-user NAME`` makes one,
-    argon2id; a legacy ``scrypt$...`` hash from an earlier version still verifies):
+    argon2id; any other kind of hash stops the inbox at start):
     ``AGENT_WEB_USERS='{"ann": "$argon2id$v=19$m=65536,t=3,p=4$..."}'``. The name is the approver the workflow
     sees, so it is what ``options.approvers`` and ``AGENT_APPROVERS`` must list."""
     auditors: list[str] = []

@@ -9,9 +9,9 @@ edited, a header sent by anyone, a cookie copied from nowhere. Two ways of knowi
   (``AGENT_WEB_TRUSTED_PROXIES``): anyone else can send any header they like.
 - **Standalone.** Each approver has a password, kept only as an argon2id hash (``AGENT_WEB_USERS``;
   ``agent-worker web-user NAME`` makes one with argon2-cffi, a maintained binding of the reference
-  implementation, rather than hashing code of our own: ``agent_worker.passwords``). A legacy ``scrypt$...`` hash
-  an earlier version made still verifies, and the inbox warns at start that it is worth making anew; none is made
-  any more. Signing in
+  implementation, rather than hashing code of our own: ``agent_worker.passwords``). Any other kind of hash, a
+  ``scrypt$...`` one included, stops the inbox at start, naming the person and the command that makes a new one.
+  Signing in
   starts a session kept on the server (``agent_worker.inbox.sessions``), whose random token the cookie holds:
   HttpOnly (no script reads it), SameSite=Lax (no other site's form or script sends it), Secure wherever the
   page is served over https. Signing out ends it on the server; it ends by itself after its idle time and its

@@ -39,7 +39,7 @@ from agent_worker.inbox.guard import Site
 from agent_worker.inbox.sessions import configured
 from agent_worker.inbox.throttle import Throttle
 from agent_worker.loopback import loopback_only
-from agent_worker.passwords import hash_password, is_legacy
+from agent_worker.passwords import hash_password
 from agent_worker.stopping import stop_signals
 from agent_worker.wiring import business_database
 
@@ -149,8 +149,6 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     port = settings.web.port if port is None else port
     check(settings, host)
     users = settings.web.user_hashes()
-    for name in sorted(name for name, stored in users.items() if is_legacy(stored)):
-        log.warning("inbox password hash is legacy scrypt: make a new one with `agent-worker web-user`", name=name)
     login = None
     if not users and not settings.web.proxy_header:
         login = OneTimeLogin(login_name or this_user(), secrets.token_urlsafe(9))

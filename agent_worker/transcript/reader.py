@@ -238,8 +238,8 @@ def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
 
 
 def currency_of(orders: Iterable[OrderLookup]) -> str | None:
-    """The currency a ticket's amounts are in: the one its orders, as looked up, agree on (orders looked up before
-    lookups said theirs read as dollars, as they were); None where none was looked up, or they are in several."""
+    """The currency a ticket's amounts are in: the one its orders, as looked up, agree on; None where none was
+    looked up, or they are in several."""
     found = {order.currency for order in orders}
     return found.pop() if len(found) == 1 else None
 

@@ -29,7 +29,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +40,7 @@ from urllib.parse import parse_qsl, urlsplit
 from activities.business import Business
 from agent_worker import wiring
 from agent_worker.config import Settings
+from agent_worker.config.payment_settings import StripeSettings
 
 API_KEY = "sk_test_fake_4eC39HqLyjWDarjtT1zdp7dc"
 KEY_LIFETIME_SECONDS = 24 * 3600
@@ -275,9 +276,10 @@ class FakeStripe:
             server.server_close()
 
 
-def stripe_settings(account: FakeStripe, **overrides: Any) -> dict[str, Any]:
-    """The settings of a worker that refunds through ``account``."""
-    return {"payments": "stripe", "stripe_api_key": account.api_key, "stripe_api_base": account.url, **overrides}
+def stripe_settings(account: FakeStripe, **overrides: Any) -> StripeSettings:
+    """The payment settings of a worker that refunds through ``account`` (``Settings.stripe``, ``overrides`` its
+    fields)."""
+    return StripeSettings(**{"payments": "stripe", "api_key": account.api_key, "api_base": account.url, **overrides})
 
 
 def pay_at_stripe(account: FakeStripe, store: Business, *order_ids: str) -> dict[str, str]:
@@ -296,9 +298,13 @@ def stripe_env(account: FakeStripe) -> dict[str, str]:
     return {"AGENT_PAYMENTS": "stripe", "STRIPE_API_KEY": account.api_key, "AGENT_STRIPE_API_BASE": account.url}
 
 
-def stripe_business(account: FakeStripe, folder: Path, **overrides: Any) -> Business:
-    """A business whose refunds go to ``account``, built from settings as a worker builds it (not yet created)."""
-    return wiring.business(Settings(db_path=folder / "business.sqlite3", **stripe_settings(account, **overrides)))
+def stripe_business(
+    account: FakeStripe, folder: Path, settings: Mapping[str, Any] | None = None, **overrides: Any
+) -> Business:
+    """A business whose refunds go to ``account``, built from settings as a worker builds it (not yet created):
+    ``settings`` for its other settings, ``overrides`` for its ``stripe`` concern's fields."""
+    stripe = stripe_settings(account, **overrides)
+    return wiring.business(Settings(**{"db_path": folder / "business.sqlite3", **(settings or {}), "stripe": stripe}))
 
 
 def _error(status: int, kind: str, code: str | None, message: str) -> tuple[int, dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""Fault injection for crash tests: kill or hang the worker at an activity boundary. Off unless named.
+"""Fault injection for crash tests: kill or hang the worker, or fail an attempt, at an activity boundary. Off unless
+named.
 
 Crash safety is proven with real crashes at precise moments: after the payment provider committed a
 refund and before ``issue_refund`` reports back, after the model answered and before ``think`` returns.
@@ -18,7 +19,10 @@ warning saying so on every start.
   timeout, then fail the attempt (the server has long given up on it by then); a hang ``before`` an
   activity never runs it;
 - ``before:issue_refund#5=stall``: the fifth time, sit past the attempt's timeout without heartbeating, then
-  do the work all the same, as a thread nobody can cancel does: the attempt the server gave up on pays late.
+  do the work all the same, as a thread nobody can cancel does: the attempt the server gave up on pays late;
+- ``before:archive_records=fail*1000``: fail the attempt at once with a retryable error the SDK reports, without
+  running it, a thousand times: a content store that refuses the records a run hands over, so an activity retried
+  until it succeeds keeps the ticket where it is (``agent-worker tickets --stuck``).
 
 Every time a named point is reached, it claims the next number for that point by creating a marker file
 with ``O_EXCL`` in a directory beside the business database, atomically across processes. So the n-th
@@ -50,11 +54,11 @@ from agent_worker.config import Settings
 
 log = structlog.get_logger(__name__)
 
-Action = Literal["kill", "hang", "stall"]
+Action = Literal["kill", "hang", "stall", "fail"]
 _FAULT = re.compile(
     r"^(?P<when>before|after):(?P<activity>\w+)(?:#(?P<nth>\d+))?=(?P<action>\w+)(?:\*(?P<times>\d+))?$"
 )
-_ACTIONS: tuple[Action, ...] = ("kill", "hang", "stall")
+_ACTIONS: tuple[Action, ...] = ("kill", "hang", "stall", "fail")
 HANG_MARGIN = timedelta(seconds=1)
 HANG_WITHOUT_TIMEOUT = timedelta(minutes=5)
 
@@ -148,6 +152,10 @@ def kill_this_process(fault: Fault, **context: Any) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class InjectedFailureError(Exception):
+    """An attempt a ``fail`` fault failed: an error the SDK reports, so the server retries the activity at once."""
+
+
 class HungError(Exception):
     """The end of a hang: by now the server has timed the attempt out, so nobody hears this."""
 
@@ -200,6 +208,8 @@ class _Inbound(ActivityInboundInterceptor):
             return fault
         if fault.action == "kill":
             kill_this_process(fault, attempt=activity.info().attempt)
+        if fault.action == "fail":
+            raise InjectedFailureError(f"fault {fault} failed this attempt")
         await hang(fault)
         return None
 

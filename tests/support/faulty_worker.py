@@ -10,13 +10,12 @@ import asyncio
 import sys
 import traceback
 
-from temporalio.client import Client
-from temporalio.envconfig import ClientConfig
 from temporalio.plugin import SimplePlugin
 
 from agent_worker import logs, wiring
+from agent_worker.cli import metrics
 from agent_worker.cli.worker import build_worker, run_worker
-from agent_worker.client import DEFAULT_ADDRESS
+from agent_worker.client import connect
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
 from tests.support.demonstrations import Demonstration
@@ -28,13 +27,12 @@ WORKER_COMMAND = (sys.executable, "-m", "tests.support.faulty_worker")
 
 async def serve() -> None:
     """``agent-worker worker`` with the faults the environment names: connected as the product connects (Temporal's
-    environment configuration, the service's data converter), and run until SIGTERM."""
+    environment configuration, the client's plugin, the metrics ``AGENT_METRICS_BIND`` asks for), and run until
+    SIGTERM."""
     settings = Settings()
     logs.configure(settings.log_level, settings.log_format)
     faults = injector(settings)
-    config = ClientConfig.load_client_connect_config()
-    config.setdefault("target_host", DEFAULT_ADDRESS)
-    client = await Client.connect(**config, data_converter=wiring.data_converter(settings))
+    client = await connect(settings, runtime=metrics.runtime(settings.metrics_bind, wiring.deployment_config(settings)))
     plugins: list[SimplePlugin] = [FaultPlugin(faults)] if faults is not None else []
     business = None  # the product's own, from settings
     if (demonstration := Demonstration.from_env()) is not None:

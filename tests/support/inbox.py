@@ -9,7 +9,7 @@ import html
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +24,7 @@ from activities.contracts.names import APPROVAL_REQUEST_MEMO
 from activities.contracts.policy import ApprovalPolicy, MoneyPolicy, Role
 from activities.contracts.world import Order
 from agent_worker.cli.devserver import binary
+from agent_worker.config.web import WebSettings
 from agent_worker.inbox.app import ticket_path
 from agent_worker.inbox.server import RunningInbox, start_inbox
 from agent_worker.passwords import hash_password
@@ -66,6 +67,12 @@ def password_hashes() -> dict[str, str]:
     return {name: hash_password(password) for name, password in PASSWORDS.items()}
 
 
+def inbox_web(**fields: Any) -> WebSettings:
+    """The inbox's settings (``Settings.web``) the tests run it with: the approval key the worker holds, and ann,
+    ben and bob's passwords; ``fields`` are other ``WebSettings`` fields, or these replaced."""
+    return WebSettings(**{"approval_keys": [KEY], "users": password_hashes(), **fields})
+
+
 class Clock:
     """A database's clock, which a test turns: sessions age and wrong passwords are forgotten without waiting."""
 
@@ -81,13 +88,18 @@ class Clock:
 
 @asynccontextmanager
 async def inbox_for(
-    agent: Harness, policy: MoneyPolicy | None = None, *, database: Database | None = None, **settings: Any
+    agent: Harness,
+    policy: MoneyPolicy | None = None,
+    *,
+    database: Database | None = None,
+    web: Mapping[str, Any] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[RunningInbox]:
     """A worker holding the inbox's key, under ``policy`` (the tests' loose desk if None), and the inbox for its task
-    queue on 127.0.0.1, with ann, ben and bob able to sign in; ``settings`` go to both (the inbox's sign-in, the
-    codec's keys). The inbox keeps its sessions in ``database`` if given (one whose clock the test turns), else in
-    the harness's business database as the settings name it."""
-    both = {"web_approval_keys": [KEY], "web_users": password_hashes(), **settings}
+    queue on 127.0.0.1, with ann, ben and bob able to sign in; ``web`` (``WebSettings`` fields) and ``settings`` go
+    to both (the inbox's sign-in, the codec's keys). The inbox keeps its sessions in ``database`` if given (one
+    whose clock the test turns), else in the harness's business database as the settings name it."""
+    both = {"web": inbox_web(**(web or {})), **settings}
     async with agent.worker(policy=policy, **both):
         inbox_settings = agent.settings(**both)
         inbox = await start_inbox(inbox_settings, agent.client, host="127.0.0.1", port=0, database=database)
@@ -98,10 +110,13 @@ async def inbox_for(
 
 
 @asynccontextmanager
-async def inbox_alone(agent: Harness, database: Database | None = None, **settings: Any) -> AsyncIterator[RunningInbox]:
+async def inbox_alone(
+    agent: Harness, database: Database | None = None, web: Mapping[str, Any] | None = None
+) -> AsyncIterator[RunningInbox]:
     """The inbox with ann, ben and bob able to sign in, and no worker: signing in and out needs none. Its sessions
-    in ``database`` if given (one whose clock the test turns), else in the harness's business database."""
-    configured = agent.settings(web_approval_keys=[KEY], web_users=password_hashes(), **settings)
+    in ``database`` if given (one whose clock the test turns), else in the harness's business database; ``web``
+    its other ``WebSettings`` fields."""
+    configured = agent.settings(web=inbox_web(**(web or {})))
     inbox = await start_inbox(configured, agent.client, host="127.0.0.1", port=0, database=database)
     try:
         yield inbox

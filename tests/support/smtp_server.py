@@ -32,6 +32,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from agent_worker.config.mail_settings import SmtpSettings
+
 HOST = "127.0.0.1"
 START_TIMEOUT = 10.0
 
@@ -202,18 +204,17 @@ def self_signed(folder: Path) -> Certificate:
 SENDER = "Support <support@example.com>"
 
 
-def smtp_settings(server: MailServer, **overrides: Any) -> dict[str, Any]:
-    """The worker's settings (``Settings`` fields) for mail through ``server``: plain SMTP unless overridden."""
-    return {
-        "mail": "smtp",
-        "smtp_host": HOST,
-        "smtp_port": server.port,
-        "smtp_security": "none",
-        "mail_from": SENDER,
-        **overrides,
-    }
+def smtp_settings(server: MailServer, **overrides: Any) -> SmtpSettings:
+    """The worker's mail settings (``Settings.smtp``, ``overrides`` its fields) for mail through ``server``: plain
+    SMTP unless overridden."""
+    return SmtpSettings(**_smtp_fields(server, **overrides))
+
+
+def _smtp_fields(server: MailServer, **overrides: Any) -> dict[str, Any]:
+    return {"mail": "smtp", "host": HOST, "port": server.port, "security": "none", "mail_from": SENDER, **overrides}
 
 
 def smtp_env(server: MailServer, **overrides: Any) -> dict[str, str]:
     """The same settings as a worker process reads them from its environment."""
-    return {f"AGENT_{name.upper()}": str(value) for name, value in smtp_settings(server, **overrides).items()}
+    variable = {field: f"AGENT_{flat.upper()}" for flat, field in SmtpSettings.flat_names().items()}
+    return {variable[name]: str(value) for name, value in _smtp_fields(server, **overrides).items()}
