@@ -34,7 +34,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.business.reply_addresses import ReplyAddresses
-from activities.contracts.names import MAIL_MEMO
+from activities.contracts.limits import NOTES_KEPT
+from activities.contracts.names import CUSTOMER_MESSAGE, MAIL_BOUNCED, MAIL_MEMO
 from activities.contracts.ticket import Status, Turn
 from agent_worker import tickets, wiring
 from agent_worker.cli.devserver import free_port, start_dev_server
@@ -45,6 +46,7 @@ from agent_worker.config.mail_in import MailInSettings
 from agent_worker.config.mail_settings import SmtpSettings
 from agent_worker.mail_in import MailOrigin, listening
 from agent_worker.mail_in.reading import key_of, ticket_id_of
+from tests.support import tickets as support_tickets
 from tests.support.harness import Harness
 from tests.support.held_proxy import HeldProxy
 from tests.support.models import PlaybackModel, calls, says
@@ -434,6 +436,35 @@ async def test_a_bounce_of_the_desks_mail_is_recorded_on_its_ticket_and_the_agen
     assert "refused the desk's last email for good (5.1.1 smtp; 550 5.1.1 No such user here)" in refused[0].result
     entries = mailing.store.audit.entries(outcome.ticket_id)
     assert any("ann@example.com bounced the desk's email: 5.1.1" in entry for entry in entries)
+
+
+async def test_a_flood_of_bounces_costs_the_trail_a_bounded_number_of_entries_and_each_is_accounted_for(
+    agent: Harness,
+) -> None:
+    """Anyone who may signal a ticket can send it bounces: garbage, someone else's address, or the same bounce
+    again and again. Each is told to the audit trail, but within the notes' bound, never an entry (an activity)
+    apiece."""
+    sent = NOTES_KEPT * 3
+    async with agent.worker():
+        handle = await agent.start(support_tickets.ticket("Please email me", reply_window_seconds=3600))
+        await waiting_for_customer(handle, turns=1)
+        for n in range(sent):
+            bad = {"spam": n} if n % 3 == 0 else {"address": f"x{n}@example.com", "status": "5.1.1", "diagnostic": ""}
+            await handle.signal(MAIL_BOUNCED, bad if n % 3 != 2 else {"address": "ann@example.com", "status": "5.1.1"})
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Did you write to me?"})
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel(reason="the test is over")
+        outcome = await tickets.outcome(agent.client, handle.id)
+
+    entries = agent.store.audit.entries(outcome.ticket_id)
+    refused = [e for e in entries if "bounce" in e and "not taken" in e]
+    counted = [int(e.split()[0]) for e in refused if " more bounces signalled to the ticket were not taken" in e]
+    assert len(refused) - len(counted) + sum(counted) == sent - sent // 3, refused  # every bad one told
+    assert len(refused) <= NOTES_KEPT + 1, refused
+    # the customer's own bounce, sent a third of the time: told once, the repeats change nothing
+    assert [e for e in entries if "bounced the desk's email" in e] == [
+        "the customer's address ann@example.com bounced the desk's email: 5.1.1"
+    ]
 
 
 def test_a_reply_address_is_read_back_only_with_its_own_mac_on_its_own_desk() -> None:

@@ -70,6 +70,11 @@ class Notes:
     def __len__(self) -> int:
         return len(self._kept) + self._more
 
+    def take_note(self) -> str | None:
+        """``take``, as a piece that keeps notes (``Noted``) gives them: a signal handler with nothing else to keep
+        hands its ``Notes`` to the audit log itself."""
+        return self.take()
+
 
 class Noted(Protocol):
     """A piece that keeps notes for the audit trail: what it was sent and could not take, and why."""

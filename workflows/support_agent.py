@@ -63,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.approval_gate import ApprovalGate
     from workflows.approval_rules import spelled
-    from workflows.audit_log import AuditLog
+    from workflows.audit_log import AuditLog, Notes
     from workflows.continuation import Continuation, ContinuedState, HandOver
     from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
     from workflows.intake import Intake, past_sla
@@ -106,7 +106,14 @@ class SupportAgent:
         self._continuation = Continuation()
         self._replies = Replies()
         self._events = Events(self._continuation)
-        self._trail = AuditLog(ticket.ticket_id if ticket else "", notes_from=(self._replies, self._events))
+        self._bounces = Notes("bounces signalled to the ticket")
+        """Bounces ``mail_bounced`` could not take, for the audit trail: written where the run writes its other
+        notes, so a flood of them costs the history a bounded number of entries, not one each."""
+        self._bounced = Notes("bounces of the desk's mail")
+        """The customer's address bouncing the desk's mail: one note, the first time (a repeat changes nothing)."""
+        self._trail = AuditLog(
+            ticket.ticket_id if ticket else "", notes_from=(self._replies, self._events, self._bounces, self._bounced)
+        )
         self._gate = ApprovalGate(audit=self._trail.write, audited=self._trail.holds, continuation=self._continuation)
         self._handing_over = False
         if ticket is None:
@@ -234,20 +241,21 @@ class SupportAgent:
         return self._intake.ticket is not None and self._tools.sender_verified
 
     @workflow.signal(name=MAIL_BOUNCED)
-    async def mail_bounced(self, *args: Any) -> None:
-        """The customer's mail server refused the desk's email for good (``MailBounce``): recorded in the audit
-        trail, and no more mail goes to the address. One that cannot be read is recorded as such."""
+    def mail_bounced(self, *args: Any) -> None:
+        """The customer's mail server refused the desk's email for good (``MailBounce``): no more mail goes to the
+        address, and the audit trail is told, as it is of one that cannot be read or is not this customer's (each
+        a note, ``Notes``: the trail takes them with the run's other notes, within their bound)."""
         try:
             bounce = MailBounce.model_validate(args[0] if len(args) == 1 else None)
         except ValidationError as error:
-            await self._trail.write(f"a bounce was not taken: {describe_errors(error)}")
+            self._bounces.add(f"a bounce was not taken: {describe_errors(error)}")
             return
         if self._intake.ticket is None or not same_address(bounce.address, self._ticket.customer_email):
-            await self._trail.write(f"a bounce for {bounce.address}, not this ticket's customer, was not taken")
+            self._bounces.add(f"a bounce for {bounce.address}, not this ticket's customer, was not taken")
             return
         why = f"{bounce.status} {bounce.diagnostic}".strip()
-        self._tools.bounced(why)
-        await self._trail.write(f"the customer's address {bounce.address} bounced the desk's email: {why}")
+        if self._tools.bounced(why):
+            self._bounced.add(f"the customer's address {bounce.address} bounced the desk's email: {why}")
 
     @workflow.signal(name=ORDER_EVENT_SIGNAL)
     def order_event(self, *args: Any) -> None:

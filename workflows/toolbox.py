@@ -116,9 +116,11 @@ class Toolbox:
             self._orders.verified = snapshot.sender_verified
         self._bounced = snapshot.bounced
 
-    def bounced(self, why: str) -> None:
-        """The customer's address refused the desk's mail for good: ``send_email`` is refused from now on."""
-        self._bounced = why
+    def bounced(self, why: str) -> bool:
+        """The customer's address refused the desk's mail for good: ``send_email`` is refused from now on. Whether
+        it had not bounced before."""
+        first, self._bounced = self._bounced is None, self._bounced or why
+        return first
 
     @property
     def sender_verified(self) -> bool:
