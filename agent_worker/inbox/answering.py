@@ -48,24 +48,17 @@ class Answering:
         self.pages, self.ticket_page, self.sender = pages, ticket_page, sender
         self.confirm_above_cents = confirm_above_cents
 
-    async def answer(self, request: Request) -> Response:  # noqa: PLR0911 - one return per way a form ends
+    async def answer(self, request: Request) -> Response:
         """Approve or decline, for the person who signed in: the form says which request, which amount and which
         decision; who answers is never read from it. A form the inbox refuses before sending (no reason for a
         decline) is answered with the page and what is missing; an approval above the confirmation amount without
         this person's confirmation of it, with the page that asks for it; anything sent, with a redirect to the
         ticket's page, carrying what came of it."""
         pages, keys = self.pages, self.pages.auth.keys
-        person = await pages.person(request)
-        if person is None:
-            return pages.must_sign_in(request)
-        if not pages.from_here(request):
-            return forbidden("refused: this form was sent from another site")
-        form = await request.form(max_files=0, max_fields=16)
-        if not keys.csrf_ok(person.binding, str(form.get("csrf", ""))):
-            return forbidden("refused: the form's security token is missing or not yours; reload the page, try again")
-        workflow_id = request.query_params.get("id")
-        if not workflow_id:
-            return self.ticket_page.no_ticket(request, person, workflow_id)
+        posted = await self._posted(request, max_fields=16)
+        if isinstance(posted, Response):
+            return posted
+        person, form, workflow_id = posted
         fields = answer_of(form, person.name)
         if isinstance(fields, Notice):
             return await self.ticket_page.ticket(request, fields, 400)
@@ -99,25 +92,17 @@ class Answering:
             # A decline the ticket took quotes its reason, personal data the export withholds too.
             said=notice.text if fields["approved"] or notice.kind != "taken" else WITHHELD,
         )
-        sealed = seal(keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
-        return RedirectResponse(pages.ticket_url(workflow_id, notice=sealed), status_code=303)
+        return self._back_to_the_ticket(person, workflow_id, notice)
 
     async def verify_sender(self, request: Request) -> Response:
         """Mark the ticket's customer verified, for the person who signed in (``POST /ticket/verify-sender?id=ID``):
         they checked who wrote by the desk's own means, and the ticket's audit trail records who said so. The
         ticket refuses nothing it can take twice: a second press is told the customer was verified already."""
-        pages, keys = self.pages, self.pages.auth.keys
-        person = await pages.person(request)
-        if person is None:
-            return pages.must_sign_in(request)
-        if not pages.from_here(request):
-            return forbidden("refused: this form was sent from another site")
-        form = await request.form(max_files=0, max_fields=4)
-        if not keys.csrf_ok(person.binding, str(form.get("csrf", ""))):
-            return forbidden("refused: the form's security token is missing or not yours; reload the page, try again")
-        workflow_id = request.query_params.get("id")
-        if not workflow_id:
-            return self.ticket_page.no_ticket(request, person, workflow_id)
+        pages = self.pages
+        posted = await self._posted(request, max_fields=4)
+        if isinstance(posted, Response):
+            return posted
+        person, _form, workflow_id = posted
         try:
             await pages.desk.check(workflow_id)
         except NotATicketError:
@@ -129,8 +114,29 @@ class Answering:
         except RPCError as error:
             notice = Notice("error", f"not verified: {error.message}")
         log.info("inbox verified sender", workflow_id=workflow_id, by=person.name, result=notice.kind)
-        sealed = seal(keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
-        return RedirectResponse(pages.ticket_url(workflow_id, notice=sealed), status_code=303)
+        return self._back_to_the_ticket(person, workflow_id, notice)
+
+    async def _posted(self, request: Request, *, max_fields: int) -> tuple[Person, FormData, str] | Response:
+        """A form about a ticket, as every form that acts on one is checked before it is read: sent by a person
+        signed in, from this site, with their security token, naming a ticket; else the response refusing it."""
+        pages, keys = self.pages, self.pages.auth.keys
+        person = await pages.person(request)
+        if person is None:
+            return pages.must_sign_in(request)
+        if not pages.from_here(request):
+            return forbidden("refused: this form was sent from another site")
+        form = await request.form(max_files=0, max_fields=max_fields)
+        if not keys.csrf_ok(person.binding, str(form.get("csrf", ""))):
+            return forbidden("refused: the form's security token is missing or not yours; reload the page, try again")
+        workflow_id = request.query_params.get("id")
+        if not workflow_id:
+            return self.ticket_page.no_ticket(request, person, workflow_id)
+        return person, form, workflow_id
+
+    def _back_to_the_ticket(self, person: Person, workflow_id: str, notice: Notice) -> Response:
+        """The redirect (303) to the ticket's page, carrying what came of the form, sealed for this person."""
+        sealed = seal(self.pages.auth.keys, notice, binding=person.binding, workflow_id=workflow_id, now=now())
+        return RedirectResponse(self.pages.ticket_url(workflow_id, notice=sealed), status_code=303)
 
     async def confirm(  # noqa: PLR0913 - the answer, and what the page says about it
         self,
