@@ -55,7 +55,7 @@ async def floor_system(address: str, workflow_type: str) -> AsyncIterator[System
         return await client.start_workflow(workflow_type, ACTIVITIES, id=f"floor-{uuid.uuid4()}", task_queue=task_queue)
 
     try:
-        yield System(worker, start, client)
+        yield System(f"the floor ({workflow_type})", worker, start, client)
     finally:
         await worker.stop()
 

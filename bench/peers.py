@@ -37,7 +37,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +192,7 @@ async def versions(python: Path, packages: tuple[str, ...]) -> str:
 class System:
     """A running worker and how to start one of its tickets."""
 
+    name: str
     worker: Process
     start: Starter
     client: Client
@@ -215,7 +216,7 @@ async def our_system(address: str, scratch: Path) -> AsyncIterator[System]:
         )
 
     async with worker_process(address, store, task_queue, {}) as worker:
-        yield System(worker, start, client)
+        yield System(OURS_NAME, worker, start, client)
 
 
 @asynccontextmanager
@@ -256,7 +257,7 @@ async def peer_system(peer: Peer, python: Path, address: str, scratch: Path) -> 
         )
 
     try:
-        yield System(worker, start, client)
+        yield System(peer.name, worker, start, client)
     except Exception as error:
         error.add_note(f"{peer.name}'s worker said: {log.read_text()[-3000:]}")
         raise
@@ -303,12 +304,16 @@ class Driver:
             assert process.stdout is not None
             async for raw in process.stdout:
                 request, answer = raw.decode().rstrip("\n").split(" ", 1)
+                future = waiting.pop(request, None)
+                if future is None or future.done():  # the bench gave up on it: a late answer has no one to go to
+                    continue
                 if answer.startswith("! "):
-                    waiting.pop(request).set_exception(RuntimeError(f"{answer[2:]}; {last_words(log)}"))
+                    future.set_exception(RuntimeError(f"{answer[2:]}; {last_words(log)}"))
                 else:
-                    waiting.pop(request).set_result(answer)
+                    future.set_result(answer)
             for future in waiting.values():
-                future.set_exception(RuntimeError(f"the driver ended: {last_words(log)}"))
+                if not future.done():
+                    future.set_exception(RuntimeError(f"the driver ended: {last_words(log)}"))
 
         return cls(Process(process), waiting, asyncio.create_task(read()))
 
@@ -319,7 +324,15 @@ class Driver:
         assert stdin is not None
         stdin.write(f"{request} {question}\n".encode())
         await stdin.drain()
-        return await asyncio.wait_for(self.waiting[request], TICKET_TIMEOUT)
+        try:
+            return await asyncio.wait_for(self.waiting[request], TICKET_TIMEOUT)
+        except TimeoutError:
+            raise TimeoutError(
+                f"waited {TICKET_TIMEOUT:g} s for the driver to say it had run the ticket {question!r} through its "
+                "turn and closed it"
+            ) from None
+        finally:
+            self.waiting.pop(request, None)
 
     async def stop(self) -> None:
         await self.process.stop()
@@ -388,8 +401,22 @@ COMPARED: dict[str, Callable[[Round], float]] = {
 """The figures ours is compared with each peer's on, round by round: what a ticket costs first."""
 
 
+@contextlib.contextmanager
+def during(step: str) -> Iterator[None]:
+    """Names the step a failure came in (the system, the round, the ticket) on the failure: a timeout says nothing
+    of itself, and the table shows only the failure."""
+    try:
+        yield
+    except Exception as error:
+        error.add_note(step)
+        raise
+
+
 async def finish(handle: WorkflowHandle[Any, Any], started: float) -> float:
-    result = await asyncio.wait_for(handle.result(), TICKET_TIMEOUT)
+    try:
+        result = await asyncio.wait_for(handle.result(), TICKET_TIMEOUT)
+    except TimeoutError:
+        raise TimeoutError(f"waited {TICKET_TIMEOUT:g} s for the result of workflow {handle.id}") from None
     if isinstance(result, Outcome) and result.status != "resolved":
         raise RuntimeError(f"{handle.id} ended {result.status}: {result.answer}")
     return (time.perf_counter() - started) * 1000
@@ -400,26 +427,30 @@ async def warm(system: System, warm_up: int) -> None:
     warm_until = time.perf_counter() + BURST_SECONDS
     done = 0
     while done < warm_up or time.perf_counter() < warm_until:
-        await finish(await system.start(), time.perf_counter())
+        with during(f"{system.name}, warm-up ticket {done + 1}"):
+            await finish(await system.start(), time.perf_counter())
         done += 1
 
 
-async def measure(system: System, tickets: int, server_process: Process, figures: Figures) -> None:
+async def measure(system: System, tickets: int, server_process: Process, figures: Figures, round_: str) -> None:
     """One round of ``system``: its tickets one after another, then as many at once."""
     load_now = os.getloadavg()[0]
     cpu = system.worker.cpu_seconds(), server_process.cpu_seconds()
     handles, sequential_ms = [], []
-    for _ in range(tickets):
-        started = time.perf_counter()
-        handle = await system.start()
-        sequential_ms.append(await finish(handle, started))
+    for i in range(tickets):
+        with during(f"{system.name}, {round_}, ticket {i + 1} of {tickets} one after another"):
+            started = time.perf_counter()
+            handle = await system.start()
+            sequential_ms.append(await finish(handle, started))
         handles.append(handle)
     worker_s, server_s = system.worker.cpu_seconds() - cpu[0], server_process.cpu_seconds() - cpu[1]
     cpu = system.worker.cpu_seconds(), server_process.cpu_seconds()
-    started = time.perf_counter()
-    at_once = await asyncio.gather(*(system.start() for _ in range(tickets)))
-    at_once_ms = list(await asyncio.gather(*(finish(h, started) for h in at_once)))
-    elapsed = time.perf_counter() - started
+    with during(f"{system.name}, {round_}, {tickets} tickets at once"):
+        started = time.perf_counter()
+        at_once = await asyncio.gather(*(system.start() for _ in range(tickets)))
+        at_once_ms = list(await asyncio.gather(*(finish(h, started) for h in at_once)))
+        elapsed = time.perf_counter() - started
+    at_once_worker_s, at_once_server_s = system.worker.cpu_seconds() - cpu[0], server_process.cpu_seconds() - cpu[1]
     figures.rounds.append(
         Round(
             sequential_ms=sequential_ms,
@@ -427,8 +458,8 @@ async def measure(system: System, tickets: int, server_process: Process, figures
             server_ms=1000 * server_s / tickets,
             at_once_ms=at_once_ms,
             at_once_elapsed_s=elapsed,
-            at_once_worker_ms=1000 * (system.worker.cpu_seconds() - cpu[0]) / tickets,
-            at_once_server_ms=1000 * (server_process.cpu_seconds() - cpu[1]) / tickets,
+            at_once_worker_ms=1000 * at_once_worker_s / tickets,
+            at_once_server_ms=1000 * at_once_server_s / tickets,
             load=load_now,
         )
     )
@@ -468,7 +499,9 @@ async def main(options: Options) -> str:
     failures: dict[str, str] = {}
 
     def failed(key: str, error: BaseException) -> None:
-        failures.setdefault(key, f"{type(error).__name__}: {error} {' '.join(getattr(error, '__notes__', []))}")
+        if key not in failures:
+            failures[key] = "; ".join((f"{type(error).__name__}: {error}", *getattr(error, "__notes__", [])))
+            print(f"{results[key].system} failed: {failures[key]}", file=sys.stderr)
 
     with tempfile.TemporaryDirectory(prefix="peers-") as directory:
         scratch = Path(directory)
@@ -491,7 +524,8 @@ async def main(options: Options) -> str:
                         if key in failures:
                             continue
                         try:
-                            await measure(running[key], options.tickets, server_process, results[key])
+                            round_ = f"round {n + 1} of {options.rounds}"
+                            await measure(running[key], options.tickets, server_process, results[key], round_)
                         except Exception as error:  # noqa: BLE001 - as above
                             failed(key, error)
     return report(options, results, failures, installed, load_before)
