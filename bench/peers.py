@@ -21,6 +21,9 @@ at once, the first system rotating round by round; ours is compared with each pe
 and a verdict ("lower", "higher") is printed only when every round agrees by more than ``NOISE``, else "within
 noise". The table goes to stdout and, but for ``--quick``, to ``bench/results/peers.md``, with the date, the
 machine and its load.
+
+Beside the CPU a ticket costs on a cluster of one's own, the table gives what it costs on Temporal Cloud: its Actions,
+counted from every ticket's history by Temporal's published rules (``tests/support/actions.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import functools
 import hashlib
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -65,6 +69,7 @@ from bench.stack import (
     publish,
 )
 from bench.throughput import fresh_orders, ticket, worker_process
+from tests.support.actions import RULES_URL, billable_actions
 from tests.support.verdicts import FEWEST_ROUNDS, NOISE, rotated, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -360,6 +365,8 @@ class Round:
     at_once_server_ms: float
     load: float
     """The machine's 1-minute load average as the round's tickets began."""
+    actions: float
+    """Temporal Cloud Actions per ticket, the mean over the round's tickets, counted from their histories."""
 
 
 @dataclass
@@ -392,11 +399,16 @@ def at_once_worker(r: Round) -> float:
     return r.at_once_worker_ms
 
 
+def actions(r: Round) -> float:
+    return r.actions
+
+
 COMPARED: dict[str, Callable[[Round], float]] = {
     "worker CPU ms / ticket": worker,
     "worker CPU ms / ticket, N at once": at_once_worker,
     "server CPU ms / ticket": server,
     "ms / ticket": sequential,
+    "actions / ticket": actions,
 }
 """The figures ours is compared with each peer's on, round by round: what a ticket costs first."""
 
@@ -433,7 +445,8 @@ async def warm(system: System, warm_up: int) -> None:
 
 
 async def measure(system: System, tickets: int, server_process: Process, figures: Figures, round_: str) -> None:
-    """One round of ``system``: its tickets one after another, then as many at once."""
+    """One round of ``system``: its tickets one after another, then as many at once; then their Actions, counted
+    from their histories once both CPU windows have closed, so reading the histories costs neither."""
     load_now = os.getloadavg()[0]
     cpu = system.worker.cpu_seconds(), server_process.cpu_seconds()
     handles, sequential_ms = [], []
@@ -451,6 +464,7 @@ async def measure(system: System, tickets: int, server_process: Process, figures
         at_once_ms = list(await asyncio.gather(*(finish(h, started) for h in at_once)))
         elapsed = time.perf_counter() - started
     at_once_worker_s, at_once_server_s = system.worker.cpu_seconds() - cpu[0], server_process.cpu_seconds() - cpu[1]
+    totals = [billable_actions((await h.fetch_history()).events).total() for h in [*handles, *at_once]]
     figures.rounds.append(
         Round(
             sequential_ms=sequential_ms,
@@ -461,6 +475,7 @@ async def measure(system: System, tickets: int, server_process: Process, figures
             at_once_worker_ms=1000 * at_once_worker_s / tickets,
             at_once_server_ms=1000 * at_once_server_s / tickets,
             load=load_now,
+            actions=statistics.fmean(totals),
         )
     )
     if figures.history is None:
@@ -556,6 +571,13 @@ def spread(values: Sequence[float], digits: int = 0) -> str:
     return f"{median(values):.{digits}f} ({min(values):.{digits}f} to {max(values):.{digits}f})"
 
 
+def counted(values: Sequence[float]) -> str:
+    """A count that every round agrees on, alone (``26``); else its median and range as ``spread`` gives them."""
+    if values and min(values) == max(values):
+        return f"{values[0]:g}"
+    return spread(values, 1)
+
+
 def report(
     options: Options,
     results: dict[str, Figures],
@@ -574,18 +596,19 @@ def report(
             f"{options.rounds} rounds on one `temporal server start-dev` ({SERVER}, the embedded stack's flags), "
             f"every system's worker up throughout; in each round each system in turn (the first one rotating) runs "
             f"{n} tickets one after another, then {n} at once. Scripted model, zero think time, {STEPS} model calls "
-            f"a ticket; CPU read from /proc; history from the server. Each figure is the median of the rounds, their "
-            f"range in brackets; the 1-minute load average as the rounds ran: "
-            f"{min(loads, default=0):.1f} to {max(loads, default=0):.1f}."
+            f"a ticket; CPU read from /proc; history from the server, and every ticket's Temporal Cloud Actions "
+            f"counted from it by the rules of <{RULES_URL}> (the least it is billed: queries and heartbeats leave no "
+            f"event). Each figure is the median of the rounds, their range in brackets; the 1-minute load average "
+            f"as the rounds ran: {min(loads, default=0):.1f} to {max(loads, default=0):.1f}."
         ),
         "",
         "**One after another**",
         "",
         (
             "| system | ms / ticket | worker CPU ms / ticket | worker CPU ms / activity | server CPU ms / ticket "
-            "| activities | events / ticket | history KB / ticket |"
+            "| actions / ticket | activities | events / ticket | history KB / ticket |"
         ),
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for f in measured.values():
         assert f.history is not None
@@ -593,7 +616,7 @@ def report(
         lines.append(
             f"| {f.system} | {spread(f.per_round(sequential))} | {spread(f.per_round(worker))} | "
             f"{spread([w / activities for w in f.per_round(worker)], 1)} | {spread(f.per_round(server))} | "
-            f"{activities} | {f.history.events} | {f.history.bytes / 1024:.1f} |"
+            f"{counted(f.per_round(actions))} | {activities} | {f.history.events} | {f.history.bytes / 1024:.1f} |"
         )
     lines += [
         "",
