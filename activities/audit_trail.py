@@ -20,12 +20,21 @@ class AuditActivities:
         self.trail = trail
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.audit, self.audited]
+        return [self.audit, self.audited, self.closing]
 
     @activity.defn(name="audit")
     async def audit(self, entry: AuditEntry) -> None:
         """Write an entry of the ticket's trail, once per its key however often the activity is retried."""
         await call(lambda: self.trail.write(entry))
+
+    @activity.defn(name="closing")
+    async def closing(self, entry: AuditEntry) -> str:
+        """Write the run's closing line, as a local activity in the workflow task that closes the run
+        (``Patch.AUDITED_WHERE_DONE``): the last word under its key replaces any before it, so a closing task
+        the server refused (a signal came meanwhile) and took again leaves the line the run closed with, last.
+        Returns the line, which the history keeps (a local activity's marker holds its result, not its input)."""
+        await call(lambda: self.trail.close(entry))
+        return entry.entry
 
     @activity.defn(name="audited")
     async def audited(self, query: AuditQuery) -> bool:

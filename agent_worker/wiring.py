@@ -416,7 +416,7 @@ def worker_parts(
         *tools.all(),
         *Reconciliation.over(ports).all(),
         *AuditActivities(ports.audit).all(),
-        *PolicyActivities(policy, settings.web.approval_key_bytes()).all(),
+        *PolicyActivities(policy, ports.audit, settings.web.approval_key_bytes()).all(),
     ]
     bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
     log.info(

@@ -536,6 +536,18 @@ async def unanswered_closing(r: Recorder) -> Handle:
     return await declined_by_timeout(r)
 
 
+async def audited_where_done_resolved(r: Recorder) -> Handle:
+    """``Patch.AUDITED_WHERE_DONE`` (1.3.0): the policy's audit entry written by its read and the closing line by a
+    local activity; ``one_decision_resolved`` is the same ticket before it, with two ``audit`` activities."""
+    return await resolved_without_approval(r)
+
+
+async def audited_where_done_approved(r: Recorder) -> Handle:
+    """``Patch.AUDITED_WHERE_DONE`` (1.3.0): both policy reads write their entry themselves when the policy is new
+    to the run, and the close is a local activity; ``policy_read_locally_approved`` is the same ticket before it."""
+    return await approved_refund(r)
+
+
 async def one_decision_two_people_below_the_limit(r: Recorder) -> Handle:
     """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): 120.00 under an approval limit of 1,000.00 but above two people's
     threshold of 100.00, which before it paid with nobody: now ann's and ben's signed approvals pay it."""
@@ -680,6 +692,8 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         one_decision_continued_while_a_request_waits,
         whole_hand_over_answer_in_the_window,
         unanswered_closing,
+        audited_where_done_resolved,
+        audited_where_done_approved,
         verified_sender_gate_refused,
         verified_sender_gate_verified_by_a_person,
         mail_bounced_then_no_more_mail,

@@ -37,6 +37,12 @@ class Mailbox(Protocol):
     def delivered(self) -> list[Delivered]: ...
 
 
+def trail(mailbox: Mailbox, ticket_id: str = "T-1") -> list[str]:
+    """The ticket's audit trail, as the outbox wrote it beside its emails."""
+    store: Business = mailbox.store  # type: ignore[attr-defined]
+    return store.audit.entries(ticket_id)
+
+
 @dataclass
 class Embedded:
     """The embedded outbox: an email is delivered when it is recorded."""
@@ -124,3 +130,27 @@ async def test_the_same_words_under_two_keys_are_two_emails(mailbox: Mailbox) ->
     assert first.email_id != second.email_id
     assert not second.replayed
     assert len(mailbox.delivered()) == 2
+
+
+async def test_a_tickets_email_has_its_audit_entry_once_however_often_it_is_sent(mailbox: Mailbox) -> None:
+    receipt = await send(mailbox, email())
+    await send(mailbox, email())
+    with pytest.raises(IdempotencyConflictError):
+        await send(mailbox, email(body="We have refunded 59.00."))
+
+    how = "sent" if isinstance(mailbox, Embedded) else "queued for the mail server"
+    assert trail(mailbox) == [
+        f'email #{receipt.email_id} to ann@example.com, "{email().subject}", {how} under key email:ticket:T-1/3/0'
+    ]
+
+
+async def test_an_email_no_ticket_wrote_has_no_audit_entry_and_a_long_subject_is_cut(mailbox: Mailbox) -> None:
+    await send(mailbox, email("email:operator/1"))
+    long = email("email:ticket:T-2/3/0").model_copy(update={"subject": "x" * 5000})
+    await send(mailbox, long)
+
+    store: Business = mailbox.store  # type: ignore[attr-defined]
+    assert [e for e in store.audit.entries() if "operator" in e] == []
+    (entry,) = trail(mailbox, "T-2")
+    assert "… [cut here: " in entry
+    assert len(entry.encode()) < 400

@@ -215,6 +215,12 @@ def refund_key(ticket_id: str) -> str:
     return f"refund:ticket:{ticket_id}/A-1001/1"
 
 
+def emailed(ticket_id: str, step: int = 3) -> str:
+    """The entry the outbox writes for the scripted model's email after a refund of 49.00 (``record_email``)."""
+    key = f"email:ticket:{ticket_id}/{step}/0"
+    return f'email #1 to ann@example.com, "Your refund for A-1001", sent under key {key}'
+
+
 async def test_a_ticket_older_than_its_sla_goes_to_a_person_and_the_model_is_not_asked(agent: Harness) -> None:
     opened = datetime.now(UTC) - timedelta(days=2)
     outcome = await agent.run({**ticket(sla_seconds=86_400), "opened_at": opened.isoformat()})
@@ -235,6 +241,7 @@ async def test_a_ticket_inside_its_sla_goes_to_the_agent(agent: Harness) -> None
     assert agent.store.audit.entries(outcome.ticket_id) == [
         IN_FORCE,
         f"refund #1 of USD 49.00 on order A-1001 made under key {refund_key(outcome.ticket_id)}",  # by the booking
+        emailed(outcome.ticket_id),  # by the outbox, as it records the email
         "closed as resolved after 4 steps; refunded USD 49.00",
     ]
 
@@ -261,12 +268,13 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
         await handle.signal(APPROVE_SIGNAL, answer(4900))
         outcome = await handle.result()
 
-    (policy, waits, approved, paid, closed) = agent.store.audit.entries(outcome.ticket_id)
+    (policy, waits, approved, paid, mailed, closed) = agent.store.audit.entries(outcome.ticket_id)
     assert policy == IN_FORCE
     assert waits.startswith("refund of USD 49.00 waits for approval (request R1, answer by ")
-    assert (approved, paid, closed) == (
+    assert (approved, paid, mailed, closed) == (
         "request R1: refund of USD 49.00 approved by ann",
         f"refund #1 of USD 49.00 on order A-1001 made under key {refund_key(outcome.ticket_id)}",
+        emailed(outcome.ticket_id),
         "closed as resolved after 4 steps; refunded USD 49.00",
     )
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]

@@ -6,6 +6,12 @@ ticket's runs (the count is handed to the run that continues the ticket) and nam
 a reset started numbers its entries from the reset point again, and they must be new entries, not taken for the
 failed run's.
 
+Since ``Patch.AUDITED_WHERE_DONE`` two entries have no activity of their own: the money policy's is written by
+the read that finds it (``RulesInForce``), and the closing line by a local activity in the workflow task that
+closes the run (``close``). A local activity does its work before its workflow task is committed, and a task the
+server refuses is taken again, so each of the two is written so that a second attempt cannot leave a wrong word:
+the policy's key names the policy found, and the closing line replaces the one before it under its key.
+
 What arrived and could not be taken (a malformed reply or event signal) is noted by the piece that refused it
 and written here before the run goes on: one entry each up to ``NOTES_KEPT``, and the rest counted in one, so a
 flood of bad signals costs the history one audit activity, not one per signal.
@@ -27,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.limits import NOTE_BYTES, NOTES_KEPT, cut
     from activities.contracts.world import AuditEntry, AuditQuery
     from workflows import timeouts
+    from workflows.patches import Patch, taken
 
 
 class Audit(Protocol):
@@ -99,6 +106,15 @@ class AuditLog:
         self._written = 0
         """Entries written by the ticket's runs so far: the number of the last one."""
 
+    @property
+    def ticket_id(self) -> str:
+        return self._ticket_id
+
+    def key(self, name: str) -> str:
+        """The idempotency key of this run's entry ``name``: ``audit:<workflow id>/<run id>/<name>``."""
+        info = workflow.info()
+        return f"audit:{info.workflow_id}/{info.run_id}/{name}"
+
     def snapshot(self) -> AuditSnapshot:
         return AuditSnapshot(written=self._written)
 
@@ -108,13 +124,21 @@ class AuditLog:
     async def write(self, entry: str, answer: AnsweredRequest | None = None, /) -> None:
         """Write an entry once, however often its activity is retried, and the answer it tells of with it."""
         self._written += 1
-        info = workflow.info()
-        key = f"audit:{info.workflow_id}/{info.run_id}/{self._written}"
+        key = self.key(str(self._written))
         await workflow.execute_activity_method(
             AuditActivities.audit,
             AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=key, answer=answer),
             **timeouts.attempt("audit"),
         )
+
+    async def close(self, entry: str) -> None:
+        """Write the run's closing line: by a local activity in the task that closes the run, replacing any line
+        an earlier attempt at that task wrote (``Patch.AUDITED_WHERE_DONE``); else as any other entry."""
+        if not taken(Patch.AUDITED_WHERE_DONE):
+            await self.write(entry)
+            return
+        closing = AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=self.key("closing"))
+        await workflow.execute_local_activity_method(AuditActivities.closing, closing, **timeouts.LOCAL_UNTIL_DONE)
 
     async def holds(self, entry: str) -> bool:
         """Whether the run this one continues (or the ticket's first run) wrote ``entry``: the trail is what a run

@@ -10,6 +10,11 @@ the path they recorded. 1.0.0 is the baseline: it has no patch, and every stored
 ``patched(Patch.STORE_CREDIT_KEYS)``, never by a string. Record a history of the new path
 (``scripts/record_histories.py``) and keep the ones of the old path.
 
+**Asking.** Pieces ask ``taken(Patch.X)``, never ``workflow.patched`` itself. From 1.3.0 on, patches form a chain:
+a run that takes a patch of the chain is new code and takes every patch before it too, so it asks Temporal
+once, for the newest patch it takes, as it starts (``Taken.start``), and records one marker however many patches
+its path meets; a run started before the chain asks each older patch where it always did, as its history says.
+
 **Retiring one.** A patch may go once no open run was started before its release, since only those can replay
 the old path. ``agent-worker patches`` lists each patch with its release and the oldest open ticket, from
 Temporal's visibility; when the oldest open ticket started after the release went out, replace
@@ -20,6 +25,9 @@ more such wait remove the call and the member. The stored histories of the old p
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Protocol
+
+from temporalio import workflow
 
 
 class Patch(StrEnum):
@@ -57,7 +65,58 @@ class Patch(StrEnum):
     verifies the sender (``verify_sender``) or a verified reply arrives. Runs before it had no unverified tickets:
     every ticket's address was its caller's word, and every order of that address was the ticket's to act on."""
 
+    AUDITED_WHERE_DONE = "1.3.0/audited-where-done"
+    """No activity exists only to write the audit trail on a ticket's usual path: the money policy's entry is
+    written by the ``money_policy`` read that finds it, and the closing line by a local activity (``closing``) in
+    the workflow task that closes the run. Runs before it wrote each by an ``audit`` activity of its own, with its
+    workflow task: two activities and 12 history events more a ticket (issue #37)."""
+
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""
         return self.value.partition("/")[0]
+
+
+CHAIN: tuple[Patch, ...] = tuple(Patch)[tuple(Patch).index(Patch.AUDITED_WHERE_DONE) :]
+"""The patches of the chain (``Taken``), oldest first: every patch from 1.3.0 on. A new one is added at the end."""
+
+
+class Taken:
+    """Which patches one run takes. ``start`` asks for the chain's patches, newest first, until one is taken: a run
+    that takes it takes every patch declared before it, with no marker of its own. Any other patch is asked of
+    Temporal, as runs before the chain asked it."""
+
+    def __init__(self) -> None:
+        self._newest: int | None = None
+        """The index in ``CHAIN`` of the newest patch the run takes; None: none of the chain's."""
+        self._started = False
+
+    def start(self) -> None:
+        """Ask once, first in the run, before anything awaits (a patch asked in a workflow task right after a
+        local activity resolves can be placed otherwise on replay)."""
+        if self._started:
+            return
+        self._started = True
+        for index in reversed(range(len(CHAIN))):
+            if workflow.patched(CHAIN[index]):
+                self._newest = index
+                return
+
+    def __call__(self, patch: Patch) -> bool:
+        self.start()
+        if patch in CHAIN:
+            return self._newest is not None and CHAIN.index(patch) <= self._newest
+        return self._newest is not None or workflow.patched(patch)
+
+
+class Patched(Protocol):
+    """A workflow that keeps which patches its run takes."""
+
+    patches: Taken
+
+
+def taken(patch: Patch) -> bool:
+    """Whether the current run takes ``patch``'s new path: what every piece asks instead of ``workflow.patched``."""
+    instance = workflow.instance()
+    patches = getattr(instance, "patches", None)
+    return patches(patch) if isinstance(patches, Taken) else workflow.patched(patch)

@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
 from workflows.approval_gate import ApprovalGate
 from workflows.failures import ToolError, cause, is_refusal
 from workflows.ownership import CustomerOrders, run
-from workflows.patches import Patch
+from workflows.patches import Patch, taken
 from workflows.rules import Rules, RulesInForce
 
 SETTLED = cast(type, RefundReceipt | None)
@@ -90,7 +90,7 @@ class Payouts:
         rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total."""
         # Asked before anything awaits, so that the patch's marker is recorded where no local activity's can be
         # resolved around it (the policy read below is one).
-        one_decision = workflow.patched(Patch.ONE_PAYOUT_DECISION)
+        one_decision = taken(Patch.ONE_PAYOUT_DECISION)
         order = await self._orders.own(args.order_id)
         rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
         if not one_decision:

@@ -21,14 +21,14 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import amount, same_address
-    from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce
+    from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce, PolicyRead, in_force_entry
     from activities.contracts.ticket import TicketOptions
     from activities.policy_activities import PolicyActivities
     from workflows import timeouts
 
-from workflows.audit_log import Audit
+from workflows.audit_log import AuditLog
 from workflows.failures import invalid_input
-from workflows.patches import Patch
+from workflows.patches import Patch, taken
 
 
 @dataclass(frozen=True)
@@ -139,14 +139,16 @@ def _at_most(field: str, asked: int | None, desk: int, *, starting: bool, refuse
 
 class RulesInForce:
     """The Temporal side: reads the policy through the ``money_policy`` activity (workflow code may not read a
-    file), judges the ticket's options against it, and writes to the audit trail which policy judged it, once
-    per run and again whenever it changes."""
+    file), judges the ticket's options against it, and has the audit trail told which policy judged it, once per
+    run and again whenever it changes: by the read itself since ``Patch.AUDITED_WHERE_DONE``, else by an
+    ``audit`` activity after it."""
 
-    def __init__(self, options: TicketOptions, audit: Audit) -> None:
+    def __init__(self, options: TicketOptions, trail: AuditLog) -> None:
         self._options = options
-        self._audit = audit
+        self._trail = trail
         self._rules: Rules | None = None
         self._written: str | None = None
+        self._reads = 0
 
     @property
     def rules(self) -> Rules:
@@ -158,21 +160,29 @@ class RulesInForce:
     async def read(self, *, starting: bool) -> Rules:
         """Read the policy now in force; a ticket ``starting`` with an option looser than it fails as invalid
         input, naming the field."""
-        in_force = await read_policy()
+        self._reads += 1
+        if taken(Patch.AUDITED_WHERE_DONE):
+            key = self._trail.key(f"policy-{self._reads}-")
+            told = PolicyRead(ticket_id=self._trail.ticket_id, key=key, written=self._written)
+            in_force = await workflow.execute_local_activity_method(
+                PolicyActivities.money_policy, told, **timeouts.LOCAL_UNTIL_DONE
+            )
+        else:
+            in_force = await read_policy()
         try:
             self._rules = rules_for(self._options, in_force, starting=starting)
         except LooserThanPolicyError as error:
             raise invalid_input(str(error)) from None
         if in_force.digest != self._written:
-            changed = "" if self._written is None else f" (was {self._written})"
-            self._written = in_force.digest
-            await self._audit(f"money policy {in_force.digest} in force{changed}")
+            was, self._written = self._written, in_force.digest
+            if not taken(Patch.AUDITED_WHERE_DONE):
+                await self._trail.write(in_force_entry(in_force.digest, was))
         return self._rules
 
 
 async def read_policy() -> PolicyInForce:
     """What ``money_policy`` answers: an answer from the worker's memory, so since 1.1.0 a local activity, run
     in the workflow task that asks (``Patch.POLICY_LOCAL_ACTIVITY``); a run started before reads it as 1.0.0 did."""
-    if workflow.patched(Patch.POLICY_LOCAL_ACTIVITY):
+    if taken(Patch.POLICY_LOCAL_ACTIVITY):
         return await workflow.execute_local_activity_method(PolicyActivities.money_policy, **timeouts.LOCAL_AT_ONCE)
     return await workflow.execute_activity_method(PolicyActivities.money_policy, **timeouts.attempt("money_policy"))

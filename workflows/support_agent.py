@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.continuation import Continuation, ContinuedState, HandOver
     from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
     from workflows.intake import Intake, past_sla
-    from workflows.patches import Patch
+    from workflows.patches import Patch, Taken, taken
     from workflows.rules import RulesInForce
     from workflows.thinking import Model
     from workflows.toolbox import Toolbox
@@ -102,6 +102,8 @@ class SupportAgent:
         query reaches them. A caller's bad input is kept for ``run`` to fail the run with; the pieces that need
         the ticket are made only when there is one."""
         self._intake = Intake.read(args)
+        self.patches = Taken()
+        """Which patches this run takes (``workflows.patches.taken``, which the pieces ask)."""
         ticket, carried = self._intake.ticket, self._intake.carried
         self._continuation = Continuation()
         self._replies = Replies()
@@ -120,7 +122,7 @@ class SupportAgent:
             return
         self._ticket: TicketInput = ticket
         self._model = Model(ticket, audit=self._trail.write)
-        self._rules = RulesInForce(ticket.options, audit=self._trail.write)
+        self._rules = RulesInForce(ticket.options, self._trail)
         self._tools = Toolbox(ticket, self._rules, self._gate, self._events)
         if carried is not None:
             self._restore(carried)
@@ -129,6 +131,7 @@ class SupportAgent:
     async def run(self, *_args: Any) -> Outcome:
         if self._intake.problem is not None:
             raise self._intake.problem
+        self.patches.start()  # first, before anything awaits
         ticket, carried = self._ticket, self._intake.carried
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
@@ -160,9 +163,9 @@ class SupportAgent:
         total = spelled(refunded, currencies.pop() if len(currencies) == 1 else None)
         closing = f"closed as {outcome.status.value} after {outcome.steps} steps"
         if outcome.unanswered is not None:  # only under Patch.UNANSWERED_CLOSING, where no refund was made at all
-            await self._trail.write(f"{closing}: {outcome.unanswered}")
+            await self._trail.close(f"{closing}: {outcome.unanswered}")
         else:
-            await self._trail.write(f"{closing}; refunded {total}")
+            await self._trail.close(f"{closing}; refunded {total}")
         await workflow.wait_condition(workflow.all_handlers_finished)  # an ``approve`` update is told the end
         workflow.logger.info("ticket closed", extra={"status": outcome.status.value, "steps": outcome.steps})
         return outcome
@@ -404,7 +407,7 @@ class SupportAgent:
         refunds, answers = (self._replies.refunds_before, self._replies.approvals_before) if this_turn else (0, 0)
         if self._tools.refunds[refunds:] or not self._gate.refused(answers):
             return None
-        if self._gate.unanswered(answers) is not None and workflow.patched(Patch.UNANSWERED_CLOSING):
+        if self._gate.unanswered(answers) is not None and taken(Patch.UNANSWERED_CLOSING):
             return Status.UNANSWERED
         return Status.DECLINED
 
@@ -422,7 +425,7 @@ class SupportAgent:
         # write it first, and hand over only once nothing is running and nothing is unwritten. From that check to
         # ``continue_as_new`` nothing awaits, so no handler runs in between.
         while not (workflow.all_handlers_finished() and self._gate.written()):
-            if not workflow.patched(Patch.WHOLE_HAND_OVER):
+            if not taken(Patch.WHOLE_HAND_OVER):
                 break
             await workflow.wait_condition(workflow.all_handlers_finished)
             await self._gate.flush()

@@ -6,8 +6,9 @@ every replay; the entry's key makes a retried activity write it once. ``SqlAudit
 carries the answer as a row too (``answers``), written in the same transaction under the same key: what the
 export for auditors reads over a date range (``answered``).
 
-A payment back to the customer is the one entry the workflow does not write: the activity that books it does, in
-the transaction that books it (``record_payout``), so the ledger and the trail cannot disagree about a payment.
+A payment back to the customer and an email to them are entries the workflow does not write: the activity that
+books the payment, or records the email, writes it, in the same transaction (``record_payout``,
+``record_email``), so the ledger or the outbox and the trail cannot disagree.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
+from activities.business.keys import ticket_of_key
 from activities.business.paid_back import said
 from activities.business.schema import answers, audit_log
 from activities.contracts.approvals import AnsweredRequest
-from activities.contracts.world import AuditEntry, AuditQuery, RefundRequest
+from activities.contracts.limits import cut
+from activities.contracts.world import AuditEntry, AuditQuery, EmailRequest, RefundRequest
+
+SUBJECT_BYTES = 200
+"""What an email's entry keeps of its subject: the email itself is in the outbox."""
 
 READ_AT_ONCE = 500
 """Rows an export fetches from the database at a time, so a long one streams in bounded memory."""
@@ -32,6 +38,10 @@ READ_AT_ONCE = 500
 class AuditTrail(Protocol):
     def write(self, entry: AuditEntry) -> None:
         """Write the entry once per key: a second write under its key changes nothing."""
+        ...
+
+    def close(self, entry: AuditEntry) -> None:
+        """Write the run's closing line: it replaces any line under its key, and comes after every entry."""
         ...
 
     def holds(self, query: AuditQuery) -> bool:
@@ -47,6 +57,11 @@ class SqlAuditTrail:
 
     def write(self, entry: AuditEntry) -> None:
         with self.database.writer.begin() as db:
+            write_entry(self.database, db, entry)
+
+    def close(self, entry: AuditEntry) -> None:
+        with self.database.writer.begin() as db:
+            db.execute(audit_log.delete().where(audit_log.c.idempotency_key == entry.idempotency_key))
             write_entry(self.database, db, entry)
 
     def holds(self, query: AuditQuery) -> bool:
@@ -140,3 +155,17 @@ def record_payout(database: Database, db: Connection, request: RefundRequest, no
     entry = f"{made} made under key {request.idempotency_key}"
     key = f"audit:{request.idempotency_key}"
     write_entry(database, db, AuditEntry(ticket_id=request.ticket_id, entry=entry, idempotency_key=key))
+
+
+def record_email(database: Database, db: Connection, request: EmailRequest, email_id: int, *, sent: bool) -> None:
+    """The ticket's audit entry for an email recorded in ``db``'s transaction (``email #7 to ann@example.com,
+    "Your refund", sent under key ...``), keyed by the email's own key, so a retried send writes it once; nothing
+    for an email no ticket wrote. ``sent``: recorded is sent (the embedded outbox), else queued for the server."""
+    ticket_id = ticket_of_key(request.idempotency_key)
+    if ticket_id is None:
+        return
+    how = "sent" if sent else "queued for the mail server"
+    subject = cut(request.subject, SUBJECT_BYTES)
+    entry = f'email #{email_id} to {request.to}, "{subject}", {how} under key {request.idempotency_key}'
+    key = f"audit:{request.idempotency_key}"
+    write_entry(database, db, AuditEntry(ticket_id=ticket_id, entry=entry, idempotency_key=key))

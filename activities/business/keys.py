@@ -12,6 +12,7 @@ commit), and the loser reads the winner's result back. No check-then-insert race
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,16 @@ from sqlalchemy.engine import Connection
 from activities.business.database import Database
 from activities.business.refusals import KeyClosedError
 from activities.business.schema import idempotency_keys
+
+TICKET_KEY = re.compile(r"email:ticket:(?P<ticket>.+)/\d+/\d+")
+"""The key a ticket's email is sent under (``workflows.toolbox``): ``email:ticket:<ticket id>/<step>/<call>``."""
+
+
+def ticket_of_key(key: str | None) -> str | None:
+    """The ticket an email's key names, or None for an email no ticket's tool call sent."""
+    found = TICKET_KEY.fullmatch(key or "")
+    return found.group("ticket") if found else None
+
 
 NOTHING_ASKED = ""
 """The request of a key that a settlement took before any request came under it: it matches no request, and

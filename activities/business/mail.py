@@ -24,15 +24,15 @@ thread, and its retry) can likewise both hand it over; both copies carry the one
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 
+from activities.business.audit import record_email
 from activities.business.database import Database
-from activities.business.keys import KeyLedger
+from activities.business.keys import KeyLedger, ticket_of_key
 from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import emails
 from activities.contracts.world import EmailReceipt, EmailRequest
@@ -80,16 +80,6 @@ class Relay(Protocol):
         """Hand the email to the server, and return its acceptance as it worded it. Raises
         ``MailRefusedError`` for a refusal for good, ``MailDeferredError`` for anything worth retrying."""
         ...
-
-
-TICKET_KEY = re.compile(r"email:ticket:(?P<ticket>.+)/\d+/\d+")
-"""The key a ticket's email is sent under (``workflows.toolbox``): ``email:ticket:<ticket id>/<step>/<call>``."""
-
-
-def ticket_of_key(key: str | None) -> str | None:
-    """The ticket an email's key names, or None for an email no ticket's tool call sent."""
-    found = TICKET_KEY.fullmatch(key or "")
-    return found.group("ticket") if found else None
 
 
 def message_id(key: str, domain: str) -> str:
@@ -150,7 +140,9 @@ class SqlOutbox:
                 },
             ).one()
             self.keys.record(db, request.idempotency_key, row.id)
-        return _outgoing(row), True, row.delivered_at is not None
+            sent = row.delivered_at is not None
+            record_email(self.database, db, request, row.id, sent=sent)
+        return _outgoing(row), True, sent
 
     def _mark_delivered(self, email_id: int, reply: str | None) -> None:
         """Record the server's acceptance; of two attempts that both delivered, the first to record it stays."""

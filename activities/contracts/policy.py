@@ -144,6 +144,22 @@ class MoneyPolicy(_Policy):
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def in_force_entry(digest: str, was: str | None) -> str:
+    """The audit trail's words for the money policy a ticket's run finds in force, and the one it replaces."""
+    return f"money policy {digest} in force" + ("" if was is None else f" (was {was})")
+
+
+class PolicyRead(Contract):
+    """What the ``money_policy`` local activity is asked since ``Patch.AUDITED_WHERE_DONE``: the read writes the
+    audit entry for the policy it finds, when it is not the one the run last wrote (``written``), under ``key``
+    followed by the digest it found. A key that names what was found keeps the trail exact when a failed
+    workflow task is taken again and its read finds another policy: each entry's words follow from its key."""
+
+    ticket_id: str
+    key: str
+    written: str | None = None
+
+
 class PolicyInForce(Contract):
     """What the ``money_policy`` activity answers: the policy, its digest, and what the worker adds to it."""
 

@@ -104,8 +104,8 @@ class Reader:
         return told
 
     async def marker(self, event: HistoryEvent) -> list[Entry]:
-        """A local activity that completed (the money policy read, since ``Patch.POLICY_LOCAL_ACTIVITY``), told as
-        its scheduled twin is told."""
+        """A local activity that completed (the money policy read, since ``Patch.POLICY_LOCAL_ACTIVITY``; the
+        closing line, since ``Patch.AUDITED_WHERE_DONE``), told as its scheduled twin is told."""
         found = await local_activity(self.client, event)
         if found is None:
             return []
@@ -250,6 +250,8 @@ def describe(activity: str, request: Any, result: Any) -> list[tuple[Kind, str, 
         return describe_decision(result.get("content", []))
     if activity == "audit" and isinstance(request, dict):
         return [("audit", f"audit: {request.get('entry')}", request.get("entry"))]
+    if activity == "closing" and isinstance(result, str):  # a local activity: its marker holds what it wrote
+        return [("audit", f"audit: {result}", result)]
     if activity == "vouched":
         checks = "checks" if result is True else "does not check"
         return [("result", f"the approval inbox's signature {checks}", result)]

@@ -30,7 +30,6 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Outcome
 from tests.support import faulty_worker, tickets
 from tests.support.demonstrations import Demonstration
-from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, spawn_worker, worker_env
 from tests.support.tickets import Handle, answer
 from tests.support.waits import waiting_amount
@@ -196,12 +195,21 @@ class Lab:
 
 
 async def recovery_seconds(handle: Handle, killed: WorkerProcess, successor: WorkerProcess) -> float | None:
-    """Seconds from the SIGKILL to the ticket's next step (an activity attempt) starting on ``successor``."""
+    """Seconds from the SIGKILL to the ticket's next step starting on ``successor``: an activity attempt, or, where
+    none follows (a kill at the closing line's local activity, the run's last work), the workflow task that does
+    it again."""
     killed_at = killed.killed_by_fault_at() or killed.exited_at
+    history = await handle.fetch_history()
     started = [
         e.event_time.ToNanoseconds() / 1e9
-        for e in await events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)
-        if e.activity_task_started_event_attributes.identity == successor.identity
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.identity == successor.identity
+    ] or [
+        e.event_time.ToNanoseconds() / 1e9
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+        and e.workflow_task_started_event_attributes.identity == successor.identity
     ]
     if killed_at is None or not started:
         return None

@@ -89,7 +89,7 @@ class Harness:
         store = self.store
         content = ContentStore(store.blobs)
         toolbox = tools.over(store, content)
-        policy = PolicyActivities(wiring.policy_in_force(self.settings()))
+        policy = PolicyActivities(wiring.policy_in_force(self.settings()), store.audit)
         model = ModelActivities(ScriptedModel(store.model_calls), store.model_calls, content)
         business = [*toolbox.all(), *Reconciliation.over(store).all(), *AuditActivities(store.audit).all()]
         return [model.think, *business, *policy.all()]
