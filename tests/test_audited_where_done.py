@@ -23,8 +23,8 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 
 from activities.contracts.names import APPROVE_SIGNAL
-from agent_worker.transcript import entries
 from activities.contracts.ticket import Status
+from agent_worker.transcript import entries
 from tests.support.desk import LOOSE
 from tests.support.faulty_worker import WORKER_COMMAND
 from tests.support.harness import Harness
