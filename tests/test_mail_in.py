@@ -855,6 +855,8 @@ def test_the_compose_receiver_takes_the_settings_compose_gives_it_and_is_publish
     assert service["command"] == ["agent-worker", "mail-in"]
     assert service["ports"] == [f"127.0.0.1:{settings.port}:{settings.port}"]
     assert service["environment"]["AGENT_MAIL_IN_PROTOCOL"] == "${AGENT_MAIL_IN_PROTOCOL:-lmtp}"
+    # Docker's SIGKILL comes after the messages in flight are answered (10 s, compose's default, would cut them).
+    assert int(service["stop_grace_period"].removesuffix("s")) > settings.answer_within_seconds
 
 
 def test_a_reply_key_too_short_or_without_an_address_to_sign_under_stops_the_settings_saying_why() -> None:
