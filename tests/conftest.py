@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser
+from playwright.async_api import Browser, BrowserContext
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -20,7 +20,7 @@ from agent_worker.cli.devserver import binary, start_dev_server
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.exits import exit_hard
-from tests.support.browser import chromium
+from tests.support.browser import BROWSER_WINDOW, chromium
 from tests.support.fake_messages_api import FakeMessagesAPI
 from tests.support.harness import Harness
 from tests.support.smtp_server import MailServer
@@ -65,6 +65,14 @@ async def browser() -> AsyncIterator[Browser]:
     """Headless Chromium, started once for the browser tests (``tests/support/browser.py``)."""
     async with chromium() as started:
         yield started
+
+
+@pytest.fixture
+async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
+    """One person's browser: their own cookies, a laptop's window."""
+    made = await browser.new_context(viewport=BROWSER_WINDOW)
+    yield made
+    await made.close()
 
 
 @pytest.fixture

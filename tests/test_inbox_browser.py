@@ -8,13 +8,12 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from aiohttp import web
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, expect
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
@@ -30,7 +29,7 @@ from agent_worker.codec_server.app import serve
 from agent_worker.config import DATA_CONVERTER
 from agent_worker.config.codec_settings import CodecSettings
 from agent_worker.inbox.app import ticket_path
-from agent_worker.inbox.server import RunningInbox
+from tests.support.browser import BROWSER_WINDOW, LIVE, sign_in
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.inbox import (
@@ -58,26 +57,6 @@ them; any other run takes them into its scratch directory, so running the tests 
 @pytest.fixture
 def screenshots(tmp_path: Path) -> Path:
     return README_SCREENSHOTS if os.environ.get("AGENT_UPDATE_SCREENSHOTS") == "1" else tmp_path
-
-
-LIVE = 30_000
-"""Milliseconds a page may take to show what the ticket did: a bounded wait, not a measure."""
-
-
-@pytest.fixture
-async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
-    """One person's browser: their own cookies."""
-    made = await browser.new_context(viewport={"width": 960, "height": 720})
-    yield made
-    await made.close()
-
-
-async def sign_in(page: Page, inbox: RunningInbox, name: str) -> None:
-    await page.goto(inbox.url)
-    await page.get_by_label("Name").fill(name)
-    await page.get_by_label("Password").fill(PASSWORDS[name])
-    await page.get_by_role("button", name="Sign in").click()
-    await expect(page.get_by_test_id("person")).to_have_text(name)
 
 
 async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_the_refund_once(
@@ -202,7 +181,7 @@ async def test_two_people_approve_in_turn_the_first_sees_1_of_2_and_nothing_paid
     async with inbox_for(agent, TWO_PEOPLE) as inbox:
         workflow_id = await start_with_cli(agent, **CLEO)
         await waiting_request(agent.client, workflow_id)
-        bens_browser = await browser.new_context(viewport={"width": 960, "height": 720})
+        bens_browser = await browser.new_context(viewport=BROWSER_WINDOW)
         ben = await bens_browser.new_page()
         await sign_in(ben, inbox, "ben")
         await ben.goto(inbox.ticket_page(workflow_id))

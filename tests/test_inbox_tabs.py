@@ -4,29 +4,21 @@ did not change is an empty ``304``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, Request, expect
+from playwright.async_api import BrowserContext, Page, Request, expect
 
 from activities.contracts.ticket import Outcome
 from activities.contracts.world import Order
+from tests.support.browser import LIVE, send_sign_in
 from tests.support.harness import Harness
-from tests.support.inbox import PASSWORDS, inbox_for, page_of, person, start_with_cli, waiting_request
+from tests.support.inbox import inbox_for, page_of, person, start_with_cli, waiting_request
 
 pytestmark = pytest.mark.timeout(180)
 
 TABS = 12
 """More than the six connections a browser opens to one host over HTTP/1.1."""
-LIVE = 30_000
-"""Milliseconds a tab may take to show what the ticket did: a bounded wait, not a measure."""
-
-
-@pytest.fixture
-async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
-    made = await browser.new_context(viewport={"width": 960, "height": 720})
-    yield made
-    await made.close()
 
 
 @pytest.mark.browser
@@ -44,10 +36,7 @@ async def test_twelve_ticket_tabs_in_one_browser_all_load_and_each_shows_an_answ
         requests = [await waiting_request(agent.client, workflow_id) for workflow_id in tickets]
 
         first = await context.new_page()
-        await first.goto(inbox.url)
-        await first.get_by_label("Name").fill("ann")
-        await first.get_by_label("Password").fill(PASSWORDS["ann"])
-        await first.get_by_role("button", name="Sign in").click()
+        await send_sign_in(first, inbox, "ann")
         tabs: list[Page] = []
         for workflow_id in tickets:  # each tab opened while the ones before stay open, as a person opens them
             tab = await context.new_page()
@@ -127,10 +116,7 @@ async def test_a_hidden_tab_asks_nothing_while_a_shown_one_polls_and_catches_up_
         workflow_id = await start_with_cli(agent)
         request = await waiting_request(agent.client, workflow_id)
         shown = await context.new_page()
-        await shown.goto(inbox.url)
-        await shown.get_by_label("Name").fill("ann")
-        await shown.get_by_label("Password").fill(PASSWORDS["ann"])
-        await shown.get_by_role("button", name="Sign in").click()
+        await send_sign_in(shown, inbox, "ann")
         hidden = await context.new_page()
         await hidden.add_init_script(HIDDEN)
         polls: dict[Page, int] = {shown: 0, hidden: 0}

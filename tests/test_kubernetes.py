@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -23,7 +24,7 @@ import kubernetes_validate  # type: ignore[import-untyped]  # the package ships 
 import pytest
 import sqlalchemy as sa
 import yaml
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 
@@ -288,7 +289,12 @@ def test_every_variable_a_manifest_sets_is_a_setting_the_product_reads_or_one_an
     """So a setting renamed in the code fails here, not as a manifest the product silently ignores."""
     known = setting_variables()
     assert {"AGENT_WEB_PUBLIC_URL", "AGENT_SMTP_HOST", "STRIPE_API_KEY", "AGENT_MODEL_BACKEND"} <= known
+    assert {"AGENT_MAIL_IN_HOST", "AGENT_MAIL_IN_ALLOW_NETWORK", "AGENT_MAIL_IN_AUTHSERV_ID"} <= known
     resources = sources()
+    checked = {
+        template["metadata"]["labels"]["app.kubernetes.io/component"] for _, template in pod_templates(resources)
+    }
+    assert checked == {"worker", "inbox", "migrate", "codec-server", "mail-in"}
     for owner, container in containers(resources):
         for name in every_variable(container, resources):
             assert name in known or name in OUTSIDE_SETTINGS, (
@@ -302,6 +308,7 @@ def test_every_variable_a_manifest_sets_is_a_setting_the_product_reads_or_one_an
 def test_keys_and_credentials_come_from_secrets_and_never_from_a_manifest() -> None:
     must_be_secret = secret_settings() | SECRETS
     assert {"AGENT_WEB_APPROVAL_KEYS", "AGENT_CODEC_KEYS", "STRIPE_API_KEY", "AGENT_SMTP_PASSWORD"} <= must_be_secret
+    assert "AGENT_MAIL_REPLY_KEY" in must_be_secret
     resources = sources()
     for owner, container in containers(resources):
         for name, origin in every_variable(container, resources).items():
@@ -314,7 +321,7 @@ def test_as_their_pods_get_it_each_process_reads_valid_settings_and_a_policy_it_
     """The pod's environment (ConfigMaps, its own values, made-up secrets) and the mounted policy, read by the
     product's own ``Settings``: a malformed value or policy would stop the process at start with exit 2."""
     resources = sources()
-    for component in ("worker", "inbox", "migrate", "codec-server"):
+    for component in ("worker", "inbox", "migrate", "codec-server", "mail-in"):
         template, container = container_of(resources, component)
         settings = settings_of(container, template, resources, tmp_path)
         if component != "codec-server":
@@ -328,6 +335,20 @@ def test_as_their_pods_get_it_each_process_reads_valid_settings_and_a_policy_it_
     assert worker.claude.backend == "claude"
     assert worker.versioning.deployment is not None
     assert worker.versioning.build_id is not None
+
+
+def test_the_mail_receiver_listens_on_its_pods_address_only_because_its_pod_allows_it_explicitly(
+    tmp_path: Path,
+) -> None:
+    """The MTA reaches the pod's address, never its loopback; and the receiver refuses any address beyond the
+    loopback unless AGENT_MAIL_IN_ALLOW_NETWORK says the network lets the MTA alone reach it (the network policy)."""
+    resources = sources()
+    template, container = container_of(resources, "mail-in")
+    mail_in = settings_of(container, template, resources, tmp_path).mail_in
+    assert (mail_in.host, mail_in.allow_network) == ("0.0.0.0", True)
+    without = {**container, "env": [v for v in container["env"] if v["name"] != "AGENT_MAIL_IN_ALLOW_NETWORK"]}
+    with pytest.raises(ValidationError, match="AGENT_MAIL_IN_ALLOW_NETWORK=true only where"):
+        settings_of(without, template, resources, tmp_path)
 
 
 def test_a_worker_pod_without_the_model_key_refuses_to_start_rather_than_let_a_script_decide_refunds(
@@ -361,7 +382,7 @@ def test_the_example_overlays_temporal_connection_reads_as_temporal_cloud_throug
     """TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_API_KEY as ``temporalio.envconfig`` reads them, the loader
     the worker connects with: an API key turns TLS on."""
     built = kustomize(EXAMPLE)
-    for component in ("worker", "inbox"):
+    for component in ("worker", "inbox", "mail-in"):
         _, container = container_of(built, component)
         env = environment(container, built)
         env["TEMPORAL_API_KEY"] = "a key"  # optional in the pod; this desk's Secret holds it
@@ -382,6 +403,16 @@ def test_kubernetes_waits_longer_than_the_workers_grace_period_before_it_kills_o
     template, container = container_of(resources, "worker")
     grace = grace_period(settings_of(container, template, resources, tmp_path)).total_seconds()
     assert template["spec"]["terminationGracePeriodSeconds"] > grace >= timeouts.LONGEST_ATTEMPT.total_seconds()
+
+
+def test_kubernetes_waits_longer_than_the_mail_receiver_takes_to_answer_the_messages_in_flight(tmp_path: Path) -> None:
+    """On SIGTERM (after its preStop pause) the receiver answers each message in flight within the pod's
+    AGENT_MAIL_IN_ANSWER_WITHIN_SECONDS before it exits; SIGKILL must come later, or the MTA waits and sends again."""
+    resources = sources()
+    template, container = container_of(resources, "mail-in")
+    answer = settings_of(container, template, resources, tmp_path).mail_in.answer_within_seconds
+    pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert template["spec"]["terminationGracePeriodSeconds"] > pause + answer
 
 
 def test_the_probes_and_ports_are_those_each_process_serves(tmp_path: Path) -> None:
@@ -405,6 +436,52 @@ def test_the_probes_and_ports_are_those_each_process_serves(tmp_path: Path) -> N
     args = cli.parse(codec["command"][1:])
     for probe in ("readinessProbe", "livenessProbe"):
         assert port_named(codec, codec[probe]["tcpSocket"]["port"]) == args.port
+
+    template, mail_in = container_of(resources, "mail-in")
+    settings = settings_of(mail_in, template, resources, tmp_path)
+    for probe in ("startupProbe", "readinessProbe"):
+        assert port_named(mail_in, mail_in[probe]["tcpSocket"]["port"]) == settings.mail_in.port
+    assert f"('127.0.0.1', {port_named(mail_in, 'lmtp')})" in greeting_probe(mail_in)
+    assert port_named(mail_in, "lmtp") == settings.mail_in.port
+    assert settings.metrics_bind is not None
+    assert port_named(mail_in, "metrics") == int(settings.metrics_bind.rsplit(":", 1)[1])
+
+
+def greeting_probe(container: Resource) -> str:
+    """The mail receiver's liveness probe: the Python it runs to read the greeting."""
+    command = container["livenessProbe"]["exec"]["command"]
+    assert command[:2] == ["python", "-c"], command
+    return str(command[2])
+
+
+def test_the_mail_receiver_takes_mail_from_the_mta_alone_and_reaches_nothing_but_temporal_and_dns() -> None:
+    """The receiver starts a ticket for whatever it is handed: its LMTP port is open to the MTA's pods alone (a
+    namespace and a pod selector both, never a namespace alone), and it reaches Temporal's port and DNS (DKIM keys,
+    DMARC records), no database."""
+    resources = sources()
+    template, container = container_of(resources, "mail-in")
+    labels = template["metadata"]["labels"]
+    policies = [
+        p for p in of_kind(resources, "NetworkPolicy") if selects(p["spec"]["podSelector"]["matchLabels"], labels)
+    ]
+    lmtp = [
+        rule
+        for policy in policies
+        for rule in policy["spec"].get("ingress", [])
+        if any(port_named(container, port["port"]) == port_named(container, "lmtp") for port in rule["ports"])
+    ]
+    assert lmtp, "no policy names the LMTP port"
+    for rule in lmtp:
+        for source in rule["from"]:
+            assert {"namespaceSelector", "podSelector"} <= set(source) or set(source) == {"ipBlock"}, source
+    egress = [p for p in policies if "Egress" in p["spec"]["policyTypes"]]
+    assert egress, "the receiver's egress is open"
+    reached = {
+        (port["port"], port["protocol"]) for p in egress for rule in p["spec"]["egress"] for port in rule["ports"]
+    }
+    temporal = int(environment(container, resources)["TEMPORAL_ADDRESS"].rsplit(":", 1)[1])
+    assert reached == {(temporal, "TCP"), (53, "UDP"), (53, "TCP")}
+    assert "AGENT_DATABASE_URL" not in every_variable(container, resources)
 
 
 def test_every_command_is_one_the_cli_takes() -> None:
@@ -637,6 +714,44 @@ async def test_a_running_inbox_answers_its_probes_whatever_host_the_kubelet_name
     finally:
         inbox.terminate()
         await inbox.wait()
+
+
+async def test_a_running_mail_receiver_answers_its_probes_and_a_stopped_one_fails_the_liveness_probe(
+    client: Client, tmp_path: Path
+) -> None:
+    """``agent-worker mail-in`` with the pod's settings (its port moved to a free one on the loopback): the liveness
+    probe's Python, run as the kubelet runs it in the container, reads the receiver's greeting and exits 0; once the
+    receiver has stopped, it fails."""
+    resources = sources()
+    template, container = container_of(resources, "mail-in")
+    port = free_port()
+    env = {
+        **{k: v for k, v in environment(container, resources).items() if not k.startswith("TEMPORAL_")},
+        "TEMPORAL_ADDRESS": address(client),
+        "AGENT_MAIL_IN_HOST": "127.0.0.1",
+        "AGENT_MAIL_IN_PORT": str(port),
+        "AGENT_METRICS_BIND": f"127.0.0.1:{free_port()}",
+        "AGENT_POLICY_FILE": str(mounted_policy(container, template, resources, tmp_path)),
+    }
+    probe = greeting_probe(container).replace(
+        f"('127.0.0.1', {port_named(container, 'lmtp')})", f"('127.0.0.1', {port})"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "TEMPORAL_"))}
+
+    async def liveness() -> int:
+        checked = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", probe, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        return await asyncio.wait_for(checked.wait(), container["livenessProbe"]["timeoutSeconds"])
+
+    receiving = await spawn_worker(env, environ=clean, command=(AGENT_WORKER, "mail-in"))
+    try:
+        await listening("127.0.0.1", port)
+        assert await liveness() == 0
+    finally:
+        receiving.terminate()
+        assert await asyncio.wait_for(receiving.wait(), 30) == 0
+    assert await liveness() != 0
 
 
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql, the client the database script is written for")

@@ -778,6 +778,57 @@ async def test_a_receiver_killed_after_the_ticket_started_and_before_it_answered
     await tickets.handle(client, workflow_id).cancel(reason="the test is over")
 
 
+async def test_a_receiver_stopped_by_a_deploy_answers_the_message_in_flight_before_it_exits_and_defers_later_ones(
+    agent: Harness, client: Client
+) -> None:
+    """SIGTERM (a deploy, a drained node) while Temporal has started the ticket and its answer is still on its way
+    back: the receiver stops listening, a message sent afterwards on a connection already open is deferred
+    (``451``), and the message in flight is answered ``250`` when Temporal's answer comes, before the process
+    exits; the mail server has nothing to send again."""
+    message = mail()
+    data = AUTH_RESULTS.encode() + b"\r\n" + message.as_bytes(policy=SMTP_POLICY)
+    workflow_id = workflow_of(message["Message-ID"])
+    host, _, temporal_port = address(client).rpartition(":")
+    async with HeldProxy(host, int(temporal_port)) as proxy:
+        port = free_port()
+        env = agent.worker_env(
+            TEMPORAL_ADDRESS=f"127.0.0.1:{proxy.port}",
+            AGENT_MAIL_IN_PORT=str(port),
+            AGENT_MAIL_IN_PROTOCOL="smtp",
+            AGENT_MAIL_IN_AUTHSERV_ID="mx.desk.example",
+        )
+        receiving = await spawn_worker(env, command=(AGENT_WORKER, "mail-in"))
+        later = aiosmtplib.SMTP(hostname=HOST, port=port, timeout=60)
+        try:
+            await poll(lambda: listens(port), what="the receiver to listen")
+            await later.connect()
+            await later.ehlo()
+            proxy.hold()
+            sending = asyncio.create_task(deliver(port, data))
+            await poll(lambda: exists(client, workflow_id), what="Temporal to start the ticket")
+            receiving.send_signal(signal.SIGTERM)
+
+            async def stopped_listening() -> bool:
+                return not await listens(port)
+
+            await poll(stopped_listening, what="the receiver to stop listening")
+            await later.mail("ann@example.com")
+            await later.rcpt(DESK)
+            with pytest.raises(aiosmtplib.SMTPDataError) as deferred:
+                await later.data(signed(mail()))
+            assert not sending.done()
+            proxy.release()
+            assert await sending == (250, f"2.0.0 Taken as {workflow_id}")
+            assert await asyncio.wait_for(receiving.wait(), 60) == 0
+        finally:
+            later.close()
+            if receiving.returncode is None:
+                receiving.kill()
+                await receiving.wait()
+    assert (deferred.value.code, deferred.value.message) == (451, "4.3.2 The receiver is stopping; try again later")
+    await tickets.handle(client, workflow_id).terminate(reason="the test is over")
+
+
 def label(name: str, line: str) -> str:
     found = re.search(rf'{name}="([^"]*)"', line)
     assert found, line
@@ -804,6 +855,8 @@ def test_the_compose_receiver_takes_the_settings_compose_gives_it_and_is_publish
     assert service["command"] == ["agent-worker", "mail-in"]
     assert service["ports"] == [f"127.0.0.1:{settings.port}:{settings.port}"]
     assert service["environment"]["AGENT_MAIL_IN_PROTOCOL"] == "${AGENT_MAIL_IN_PROTOCOL:-lmtp}"
+    # Docker's SIGKILL comes after the messages in flight are answered (10 s, compose's default, would cut them).
+    assert int(service["stop_grace_period"].removesuffix("s")) > settings.answer_within_seconds
 
 
 def test_a_reply_key_too_short_or_without_an_address_to_sign_under_stops_the_settings_saying_why() -> None:

@@ -171,7 +171,8 @@ async def _codec_server(settings: Settings, host: str, port: int) -> None:
 
 
 def mail_in(args: argparse.Namespace) -> None:
-    """``agent-worker mail-in``: the mail receiver (``agent_worker.mail_in``), until SIGTERM or SIGINT."""
+    """``agent-worker mail-in``: the mail receiver (``agent_worker.mail_in``), until SIGTERM or SIGINT, after which
+    it takes no new message and answers those in flight (within ``AGENT_MAIL_IN_ANSWER_WITHIN_SECONDS``)."""
     asyncio.run(_mail_in(logged(), args.address, args.namespace))
 
 
@@ -185,7 +186,8 @@ async def _mail_in(settings: Settings, address: str | None, namespace: str | Non
         async with listening(client, settings):
             limits = settings.mail_in
             log.info("mail receiver listening", protocol=limits.protocol, address=f"{limits.host}:{limits.port}")
-            await stopping.wait()
+            why = await stopping.wait()
+            log.info("mail receiver stopping: answering the messages in flight", reason=why)
 
 
 def web(args: argparse.Namespace) -> None:

@@ -56,6 +56,7 @@ log = structlog.get_logger(__name__)
 VERIFIED = {"verified": "yes", "unverified": "no"}
 """The metric's ``verified`` label; ``unknown`` for a message refused or deferred before its sender was checked."""
 DEFERRED = "451 4.3.0 The desk cannot take the message now; try again later"
+STOPPING = "451 4.3.2 The receiver is stopping; try again later"
 
 
 class MailIn:
@@ -67,6 +68,11 @@ class MailIn:
         self._replies = reply_addresses(settings)
         self._lookup = lookup
         """Where DKIM keys and DMARC records are looked up: DNS, or a resolver of the caller's."""
+        self._taking = 0
+        """Messages whose ``DATA`` is being answered: a stop waits for them (``drain``)."""
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopping = False
         runtime = client.service_client.config.runtime
         meter = runtime.metric_meter if runtime is not None else MetricMeter.noop
         self._messages = meter.create_counter(
@@ -90,19 +96,36 @@ class MailIn:
         data = envelope.original_content or b""
         if isinstance(envelope.content, bytes):
             data = envelope.content
+        self._taking += 1
+        self._idle.clear()
         try:
-            async with asyncio.timeout(self._settings.mail_in.answer_within_seconds):
-                outcome, kind, status = await self._take(data, envelope.mail_from or "", envelope.rcpt_tos)
+            if self._stopping:  # a stop waits for the messages it found, not for every one sent after it
+                outcome, kind, status = "deferred", "message", STOPPING
+            else:
+                async with asyncio.timeout(self._settings.mail_in.answer_within_seconds):
+                    outcome, kind, status = await self._take(data, envelope.mail_from or "", envelope.rcpt_tos)
         except Refused as refused:
             outcome, kind, status = "refused", refused.kind, refused.status
         except Exception as error:  # noqa: BLE001 - whatever it is, the sender keeps the message and retries
             log.warning("mail deferred", error=str(error) or type(error).__name__, mail_from=envelope.mail_from)
             outcome, kind, status = "deferred", "message", DEFERRED
+        finally:
+            self._taking -= 1
+            if not self._taking:
+                self._idle.set()
         what, _, verified = kind.partition(" ")
         counted = {"outcome": outcome, "kind": what, "verified": VERIFIED.get(verified, "unknown")}
         self._messages.with_additional_attributes(counted).add(1)
         log.info("mail answered", status=status, mail_from=envelope.mail_from, **counted)
         return status
+
+    async def drain(self) -> None:
+        """Once every message whose ``DATA`` had arrived has its answer written; one arriving from now on is
+        deferred (``451``). Each answer comes within ``answer_within_seconds``, so a stop takes no longer: a deploy
+        lets the messages in flight be answered rather than cut off. Cut off, none would be lost (no ``250`` was
+        said), but the mail server would wait its retry interval and send each again."""
+        self._stopping = True
+        await self._idle.wait()
 
     async def _take(self, data: bytes, mail_from: str, recipients: list[str]) -> tuple[str, str, str]:
         """``(outcome, kind, SMTP answer)`` for a message Temporal now holds or that needs nothing of it."""
@@ -222,7 +245,9 @@ async def listening(
     client: Client, settings: Settings, *, port: int | None = None, lookup: TxtLookup = txt_from_dns
 ) -> AsyncIterator[asyncio.Server]:
     """The receiver, listening where the settings say (``port`` 0: any free port, which the server's socket names)
-    until the block ends; DKIM keys and DMARC records looked up by ``lookup`` (DNS)."""
+    until the block ends; DKIM keys and DMARC records looked up by ``lookup`` (DNS). On the way out it stops
+    listening and waits for the messages in flight to be answered (``MailIn.drain``): Python's server would
+    otherwise leave their connections to be cancelled with the event loop, unanswered."""
     limits = settings.mail_in
     handler = MailIn(client, settings, lookup)
     protocol: type[SMTP] = LMTP if limits.protocol == "lmtp" else SMTP
@@ -238,4 +263,5 @@ async def listening(
         yield server
     finally:
         server.close()
+        await handler.drain()
         await server.wait_closed()
