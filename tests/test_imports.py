@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -217,3 +218,13 @@ def test_the_checks_of_workflow_code_see_a_helper_imported_from_an_activity_and_
         assert activity_classes_used(source) == [(1, "AuditActivities")], source
     named = "await workflow.execute_activity_method(AuditActivities.audit, entry, **timeouts.attempt('audit'))"
     assert activity_classes_used(named) == []
+
+
+def test_the_module_the_sandbox_runs_again_for_every_run_evaluates_its_annotations_once() -> None:
+    """The sandbox executes the workflow's own module anew for each run it starts or replays; with its annotations
+    kept as strings (``from __future__ import annotations``), the SDK parses each handler's on every run."""
+    from workflows.support_agent import SupportAgent  # noqa: PLC0415
+
+    tree = ast.parse(Path(inspect.getfile(SupportAgent)).read_text())
+    futures = [node for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "__future__"]
+    assert futures == [], "workflows/support_agent.py: leave annotations evaluated (see its comment)"

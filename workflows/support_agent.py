@@ -19,8 +19,9 @@ their idempotency keys, and refund reconciliation), ``waits`` (the customer's re
 How it reads each response's ``stop_reason`` is in ``docs/architecture.md``.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: the sandbox runs this module again for every run it starts or
+# replays, and with annotations kept as strings the SDK parses each handler's from its string on every run
+# (docs/benchmarks.md has the cost). Annotations are evaluated once, as the class is made.
 import asyncio
 from typing import Any, NoReturn, TypedDict
 
