@@ -100,7 +100,8 @@ OURS = "ours"
 OURS_NAME = "agent-worker (this project)"
 OURS_DOES = (
     "the whole ticket: the order checked to be the customer's, the refund under an idempotency key and the money "
-    "policy (no approval wait here: 49.00 is under the ticket's limit), the email keyed, an audit activity"
+    "policy (no approval wait here: 49.00 is under the ticket's limit), the email keyed, and an audit trail of the "
+    "policy in force, the refund, the email and the close, each written by the work it records"
 )
 NOT_IN_PEERS = (
     "no ownership check, no idempotency key on the refund or the email, no money policy, no audit trail: the "

@@ -83,6 +83,9 @@ PLANTS = {
         "import subprocess", "subprocess.run(['true'], check=True)", "subprocess", "run it in an activity"
     ),
     "network: httpx": Plant("import httpx", "httpx.get('https://example.com')", "httpx", "call it in an activity"),
+    "patch asked past the chain: workflow.patched": Plant(
+        "from temporalio import workflow", "workflow.patched('1.9.9/x')", "temporalio.workflow.patched", "taken("
+    ),
 }
 
 A_PIECE, THE_SANDBOXED_MODULE = "workflows/toolbox.py", "workflows/support_agent.py"

@@ -7,7 +7,7 @@ the path they recorded. 1.0.0 is the baseline: it has no patch, and every stored
 
 **Adding one.** A member below, named for what it changes, whose value starts with the release that adds it
 (``"1.1.0/store-credit-keys"``), and whose docstring says what the old path did. The code tests it by member,
-``patched(Patch.STORE_CREDIT_KEYS)``, never by a string. Record a history of the new path
+``taken(Patch.STORE_CREDIT_KEYS)``, never by a string. Record a history of the new path
 (``scripts/record_histories.py``) and keep the ones of the old path.
 
 **Asking.** Pieces ask ``taken(Patch.X)``, never ``workflow.patched`` itself. From 1.3.0 on, patches form a chain:
@@ -25,7 +25,6 @@ more such wait remove the call and the member. The stored histories of the old p
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Protocol
 
 from temporalio import workflow
 
@@ -98,7 +97,7 @@ class Taken:
             return
         self._started = True
         for index in reversed(range(len(CHAIN))):
-            if workflow.patched(CHAIN[index]):
+            if workflow.patched(CHAIN[index]):  # noqa: TID251 - the one place that asks Temporal
                 self._newest = index
                 return
 
@@ -106,17 +105,13 @@ class Taken:
         self.start()
         if patch in CHAIN:
             return self._newest is not None and CHAIN.index(patch) <= self._newest
-        return self._newest is not None or workflow.patched(patch)
-
-
-class Patched(Protocol):
-    """A workflow that keeps which patches its run takes."""
-
-    patches: Taken
+        return self._newest is not None or workflow.patched(patch)  # noqa: TID251 - as above
 
 
 def taken(patch: Patch) -> bool:
-    """Whether the current run takes ``patch``'s new path: what every piece asks instead of ``workflow.patched``."""
+    """Whether the current run takes ``patch``'s new path: what every piece asks instead of ``workflow.patched``.
+    The run's ``Taken`` is the workflow's ``patches`` attribute, found through ``workflow.instance()`` so the pieces
+    need not be handed it; a workflow without one (a test's variant) asks Temporal, as before the chain."""
     instance = workflow.instance()
     patches = getattr(instance, "patches", None)
-    return patches(patch) if isinstance(patches, Taken) else workflow.patched(patch)
+    return patches(patch) if isinstance(patches, Taken) else workflow.patched(patch)  # noqa: TID251 - as above
