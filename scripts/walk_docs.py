@@ -18,6 +18,7 @@ printed command fails the walk, so the tables shrink with the docs:
 - ``WAITS``: a command that returns once something later in the walk happens, run in the background and checked
   at the end;
 - ``SHOWS``: a command whose output the pages show and the next command counts on, run again until it shows it;
+- ``SETTLED``: a command that counts on the one before it having taken effect, run once a printed command shows it;
 - ``EXITS``: a command whose exit code the pages give as other than 0.
 
 Each section (the text under one heading) runs in one shell of its own, on a terminal, as a reader types its
@@ -99,6 +100,16 @@ SHOWS = {
 """Commands whose output the pages show, by their first words, and a pattern of it: as a person would, the walk
 runs one again (every half second, within its timeout) until its output shows that, and then goes on, since the
 next command counts on it (the refund must wait before (c) answers it)."""
+
+SETTLED = {
+    "agent-worker approve T-1 --amount-cents 4900 --approver ann": (
+        "temporal workflow list --query 'AwaitingApprovalCents > 0'",
+        "ticket-T-1",
+    ),
+}
+"""Commands whose exit code counts on what came before having taken effect, by their first words: before each, the
+walk runs a command the pages print until its output no longer shows a pattern, as the moments a person takes to
+type would let it (the signal above taken by the worker: the ticket no longer waits, so approve finds nothing)."""
 
 TYPES = {
     r"\[y/N\] ": "y",  # the demo's approval, answered at the terminal
@@ -258,8 +269,11 @@ def serves(command: Command) -> str | None:
 def check_tables(found: list[Command]) -> None:
     """Every entry of the tables names a command the pages print: a stale entry would excuse nothing, silently."""
     printed = [command.bare for command in found]
-    stale: list[object] = [key for key in [*WAITS, *EXITS, *SHOWS] if not any(text.startswith(key) for text in printed)]
+    stale: list[object] = [
+        key for key in [*WAITS, *EXITS, *SHOWS, *SETTLED] if not any(text.startswith(key) for text in printed)
+    ]
     stale += [key for key in SKIPPED if not any(is_skipped(command, *key) for command in found)]
+    stale += [check for check, _ in SETTLED.values() if not any(text.startswith(check) for text in printed)]
     stale += [value for value in Site("", "", "", Path(), 0).values if not any(value in c.text for c in found)]
     if stale:
         raise WalkFailedError(f"the walk's tables name what the pages no longer print: {stale}")
@@ -310,6 +324,9 @@ class Section:
                     f"echo $rc > {done}",
                 ]
             else:
+                if key := matching(command, SETTLED):
+                    check, shown = SETTLED[key]
+                    lines.append(f"while {check} | grep -q {shlex.quote(shown)}; do sleep 0.2; done")
                 lines += [text, f"echo $? > {done}", f'[ "$(cat {done})" = {expected_exit(command)} ] || exit 1']
         return "\n".join(lines) + "\n"
 
