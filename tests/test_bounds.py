@@ -36,11 +36,14 @@ from activities.contracts.limits import (
     EVENT_BYTES,
     EVENTS_KEPT,
     INLINE_TURNS_BYTES,
+    MESSAGE_ID_CHARS,
     PAYLOAD_LIMIT_BYTES,
     PENDING_REPLY_BYTES,
     RECORD_REASON_BYTES,
+    REFERENCES_KEPT,
     REJECTED_ANSWERS_KEPT,
     TEXT_CHARS,
+    THREAD_BYTES,
     TICKET_ID_CHARS,
     TICKET_INPUT_BYTES,
     TOOL_INPUT_BYTES,
@@ -54,7 +57,16 @@ from activities.contracts.names import (
     WAITING_FOR_MEMO,
     WORKFLOW_NAME,
 )
-from activities.contracts.ticket import MessageReceipt, OrderEvent, Outcome, Status, TicketInput, Turn
+from activities.contracts.ticket import (
+    CustomerMessage,
+    MailThread,
+    MessageReceipt,
+    OrderEvent,
+    Outcome,
+    Status,
+    TicketInput,
+    Turn,
+)
 from agent_worker.cli.devserver import binary
 from tests.support.harness import Harness
 from tests.support.history import events, failed_workflow_tasks
@@ -433,6 +445,8 @@ def test_the_largest_ticket_the_fields_allow_fits_its_budget() -> None:
                 "reply_window_seconds": 90 * DAY,
                 "reconcile_refunds": True,
             },
+            "message_id": LONGEST_ID,
+            "references": [LONGEST_ID[:-2] + f"{n}>" for n in range(REFERENCES_KEPT)],
         }
     )
     assert len(largest.customer_email) == EMAIL_CHARS
@@ -456,6 +470,27 @@ def test_what_a_run_hands_the_run_that_continues_it_adds_up_to_under_half_the_pa
         "the replies no turn has read": PENDING_REPLY_BYTES,
         "the approvers, once more": APPROVERS_BYTES,
         "the events kept for waits": EVENTS_KEPT * EVENT_BYTES,
+        "the mail the next email answers": THREAD_BYTES,
     }
     assert sum(carried.values()) <= PAYLOAD_LIMIT_BYTES // 2, carried
-    assert round(sum(carried.values()) / 1024) == 999  # as the module's docstring adds it up
+    assert round(sum(carried.values()) / 1024) == 1002  # as the module's docstring adds it up
+
+
+LONGEST_ID = f"<{'i' * (MESSAGE_ID_CHARS - 14)}@example.com>"
+"""A Message-ID at its bound: printable ASCII is all a Message-ID may hold, one byte a character in JSON."""
+
+
+def test_the_mail_a_ticket_answers_at_its_longest_fits_what_a_run_hands_the_next() -> None:
+    """The ticket's first mail with a chain at its bound, then a reply naming a longer one: what the toolbox
+    carries (``MailThread``) keeps ``REFERENCES_KEPT`` ids, the first and the newest, within ``THREAD_BYTES``."""
+    assert len(LONGEST_ID) == MESSAGE_ID_CHARS
+    chain = [LONGEST_ID[:-2] + f"{n}>" for n in range(REFERENCES_KEPT)]
+    ticket = TicketInput(
+        ticket_id="T-1", question="Hello", customer_email="ann@example.com", message_id=chain[0], references=chain
+    )
+    reply = CustomerMessage(text="Hello again", message_id=LONGEST_ID, references=chain[::-1])
+    thread = MailThread.answering(reply, ticket)
+    assert thread is not None
+    assert len(thread.references) == REFERENCES_KEPT
+    assert (thread.references[0], thread.references[-1], thread.in_reply_to) == (chain[-1], LONGEST_ID, LONGEST_ID)
+    assert encoded_bytes(thread) <= THREAD_BYTES

@@ -30,13 +30,13 @@ import yaml
 from pydantic import ValidationError
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.business.reply_addresses import ReplyAddresses
-from activities.contracts.limits import NOTES_KEPT
+from activities.contracts.limits import NOTES_KEPT, REFERENCES_KEPT
 from activities.contracts.names import CUSTOMER_MESSAGE, MAIL_BOUNCED, MAIL_MEMO
-from activities.contracts.ticket import Status, Turn
+from activities.contracts.ticket import CustomerMessage, Status, TicketInput, Turn
 from agent_worker import tickets, wiring
 from agent_worker.cli.devserver import free_port, start_dev_server
 from agent_worker.client import connect
@@ -49,6 +49,7 @@ from agent_worker.mail_in.reading import key_of, ticket_id_of
 from tests.support import tickets as support_tickets
 from tests.support.harness import Harness
 from tests.support.held_proxy import HeldProxy
+from tests.support.history import activity_attempts
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.processes import AGENT_WORKER, address, spawn_worker
 from tests.support.signed_mail import Domains
@@ -436,6 +437,178 @@ async def test_a_bounce_of_the_desks_mail_is_recorded_on_its_ticket_and_the_agen
     assert "refused the desk's last email for good (5.1.1 smtp; 550 5.1.1 No such user here)" in refused[0].result
     entries = mailing.store.audit.entries(outcome.ticket_id)
     assert any("ann@example.com bounced the desk's email: 5.1.1" in entry for entry in entries)
+
+
+def writes_on_each_turn() -> PlaybackModel:
+    """A model that emails the customer, then answers, on the first turn and on the second."""
+    return PlaybackModel(
+        [
+            calls(("send_email", {"to": "ann@example.com", "subject": "Your order", "body": "We are on it."}), step=1),
+            says("We have emailed you."),
+            calls(("send_email", {"to": "ann@example.com", "subject": "Your order", "body": "Done."}), step=3),
+            says("We have emailed you again."),
+        ]
+    )
+
+
+async def test_the_desks_email_threads_under_the_customers_message_and_after_their_reply_under_the_reply(
+    mailing: Harness, client: Client, mail_server: MailServer
+) -> None:
+    first = mail("Hello, a question about my orders.")
+    workflow_id = workflow_of(first["Message-ID"])
+    async with (
+        mailing.worker(writes_on_each_turn(), smtp=desk_mail(mail_server)),
+        receiver(mailing, smtp=desk_mail(mail_server)) as port,
+    ):
+        assert (await deliver(port, first))[0] == 250
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=1)
+        [answer] = mail_server.messages()
+        assert answer.message["In-Reply-To"] == first["Message-ID"]
+        assert answer.message["References"] == first["Message-ID"]
+
+        # as the customer's mail program writes a reply to the desk's answer (RFC 5322, 3.6.4)
+        reply = mail(
+            "Thank you! And the other order?",
+            In_Reply_To=answer.message["Message-ID"],
+            References=f"{first['Message-ID']} {answer.message['Message-ID']}",
+        )
+        taken = await deliver(port, reply, to=str(answer.message["Reply-To"]))
+        assert taken == (250, f"2.0.0 Passed on to {workflow_id} (turn 2)")
+        await waiting_for_customer(tickets.handle(client, workflow_id), turns=2)
+        _, again = mail_server.messages()
+    assert again.message["In-Reply-To"] == reply["Message-ID"]
+    assert str(again.message["References"]).split() == [
+        first["Message-ID"],
+        answer.message["Message-ID"],
+        reply["Message-ID"],
+    ]
+    recorded = [entry.email.in_reply_to for entry in mailing.store.mail.outbox()]
+    assert recorded == [first["Message-ID"], reply["Message-ID"]]  # kept with each email, for a delivery again
+    await tickets.handle(client, workflow_id).cancel(reason="the test is over")
+
+
+async def test_the_mail_the_desk_answers_is_handed_to_the_run_that_continues_the_ticket(
+    agent: Harness, client: Client
+) -> None:
+    """A reply by mail taken by one run, and the email answering it sent by the next (a run continues as new
+    after every model call here): the ``MailThread`` goes over with the rest of the toolbox."""
+    started = {
+        **support_tickets.ticket("Hello, a question.", reply_window_seconds=3600, continue_as_new_after_steps=1),
+        "message_id": "<first@example.com>",
+    }
+    reply = {"text": "And the other order?", "message_id": "<reply@example.com>", "references": ["<answer@desk>"]}
+    async with agent.worker(writes_on_each_turn()):
+        handle = await agent.start(started)
+        await waiting_for_customer(handle, turns=1)
+        taken_by = (await handle.describe()).run_id
+        await handle.execute_update(CUSTOMER_MESSAGE, reply)
+        await waiting_for_customer(handle, turns=2)
+        await handle.cancel(reason="the test is over")
+        reply_run = client.get_workflow_handle(handle.id, run_id=taken_by)
+        emailed_in_the_replys_run = await activity_attempts(reply_run, "send_email")
+    assert emailed_in_the_replys_run == []  # the email answering it was sent by a run after it
+    first, again = agent.store.mail.outbox()
+    assert (first.email.in_reply_to, first.email.references) == ("<first@example.com>", ("<first@example.com>",))
+    assert (again.email.in_reply_to, again.email.references) == (
+        "<reply@example.com>",
+        ("<first@example.com>", "<answer@desk>", "<reply@example.com>"),
+    )
+
+
+def raw_mail(message_id: str, text: str = "Hello, a question about my orders.", **headers: str) -> bytes:
+    """A message written byte by byte, as no mail program would: its headers exactly as given, DKIM-signed by the
+    customer's provider (the signature covers whatever the author wrote)."""
+    lines = [
+        "From: Ann <ann@example.com>",
+        f"To: {DESK}",
+        "Subject: My order",
+        f"Message-ID: {message_id}",
+        *(f"{name.replace('_', '-')}: {value}" for name, value in headers.items()),
+        "Content-Type: text/plain; charset=utf-8",
+        "",
+        text,
+        "",
+    ]
+    return DOMAINS.sign("\r\n".join(lines).encode(), "example.com")
+
+
+LONG_ID = f"<{'a' * 300}@example.com>"
+UNTRUSTED_IDS = {
+    "a Message-ID of 314 characters": (LONG_ID, "(String should have at most 250 characters)"),
+    "a control character in the Message-ID": ("<ab\x01cd@example.com>", "(a Message-ID must be printable ASCII)"),
+    "an encoded word that decodes to a line break and a Bcc header": (
+        "=?utf-8?q?<ab=0D=0ABcc:_mallory@example.net>?=",
+        "its Message-ID header holds no <id> the desk can read",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNTRUSTED_IDS))
+async def test_a_message_id_built_to_inject_a_header_or_too_long_is_not_answered_under_and_the_mail_is_a_ticket(
+    mailing: Harness, client: Client, mail_server: MailServer, kind: str
+) -> None:
+    """The Message-ID and References are the sender's words, and the desk writes them into its answer's headers:
+    one the desk would not write is dropped, the answer says why, and the message is taken as the docs say (its
+    ticket keyed by the id it could read, or by its whole content). The answer then carries no In-Reply-To, and
+    nothing of the sender's becomes a header or a recipient of the desk's email."""
+    message_id, why = UNTRUSTED_IDS[kind]
+    message = raw_mail(message_id, References="=?utf-8?q?<x@example.com>=0D=0ABcc:_mallory@example.net?=")
+    async with (
+        mailing.worker(writes_on_each_turn(), smtp=desk_mail(mail_server)),
+        receiver(mailing, smtp=desk_mail(mail_server)) as port,
+    ):
+        code, said = await deliver(port, message)
+        assert code == 250, said
+        found = re.fullmatch(r"2\.0\.0 Taken as (ticket-mail-\w+); the desk's answer will not thread under (.*)", said)
+        assert found is not None, said
+        workflow_id = found.group(1)
+        assert why in found.group(2)
+        if message_id == LONG_ID:  # one the desk can read is its ticket's id still: a delivery again is one ticket
+            assert workflow_id == workflow_of(LONG_ID)
+        assert (await deliver(port, message))[1] == said
+        handle = tickets.handle(client, workflow_id)
+        await waiting_for_customer(handle, turns=1)
+        started = await tickets.ticket_input(client, workflow_id, "")
+        [answer] = mail_server.messages()
+
+        injected = {"text": "Anything else?", "message_id": "<ok@example.com>\r\nBcc: mallory@example.net"}
+        with pytest.raises(WorkflowUpdateFailedError) as refused:  # a JSON caller's reply is held to the same shape
+            await handle.execute_update(CUSTOMER_MESSAGE, injected)
+        assert "Invalid reply: message_id: String should match pattern" in str(refused.value.cause)
+        await handle.cancel(reason="the test is over")
+    assert "message_id" not in started
+    assert started["references"] == ["<x@example.com>"]  # what the encoded word held besides the line break
+    assert (answer.mail_from, answer.rcpt_tos) == ("support@example.com", ["ann@example.com"])
+    assert answer.message["In-Reply-To"] is None
+    assert answer.message["References"] is None
+    assert answer.message["Bcc"] is None
+    assert sorted(answer.message.keys()) == sorted(
+        [
+            "From",
+            "To",
+            "Subject",
+            "Date",
+            "Message-ID",
+            "Auto-Submitted",
+            "Reply-To",
+            "Content-Type",
+            "Content-Transfer-Encoding",
+            "MIME-Version",
+        ]
+    )
+
+
+def test_a_message_id_that_would_write_a_header_is_refused_by_the_ticket_and_the_reply_naming_the_field() -> None:
+    """The contracts every caller goes through (``agent-worker start``, the ``temporal`` CLI, the receiver) hold
+    a Message-ID to one ``<...>`` of printable ASCII within its bound, and References to their count."""
+    for bad in ["<a@example.com>\r\nBcc: mallory@example.net", "<a@example.com>\n", "<a\x00@example.com>", LONG_ID]:
+        with pytest.raises(ValidationError, match=r"message_id"):
+            TicketInput(ticket_id="T-1", question="Hello", customer_email="ann@example.com", message_id=bad)
+        with pytest.raises(ValidationError, match=r"references\.0"):
+            CustomerMessage(text="Hello", message_id="<ok@example.com>", references=[bad])
+    too_many = [f"<{n}@example.com>" for n in range(REFERENCES_KEPT + 1)]
+    with pytest.raises(ValidationError, match=r"references"):
+        CustomerMessage(text="Hello", references=too_many)
 
 
 async def test_a_flood_of_bounces_costs_the_trail_a_bounded_number_of_entries_and_each_is_accounted_for(

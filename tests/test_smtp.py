@@ -27,6 +27,7 @@ from temporalio.client import Client
 from activities.business import Business
 from activities.business.mail import MailDeferredError, message_id
 from activities.business.refusals import MailRefusedError
+from activities.business.schema import emails
 from activities.business.smtp import SmtpRelay
 from activities.contracts.ticket import Status
 from activities.contracts.world import EmailReceipt, EmailRequest
@@ -115,6 +116,41 @@ async def test_a_recipient_the_server_refuses_for_good_is_a_refusal_in_the_serve
         await send(store, email())
     assert mail_server.messages() == []
     assert store.mail.sent() == []
+
+
+async def test_an_answer_to_the_customers_mail_carries_the_same_in_reply_to_and_references_on_every_delivery(
+    mail_server: MailServer, tmp_path: Path
+) -> None:
+    """The threading headers are recorded with the email, like its Message-ID: a delivery again after the worker
+    lost the server's acceptance is the same bytes, and a repeat of the key naming other mail changes nothing."""
+    store = through(mail_server, tmp_path)
+    chain = ["<first@example.com>", f"<{'r' * 200}@example.com>", "<reply@example.com>"]
+    answering = email().model_copy(update={"in_reply_to": chain[-1], "references": chain})
+    await send(store, answering)
+    with store.database.writer.begin() as db:  # the worker died before it recorded the acceptance
+        db.execute(emails.update().values(delivered_at=None))
+
+    later = answering.model_copy(update={"in_reply_to": "<later@example.com>", "references": ["<later@example.com>"]})
+    receipt = await send(store, later)
+
+    assert not receipt.replayed
+    first, again = mail_server.messages()
+    assert again.message.as_bytes() == first.message.as_bytes()
+    assert again.message["In-Reply-To"] == "<reply@example.com>"
+    assert str(again.message["References"]).split() == chain  # a long id stays one id, never an encoded word
+    assert store.mail.sent() == [answering]
+
+
+async def test_an_answer_naming_mail_whose_id_would_write_a_header_is_refused_before_the_server_sees_it(
+    mail_server: MailServer, tmp_path: Path
+) -> None:
+    """The contracts refuse such an id where it comes in; the relay is the last door before the wire."""
+    store = through(mail_server, tmp_path)
+    injected = email().model_copy(update={"in_reply_to": "<a@example.com>\r\nBcc: mallory@example.net"})
+
+    with pytest.raises(MailRefusedError, match=r"cannot be sent as written: the Message-ID it answers is not one"):
+        await send(store, injected)
+    assert mail_server.messages() == []
 
 
 async def test_a_server_that_does_not_answer_the_door_is_worth_retrying(tmp_path: Path) -> None:
@@ -268,6 +304,8 @@ def assert_the_refund_email(received: Received, store: Business, ticket_id: str)
     assert received.message["Message-ID"] == message_id(entry.idempotency_key, "example.com")
     assert received.body == REFUND_EMAIL[1] + "\n"
     assert entry.delivered_at is not None
+    assert received.message["In-Reply-To"] is None  # a ticket started without mail answers none
+    assert received.message["References"] is None
 
 
 async def test_a_ticket_delivers_exactly_one_message_to_the_customer_with_its_headers_and_body(

@@ -199,8 +199,10 @@ class SupportAgent:
         reply is taken, with the turn that will read it. A reply verified to come from the customer verifies an
         unverified ticket's sender, before the turn that reads it."""
         receipt = self._replies.take(args)
-        if CustomerMessage.model_validate(args[0]).sender_verified:
+        reply = CustomerMessage.model_validate(args[0])
+        if reply.sender_verified:
             self._tools.verify_sender()
+        self._tools.replied(reply)
         return receipt
 
     @customer_message.validator
@@ -239,6 +241,8 @@ class SupportAgent:
         reply = self._replies.take_signalled(args, customer_verified=self._customer_verified())
         if reply is not None and reply.sender_verified:
             self._tools.verify_sender()
+        if reply is not None:
+            self._tools.replied(reply)
 
     def _customer_verified(self) -> bool:
         """Whether the ticket's customer is verified (by the caller's word, a person, or a verified reply)."""

@@ -23,13 +23,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
+    from pydantic import SerializerFunctionWrapHandler, ValidationError, model_serializer
     from pydantic_core import to_json
 
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
     from activities.contracts.fields import Contract, describe_errors, same_address
     from activities.contracts.limits import TOOL_INPUT_BYTES, cut, encoded_bytes
-    from activities.contracts.ticket import RefundRecord, TicketInput, ToolCallRecord
+    from activities.contracts.ticket import CustomerMessage, MailThread, RefundRecord, TicketInput, ToolCallRecord
     from activities.contracts.world import (
         EmailReceipt,
         EmailRequest,
@@ -70,6 +70,18 @@ class ToolboxSnapshot(Contract):
     started."""
     bounced: str | None = None
     """Why the customer's address refuses the desk's mail, if it bounced it (``mail_bounced``)."""
+    thread: MailThread | None = None
+    """The customer's mail the desk's emails answer, if any came; None (runs before it, too): as the ticket
+    started."""
+
+    @model_serializer(mode="wrap")
+    def _without_no_thread(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A ticket that came by no mail hands the next run what it always did: a worker of the release before
+        continues it during a rolling deploy."""
+        fields: dict[str, Any] = handler(self)
+        if fields.get("thread") is None:
+            fields.pop("thread", None)
+        return fields
 
 
 class Toolbox:
@@ -90,6 +102,8 @@ class Toolbox:
         """The step in progress: its tool calls, and the results of those that ran (carried if it continues)."""
         self._carried_step: tuple[list[ToolUseBlock], list[ToolResultBlock]] = ([], [])
         self._bounced: str | None = None
+        self._thread = MailThread.answering(ticket, ticket)
+        """The customer's latest mail, which the desk's emails answer (threaded under it in their mail program)."""
 
     @property
     def refunds(self) -> list[RefundRecord]:
@@ -104,6 +118,7 @@ class Toolbox:
             step_results=self.step_results,
             sender_verified=None if self._orders.verified == self._ticket.sender_verified else self._orders.verified,
             bounced=self._bounced,
+            thread=self._thread,
         )
 
     def restore(self, snapshot: ToolboxSnapshot) -> None:
@@ -115,6 +130,12 @@ class Toolbox:
         if snapshot.sender_verified is not None:
             self._orders.verified = snapshot.sender_verified
         self._bounced = snapshot.bounced
+        self._thread = snapshot.thread or self._thread
+
+    def replied(self, reply: CustomerMessage) -> None:
+        """The customer wrote again: if by mail, the desk's emails answer that mail from now on. It changes no
+        command, only what the next ``send_email`` carries (an input field with a default: no patch)."""
+        self._thread = MailThread.answering(reply, self._ticket) or self._thread
 
     def bounced(self, why: str) -> bool:
         """The customer's address refused the desk's mail for good: ``send_email`` is refused from now on. Whether
@@ -256,6 +277,8 @@ class Toolbox:
             subject=args.subject,
             body=args.body,
             idempotency_key=f"email:{self._call_key(step, call)}",
+            in_reply_to=self._thread.in_reply_to if self._thread else None,
+            references=self._thread.references if self._thread else [],
         )
         receipt: EmailReceipt = await run(tool, request)
         return f"Email #{receipt.email_id} sent to {receipt.to}."

@@ -10,7 +10,8 @@ operators read, and is both implementations:
   keys, so the outbox is its ledger. The email is recorded under its key, with a ``Message-ID`` derived from
   the key, and committed *before* it is handed to the server; once the server has accepted it, the row is
   marked delivered (``delivered_at``). A repeat of the key finds the row: delivered, it returns the first
-  receipt and sends nothing; not delivered, it hands the same message over again.
+  receipt and sends nothing; not delivered, it hands the same message over again. The customer's mail it
+  answers (``In-Reply-To``, ``References``) is recorded with it too, so every delivery threads the same way.
 
 "Not delivered" covers two cases the outbox cannot tell apart: the server never took the message (it was
 down, it deferred it, the worker died first), and the server took it but the worker died before recording
@@ -66,6 +67,10 @@ class OutgoingEmail:
     recorded_at: datetime
     ticket_id: str | None = None
     """The ticket that wrote it, read from its key (``ticket_of_key``): what its reply address is signed for."""
+    in_reply_to: str | None = None
+    """The customer's mail it answers, as recorded with it (revision 0011); None: it answers none."""
+    references: tuple[str, ...] = ()
+    """The conversation up to that mail, oldest first, as recorded with it."""
 
 
 class Relay(Protocol):
@@ -114,7 +119,11 @@ class SqlOutbox:
     def _record(self, request: EmailRequest) -> tuple[OutgoingEmail, bool, bool]:
         """Record the email under its key, committed before anything is handed over; return it, whether this
         request recorded it (the key's first), and whether it counts as delivered already (the embedded outbox
-        delivers by recording; through a relay, a server accepted it)."""
+        delivers by recording; through a relay, a server accepted it).
+
+        The mail it answers is not part of what a repeat must match: the first recorded stands, so a repeat
+        (a reset ticket, a duplicate run that heard the customer's reply at another moment) hands over the email
+        recorded, threaded as it was, rather than refuse an email whose words are the same."""
         fingerprint = f"email {request.to}\n{request.subject}\n{request.body}"
         with self.database.writer.begin() as db:
             first = self.keys.claim(db, request.idempotency_key, fingerprint)
@@ -137,6 +146,8 @@ class SqlOutbox:
                     "created_at": now,
                     "message_id": message_id(request.idempotency_key, domain),
                     "delivered_at": now if self.relay is None else None,
+                    "in_reply_to": request.in_reply_to,
+                    "reference_ids": " ".join(request.references) or None,
                 },
             ).one()
             self.keys.record(db, request.idempotency_key, row.id)
@@ -164,7 +175,14 @@ class SqlOutbox:
         """Every email sent (to one address, if given), oldest first: for tests and operators. Through a relay,
         sent is delivered: an email the server has not accepted is not in this list."""
         return [
-            EmailRequest(to=row.to_address, subject=row.subject, body=row.body, idempotency_key=row.idempotency_key)
+            EmailRequest(
+                to=row.to_address,
+                subject=row.subject,
+                body=row.body,
+                idempotency_key=row.idempotency_key,
+                in_reply_to=row.in_reply_to,
+                references=_ids(row.reference_ids),
+            )
             for row in self._rows(to, emails.c.delivered_at.is_not(None))
         ]
 
@@ -213,7 +231,14 @@ def _outgoing(row: sa.Row[Any]) -> OutgoingEmail:
         message_id=row.message_id or message_id(row.idempotency_key or str(row.id), EMBEDDED_DOMAIN),
         recorded_at=_utc(row.created_at),
         ticket_id=ticket_of_key(row.idempotency_key),
+        in_reply_to=row.in_reply_to,
+        references=tuple(_ids(row.reference_ids)),
     )
+
+
+def _ids(column: str | None) -> list[str]:
+    """The Message-IDs a row's ``reference_ids`` holds (a Message-ID has no space in it)."""
+    return column.split() if column else []
 
 
 def _utc(moment: datetime) -> datetime:

@@ -51,6 +51,8 @@ emails = sa.Table(
     sa.Column("message_id", sa.Text),  # derived from the key, kept as recorded: every delivery carries the same
     sa.Column("delivered_at", sa.DateTime(timezone=True)),  # a server accepted it (embedded: when recorded)
     sa.Column("smtp_reply", sa.Text),  # the mail server's last word on it: its acceptance, or why not yet
+    sa.Column("in_reply_to", sa.Text),  # the customer's mail it answers, kept as recorded like its Message-ID
+    sa.Column("reference_ids", sa.Text),  # its References: the conversation's Message-IDs, space-separated
 )
 idempotency_keys = sa.Table(
     "idempotency_keys",

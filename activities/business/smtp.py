@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import re
 import ssl
 import threading
 from dataclasses import dataclass
 from email.message import EmailMessage
+from email.policy import Policy
 from pathlib import Path
 from typing import Literal
 
@@ -40,6 +42,7 @@ from pydantic import SecretStr
 from activities.business.mail import MailDeferredError, OutgoingEmail
 from activities.business.refusals import MailRefusedError
 from activities.business.reply_addresses import ReplyAddresses
+from activities.contracts.limits import MESSAGE_ID_CHARS
 
 Security = Literal["none", "starttls", "tls"]
 DEFAULT_PORTS: dict[Security, int] = {"none": 25, "starttls": 587, "tls": 465}
@@ -139,7 +142,8 @@ def message(outgoing: OutgoingEmail, sender: str, replies: ReplyAddresses | None
     recorded with it. A header with a line break in it (a subject the model wrote over two lines) raises
     ``ValueError`` here instead of becoming a header of its own. It is ``Auto-Submitted: auto-replied`` (RFC 3834):
     an agent wrote it, so no auto-responder answers it and no loop starts; and with ``replies``, its ``Reply-To``
-    is the address signed for its ticket."""
+    is the address signed for its ticket. An email that answers a customer's mail says which (``In-Reply-To``, and
+    the conversation up to it, ``References``, as recorded with it), so their mail program threads it there."""
     mail = EmailMessage()
     mail["From"] = sender
     mail["To"] = outgoing.to
@@ -150,8 +154,44 @@ def message(outgoing: OutgoingEmail, sender: str, replies: ReplyAddresses | None
     reply_to = replies.for_ticket(outgoing.ticket_id) if replies and outgoing.ticket_id else None
     if reply_to is not None:
         mail["Reply-To"] = reply_to
+    if outgoing.in_reply_to is not None:
+        mail["In-Reply-To"] = MessageIds("In-Reply-To", (_message_id(outgoing.in_reply_to),))
+        chain = outgoing.references or (outgoing.in_reply_to,)
+        mail["References"] = MessageIds("References", tuple(map(_message_id, chain)))
     mail.set_content(outgoing.body)
     return mail
+
+
+@dataclass(frozen=True)
+class MessageIds:
+    """A header of Message-IDs (``In-Reply-To``, ``References``) as it goes on the wire: one id a line, never
+    encoded. The standard library folds a header at 78 characters and, where one word is longer (a Message-ID of
+    a hundred characters), writes it as RFC 2047 encoded words, which no mail program reads back as a Message-ID,
+    and which glue the ids of ``References`` together: the answer would thread nowhere. A line of one id is
+    within RFC 5322's 998 (``MESSAGE_ID_CHARS``). The message stores an object with a ``name`` as it is, and
+    asks it to ``fold`` itself when written."""
+
+    name: str
+    ids: tuple[str, ...]
+
+    def fold(self, *, policy: Policy) -> str:
+        return f"{self.name}: " + f"{policy.linesep} ".join(self.ids) + policy.linesep
+
+    def __str__(self) -> str:
+        return " ".join(self.ids)
+
+
+def _message_id(candidate: str) -> str:
+    """A Message-ID of the customer's as it goes into a header: one ``<...>`` of printable ASCII, or ``ValueError``
+    (a refusal of the email). The contracts it came through checked it already; this is the last door before
+    the wire, so nothing a stranger wrote can add a header to the desk's email however it got this far."""
+    if not _MESSAGE_ID.fullmatch(candidate):
+        raise ValueError(f"the Message-ID it answers is not one the desk writes: {candidate[:80]!r}")
+    return candidate
+
+
+_MESSAGE_ID = re.compile(rf"<[!-;=?-~]{{1,{MESSAGE_ID_CHARS - 2}}}>")
+"""Printable ASCII between angle brackets, no space, no ``<`` or ``>`` inside: what ``MessageId`` takes."""
 
 
 def classify(error: Exception) -> MailRefusedError | MailDeferredError:

@@ -29,10 +29,12 @@ from activities.contracts.limits import (
     DETAIL_CHARS,
     EMAIL_CHARS,
     LABEL_CHARS,
+    MESSAGE_ID_CHARS,
     NAME_CHARS,
     ORDER_ID_CHARS,
     REASON_CHARS,
     RECORD_REASON_BYTES,
+    REFERENCES_KEPT,
     REQUEST_ID_CHARS,
     TICKET_ID_CHARS,
     cut,
@@ -55,6 +57,37 @@ tools' schemas are in every request the model is sent, and the evals look record
 EmailAddress = Annotated[
     str, StringConstraints(strip_whitespace=True, max_length=EMAIL_CHARS, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 ]
+MESSAGE_ID_PATTERN = r"<[^<>\s]+>"
+"""A ``Message-ID`` as the mail receiver finds one in a header (RFC 5322's ``msg-id``, read loosely)."""
+
+
+def _printable_ascii(message_id: str) -> str:
+    """A ``Message-ID`` the desk will write into a header of its own: nothing but printable ASCII, so no line
+    break, control character or encoded word of a stranger's can become a header of the desk's email."""
+    if not all("!" <= c <= "~" for c in message_id):
+        raise PydanticCustomError("message_id_chars", "a Message-ID must be printable ASCII", {})
+    return message_id
+
+
+MessageId = Annotated[
+    str,
+    StringConstraints(max_length=MESSAGE_ID_CHARS, pattern=rf"^{MESSAGE_ID_PATTERN}$"),
+    AfterValidator(_printable_ascii),
+]
+"""The ``Message-ID`` of a customer's mail (``<id@host>``), which the desk's email answers under (``In-Reply-To``)."""
+MessageIds = Annotated[list[MessageId], Field(max_length=REFERENCES_KEPT)]
+"""The ``Message-ID`` s of the conversation a message belongs to, oldest first (its ``References``)."""
+
+
+def trimmed_chain(ids: list[str]) -> list[str]:
+    """The ids of a conversation, oldest first, each once (where it last stands), and at most ``REFERENCES_KEPT``:
+    past it, the first (which names the conversation) and the newest, as mail programs trim ``References``."""
+    chain = list(dict.fromkeys(reversed(ids)))[::-1]
+    if len(chain) <= REFERENCES_KEPT:
+        return chain
+    return [chain[0], *chain[len(chain) - REFERENCES_KEPT + 1 :]]
+
+
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 """Any text but blank, with no bound of its own: each use states one (the email tool's subject and body)."""
 TicketId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TICKET_ID_CHARS)]

@@ -24,8 +24,9 @@ gRPC message far below 4 MiB:
     the replies no turn has read      PENDING_REPLY_BYTES               128 KiB
     the approvers, once more          APPROVERS_BYTES                     8 KiB
     the events kept for waits         EVENTS_KEPT x EVENT_BYTES         215 KiB
+    the mail the next email answers   THREAD_BYTES                        3 KiB
                                                                       ---------
-                                                                        999 KiB of 1,024
+                                                                       1002 KiB of 1,024
 
 The approvers are in it twice: the ticket's options, and the request that waits (never more of them than the
 ticket or the policy names). The approval gate carries no copy of its own (since 1.1.0).
@@ -71,6 +72,15 @@ REASON_CHARS: Final = 500
 """Why a person answered as they did (a decline's reason): the audit trail and the model read it."""
 DETAIL_CHARS: Final = 2_000
 """What a relay says of an order event besides its kind (``left at the front door``)."""
+MESSAGE_ID_CHARS: Final = 250
+"""A ``Message-ID`` the desk answers under (``<...@...>``, printable ASCII): real ones are under a hundred. It comes
+from a stranger's mail, and goes into the headers of the desk's answer; a longer one is not answered under."""
+REFERENCES_KEPT: Final = 10
+"""The ``Message-ID`` s of a conversation a message or the desk's answer names (``References``): past it, the
+first and the newest, as mail programs trim the header. With the message's own id, at most ``THREAD_BYTES``."""
+THREAD_BYTES: Final = 3 * 1024
+"""The mail the desk's next email answers, JSON-encoded (``MailThread``): its id and ``REFERENCES_KEPT`` of the
+chain, each at most ``MESSAGE_ID_CHARS``, in printable ASCII (2,783 bytes at most). A run hands it to the next."""
 
 APPROVERS_LISTED: Final = 100
 """The people one ticket's ``options.approvers`` may name."""

@@ -14,7 +14,9 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveInt,
+    SerializerFunctionWrapHandler,
     StringConstraints,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -29,11 +31,14 @@ from activities.contracts.fields import (
     Detail,
     EmailAddress,
     Label,
+    MessageId,
+    MessageIds,
     OrderId,
     PersonName,
     TicketId,
     approvers_fit,
     bounded,
+    trimmed_chain,
 )
 from activities.contracts.limits import APPROVERS_LISTED, EVENT_BYTES, TEXT_CHARS, encoded_bytes
 
@@ -96,6 +101,15 @@ class TicketInput(Contract):
     sets False for mail whose ``From:`` it could not verify. An unverified ticket may answer in general terms but
     never looks up, reveals or pays against an order (``workflows.ownership``) until a person verifies the sender
     (``verify_sender``) or the customer writes again from a verified message."""
+    message_id: MessageId | None = None
+    """The ``Message-ID`` of the mail that started the ticket, which the desk's email answers (``In-Reply-To``)
+    until the customer replies by mail; None (a ticket started another way): the desk's email answers nothing."""
+    references: MessageIds = []
+    """The conversation that mail belongs to, oldest first (its ``References``, or its ``In-Reply-To``)."""
+
+    @model_serializer(mode="wrap")
+    def _without_no_mail(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_no_mail(handler(self))
 
     @model_validator(mode="before")
     @classmethod
@@ -116,6 +130,47 @@ class CustomerMessage(Contract):
     """What the sender of the reply says of its author: True, verified as the customer (a verified mail), which
     verifies an unverified ticket; False, not verified, which a verified ticket refuses; None, the caller's word,
     as every reply before the field."""
+    message_id: MessageId | None = None
+    """The ``Message-ID`` of the mail the reply came in: the desk's emails answer it from now on."""
+    references: MessageIds = []
+    """The conversation that mail belongs to, oldest first (its ``References``, or its ``In-Reply-To``)."""
+
+    @model_serializer(mode="wrap")
+    def _without_no_mail(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_no_mail(handler(self))
+
+
+def without_no_mail(fields: dict[str, Any]) -> dict[str, Any]:
+    """A ticket or reply that came by no mail, as it was sent before it could name one: a worker of the release
+    before (which refuses fields it does not know) takes it during a rolling deploy, and a ticket started from
+    the CLI starts with the very input it always did."""
+    if fields.get("message_id") is None:
+        fields.pop("message_id", None)
+    if not fields.get("references"):
+        fields.pop("references", None)
+    return fields
+
+
+class MailThread(Contract):
+    """The customer's mail the desk's next email answers: its ``In-Reply-To`` and ``References`` (RFC 5322,
+    3.6.4), the customer's latest message by mail and the conversation up to it. Made from contracts whose ids
+    were checked where they came in; a run hands it to the next (``THREAD_BYTES``)."""
+
+    in_reply_to: str
+    references: list[str]
+    """Oldest first, ending with ``in_reply_to``: the mail that started the ticket, the chain the answered mail
+    names, and the answered mail itself, at most ``REFERENCES_KEPT`` (``trimmed_chain``)."""
+
+    @classmethod
+    def answering(cls, mail: TicketInput | CustomerMessage, ticket: TicketInput) -> MailThread | None:
+        """What an email answering ``mail`` (the ticket's first or a reply) carries; None if it came by no mail."""
+        if mail.message_id is None:
+            return None
+        first = [ticket.message_id] if ticket.message_id else []
+        return cls(
+            in_reply_to=mail.message_id,
+            references=trimmed_chain([*first, *mail.references, mail.message_id]),
+        )
 
 
 class MailBounce(Contract):

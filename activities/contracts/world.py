@@ -131,6 +131,21 @@ class EmailRequest(Contract):
     subject: str
     body: str
     idempotency_key: str
+    in_reply_to: str | None = None
+    """The customer's mail it answers, for their mail program to thread it under (``MailThread``)."""
+    references: list[str] = []
+    """The conversation up to that mail, oldest first, ending with ``in_reply_to``."""
+
+    @model_serializer(mode="wrap")
+    def _without_thread(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An email that answers no mail is sent as before the fields, so a worker of the release before takes
+        it during a rolling deploy, and a ticket started without mail schedules the very same input."""
+        fields: dict[str, Any] = handler(self)
+        if fields.get("in_reply_to") is None:
+            fields.pop("in_reply_to", None)
+        if not fields.get("references"):
+            fields.pop("references", None)
+        return fields
 
 
 class EmailReceipt(Contract):

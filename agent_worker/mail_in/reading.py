@@ -19,9 +19,9 @@ from typing import Any
 
 from inscriptis import get_text
 from mailparser_reply import EmailReplyParser
-from pydantic import Field, NonNegativeInt
+from pydantic import Field, NonNegativeInt, TypeAdapter, ValidationError
 
-from activities.contracts.fields import Contract
+from activities.contracts.fields import MESSAGE_ID_PATTERN, Contract, MessageId, trimmed_chain
 from activities.contracts.limits import TEXT_CHARS
 from agent_worker.config.mail_in import MailInSettings
 from agent_worker.mail_in.senders import Verdict
@@ -34,7 +34,9 @@ AUTOMATIC_PRECEDENCE = frozenset({"bulk", "list", "junk"})
 """``Precedence`` values of mail sent to many or by machine: never answered, so never a ticket."""
 REPORTS = frozenset({"message/delivery-status", "message/global-delivery-status"})
 """A delivery status notification's machine-readable part (RFC 3464, RFC 6533)."""
-MESSAGE_ID = re.compile(r"<[^<>\s]+>")
+MESSAGE_ID = re.compile(MESSAGE_ID_PATTERN)
+ANSWERABLE: TypeAdapter[str] = TypeAdapter(MessageId)
+"""The ``Message-ID`` s the desk's answer may name: a stranger's header, checked before it goes anywhere."""
 
 
 class Refused(Exception):  # noqa: N818 - what it is, like the SMTP answer it carries
@@ -86,6 +88,14 @@ class Incoming:
     unlisted_attachments: int
     refers_to: list[str]
     """The ``Message-ID`` s it answers, nearest first: ``In-Reply-To``, then ``References`` newest to oldest."""
+    answerable_id: str | None = None
+    """Its ``Message-ID`` if the desk's answer may name it (``MessageId``: bounded, printable ASCII): what the
+    ticket's emails answer. None without one, or with one the desk does not write into a header (``unanswerable``)."""
+    references: tuple[str, ...] = ()
+    """The conversation it belongs to, oldest first (``References``, or ``In-Reply-To``), as far as the desk's
+    answer may name it: each id checked as ``answerable_id`` is, those it would not write left out."""
+    unanswerable: str | None = None
+    """Why its ``Message-ID`` is not one the desk's answer names (too long, not printable ASCII), if it is not."""
 
     @property
     def ticket_id(self) -> str:
@@ -211,6 +221,7 @@ def read(data: bytes, message: EmailMessage) -> Incoming:
     if len(text) > TEXT_CHARS:
         raise Refused(f"552 5.3.4 The message's text is {len(text)} characters; the desk reads at most {TEXT_CHARS}")
     attachments = [_attachment(part) for part in message.walk() if _attached(part, body)]
+    answerable_id, unanswerable = _answerable_id(message)
     return Incoming(
         message_id=message_id,
         key=key_of(message_id),
@@ -219,6 +230,9 @@ def read(data: bytes, message: EmailMessage) -> Incoming:
         attachments=attachments[:ATTACHMENTS_LISTED],
         unlisted_attachments=max(0, len(attachments) - ATTACHMENTS_LISTED),
         refers_to=_refers_to(message),
+        answerable_id=answerable_id,
+        references=_references(message),
+        unanswerable=unanswerable,
     )
 
 
@@ -267,6 +281,38 @@ def _attachment(part: MIMEPart) -> Attachment:
     payload = part.get_payload(decode=True)
     printable = "".join(c if c.isprintable() else "?" for c in name)
     return Attachment(name=printable[:NAME_CHARS], bytes=len(payload) if isinstance(payload, bytes) else 0)
+
+
+def _answerable_id(message: EmailMessage) -> tuple[str | None, str | None]:
+    """The message's ``Message-ID`` if the desk's answer may name it, else None and why not (None without one).
+    It comes from whoever wrote the message: one that is too long, or holds anything but printable ASCII (a control
+    character, a line break an encoded word decoded to), is not written into the desk's header: the answer
+    threads less well, and never carries a header a stranger wrote."""
+    own = _message_id(message)
+    if own is None:  # none at all, or one a decoded encoded word broke over lines
+        return None, "its Message-ID header holds no <id> the desk can read" if "Message-ID" in message else None
+    try:
+        ANSWERABLE.validate_python(own)
+    except ValidationError as error:
+        return None, f"its Message-ID is not one the desk's answer names ({error.errors(include_url=False)[0]['msg']})"
+    return own, None
+
+
+def _references(message: EmailMessage) -> tuple[str, ...]:
+    """The conversation the message belongs to, oldest first (RFC 5322, 3.6.4: its ``References``, or else its
+    ``In-Reply-To``), each an id the desk's answer may name (the others left out), at most ``REFERENCES_KEPT``."""
+    chain = MESSAGE_ID.findall(str(message.get("References", ""))) or MESSAGE_ID.findall(
+        str(message.get("In-Reply-To", ""))
+    )
+    return tuple(trimmed_chain([i for i in chain if _answerable(i)]))
+
+
+def _answerable(message_id: str) -> bool:
+    try:
+        ANSWERABLE.validate_python(message_id)
+    except ValidationError:
+        return False
+    return True
 
 
 def _refers_to(message: EmailMessage) -> list[str]:

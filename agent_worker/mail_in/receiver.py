@@ -198,7 +198,12 @@ class MailIn:
             )
         if description.status != WorkflowExecutionStatus.RUNNING:
             return await self._start(incoming, verdict, follows=workflow_id)
-        reply = CustomerMessage(text=incoming.text, sender_verified=verdict.verified)
+        reply = CustomerMessage(
+            text=incoming.text,
+            sender_verified=verdict.verified,
+            message_id=incoming.answerable_id,
+            references=list(incoming.references),
+        )
         try:
             receipt = await tickets.reply(self._client, workflow_id, reply, update_id=f"mail-{incoming.key}")
         except WorkflowUpdateFailedError as error:
@@ -213,7 +218,8 @@ class MailIn:
             if error.status != RPCStatusCode.NOT_FOUND:  # closed between the describe and the update
                 raise
             return await self._start(incoming, verdict, follows=workflow_id)
-        return "accepted", _kind("reply", verdict), f"250 2.0.0 Passed on to {workflow_id} (turn {receipt.turn})"
+        said = f"250 2.0.0 Passed on to {workflow_id} (turn {receipt.turn})"
+        return "accepted", _kind("reply", verdict), _unthreaded(said, incoming, workflow_id)
 
     async def _start(self, incoming: Incoming, verdict: Verdict, follows: str | None) -> tuple[str, str, str]:
         try:
@@ -223,6 +229,8 @@ class MailIn:
                 customer_email=incoming.sender,
                 options=TicketOptions(reply_window_seconds=self._settings.mail_in.reply_window_seconds),
                 sender_verified=verdict.verified,
+                message_id=incoming.answerable_id,
+                references=list(incoming.references),
             )
         except ValidationError as error:
             raise Refused(f"550 5.6.0 The message cannot be a ticket: {describe_errors(error)}") from None
@@ -232,7 +240,18 @@ class MailIn:
         except tickets.DuplicateTicketError as already:  # this very message, delivered again after its ticket ended
             return "accepted", _kind("again", verdict), f"250 2.0.0 Already taken as {already.workflow_id}"
         kind = "again" if started.already_running else ("follow-up" if follows else "new")
-        return "accepted", _kind(kind, verdict), f"250 2.0.0 Taken as {started.workflow_id}"
+        said = f"250 2.0.0 Taken as {started.workflow_id}"
+        return "accepted", _kind(kind, verdict), _unthreaded(said, incoming, started.workflow_id)
+
+
+def _unthreaded(said: str, incoming: Incoming, workflow_id: str) -> str:
+    """The answer to a message the ticket took, saying why the desk's email will not answer under its
+    ``Message-ID`` if it will not (``Incoming.unanswerable``): the message is taken all the same, and its ticket
+    is the one its id names (``key_of``), so a delivery again is still the same ticket."""
+    if incoming.unanswerable is None:
+        return said
+    log.warning("mail not answered under its Message-ID", ticket=workflow_id, why=incoming.unanswerable)
+    return f"{said}; the desk's answer will not thread under it: {incoming.unanswerable}"
 
 
 def _kind(kind: str, verdict: Verdict) -> str:
