@@ -1,10 +1,10 @@
 """Deliberately broken versions of ``SupportAgent``, for proving that the replay gate can fail.
 
 Each is registered under the real workflow's name, as a careless change would be deployed. They live in
-a module of their own because the sandbox re-imports a workflow's module on every run.
+a module of their own because the sandbox re-imports a workflow's module on every run. Like
+``workflows/support_agent.py``, the module evaluates its annotations (no ``from __future__ import annotations``):
+the SDK refuses a workflow whose ``run`` is annotated otherwise than the ``__init__`` it inherits.
 """
-
-from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
