@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from activities.business import Business
@@ -200,20 +201,25 @@ async def recovery_seconds(handle: Handle, killed: WorkerProcess, successor: Wor
     it again."""
     killed_at = killed.killed_by_fault_at() or killed.exited_at
     history = await handle.fetch_history()
-    started = [
-        e.event_time.ToNanoseconds() / 1e9
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-        and e.activity_task_started_event_attributes.identity == successor.identity
-    ] or [
-        e.event_time.ToNanoseconds() / 1e9
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
-        and e.workflow_task_started_event_attributes.identity == successor.identity
-    ]
-    if killed_at is None or not started:
+
+    def started(kind: EventType.ValueType) -> list[float]:
+        return [
+            e.event_time.ToNanoseconds() / 1e9
+            for e in history.events
+            if e.event_type == kind and _started_by(e) == successor.identity
+        ]
+
+    times = started(EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED) or started(EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED)
+    if killed_at is None or not times:
         return None
-    return min(started) - killed_at
+    return min(times) - killed_at
+
+
+def _started_by(event: HistoryEvent) -> str:
+    """The identity of the worker that started an activity or a workflow task."""
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+        return event.activity_task_started_event_attributes.identity
+    return event.workflow_task_started_event_attributes.identity
 
 
 async def run_plain_loop(
