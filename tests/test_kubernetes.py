@@ -592,17 +592,17 @@ def test_a_second_build_runs_beside_the_first_as_its_own_deployment_budget_and_a
     tree = tmp_path / "kubernetes"
     shutil.copytree(KUBERNETES, tree)
     example = tree / "overlays" / "example"
-    shutil.copytree(example / "build-1.3.0", example / "build-1.4.0")
-    build = example / "build-1.4.0" / "kustomization.yaml"
-    build.write_text(build.read_text().replace("1.3.0", "1.4.0").replace("-1-3-0", "-1-4-0"))
+    shutil.copytree(example / "build-1.4.0", example / "build-1.5.0")
+    build = example / "build-1.5.0" / "kustomization.yaml"
+    build.write_text(build.read_text().replace("1.4.0", "1.5.0").replace("-1-4-0", "-1-5-0"))
     overlay = example / "kustomization.yaml"
-    overlay.write_text(overlay.read_text().replace("  - build-1.3.0\n", "  - build-1.3.0\n  - build-1.4.0\n"))
+    overlay.write_text(overlay.read_text().replace("  - build-1.4.0\n", "  - build-1.4.0\n  - build-1.5.0\n"))
 
     built = kustomize(example)
     workers = [
         d for d in of_kind(built, "Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "worker"
     ]
-    assert sorted(d["metadata"]["name"] for d in workers) == ["agent-worker-1-3-0", "agent-worker-1-4-0"]
+    assert sorted(d["metadata"]["name"] for d in workers) == ["agent-worker-1-4-0", "agent-worker-1-5-0"]
     for deployment in workers:
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         version = labels["app.kubernetes.io/version"]
@@ -622,7 +622,7 @@ def test_a_second_build_runs_beside_the_first_as_its_own_deployment_budget_and_a
                     selects(mine["spec"]["selector"]["matchLabels"], o["spec"]["template"]["metadata"]["labels"])
                     for o in others
                 )
-    image = "registry.example.com/support/agent-worker:1.3.0"
+    image = "registry.example.com/support/agent-worker:1.4.0"
     for owner, container in containers(built):
         if owner not in workers:
             assert container["image"] == image, f"{owner['metadata']['name']} runs {container['image']}"

@@ -85,7 +85,7 @@ def situations(draw: st.DrawFn) -> dict[str, Any]:
     ticket_paid = draw(
         st.lists(
             st.builds(
-                lambda n, order, cents: RefundRecord(refund_id=n, order_id=order, amount_cents=cents),
+                lambda n, order, cents: RefundRecord(refund_id=n, order_id=order, amount_cents=cents, currency="USD"),
                 st.integers(1, 9),
                 st.sampled_from([ORDER, "A-2002"]),
                 st.integers(1, 100_000),
@@ -197,7 +197,7 @@ def test_a_ticket_split_under_the_two_people_threshold_still_needs_two() -> None
     policy = MoneyPolicy(approval=ApprovalPolicy(limit_cents=100_000, two_people_above_cents=50_000))
     rules = rules_for(TicketOptions(), PolicyInForce(policy=policy, digest=policy.digest()), starting=True)
     order = OrderLookup(order_id="A-2002", amount_cents=200_000, customer_email="jo@example.com", currency="USD")
-    first = RefundRecord(refund_id=1, order_id=ORDER, amount_cents=30_000)
+    first = RefundRecord(refund_id=1, order_id=ORDER, amount_cents=30_000, currency="USD")
     verdict = decide(30_000, order, rules, ticket_paid=[first])
     assert isinstance(verdict, Ask)
     assert verdict.people == 2

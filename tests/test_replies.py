@@ -123,10 +123,15 @@ async def test_a_reply_asking_for_the_same_refund_again_is_refused_with_nobody_a
     }
 
 
-async def test_a_reply_asking_for_another_orders_refund_past_the_tickets_total_needs_a_person(agent: Harness) -> None:
+@pytest.mark.parametrize("continue_as_new_after_steps", [None, 2], ids=["one run", "a run every two steps"])
+async def test_a_reply_asking_for_another_orders_refund_past_the_tickets_total_needs_a_person(
+    agent: Harness, continue_as_new_after_steps: int | None
+) -> None:
     """The second turn refunds another order, and the ticket's total would pass its limit: that part waits for a
-    person, who declines, and nothing more is paid."""
-    raw = ticket(reply_window_seconds=DAYS_3, approval_limit_cents=5000)
+    person, who declines, and nothing more is paid. Each turn is judged by what it did, whichever run it ends
+    in: the second is declined though the first paid, and the third, which asked for nothing, is resolved."""
+    options = {"continue_as_new_after_steps": continue_as_new_after_steps} if continue_as_new_after_steps else {}
+    raw = ticket(reply_window_seconds=DAYS_3, approval_limit_cents=5000, **options)
     async with agent.worker():
         handle = await agent.start(raw)
         await waiting_for_customer(handle, turns=1)
@@ -136,11 +141,15 @@ async def test_a_reply_asking_for_another_orders_refund_past_the_tickets_total_n
         assert "the ticket's total would pass USD 50.00" in request.why
         await handle.signal("approve", answer(2500, approved=False, request_id=request.request_id))
         await waiting_for_customer(handle, turns=2)
+        await handle.execute_update(CUSTOMER_MESSAGE, {"text": "Thanks"})
+        await waiting_for_customer(handle, turns=3)
         await handle.cancel()
         outcome = await handle.result()
+        runs = [e async for e in agent.client.list_workflows(f"WorkflowId = '{handle.id}'")]
 
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
-    assert outcome.turns[1].status is Status.DECLINED
+    assert [t.status for t in outcome.turns] == [Status.RESOLVED, Status.DECLINED, Status.RESOLVED]
+    assert (len(runs) > 2) == bool(continue_as_new_after_steps)  # the marks were handed over, more than once
 
 
 async def test_replies_that_came_while_the_agent_worked_are_read_together_after_its_answer(agent: Harness) -> None:

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         VouchedApproval,
         VouchRequest,
     )
-    from activities.contracts.fields import Contract, amount, describe_errors
+    from activities.contracts.fields import Snapshot, amount, describe_errors
     from activities.contracts.limits import REJECTED_ANSWERS_KEPT
     from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
     from activities.contracts.ticket import TicketOptions
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # the continuation composes this piece's snapshot: a real imp
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 
 
-class GateSnapshot(Contract):
+class GateSnapshot(Snapshot):
     """What a run hands the next of the gate: every answer so far, and the request waiting with the answer that
     decided it, if any (checked again by the next run against the audit trail, not believed). Who may answer is
     the waiting request's, and for a later request the rules', read anew: not carried a second time."""
@@ -66,6 +66,10 @@ class GateSnapshot(Contract):
     requests_made: NonNegativeInt = 0
     unlisted: NonNegativeInt = 0
     """Rejected answers audited but not listed in ``records`` (past their budget)."""
+    records_before_turn: NonNegativeInt = 0
+    """Records before the turn in progress (``ApprovalGate.turn_begins``)."""
+
+    newer = frozenset({"records_before_turn"})  # 1.4.0: runs before kept it as the replies' ``approvals_before``
 
 
 class ApprovalGate:
@@ -80,6 +84,8 @@ class ApprovalGate:
         self.desk = ApprovalDesk()
         self._audited = 0
         """How many of the desk's records are in the audit trail."""
+        self._records_before_turn = 0
+        """How many of them came before the turn in progress (``turn_begins``)."""
         self._counted = 0
         """How many of them the ``agent_approvals`` metric has counted."""
         self._inbox: list[tuple[Sequence[Any], datetime]] | None = []
@@ -381,16 +387,23 @@ class ApprovalGate:
             self.desk.abandon()  # not this refund's: it cannot be answered any more
         return False
 
-    def refused(self, since: int = 0) -> bool:
-        """Whether a person declined a refund, or let one time out (in the records from ``since`` on)."""
-        refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
-        return any(a.decision in refused for a in self.desk.records[since:])
+    def turn_begins(self) -> None:
+        """A reply begins a turn: its answers are judged from here (``refused``, ``unanswered``)."""
+        self._records_before_turn = len(self.desk.records)
 
-    def unanswered(self, since: int = 0) -> str | None:
-        """What nobody answered, if a request timed out and no person declined one (in the records from ``since``
-        on): "request R1: nobody answered by 2026-12-01 09:14 UTC; the refund of USD 49.00 was not made". None
+    def _judged(self, *, this_turn: bool) -> list[ApprovalRecord]:
+        return self.desk.records[self._records_before_turn :] if this_turn else self.desk.records
+
+    def refused(self, *, this_turn: bool = False) -> bool:
+        """Whether a person declined a refund, or let one time out (on the ticket, or in this turn)."""
+        refused = {ApprovalDecision.DECLINED, ApprovalDecision.TIMED_OUT}
+        return any(a.decision in refused for a in self._judged(this_turn=this_turn))
+
+    def unanswered(self, *, this_turn: bool = False) -> str | None:
+        """What nobody answered, if a request timed out and no person declined one (on the ticket, or in this
+        turn): "request R1: nobody answered by 2026-12-01 09:14 UTC; the refund of USD 49.00 was not made". None
         where a person declined, or nothing timed out."""
-        records = self.desk.records[since:]
+        records = self._judged(this_turn=this_turn)
         if any(a.decision is ApprovalDecision.DECLINED for a in records):
             return None
         timed_out = [a for a in records if a.decision is ApprovalDecision.TIMED_OUT]
@@ -412,6 +425,7 @@ class ApprovalGate:
         self.desk.take_over(snapshot.records, snapshot.requests_made)
         self._audited = self._counted = len(self.desk.records)
         self.unlisted = snapshot.unlisted
+        self._records_before_turn = snapshot.records_before_turn
         if snapshot.waiting is not None:
             self._carried = (snapshot.waiting, snapshot.decided)
 
@@ -422,6 +436,7 @@ class ApprovalGate:
             decided=self.desk.decision,
             requests_made=self.desk.requests_made,
             unlisted=self.unlisted,
+            records_before_turn=self._records_before_turn,
         )
 
     def _count(self) -> None:

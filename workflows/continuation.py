@@ -16,12 +16,12 @@ module, which composes their snapshots, imports them and not the other way round
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import NonNegativeInt
+    from pydantic import NonNegativeInt, model_validator
 
     from activities.content_store import ContentActivities
     from activities.contracts.archive import RecordsArchive
@@ -53,6 +53,22 @@ class ContinuedState(Contract):
     toolbox: ToolboxSnapshot = ToolboxSnapshot()
     replies: RepliesSnapshot = RepliesSnapshot()
     events: EventsSnapshot = EventsSnapshot()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _turn_marks_where_they_belong(cls, carried: Any) -> Any:
+        """Runs before 1.4.0 handed the marks of the turn in progress over with the replies (``refunds_before``,
+        ``approvals_before``); the payouts and the gate, which own what they count, take them over here."""
+        if not isinstance(carried, dict) or not isinstance(replies := carried.get("replies"), dict):
+            return carried
+        if "refunds_before" not in replies and "approvals_before" not in replies:
+            return carried
+        replies = dict(replies)
+        paid, answered = replies.pop("refunds_before", 0), replies.pop("approvals_before", 0)
+        toolbox, gate = dict(carried.get("toolbox") or {}), dict(carried.get("gate") or {})
+        toolbox["payouts"] = {**(toolbox.get("payouts") or {}), "paid_before_turn": paid}
+        gate["records_before_turn"] = answered
+        return {**carried, "replies": replies, "toolbox": toolbox, "gate": gate}
 
 
 class HandOver(Exception):  # noqa: N818 - what happens, not an error

@@ -28,7 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import NonNegativeInt
 
-    from activities.contracts.fields import Contract
+    from activities.contracts.fields import Snapshot
     from activities.contracts.names import NEEDS_APPROVAL
     from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundRecord, TicketInput
@@ -56,12 +56,16 @@ class Payment(Protocol):
     def amount_cents(self) -> int: ...
 
 
-class PayoutsSnapshot(Contract):
+class PayoutsSnapshot(Snapshot):
     """What a run hands the next of the ticket's payments: those made, and the parts settled per order."""
 
     paid: list[RefundRecord] = []
     parts: dict[str, NonNegativeInt] = {}
     """Per order, the parts whose outcome is known (paid, or settled as not made): the next key counts on."""
+    paid_before_turn: NonNegativeInt = 0
+    """Payments made before the turn in progress (``Payouts.turn_begins``)."""
+
+    newer = frozenset({"paid_before_turn"})  # 1.4.0: runs before kept it as the replies' ``refunds_before``
 
 
 class Payouts:
@@ -74,16 +78,27 @@ class Payouts:
         self._gate = gate
         self._orders = orders
         self.paid: list[RefundRecord] = []
+        self._paid_before_turn = 0
         self._parts: dict[str, int] = {}
         self._unsettled: set[str] = set()
         """Keys of parts sent whose outcome is unknown: a replay under one is no new payment."""
 
+    def turn_begins(self) -> None:
+        """A reply begins a turn: what it pays is counted from here (``paid_this_turn``)."""
+        self._paid_before_turn = len(self.paid)
+
+    @property
+    def paid_this_turn(self) -> list[RefundRecord]:
+        """The payments of the turn in progress: whether it ends declined is judged by its own."""
+        return self.paid[self._paid_before_turn :]
+
     def snapshot(self) -> PayoutsSnapshot:
-        return PayoutsSnapshot(paid=self.paid, parts=self._parts)
+        return PayoutsSnapshot(paid=self.paid, parts=self._parts, paid_before_turn=self._paid_before_turn)
 
     def restore(self, snapshot: PayoutsSnapshot) -> None:
         self.paid = list(snapshot.paid)
         self._parts = dict(snapshot.parts)
+        self._paid_before_turn = snapshot.paid_before_turn
 
     async def pay(self, tool: Tool, args: Payment) -> str:
         """A payment back to the customer (a refund, a store credit): the order checked, a person asked where the
@@ -230,12 +245,14 @@ class Payouts:
                 f"{number[:1].upper()}{number[1:]} of {paid} on order {receipt.order_id} was "
                 "already made and is counted once; nothing more was paid."
             )
+        order = self._orders.get(request.order_id)
+        assert order is not None, "a payment is made only on an order the run owns: ``pay`` looks it up first"
         self.paid.append(
             RefundRecord(
                 refund_id=receipt.refund_id,
                 order_id=receipt.order_id,
                 amount_cents=receipt.amount_cents,
-                currency=self._orders.currency(receipt.order_id),
+                currency=order.currency,
                 tool=tool.name,
             )
         )

@@ -324,7 +324,9 @@ class SupportAgent:
             if reply is None:
                 return outcome
             first = outcome.steps + 1
-            self._replies.open(reply, first, refunds=len(self._tools.refunds), approvals=len(self._gate.records))
+            self._replies.open(reply, first)
+            self._tools.turn_begins()  # what the turn pays and what people answer in it are its own
+            self._gate.turn_begins()
             await self._trail.write(f"the customer replied: turn {self._replies.count + 1} begins")
             append_turn(messages, "user", [TextBlock(text=reply)])
             outcome, messages = await self._turn(first, messages)
@@ -409,10 +411,10 @@ class SupportAgent:
         """How an answered ticket ends if a refund was refused and none was made instead (on the ticket, or in this
         turn): ``declined`` where a person declined one, ``unanswered`` where one only waited past its deadline
         (``declined`` in runs before ``Patch.UNANSWERED_CLOSING``); None if none was refused."""
-        refunds, answers = (self._replies.refunds_before, self._replies.approvals_before) if this_turn else (0, 0)
-        if self._tools.refunds[refunds:] or not self._gate.refused(answers):
+        refunds = self._tools.refunds_this_turn if this_turn else self._tools.refunds
+        if refunds or not self._gate.refused(this_turn=this_turn):
             return None
-        if self._gate.unanswered(answers) is not None and taken(Patch.UNANSWERED_CLOSING):
+        if self._gate.unanswered(this_turn=this_turn) is not None and taken(Patch.UNANSWERED_CLOSING):
             return Status.UNANSWERED
         return Status.DECLINED
 

@@ -23,11 +23,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import SerializerFunctionWrapHandler, ValidationError, model_serializer
+    from pydantic import ValidationError
     from pydantic_core import to_json
 
     from activities.contracts.conversation import ToolResultBlock, ToolUseBlock
-    from activities.contracts.fields import Contract, describe_errors, same_address
+    from activities.contracts.fields import Snapshot, describe_errors, same_address
     from activities.contracts.limits import TOOL_INPUT_BYTES, cut, encoded_bytes
     from activities.contracts.ticket import CustomerMessage, MailThread, RefundRecord, TicketInput, ToolCallRecord
     from activities.contracts.world import (
@@ -57,7 +57,7 @@ Handler = Callable[["Toolbox", int, ToolUseBlock, Any, Tool], Awaitable[str | To
 and the tool's declaration, whose activity it runs."""
 
 
-class ToolboxSnapshot(Contract):
+class ToolboxSnapshot(Snapshot):
     """What a run hands the next of the tools: the calls made, the payments, and the step in progress (its calls,
     and the results of those that ran) if it continued mid-step."""
 
@@ -74,14 +74,7 @@ class ToolboxSnapshot(Contract):
     """The customer's mail the desk's emails answer, if any came; None (runs before it, too): as the ticket
     started."""
 
-    @model_serializer(mode="wrap")
-    def _without_no_thread(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A ticket that came by no mail hands the next run what it always did: a worker of the release before
-        continues it during a rolling deploy."""
-        fields: dict[str, Any] = handler(self)
-        if fields.get("thread") is None:
-            fields.pop("thread", None)
-        return fields
+    newer = frozenset({"thread"})  # 1.3.0
 
 
 class Toolbox:
@@ -109,6 +102,13 @@ class Toolbox:
     def refunds(self) -> list[RefundRecord]:
         """Every payment back to the customer the ticket made, whichever tool made it."""
         return self._payouts.paid
+
+    @property
+    def refunds_this_turn(self) -> list[RefundRecord]:
+        return self._payouts.paid_this_turn
+
+    def turn_begins(self) -> None:
+        self._payouts.turn_begins()
 
     def snapshot(self) -> ToolboxSnapshot:
         return ToolboxSnapshot(

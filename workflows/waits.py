@@ -78,9 +78,6 @@ class RepliesSnapshot(Contract):
     """What the customer wrote that the turn in progress answers."""
     first_step: NonNegativeInt = 1
     """The first step of the turn in progress: its steps are counted against ``max_steps`` from there."""
-    refunds_before: NonNegativeInt = 0
-    approvals_before: NonNegativeInt = 0
-    """Refunds and approval records before the turn in progress: whether it ends declined is judged by its own."""
     pending: list[str] = []
     until: datetime | None = None
 
@@ -116,7 +113,6 @@ class Replies:
         self.first_step = 1
         self.until: datetime | None = None
         """While the ticket waits for a reply: until when (workflow time)."""
-        self.refunds_before = self.approvals_before = 0
         self.working = True
         """Whether a turn is in progress (a reply taken now is read by the turn after it)."""
         self._notes = Notes("replies signalled to the ticket")
@@ -194,11 +190,9 @@ class Replies:
         self._notes.add(f"a reply signalled to the ticket was not taken: {why}")
         return None
 
-    def open(self, message: str, first_step: int, *, refunds: int = 0, approvals: int = 0) -> None:
-        """A turn begins at ``first_step``, answering ``message``, after the ticket's first ``refunds`` refunds
-        and ``approvals`` answers about refunds (what this turn does is counted from there)."""
+    def open(self, message: str, first_step: int) -> None:
+        """A turn begins at ``first_step``, answering ``message``."""
         self.message, self.first_step, self.working = message, first_step, True
-        self.refunds_before, self.approvals_before = refunds, approvals
 
     def answered(self, turn: Turn) -> None:
         self.turns.append(turn)
@@ -267,8 +261,6 @@ class Replies:
             archived=self.archived,
             message=self.message,
             first_step=self.first_step,
-            refunds_before=self.refunds_before,
-            approvals_before=self.approvals_before,
             pending=self.pending,
             until=self.until,
         )
@@ -277,12 +269,7 @@ class Replies:
         self.turns = list(snapshot.turns)
         self.archived = snapshot.archived
         self.pending = list(snapshot.pending)
-        self.open(
-            snapshot.message,
-            snapshot.first_step,
-            refunds=snapshot.refunds_before,
-            approvals=snapshot.approvals_before,
-        )
+        self.open(snapshot.message, snapshot.first_step)
         self.until = snapshot.until
         self.working = snapshot.until is None  # a ticket handed over while it waited has answered its turn
 

@@ -12,15 +12,17 @@ it did not take, an approval's rejection, is cut to a head and its size instead 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationError,
+    model_serializer,
 )
 from pydantic_core import PydanticCustomError
 
@@ -149,6 +151,23 @@ class Contract(BaseModel):
     """A message on the wire: unknown fields are refused so that a typo fails loudly instead of being lost."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Snapshot(Contract):
+    """What a piece of a run hands the run that continues its ticket. A worker of the release before may take
+    that run during a rolling deploy, and it refuses fields it does not know (``UnreadableStateError``: the task
+    waits for a newer worker). So the fields a release adds are named in ``newer`` and written only when they
+    hold something other than their default: every run that does not need them continues on either release."""
+
+    newer: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _newer_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields: dict[str, Any] = handler(self)
+        for name in self.newer:
+            if getattr(self, name) == type(self).model_fields[name].default:
+                fields.pop(name, None)
+        return fields
 
 
 def find_order_id(text: str) -> str | None:

@@ -278,8 +278,8 @@ class RefundRecord(Contract):
     """Its number in the ledger of the tool that paid it (``refund #3``): unique per tool, not across tools."""
     order_id: str
     amount_cents: int
-    currency: Currency | None = None
-    """The order's currency as the ticket looked it up (None: runs before refunds said it)."""
+    currency: Currency
+    """The order's currency as the ticket looked it up: every release since 1.0.0 has written it."""
     tool: str = "issue_refund"
     """The tool that paid it."""
 

@@ -140,7 +140,7 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
         say(f"answer: {outcome.answer}")
         currency = currency_of(orders_of(told))
         for refund in outcome.refunds:
-            shown = amount(refund.amount_cents, refund.currency or currency)
+            shown = amount(refund.amount_cents, refund.currency)
             say(f"refund #{refund.refund_id}: {shown} on {refund.order_id}")
         for approval in outcome.approvals:
             asked = "" if approval.amount_cents is None else f" {amount(approval.amount_cents, currency)}"
