@@ -43,7 +43,7 @@ def handed_over_by_1_3_0(refunds_before: int, approvals_before: int) -> dict[str
 
 
 @given(refunds=st.integers(0, 50), answers=st.integers(0, 50))
-def test_a_run_handed_over_by_1_3_0_gives_its_turn_marks_to_the_payouts_and_the_gate(refunds: int, answers: int) -> None:
+def test_a_run_handed_over_by_1_3_0_gives_its_turn_marks_to_their_pieces(refunds: int, answers: int) -> None:
     state = ContinuedState.model_validate(handed_over_by_1_3_0(refunds, answers))
 
     assert state.toolbox.payouts.paid_before_turn == refunds
@@ -51,7 +51,8 @@ def test_a_run_handed_over_by_1_3_0_gives_its_turn_marks_to_the_payouts_and_the_
     assert state.toolbox.payouts.paid == [RefundRecord.model_validate(PAID)]  # the rest as it was
     assert state.replies.first_step == 4
     written = state.model_dump(mode="json")
-    assert "refunds_before" not in written["replies"] and "approvals_before" not in written["replies"]
+    assert "refunds_before" not in written["replies"]
+    assert "approvals_before" not in written["replies"]
 
 
 def test_marks_of_1_3_0_that_are_not_counts_are_refused_as_any_bad_state_is() -> None:
