@@ -130,7 +130,9 @@ async def test_a_reply_asking_for_another_orders_refund_past_the_tickets_total_n
     """The second turn refunds another order, and the ticket's total would pass its limit: that part waits for a
     person, who declines, and nothing more is paid. Each turn is judged by what it did, whichever run it ends
     in: the second is declined though the first paid, and the third, which asked for nothing, is resolved."""
-    options = {"continue_as_new_after_steps": continue_as_new_after_steps} if continue_as_new_after_steps else {}
+    options: dict[str, Any] = {}
+    if continue_as_new_after_steps:
+        options["continue_as_new_after_steps"] = continue_as_new_after_steps
     raw = ticket(reply_window_seconds=DAYS_3, approval_limit_cents=5000, **options)
     async with agent.worker():
         handle = await agent.start(raw)
