@@ -23,9 +23,10 @@ from activities.business.refusals import (
     OrderNotFoundError,
     PaymentRefusedError,
     PaymentsUnusableError,
+    PolicyChangedError,
     RefundExceedsChargeError,
 )
-from activities.contracts.names import NEEDS_APPROVAL, PAYMENTS_UNUSABLE
+from activities.contracts.names import NEEDS_APPROVAL, PAYMENTS_UNUSABLE, POLICY_CHANGED
 from activities.heartbeat import heartbeating
 
 T = TypeVar("T")
@@ -40,12 +41,14 @@ NON_RETRYABLE: dict[type[Exception], str] = {
     PaymentRefusedError: "PaymentRefused",
     PaymentsUnusableError: PAYMENTS_UNUSABLE,
     NeedsApprovalError: NEEDS_APPROVAL,
+    PolicyChangedError: POLICY_CHANGED,
 }
 
-ANSWERS = (OrderNotFoundError, RefundExceedsChargeError, NeedsApprovalError)
-"""Refusals that answer the customer's request (no such order, more than was charged, a limit met) rather than
-tell of trouble: raised as benign, which the SDK logs at DEBUG, not as a warning with its traceback. The
-``refused`` line below still records each; the other refusals may need a person, and keep their warning."""
+ANSWERS = (OrderNotFoundError, RefundExceedsChargeError, NeedsApprovalError, PolicyChangedError)
+"""Refusals that answer the customer's request (no such order, more than was charged, a limit met) or send it
+back to be judged again (a policy changed), rather than tell of trouble: raised as benign, which the SDK logs at
+DEBUG, not as a warning with its traceback. The ``refused`` line below still records each; the other refusals may
+need a person, and keep their warning."""
 
 
 async def call(fn: Callable[[], T]) -> T:

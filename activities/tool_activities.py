@@ -72,7 +72,8 @@ def registered(implementations: object, names: list[str], what: str) -> list[Cal
 class ToolActivities:
     """The tools' implementations, each reaching only the outside systems it acts on: the shop's orders, the
     payment provider, the store credit ledger, the mail outbox, and the content store for results too large for
-    the history."""
+    the history. Given the digest of the worker's money policy, ``in_force``: a payout without a person is booked
+    only if that policy judged it (``RefundRequest.policy``)."""
 
     def __init__(  # noqa: PLR0913 - one port per outside system, by name: grouped, they would be the store again
         self,
@@ -82,9 +83,11 @@ class ToolActivities:
         store_credit: StoreCredits,
         mail: Mail,
         content: ContentStore,
+        in_force: str | None,
         inline_max_bytes: int = INLINE_MAX_BYTES,
     ) -> None:
         self.orders = orders
+        self.in_force = in_force
         self.payments = payments
         self.credits = store_credit
         self.mail = mail
@@ -92,14 +95,23 @@ class ToolActivities:
         self.inline_max_bytes = inline_max_bytes
 
     @classmethod
-    def over(cls, business: Business, content: ContentStore, *, inline_max_bytes: int = INLINE_MAX_BYTES) -> Self:
-        """The implementations over the business's ports: what a worker registers (``all``)."""
+    def over(
+        cls,
+        business: Business,
+        content: ContentStore,
+        *,
+        in_force: str | None,
+        inline_max_bytes: int = INLINE_MAX_BYTES,
+    ) -> Self:
+        """The implementations over the business's ports, under the worker's policy: what a worker registers
+        (``all``)."""
         return cls(
             orders=business.orders,
             payments=business.payments,
             store_credit=business.credits,
             mail=business.mail,
             content=content,
+            in_force=in_force,
             inline_max_bytes=inline_max_bytes,
         )
 
@@ -148,7 +160,7 @@ class ToolActivities:
         ``NeedsApproval`` (``activities.contracts.names.NEEDS_APPROVAL``): its message says which limit it met,
         with figures, and its one detail lists the ``Limits`` fields met, so the workflow can ask a person
         instead, citing the reason."""
-        receipt = await call(lambda: self.payments.refund(request))
+        receipt = await call(lambda: self.payments.refund(request, self.in_force))
         if not receipt.replayed:
             meter = activity.metric_meter()
             meter.create_counter("agent_refunds_paid", "Refunds the provider paid", "1").add(1)
@@ -165,7 +177,7 @@ class ToolActivities:
     async def issue_store_credit(self, request: RefundRequest) -> RefundReceipt:
         """Issue a voucher for the amount on the order, once per key, in the store credit ledger. Past a limit
         across tickets without a person, it issues nothing and fails as ``NeedsApproval``, as a refund does."""
-        receipt = await call(lambda: self.credits.issue(request))
+        receipt = await call(lambda: self.credits.issue(request, self.in_force))
         log.info(
             "store credit replayed" if receipt.replayed else "store credit issued",
             credit_id=receipt.refund_id,

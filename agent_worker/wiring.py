@@ -407,7 +407,9 @@ def worker_parts(
     policy = policy or policy_in_force(settings)
     blobs = blob_backend(settings, ports.blobs)
     content = ContentStore(blobs)
-    tools = ToolActivities.over(ports, content, inline_max_bytes=settings.inline_result_max_bytes)
+    tools = ToolActivities.over(
+        ports, content, in_force=policy.digest, inline_max_bytes=settings.inline_result_max_bytes
+    )
     models = ModelActivities(model, ports.model_calls, content)
     activities: list[Callable[..., Any]] = [
         models.think,

@@ -23,6 +23,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.plugin import SimplePlugin
 
 from activities import vouching
 from activities.business import Business
@@ -48,6 +49,7 @@ from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.config.web import WebSettings
 from agent_worker.exits import exit_hard
 from tests.support import faults, tickets
+from tests.support.bookings import BookingsUnder
 from tests.support.desk import LOOSE, LOOSE_FILE
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
 from tests.support.history import events
@@ -548,6 +550,26 @@ async def audited_where_done_approved(r: Recorder) -> Handle:
     return await approved_refund(r)
 
 
+async def policy_at_booking_resolved(r: Recorder) -> Handle:
+    """``Patch.POLICY_AT_BOOKING`` (1.4.0): the refund needs no person, is judged by the policy read as the ticket
+    started, and booked under its digest; ``audited_where_done_resolved`` is the same ticket before it, which read
+    the policy again at the refund."""
+    return await resolved_without_approval(r)
+
+
+async def policy_at_booking_approved(r: Recorder) -> Handle:
+    """``Patch.POLICY_AT_BOOKING`` (1.4.0): a refund that asks a person reads the policy before it asks, as
+    before; ``audited_where_done_approved`` is the same ticket before it."""
+    return await approved_refund(r)
+
+
+async def policy_at_booking_judged_again(r: Recorder) -> Handle:
+    """``Patch.POLICY_AT_BOOKING`` (1.4.0): the first booking is made where another policy is in force
+    (``tests.support.bookings``): refused with nothing paid, the policy read again, the refund judged again and
+    booked."""
+    return await resolved_without_approval(r)
+
+
 async def one_decision_two_people_below_the_limit(r: Recorder) -> Handle:
     """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): 120.00 under an approval limit of 1,000.00 but above two people's
     threshold of 100.00, which before it paid with nobody: now ann's and ben's signed approvals pay it."""
@@ -694,6 +716,9 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         unanswered_closing,
         audited_where_done_resolved,
         audited_where_done_approved,
+        policy_at_booking_resolved,
+        policy_at_booking_approved,
+        policy_at_booking_judged_again,
         verified_sender_gate_refused,
         verified_sender_gate_verified_by_a_person,
         mail_bounced_then_no_more_mail,
@@ -754,6 +779,9 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
 }
 """Scenarios that need another model than the script."""
 
+CHANGED = LOOSE.model_copy(update={"approval": LOOSE.approval.model_copy(update={"timeout_seconds": 86_400})})
+"""The loose desk with another approval timeout: another digest, the same decision for a refund nobody approves."""
+
 POLICIES: dict[str, MoneyPolicy] = {
     "two_people_approved_in_the_inbox": LOOSE.model_copy(
         update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)}
@@ -779,6 +807,11 @@ STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[Business]]]
 
 HOLDS: dict[str, tuple[str, ...]] = {"whole_hand_over_answer_in_the_window": ("archive_records",)}
 """Scenarios whose worker holds activities at their start until the scenario lets them go (``tests.support.holds``)."""
+
+PLUGINS: dict[str, Callable[[Business], SimplePlugin]] = {
+    "policy_at_booking_judged_again": lambda store: BookingsUnder(store, CHANGED.digest(), times=1),
+}
+"""Scenarios whose worker is changed by a plugin of the tests' (``tests.support``), given the scenario's business."""
 
 SERVER_ARGS: dict[str, list[str]] = {
     "waited_for_a_delivery_scan_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
@@ -817,7 +850,9 @@ async def record(names: list[str], out: Path) -> None:
                         policy = POLICIES[name]
                         in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
                     holds = Holds(*HOLDS[name]) if name in HOLDS else None
-                    plugins = [holds] if holds else []
+                    plugins: list[SimplePlugin] = [holds] if holds else []
+                    if name in PLUGINS:
+                        plugins.append(PLUGINS[name](store))
                     async with build_worker(client, settings, store, model, in_force, plugins=plugins):
                         handle = await SCENARIOS[name](Recorder(client, store, task_queue, holds))
                     count = await export(client, handle.id, out / f"{name}.json")

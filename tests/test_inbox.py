@@ -61,7 +61,7 @@ from tests.support.inbox import (
 )
 from tests.support.processes import AGENT_WORKER, address, agent_worker_dev, run
 from tests.support.tickets import ticket
-from tests.support.waits import awaiting, poll
+from tests.support.waits import awaiting, poll, waiting_for_customer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -241,6 +241,7 @@ async def test_a_form_sent_from_another_origin_is_refused_even_with_a_valid_toke
         status, said = await ann.post(answer_of(workflow_id), form, headers=headers)
         still = await waiting_request(agent.client, workflow_id)
         handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        await waiting_for_customer(handle, turns=1)
         await handle.cancel()
         await handle.result()
 
@@ -254,21 +255,24 @@ async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with
     agent: Harness,
 ) -> None:
     async with inbox_for(agent) as inbox, person(inbox) as ann, person(inbox) as ben:
-        workflow_id = await start_with_cli(agent)
+        # open for the customer's reply once answered, so the second answer reaches an open ticket however slow
+        workflow_id = await start_with_cli(agent, reply_window_seconds=86_400)
         request = await waiting_request(agent.client, workflow_id)
         await ann.sign_in("ann")
         await ben.sign_in("ben")
         wrong = await ann.answer(workflow_id, request, amount_cents="1000")
         taken = await ann.answer(workflow_id, request)
         again = await ben.answer(workflow_id, request, decision="decline", reason="Too late, I know.")
-        outcome = await agent.client.get_workflow_handle(workflow_id, result_type=Outcome).result()
+        handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        await handle.cancel()
+        outcome = await handle.result()
 
     assert (wrong[0], notice_kind(wrong[1])) == (303, "rejected")
     assert notice_of(wrong[1]) == "rejected: the refund waiting (R1) is USD 49.00, not USD 10.00"
     assert (taken[0], notice_kind(taken[1])) == (303, "taken")
     assert (again[0], notice_kind(again[1])) == (303, "rejected")
     assert notice_of(again[1]).startswith("rejected: request R1 was already answered: approved by ann at ")
-    assert outcome.status is Status.RESOLVED
+    assert [turn.status for turn in outcome.turns] == [Status.RESOLVED]
     assert [(a.approver, a.decision) for a in outcome.approvals] == [("ann", ApprovalDecision.APPROVED)]
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 

@@ -37,6 +37,7 @@ from activities.business.refusals import (
     KeyClosedError,
     NeedsApprovalError,
     OrderNotFoundError,
+    PolicyChangedError,
     RefundExceedsChargeError,
 )
 from activities.contracts.policy import Limits
@@ -525,6 +526,56 @@ def test_a_replayed_key_is_counted_once_and_never_refused_by_the_limits_it_was_p
     assert payments.refund(unattended(provider.charge(1000, ANN), 1000, "refund:T-2/1")).amount_cents == 1000
     with pytest.raises(NeedsApprovalError, match=r"USD 50\.01 of USD 50\.00"):
         payments.refund(unattended(provider.charge(1, ANN), 1, "refund:T-3/1"))
+
+
+# --- the money policy that judged a payout without a person, checked where it is booked ------------------------
+
+JUDGED, IN_FORCE = "sha256:0123456789abcdef", "sha256:fedcba9876543210"
+
+
+@pytest.mark.parametrize("in_force", [IN_FORCE, None], ids=["another policy in force", "the booking names none"])
+def test_a_payout_judged_by_another_policy_than_the_one_in_force_pays_and_counts_nothing(
+    provider: Provider, in_force: str | None
+) -> None:
+    """A refund and a store credit nobody approved, judged by a policy no longer in force (or where the booking
+    cannot say which is): refused, nothing paid, credited or counted, and the key left free for the payout judged
+    again."""
+    order = provider.charge(4000, ANN)
+    judged = unattended(order, 1000, "refund:T-1/1").model_copy(update={"policy": JUDGED})
+    credit = judged.model_copy(update={"idempotency_key": "store_credit:T-1/1"})
+
+    with pytest.raises(PolicyChangedError, match=f"judged by money policy {JUDGED}"):
+        provider.payments.refund(judged, in_force)
+    with pytest.raises(PolicyChangedError):
+        provider.credits.issue(credit, in_force)
+
+    assert provider.payments.charge(order).refunded_cents == 0
+    assert provider.store.unattended.totals(ANN).cents == 0
+    again = judged.model_copy(update={"policy": IN_FORCE})
+    assert provider.payments.refund(again, IN_FORCE).amount_cents == 1000  # the same key, judged again: paid
+    assert provider.credits.issue(credit.model_copy(update={"policy": IN_FORCE}), IN_FORCE).amount_cents == 1000
+    assert provider.store.unattended.totals(ANN).cents == 2000
+
+
+def test_a_payout_booked_before_is_its_first_receipt_whatever_policy_is_in_force_now(provider: Provider) -> None:
+    """An attempt that booked the payout and died before it answered is taken again on a worker under a new
+    policy: the repeat is the first payout's receipt, never a refusal that would tell the ticket nothing was
+    paid."""
+    payments, order = provider.payments, provider.charge(4000, ANN)
+    judged = unattended(order, 1000, "refund:T-1/1").model_copy(update={"policy": JUDGED})
+    first = payments.refund(judged, JUDGED)
+
+    assert payments.refund(judged, IN_FORCE) == first.model_copy(update={"replayed": True})
+    assert payments.charge(order).refunded_cents == 1000
+
+
+def test_a_payout_a_person_approved_is_not_judged_by_a_policy_where_it_is_booked(provider: Provider) -> None:
+    order = provider.charge(4000, ANN)
+    approved = RefundRequest(order_id=order, amount_cents=1000, idempotency_key="refund:T-1/1", customer_email=ANN)
+
+    assert provider.payments.refund(approved, IN_FORCE).amount_cents == 1000
+    with pytest.raises(ValidationError, match="needs limits"):
+        RefundRequest.model_validate(approved.model_dump() | {"policy": JUDGED})
 
 
 def test_a_refund_the_provider_refuses_is_not_counted(provider: Provider) -> None:

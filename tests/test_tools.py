@@ -98,7 +98,7 @@ def test_a_worker_without_an_implementation_of_a_declared_tool_or_its_settlement
         find_refund = None  # type: ignore[assignment]
 
     with pytest.raises(LookupError, match="implements no activity for the tool shipping_status"):
-        Forgetful.over(store, ContentStore(store.blobs)).all()
+        Forgetful.over(store, ContentStore(store.blobs), in_force=None).all()
     with pytest.raises(LookupError, match="implements no activity for settling find_refund"):
         Unsettled.over(store).all()
     store.close()
@@ -134,7 +134,7 @@ async def test_a_refund_without_a_person_past_a_limit_fails_issue_refund_at_once
 ) -> None:
     """The workflow tells this failure from every other by its type, and cites its message to the person asked."""
     store = Business.sqlite(tmp_path / "business.sqlite3").create()
-    tools = ToolActivities.over(store, ContentStore(store.blobs))
+    tools = ToolActivities.over(store, ContentStore(store.blobs), in_force=None)
     request = RefundRequest(
         order_id="A-1001",
         amount_cents=4900,

@@ -70,6 +70,13 @@ class Patch(StrEnum):
     the workflow task that closes the run. Runs before it wrote each by an ``audit`` activity of its own, with its
     workflow task: two activities and 12 history events more a ticket (issue #37)."""
 
+    POLICY_AT_BOOKING = "1.4.0/policy-at-booking"
+    """A payout that needs no person is judged by the policy as the run last read it, and booked only where that
+    policy is in force (``RefundRequest.policy``): the booking refuses one judged by another, with nothing paid,
+    and the policy is then read again. A payout that asks a person, or is refused, reads it first. Runs before
+    it read the policy again at every payout (a ``money_policy`` local activity: a marker, and a Cloud Action,
+    more a refunded ticket, issue #37)."""
+
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""

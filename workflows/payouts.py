@@ -29,13 +29,13 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import NonNegativeInt
 
     from activities.contracts.fields import Snapshot
-    from activities.contracts.names import NEEDS_APPROVAL
+    from activities.contracts.names import NEEDS_APPROVAL, POLICY_CHANGED
     from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundRecord, TicketInput
-    from activities.contracts.world import RefundReceipt, RefundRequest
+    from activities.contracts.world import OrderLookup, RefundReceipt, RefundRequest
     from activities.tools import Payout, Tool
     from workflows import timeouts
-    from workflows.approval_rules import Ask, Refused, Unattended, decide
+    from workflows.approval_rules import Ask, Refused, Unattended, Verdict, decide
 
 from workflows.approval_gate import ApprovalGate
 from workflows.failures import ToolError, cause, is_refusal
@@ -44,6 +44,9 @@ from workflows.patches import Patch, taken
 from workflows.rules import Rules, RulesInForce
 
 SETTLED = cast(type, RefundReceipt | None)
+POLICY_READS_PER_PAYOUT = 3
+"""How often one payout reads the policy again after a booking refused it as judged by another: a policy changed
+once is read once; workers still disagreeing after three reads are a rollout in progress, and nothing is paid."""
 """What a settling activity returns: the payment made under the key, or None (and the key closed)."""
 
 
@@ -107,6 +110,8 @@ class Payouts:
         # resolved around it (the policy read below is one).
         one_decision = taken(Patch.ONE_PAYOUT_DECISION)
         order = await self._orders.own(args.order_id)
+        if taken(Patch.POLICY_AT_BOOKING):
+            return await self._pay_judged(tool, args, order)
         rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
         if not one_decision:
             return await self._pay_as_before(tool, args, rules)
@@ -119,6 +124,42 @@ class Payouts:
                     raise
                 # a limit across tickets met: nothing was paid, and a person may still say yes
                 verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid, limit_met=cause(error))
+        return await self._pay_asked(tool, args, verdict, rules)
+
+    async def _pay_judged(self, tool: Tool, args: Payment, order: OrderLookup) -> str:
+        """The payment as ``Patch.POLICY_AT_BOOKING`` judges it: by the policy as the run last read it, with no read
+        of its own where it needs no person, since the booking refuses a payout judged by any policy but the one in
+        force where it is booked (``PolicyChangedError``: nothing paid), and the policy is then read again and the
+        payout judged again. A payout that asks a person, or is refused, is judged by the policy read now (or just
+        confirmed by a booking), so a request names the approvers in force. Workers that keep disagreeing about
+        the policy (a rollout of a new one half done) pay nothing without a person: the model hears so."""
+        rules, current = self._rules.rules, False
+        for _ in range(POLICY_READS_PER_PAYOUT):
+            verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
+            if isinstance(verdict, Unattended):
+                try:
+                    return await self._pay_part(tool, args, unattended=rules.limits, policy=rules.digest)
+                except ActivityError as error:
+                    if _policy_changed(error):
+                        rules, current = await self._rules.read(starting=False), True
+                        continue
+                    if not _needs_approval(error):
+                        raise
+                    # the booking found this policy in force (it checks that first) and a limit across tickets met
+                    verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid, limit_met=cause(error))
+                    current = True
+            if not current:
+                rules, current = await self._rules.read(starting=False), True
+                continue
+            return await self._pay_asked(tool, args, verdict, rules)
+        raise ToolError(
+            f"The {_payout(tool).noun} of {self._orders.money(args.amount_cents, args.order_id)} on order "
+            f"{args.order_id} was not made: the desk's money policy changed while it was being made. Nothing was "
+            "paid; it may be asked for again in a few minutes."
+        )
+
+    async def _pay_asked(self, tool: Tool, args: Payment, verdict: Verdict, rules: Rules) -> str:
+        """A payment that needs a person (``Ask``), or is refused with nobody asked (``Refused``)."""
         currency = self._orders.currency(args.order_id)
         if isinstance(verdict, Refused):
             await self._gate.refuse(args.amount_cents, currency, verdict.why, _payout(tool).noun)
@@ -171,16 +212,18 @@ class Payouts:
         self._gate.settled(request_id, text)
         return text
 
-    async def _pay_part(self, tool: Tool, args: Payment, *, unattended: Limits | None = None) -> str:
+    async def _pay_part(
+        self, tool: Tool, args: Payment, *, unattended: Limits | None = None, policy: str | None = None
+    ) -> str:
         """Make the payment (a person approved it, or it needed none: then it is held to ``unattended``, the
-        limits across tickets, if the policy sets them), under the key its rule gives it."""
+        limits across tickets, and booked only where ``policy`` is in force), under the key its rule gives it."""
         payout = _payout(tool)
         part = self._parts.get(args.order_id, 0) + 1
         key = f"{payout.key}:ticket:{self._ticket.ticket_id}/{args.order_id}/{part}"
         try:
-            text = await self._paid(tool, args, key, unattended)
+            text = await self._paid(tool, args, key, unattended, policy)
         except ActivityError as error:
-            if _needs_approval(error):  # refused before anything was booked: the same part, once approved
+            if _needs_approval(error) or _policy_changed(error):  # refused before anything was booked: same part
                 raise
             # outcome unknown (not reconciled): the part keeps its key for the next ask
             self._unsettled.add(key)
@@ -209,7 +252,9 @@ class Payouts:
             return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
         return None
 
-    async def _paid(self, tool: Tool, args: Payment, key: str, unattended: Limits | None = None) -> str:
+    async def _paid(
+        self, tool: Tool, args: Payment, key: str, unattended: Limits | None = None, policy: str | None = None
+    ) -> str:
         """Pay, settle an unknown outcome, and count it. A cancel of the ticket does not cut this short: it waits
         for the payment to end paid and counted, or refused for good, and then ends the ticket."""
         request = RefundRequest(
@@ -219,6 +264,7 @@ class Payouts:
             customer_email=self._ticket.customer_email if unattended else None,  # counted only when unattended
             limits=unattended,
             ticket_id=self._ticket.ticket_id,  # the booking writes the payment's audit entry under it
+            policy=policy,
         )
         settle = asyncio.ensure_future(self._settle(tool, request))
         try:
@@ -305,6 +351,11 @@ class Payouts:
 def _needs_approval(error: ActivityError) -> bool:
     """Whether the ledger refused a payment without a person because it would pass a limit across tickets."""
     return isinstance(error.cause, ApplicationError) and error.cause.type == NEEDS_APPROVAL
+
+
+def _policy_changed(error: ActivityError) -> bool:
+    """Whether the booking refused a payment without a person judged by another policy than the one in force."""
+    return isinstance(error.cause, ApplicationError) and error.cause.type == POLICY_CHANGED
 
 
 def _payout(tool: Tool) -> Payout:

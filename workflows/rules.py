@@ -8,8 +8,10 @@ the one place where options and policy meet; it is pure, so ``tests/test_rules.p
 combination hypothesis finds. The workflow reads the policy through an activity (``RulesInForce``), so a
 replay sees the policy that judged each decision, whatever the worker's file says today.
 
-A policy changed while a ticket is open takes effect at the ticket's next refund, which reads it again; a
-request already waiting keeps the deadline and approvers it was opened with.
+A policy changed while a ticket is open takes effect at the ticket's next refund: one that needs no person is
+booked only where the policy that judged it is in force, and read again when the booking refuses it
+(``Patch.POLICY_AT_BOOKING``, ``workflows.payouts``); one that asks a person reads it first. A request already
+waiting keeps the deadline and approvers it was opened with.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class StoreCredits(Protocol):
     """The store credit ledger, as the tools use it. Calls are synchronous (the activities run them in a thread)
     and raise the refusals of ``activities.business.refusals``."""
 
-    def issue(self, request: RefundRequest) -> RefundReceipt:
+    def issue(self, request: RefundRequest, in_force: str | None = None) -> RefundReceipt:
         """Issue a voucher for ``request``, once per idempotency key (the receipt's ``refund_id`` is the
         voucher's number)."""
         ...
@@ -82,7 +82,7 @@ class SqlStoreCredits:
         (Stripe's, which knows refunds the worker never booked); None: the worker's database is the whole book
         (the embedded provider)."""
 
-    def issue(self, request: RefundRequest) -> RefundReceipt:
+    def issue(self, request: RefundRequest, in_force: str | None = None) -> RefundReceipt:
         asked = _fingerprint(request)
         with self.database.writer.begin() as db:
             first = self.keys.claim(db, request.idempotency_key, asked)
@@ -94,7 +94,7 @@ class SqlStoreCredits:
             if self.charges is not None:
                 book = book.reported_by(self.charges(request.order_id))
             book.refuse_past_charge(request.amount_cents, "to credit")
-            counted = self.unattended.count(db, request)  # past a limit: refused before a voucher number is taken
+            counted = self.unattended.count(db, request, in_force)  # refused before a voucher number is taken
             credit_id: int = db.execute(
                 store_credits.insert().returning(store_credits.c.id),
                 {

@@ -51,7 +51,7 @@ class Payments(Protocol):
     """The payment provider, as the tools use it. Calls are synchronous (the activities run them in a thread)
     and raise the refusals of ``activities.business.refusals``."""
 
-    def refund(self, request: RefundRequest) -> RefundReceipt:
+    def refund(self, request: RefundRequest, in_force: str | None = None) -> RefundReceipt:
         """Pay ``request`` back, once per idempotency key: a repeat of the same request under its key pays
         nothing and returns the first receipt, ``replayed``. Refused: another request under the key
         (``IdempotencyConflictError``), a closed key (``KeyClosedError``), more than is left of the charge after
@@ -126,7 +126,7 @@ class SqlPayments:
     def __str__(self) -> str:
         return f"embedded, refund guard {'on' if self.refund_guard else 'off'}"
 
-    def refund(self, request: RefundRequest) -> RefundReceipt:
+    def refund(self, request: RefundRequest, in_force: str | None = None) -> RefundReceipt:
         asked = RefundFingerprint.of(request)
         with self.database.writer.begin() as db:
             first = self.keys.claim(db, request.idempotency_key, asked.to_text())
@@ -137,7 +137,7 @@ class SqlPayments:
             book = paid_back(db, request.order_id, lock=True)
             if self.refund_guard:
                 book.refuse_past_charge(request.amount_cents, "to refund")
-            counted = self.unattended.count(db, request)  # past a limit: refused before a refund number is taken
+            counted = self.unattended.count(db, request, in_force)  # refused before a refund number is taken
             refund_id = db.execute(
                 refunds.insert().returning(refunds.c.id),
                 {

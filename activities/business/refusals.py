@@ -40,6 +40,16 @@ class PaymentsUnusableError(PermissionError):
     without the permission): no ticket can refund until a person fixes the worker's settings."""
 
 
+class PolicyChangedError(Exception):
+    """A payout without a person was judged by another money policy than the one in force where it is booked (the
+    policy changed since the ticket last read it, or the workers disagree while a new policy rolls out): nothing
+    was paid, and the ticket reads the policy again and judges the payout again. Checked after the key is claimed,
+    so a repeat of a payout booked before is the first one's receipt, whatever policy is in force now."""
+
+    def __init__(self, judged_by: str, in_force: str) -> None:
+        super().__init__(f"judged by money policy {judged_by}, where {in_force} is in force: nothing was paid")
+
+
 class NeedsApprovalError(Exception):
     """A refund without a person would pass one of the limits across tickets (``activities.contracts.policy.Limits``)
     that the ledger counts where refunds are booked: nothing was paid. It is not a no: a person may approve it,

@@ -139,7 +139,7 @@ class StripePayments:
         """Where refunds go, with no secret in it: safe to log."""
         return "stripe"
 
-    def refund(self, request: RefundRequest) -> RefundReceipt:
+    def refund(self, request: RefundRequest, in_force: str | None = None) -> RefundReceipt:
         payment = self._payment_of(request.order_id)
         key, asked = request.idempotency_key, RefundFingerprint.of(request)
         reserved = None
@@ -149,7 +149,7 @@ class StripePayments:
         with self.database.writer.begin() as db:
             repeat = self.keys.claim(db, key, asked.to_text()) is not None
             if not repeat:
-                reserved = self.unattended.count(db, request)
+                reserved = self.unattended.count(db, request, in_force)
         try:
             return self._ask(payment, request, repeat=repeat)
         except NOT_PAID as refusal:

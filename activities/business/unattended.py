@@ -42,7 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from activities.business.database import Database
-from activities.business.refusals import NeedsApprovalError
+from activities.business.refusals import NeedsApprovalError, PolicyChangedError
 from activities.business.schema import orders, unattended_refunds
 from activities.contracts.fields import amount, normalised_address
 from activities.contracts.policy import Limits
@@ -78,14 +78,17 @@ class UnattendedLedger:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def count(self, db: Connection, request: RefundRequest) -> int | None:
+    def count(self, db: Connection, request: RefundRequest, in_force: str | None = None) -> int | None:
         """Check ``request`` against its limits and count it, in the caller's transaction: the row written, a
         reservation until ``keep`` names its refund, or None for a refund a person approved (no limits), which
-        is neither checked nor counted. Refused, counting nothing: a refund that would pass a limit
+        is neither checked nor counted. Refused, counting nothing: a refund judged by another money policy than
+        ``in_force``, the booking worker's (``PolicyChangedError``), and one that would pass a limit
         (``NeedsApprovalError``); the caller's transaction must then end without paying."""
         limits = request.limits
         if limits is None:
             return None
+        if request.policy is not None and request.policy != in_force:  # a booking that cannot tell pays nothing
+            raise PolicyChangedError(request.policy, in_force or "no policy")
         assert request.customer_email is not None  # RefundRequest refuses limits without a customer
         customer = normalised_address(request.customer_email)
         if db.dialect.name == "postgresql":

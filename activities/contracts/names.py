@@ -34,6 +34,9 @@ WAITING_FOR_MEMO = "waiting_for"
 PAYMENTS_UNUSABLE = "PaymentsUnusable"
 """The error type of a tool whose payment provider refuses the worker's credentials: the ticket ends as failed,
 for a person, since no tool call can succeed until the worker's settings are fixed."""
+POLICY_CHANGED = "PolicyChanged"
+"""The error type of a payout activity refusing a payout without a person that was judged by another money policy
+than the booking worker's (``RefundRequest.policy``): nothing was paid, and the workflow reads the policy again."""
 NEEDS_APPROVAL = "NeedsApproval"
 """The error type of ``issue_refund`` refusing a refund without a person that would pass one of the limits across
 tickets (``Limits``): nothing was paid, and the refund may still be made with a person's approval. The message

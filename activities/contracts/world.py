@@ -84,11 +84,17 @@ class RefundRequest(Contract):
     ticket_id: str | None = None
     """The ticket the payout is for, whose audit trail the booking writes its entry to in the transaction that books
     it (``activities.business.audit.record_payout``); None from a caller outside a ticket, or a run before 1.2.0."""
+    policy: str | None = None
+    """The digest of the money policy that judged this payout to need no person (``MoneyPolicy.digest``): booked
+    only where that policy is in force, else refused with nothing paid (``PolicyChangedError``). None: a person
+    approved it, or a run before 1.4.0's ``policy-at-booking`` read the policy again just before."""
 
     @model_validator(mode="after")
     def _limits_need_a_customer(self) -> RefundRequest:
         if self.limits is not None and not (self.customer_email or "").strip():
             raise ValueError("a refund held to limits must say whose it is (customer_email)")
+        if self.policy is not None and self.limits is None:
+            raise ValueError("only a payout without a person is judged by a policy where it is booked (needs limits)")
         return self
 
 

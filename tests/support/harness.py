@@ -88,8 +88,9 @@ class Harness:
         (``tools``)."""
         store = self.store
         content = ContentStore(store.blobs)
-        toolbox = tools.over(store, content)
-        policy = PolicyActivities(wiring.policy_in_force(self.settings()), store.audit)
+        in_force = wiring.policy_in_force(self.settings())
+        toolbox = tools.over(store, content, in_force=in_force.digest)
+        policy = PolicyActivities(in_force, store.audit)
         model = ModelActivities(ScriptedModel(store.model_calls), store.model_calls, content)
         business = [*toolbox.all(), *Reconciliation.over(store).all(), *AuditActivities(store.audit).all()]
         return [model.think, *business, *policy.all()]
