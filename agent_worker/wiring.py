@@ -29,7 +29,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkerDeploymentConfig
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig
 
 from activities.business.reply_addresses import ReplyAddresses
 from agent_worker.codec import EncryptionCodec, with_codec
@@ -441,7 +441,13 @@ def worker_parts(
 class AgentWorkerPlugin(SimplePlugin):
     """What only a worker runs, from its ``WorkerParts``: the workflow, its activities over the business ports and
     the model, the interceptor that puts each task's context in the logs, and its version. It sets no converter:
-    the worker's client has the service's (``AgentClientPlugin``)."""
+    the worker's client has the service's (``AgentClientPlugin``).
+
+    The workflow runs outside the SDK's sandbox (``UnsandboxedWorkflowRunner``). Every module of ``workflows/`` was
+    passed through it already but the workflow's own, and the lint (``workflows/ruff.toml``) refuses the world's
+    reads in all of them, that one included; the replay gate (``agent-worker replay``, in CI) still runs every
+    stored history in the sandbox. What the sandbox cost a worker, a fifth of its CPU a ticket, is measured in
+    docs/benchmarks.md; what guards determinism, and where, is in docs/evals-and-replay.md."""
 
     def __init__(self, parts: WorkerParts) -> None:
         self.parts = parts
@@ -449,6 +455,7 @@ class AgentWorkerPlugin(SimplePlugin):
             "agent-worker.worker",
             workflows=self._workflows,
             activities=lambda given: [*(given or []), *parts.activities],
+            workflow_runner=UnsandboxedWorkflowRunner(),
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

@@ -24,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.worker import UnsandboxedWorkflowRunner
+
+from agent_worker.cli.worker import build_worker
+from tests.support.harness import Harness
 
 ROOT = Path(__file__).resolve().parent.parent
 RUFF = str(Path(sys.executable).parent / "ruff")
@@ -195,3 +199,11 @@ def test_the_builtins_check_finds_each_builtin_planted_in_a_piece_and_no_method_
         last = len(source.splitlines())
         assert [call for call in builtin_calls(source) if call[0] >= first] == [(last, name)], name
     assert builtin_calls("self._replies.open('hello', 1)\nreplies.print()") == []
+
+
+async def test_workers_run_the_workflow_outside_the_sandbox(agent: Harness) -> None:
+    """The lint above is what guards every module in a worker (docs/evals-and-replay.md); the replay gate keeps the
+    sandbox, where it costs no ticket anything (``tests/test_replay.py`` shows it refusing a read of the clock)."""
+    worker = build_worker(agent.client, agent.settings(), agent.store)
+
+    assert isinstance(worker.config(active_config=True)["workflow_runner"], UnsandboxedWorkflowRunner)
