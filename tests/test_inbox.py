@@ -241,7 +241,6 @@ async def test_a_form_sent_from_another_origin_is_refused_even_with_a_valid_toke
         status, said = await ann.post(answer_of(workflow_id), form, headers=headers)
         still = await waiting_request(agent.client, workflow_id)
         handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
-        await waiting_for_customer(handle, turns=1)
         await handle.cancel()
         await handle.result()
 
@@ -264,6 +263,7 @@ async def test_a_second_answer_and_an_answer_for_another_amount_are_refused_with
         taken = await ann.answer(workflow_id, request)
         again = await ben.answer(workflow_id, request, decision="decline", reason="Too late, I know.")
         handle = agent.client.get_workflow_handle(workflow_id, result_type=Outcome)
+        await waiting_for_customer(handle, turns=1)
         await handle.cancel()
         outcome = await handle.result()
 
