@@ -62,10 +62,11 @@ KILL_POINTS: tuple[str, ...] = (
     "after:closing",
 )
 """In the order the ticket reaches them. ``think#n`` is the model call for step n; ``money_policy#1`` reads the
-desk's policy as the ticket starts and writes its audit entry, ``#2`` reads it again for the refund; ``audit#1``
-records that the refund waits for approval, ``audit#2`` the approval; ``closing`` writes the closing line in the
-task that closes the run. The three local activities (``money_policy``, ``closing``) do their work before their
-workflow task is committed: a kill after one is a task taken again, which must not write an entry twice."""
+desk's policy as the ticket starts and writes its audit entry, ``#2`` reads it again before the refund asks a
+person; ``audit#1`` records that the refund waits for approval, ``audit#2`` the approval; ``closing`` writes the
+closing line in the task that closes the run. The three local activities (``money_policy``, ``closing``) do their
+work before their workflow task is committed: a kill after one is a task taken again, which must not write an entry
+twice."""
 
 
 @dataclass(frozen=True)
