@@ -201,6 +201,90 @@ def test_the_builtins_check_finds_each_builtin_planted_in_a_piece_and_no_method_
     assert builtin_calls("self._replies.open('hello', 1)\nreplies.print()") == []
 
 
+MUTATORS = frozenset(
+    {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "add", "discard", "popitem"}
+)
+"""Methods that change a list, a dict or a set in place."""
+
+
+def module_state_changes(source: str) -> list[tuple[int, str]]:
+    """Each place a function changes what its module holds, with its line: a ``global`` rebinding, an item or
+    attribute of a module-level name assigned or deleted, or one of ``MUTATORS`` called on it. In a worker without
+    the sandbox a module's state outlives the run that changed it, and the next run on that worker would read it."""
+    tree = ast.parse(source)
+    module_names = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    } | {node.name for node in tree.body if isinstance(node, ast.ClassDef)}  # a class's attributes are its module's
+
+    def root(node: ast.expr) -> str | None:
+        while isinstance(node, ast.Subscript | ast.Attribute):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) and node.id in module_names else None
+
+    found: list[tuple[int, str]] = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Global):
+                found += [(node.lineno, f"global {name}") for name in node.names]
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign | ast.Delete):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            found += [
+                (target.lineno, name)
+                for target in targets
+                if isinstance(target, ast.Subscript | ast.Attribute) and (name := root(target)) is not None
+            ]
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in MUTATORS
+                and (name := root(node.func.value)) is not None
+            ):
+                found.append((node.lineno, f"{name}.{node.func.attr}()"))
+    return sorted(found)
+
+
+def test_no_workflow_code_changes_what_its_module_holds() -> None:
+    """What the sandbox gave beyond the lint was a fresh copy of the workflow's module for each run; every piece,
+    passed through, never had one. A module's constants stay constants in every module workflow code runs."""
+    found = [
+        f"{module}:{line} {what}"
+        for module in guarded_modules()
+        for line, what in module_state_changes((ROOT / module).read_text())
+    ]
+    assert found == []
+
+
+def test_the_module_state_check_finds_each_kind_of_change_planted_in_a_piece() -> None:
+    plants = {
+        "global CHAIN": "global CHAIN",
+        "STOPPED": "STOPPED['why'] = 'because'",
+        "STOPPED.update()": "STOPPED.update({})",
+        "ATTEMPTS": "del ATTEMPTS['think']",
+        "Handler": "Handler.__doc__ = 'changed'",
+        "Toolbox": "Toolbox.calls = 0",
+    }
+    source = (ROOT / A_PIECE).read_text() + "\nSTOPPED: dict[str, str] = {}\nATTEMPTS: dict[str, int] = {}\n"
+    for what, statement in plants.items():
+        changed, first = planted_in(source, statement)
+        assert [w for line, w in module_state_changes(changed) if line >= first] == [what], what
+    assert (
+        module_state_changes("X = []\n\n\ndef f() -> None:\n    y = []\n    y.append(1)\n    self.x.append(1)\n") == []
+    )
+
+
+def planted_in(source: str, statement: str) -> tuple[str, int]:
+    return f"{source}\n\ndef _planted() -> None:\n    {statement}\n", len(source.splitlines()) + 1
+
+
 async def test_workers_run_the_workflow_outside_the_sandbox(agent: Harness) -> None:
     """The lint above is what guards every module in a worker (docs/evals-and-replay.md); the replay gate keeps the
     sandbox, where it costs no ticket anything (``tests/test_replay.py`` shows it refusing a read of the clock)."""
