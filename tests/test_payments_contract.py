@@ -576,6 +576,10 @@ def test_a_payout_a_person_approved_is_not_judged_by_a_policy_where_it_is_booked
     assert provider.payments.refund(approved, IN_FORCE).amount_cents == 1000
     with pytest.raises(ValidationError, match="needs limits"):
         RefundRequest.model_validate(approved.model_dump() | {"policy": JUDGED})
+    held = unattended(order, 1000, "refund:T-1/2").model_dump()
+    for digest in ("x" * 10_000, "sha256:", "sha256:0123456789ABCDEF", f"{JUDGED}\n"):
+        with pytest.raises(ValidationError, match="policy"):
+            RefundRequest.model_validate(held | {"policy": digest})
 
 
 def test_a_refund_the_provider_refuses_is_not_counted(provider: Provider) -> None:

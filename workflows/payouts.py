@@ -44,10 +44,10 @@ from workflows.patches import Patch, taken
 from workflows.rules import Rules, RulesInForce
 
 SETTLED = cast(type, RefundReceipt | None)
+"""What a settling activity returns: the payment made under the key, or None (and the key closed)."""
 POLICY_READS_PER_PAYOUT = 3
 """How often one payout reads the policy again after a booking refused it as judged by another: a policy changed
 once is read once; workers still disagreeing after three reads are a rollout in progress, and nothing is paid."""
-"""What a settling activity returns: the payment made under the key, or None (and the key closed)."""
 
 
 class Payment(Protocol):

@@ -56,8 +56,9 @@ class Payments(Protocol):
         nothing and returns the first receipt, ``replayed``. Refused: another request under the key
         (``IdempotencyConflictError``), a closed key (``KeyClosedError``), more than is left of the charge after
         every payout of the order, refunds and store credit alike (``RefundExceedsChargeError``), no such order
-        (``OrderNotFoundError``), a refund without a person that would pass one of its ``limits``
-        (``NeedsApprovalError``: nothing paid, a person may approve it)."""
+        (``OrderNotFoundError``), a refund without a person judged by another money policy than ``in_force``, the
+        booking worker's (``PolicyChangedError``: nothing paid, judge it again), or that would pass one of its
+        ``limits`` (``NeedsApprovalError``: nothing paid, a person may approve it)."""
         ...
 
     def settle_refund(self, key: str) -> RefundReceipt | None:

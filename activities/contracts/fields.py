@@ -104,6 +104,8 @@ Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, ma
 """A short name for a kind of thing: a role (``lead``), an order event (``delivered``)."""
 Reason = Annotated[str, StringConstraints(strip_whitespace=True, max_length=REASON_CHARS)]
 """Why a person answered as they did, in their words."""
+PolicyDigest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{16}$")]
+"""What names a money policy (``MoneyPolicy.digest``): ``sha256:`` and 16 hex digits."""
 Detail = Annotated[str, StringConstraints(strip_whitespace=True, max_length=DETAIL_CHARS)]
 """What a relay says of an event besides its kind."""
 

@@ -13,7 +13,7 @@ from pydantic import (
 )
 
 from activities.contracts.approvals import AnsweredRequest
-from activities.contracts.fields import DEFAULT_CURRENCY, Cents, Contract, Currency
+from activities.contracts.fields import DEFAULT_CURRENCY, Cents, Contract, Currency, PolicyDigest
 from activities.contracts.policy import Limits
 
 
@@ -84,7 +84,7 @@ class RefundRequest(Contract):
     ticket_id: str | None = None
     """The ticket the payout is for, whose audit trail the booking writes its entry to in the transaction that books
     it (``activities.business.audit.record_payout``); None from a caller outside a ticket, or a run before 1.2.0."""
-    policy: str | None = None
+    policy: PolicyDigest | None = None
     """The digest of the money policy that judged this payout to need no person (``MoneyPolicy.digest``): booked
     only where that policy is in force, else refused with nothing paid (``PolicyChangedError``). None: a person
     approved it, or a run before 1.4.0's ``policy-at-booking`` read the policy again just before."""
