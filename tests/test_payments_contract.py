@@ -557,6 +557,22 @@ def test_a_payout_judged_by_another_policy_than_the_one_in_force_pays_and_counts
     assert provider.store.unattended.totals(ANN).cents == 2000
 
 
+def test_a_stale_policy_is_refused_before_its_limits_are_judged(provider: Provider) -> None:
+    """Where the two checks of a payout without a person meet: the limits a stale policy set are not the ones to
+    judge it by, so the refusal is the policy's (judge it again), never a limit's (ask a person under old rules),
+    and nothing is counted against the customer either way."""
+    payments, order = provider.payments, provider.charge(4000, ANN)
+    past_the_cap = unattended(order, 1000, "refund:T-1/1", limits=Limits(customer_cents_per_day=500))
+
+    with pytest.raises(PolicyChangedError):
+        payments.refund(past_the_cap.model_copy(update={"policy": JUDGED}), IN_FORCE)
+    with pytest.raises(NeedsApprovalError):  # judged by the policy in force, the same limit is met
+        payments.refund(past_the_cap.model_copy(update={"policy": IN_FORCE}), IN_FORCE)
+
+    assert provider.store.unattended.totals(ANN).cents == 0
+    assert payments.charge(order).refunded_cents == 0
+
+
 def test_a_payout_booked_before_is_its_first_receipt_whatever_policy_is_in_force_now(provider: Provider) -> None:
     """An attempt that booked the payout and died before it answered is taken again on a worker under a new
     policy: the repeat is the first payout's receipt, never a refusal that would tell the ticket nothing was
