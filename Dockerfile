@@ -13,7 +13,9 @@ RUN uv sync --locked --no-dev --no-editable
 FROM python:3.11.10-slim-bookworm
 RUN useradd --create-home --uid 10001 agent
 COPY --from=build /app/.venv /app/.venv
+# PYTHONHASHSEED: every worker iterates a set of strings in one order (the replay gate checks two seeds alike).
 ENV PATH=/app/.venv/bin:$PATH \
+    PYTHONHASHSEED=0 \
     AGENT_DATA_DIR=/home/agent/data \
     AGENT_METRICS_BIND=0.0.0.0:9464
 USER agent

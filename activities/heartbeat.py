@@ -15,8 +15,6 @@ from datetime import timedelta
 
 from temporalio import activity
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-"""The heartbeat timeout of every activity that heartbeats: how long a killed worker's attempt goes unnoticed."""
 DEFAULT_INTERVAL = timedelta(seconds=1)
 
 

@@ -29,7 +29,8 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.business.reply_addresses import ReplyAddresses
 from agent_worker.codec import EncryptionCodec, with_codec
@@ -438,16 +439,38 @@ def worker_parts(
     )
 
 
+def workers_runner() -> WorkflowRunner:
+    """How the product's workers run the workflow, and so how the replay gate replays it: outside the SDK's sandbox.
+    Every module of ``workflows/`` but the workflow's own was passed through the sandbox already, and the sandbox's
+    fresh import of that one module for each run cost a worker a fifth of its CPU a ticket (docs/benchmarks.md).
+    What guards determinism instead, and where, is in docs/evals-and-replay.md."""
+    return UnsandboxedWorkflowRunner()
+
+
+PASSED_THROUGH = ("activities", "pydantic", "pydantic_core", "annotated_types")
+"""What a sandboxed runner imports once per worker rather than once per run, where a team embedding the plugin
+chooses the sandbox: the contracts and declarations the pieces use (deterministic, and guarded by the lint; the
+pieces themselves are imported passed through by the workflow's module), and pydantic."""
+
+
+def with_pass_throughs(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """The caller's runner, kept (the SDK's sandbox where none was chosen, as a worker would have): a sandboxed one
+    gets ``PASSED_THROUGH`` added to what it passes through."""
+    runner = runner or SandboxedWorkflowRunner()
+    if isinstance(runner, SandboxedWorkflowRunner):
+        restrictions = runner.restrictions.with_passthrough_modules(*PASSED_THROUGH)
+        return dataclasses.replace(runner, restrictions=restrictions)
+    return runner
+
+
 class AgentWorkerPlugin(SimplePlugin):
     """What only a worker runs, from its ``WorkerParts``: the workflow, its activities over the business ports and
     the model, the interceptor that puts each task's context in the logs, and its version. It sets no converter:
     the worker's client has the service's (``AgentClientPlugin``).
 
-    The workflow runs outside the SDK's sandbox (``UnsandboxedWorkflowRunner``). Every module of ``workflows/`` was
-    passed through it already but the workflow's own, and the lint (``workflows/ruff.toml``) refuses the world's
-    reads in all of them, that one included; the replay gate (``agent-worker replay``, in CI) still runs every
-    stored history in the sandbox. What the sandbox cost a worker, a fifth of its CPU a ticket, is measured in
-    docs/benchmarks.md; what guards determinism, and where, is in docs/evals-and-replay.md."""
+    It keeps the caller's workflow runner, as Temporal's own plugins do: the product's worker asks for
+    ``workers_runner()`` (no sandbox), and a team that embeds the plugin under the SDK's sandbox keeps it, with the
+    workflow's pieces and pydantic passed through (``with_pass_throughs``)."""
 
     def __init__(self, parts: WorkerParts) -> None:
         self.parts = parts
@@ -455,7 +478,7 @@ class AgentWorkerPlugin(SimplePlugin):
             "agent-worker.worker",
             workflows=self._workflows,
             activities=lambda given: [*(given or []), *parts.activities],
-            workflow_runner=UnsandboxedWorkflowRunner(),
+            workflow_runner=with_pass_throughs,
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

@@ -1,11 +1,9 @@
-"""Every module of ``workflows/`` is held to what a replay can repeat, not only the one the sandbox sees.
+"""Every module a workflow task can run is held to what a replay can repeat: the static half of the net.
 
-Temporal's sandbox restricts the modules it imports itself, and that is ``workflows/support_agent.py`` alone: the
-pieces it imports passed through, where every money decision is made, run outside it, and there a read of the
-clock, of randomness or of the environment returns a value unnoticed (``tests/test_replay.py`` shows both sides).
-What stands guard over all of them is ruff's banned-api list, ``workflows/ruff.toml`` (which
-``activities/contracts/ruff.toml`` extends to the wire's helpers the pieces call), run by ``./dev check`` in CI;
-and, for the builtins ruff cannot ban by name, the check at the end of this file.
+Workers run the workflow unsandboxed, so nothing at run time refuses a read of the clock in a piece. What does is
+ruff's banned-api list, ``workflows/ruff.toml``, and the checks of ``agent_worker.workflow_lint`` (run by
+``./dev check`` in CI), over the modules ``agent_worker.workflow_code.modules()`` derives from the workflow's imports,
+wherever they live. The dynamic half, the replay gate run as the workers run, is ``tests/test_gate_as_workers_run.py``.
 
 Each kind of call is planted, in both spellings (``import m; m.f()`` and ``from m import f``), in a piece and in
 ``support_agent.py``, and ruff checks the planted module with the project's own configuration (the source on
@@ -15,8 +13,9 @@ the world."""
 
 from __future__ import annotations
 
-import ast
 import json
+import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,13 +25,16 @@ from typing import Any
 import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 
+from agent_worker import workflow_code, workflow_lint
 from agent_worker.cli.worker import build_worker
+from agent_worker.wiring import workers_runner
+from agent_worker.workflow_lint import builtin_calls, module_state_changes
 from tests.support.harness import Harness
 
 ROOT = Path(__file__).resolve().parent.parent
 RUFF = str(Path(sys.executable).parent / "ruff")
 GUARDED = ("workflows", "activities/contracts")
-"""The folders whose code runs inside a workflow: the pieces, and the wire's helpers they call."""
+"""The folders ruff's own configuration (``workflows/ruff.toml``) reaches; ``workflow_lint`` reaches the rest."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,31 @@ PLANTS = {
     "patch asked past the chain: workflow.patched": Plant(
         "from temporalio import workflow", "workflow.patched('1.9.9/x')", "temporalio.workflow.patched", "taken("
     ),
+    "a set of tasks: asyncio.wait": Plant(
+        "import asyncio", "await asyncio.wait({asyncio.ensure_future(list())})", "asyncio.wait", "workflow.wait()"
+    ),
+    "a set of tasks: from asyncio import as_completed": Plant(
+        "from asyncio import as_completed", "as_completed([])", "asyncio.as_completed", "workflow.as_completed()"
+    ),
+    "a cache: functools.cache": Plant("import functools", "functools.cache(list)", "functools.cache", "in the run"),
+    "a cache: from functools import lru_cache": Plant(
+        "from functools import lru_cache", "lru_cache(list)", "functools.lru_cache", "in the run"
+    ),
+    "time zone: datetime.fromtimestamp": Plant(
+        "from datetime import datetime", "datetime.fromtimestamp(0)", "datetime.datetime.fromtimestamp", "time zone"
+    ),
+    "time zone: zoneinfo": Plant(
+        "from zoneinfo import ZoneInfo", "ZoneInfo('Europe/Paris')", "zoneinfo", "time-zone database"
+    ),
+    "clock in a type: pydantic.FutureDatetime": Plant(
+        "from pydantic import FutureDatetime, TypeAdapter",
+        "TypeAdapter(FutureDatetime)",
+        "pydantic.FutureDatetime",
+        "machine's clock",
+    ),
+    "clock in a type: pydantic.types.PastDate": Plant(
+        "import pydantic.types", "pydantic.types.PastDate", "pydantic.types.PastDate", "machine's clock"
+    ),
 }
 
 A_PIECE, THE_SANDBOXED_MODULE = "workflows/toolbox.py", "workflows/support_agent.py"
@@ -126,7 +153,8 @@ def refused(module: str, plant: Plant) -> list[str]:
 
 
 def guarded_modules() -> list[str]:
-    return [str(path.relative_to(ROOT)) for folder in GUARDED for path in sorted((ROOT / folder).rglob("*.py"))]
+    """Every module a workflow task can run, derived from the workflow's imports (not a list kept by hand)."""
+    return [str(path) for path in workflow_lint.files()]
 
 
 @pytest.mark.parametrize("module", [A_PIECE, THE_SANDBOXED_MODULE], ids=["a piece", "the sandboxed module"])
@@ -139,8 +167,62 @@ def test_a_call_a_replay_would_make_differently_fails_the_lint_in_a_piece_as_in_
 
 
 @pytest.mark.parametrize("module", guarded_modules())
-def test_a_read_of_the_clock_fails_the_lint_in_every_module_workflow_code_runs(module: str) -> None:
-    assert refused(module, PLANTS["clock: datetime.now"]), module
+def test_a_read_of_the_clock_fails_the_net_in_every_module_workflow_code_runs(module: str) -> None:
+    clock = PLANTS["clock: datetime.now"]
+    source, first = planted(module, clock.imports, clock.call)
+    found = workflow_lint.banned_calls([Path(module)], {Path(module): source})
+    assert [f for f in found if int(f.split(":")[1].split()[0]) >= first], module
+
+
+def test_the_modules_workflow_code_runs_are_derived_from_the_workflows_imports() -> None:
+    """``activities/tools.py`` runs in the workflow (the toolbox validates every call's arguments with its models),
+    so the net reaches it though it is outside ``workflows/``; an activity class named only so its methods can be
+    scheduled (``AuditActivities``) brings no module of the activity side in."""
+    modules = workflow_code.modules()
+    assert modules[0] == "workflows.support_agent"
+    assert {"activities.tools", "workflows.payouts", "activities.contracts.fields"} <= set(modules)
+    assert not [
+        m
+        for m in modules
+        if m.startswith("activities.") and not m.startswith(("activities.contracts", "activities.tools"))
+    ]
+    assert "activities/tools.py" in guarded_modules()
+
+
+def test_a_module_workflow_code_starts_to_import_is_under_the_net_wherever_it_lives(tmp_path: Path) -> None:
+    """A helper a piece imports from a folder no configuration names is found from the import, and refused there."""
+    copy_of_the_project(tmp_path)
+    (tmp_path / "activities" / "closing_days.py").write_text(
+        "from datetime import UTC, datetime\n\n\ndef closing() -> bool:\n    return datetime.now(UTC).day == 1\n"
+    )
+    toolbox = tmp_path / "workflows" / "toolbox.py"
+    toolbox.write_text(
+        toolbox.read_text().replace("import asyncio\n", "import asyncio\n\nfrom activities import closing_days\n", 1)
+    )
+    found = run_the_net(tmp_path)
+    assert "activities/closing_days.py:5 `datetime.datetime.now` is banned" in found.stdout, found.stdout
+    assert found.returncode == 1
+
+
+def copy_of_the_project(into: Path) -> Path:
+    """The three packages and the ruff configuration, copied into ``into`` to plant something in."""
+    for package in ("agent_worker", "workflows", "activities"):
+        shutil.copytree(ROOT / package, into / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", into / "pyproject.toml")
+    return into
+
+
+def run_the_net(tree: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m agent_worker.workflow_lint``, as ``./dev check`` runs it, on the copy ``tree``."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent_worker.workflow_lint"],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
 
 
 def test_a_module_in_a_folder_workflows_does_not_have_yet_is_guarded_too() -> None:
@@ -156,111 +238,78 @@ def test_outside_the_workflows_the_same_calls_are_not_the_lists_business(plant: 
     assert refused("activities/tool_activities.py", plant) == []
 
 
-def test_the_workflow_code_of_today_makes_no_banned_call() -> None:
+def test_the_workflow_code_of_today_passes_the_whole_net() -> None:
     checked = ruff("--select", "TID251", "--output-format", "concise", *GUARDED)
     assert checked.returncode == 0, checked.stdout
+    assert workflow_lint.problems() == []
 
 
-BANNED_BUILTINS = {
-    "open": "a file is the world: read it in an activity",
-    "input": "reads the worker's stdin",
-    "print": "writes again on every replay: use workflow.logger",
-    "hash": "a str's hash differs from one worker process to the next (PYTHONHASHSEED)",
-    "id": "an object's id differs from one worker process to the next",
-    "__import__": "an import the lint cannot see",
-    "breakpoint": "stops the worker",
-}
-"""Builtins a replay would call differently, which ruff's banned-api cannot name (it bans ``builtins.open`` written
-out, not ``open``): found here by their calls instead."""
-
-
-def builtin_calls(source: str) -> list[tuple[int, str]]:
-    """Each call of a banned builtin by its bare name, with its line (a method called ``open`` is not one)."""
-    return [
-        (node.lineno, node.func.id)
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BANNED_BUILTINS
-    ]
-
-
-def test_no_workflow_code_calls_a_builtin_that_reads_the_world_or_the_process() -> None:
-    declarations = "activities/tools.py"  # run by the toolbox, outside the lint's folders
-    found = [
-        f"{module}:{line} {name}(): {BANNED_BUILTINS[name]}"
-        for module in [*guarded_modules(), declarations]
-        for line, name in builtin_calls((ROOT / module).read_text())
-    ]
-    assert found == []
+def test_a_suppression_is_refused_everywhere_but_where_the_chain_asks_temporal_for_its_patches() -> None:
+    """``# noqa: TID251`` silences ruff on any line; the net ignores every suppression, and allows one call past
+    the ban list: the SDK's patch check, in ``workflows/patches.py``."""
+    plant = '\n\ndef _label() -> str:\n    return f"{datetime.now(UTC):%H:%M}"  # noqa: TID251 - only a label\n'
+    waits = Path("workflows/waits.py")
+    source = (ROOT / waits).read_text() + "\nfrom datetime import UTC, datetime" + plant
+    assert refusals(str(waits), source) == []  # ruff as `ruff check .` runs it lets the suppression through
+    found = workflow_lint.banned_calls([waits], {waits: source})
+    assert any("`datetime.datetime.now` is banned" in f for f in found), found
+    patches = Path("workflows/patches.py")
+    assert workflow_lint.banned_calls([patches]) == []
+    asked_elsewhere = (
+        ROOT / waits
+    ).read_text() + "\n\ndef _p() -> bool:\n    return workflow.patched('x')  # noqa: TID251\n"
+    found = workflow_lint.banned_calls([waits], {waits: asked_elsewhere})
+    assert any("`temporalio.workflow.patched` is banned" in f for f in found), found
+    per_file = workflow_lint.banned_calls(
+        [waits], {waits: "# ruff: noqa\nfrom datetime import UTC, datetime\n\nX = datetime.now(UTC)\n"}
+    )
+    assert per_file, "a whole-file suppression is ignored too"
 
 
 def test_the_builtins_check_finds_each_builtin_planted_in_a_piece_and_no_method_of_the_same_name() -> None:
-    for name in BANNED_BUILTINS:
+    for name in workflow_lint.BANNED_BUILTINS:
         source, first = planted(A_PIECE, "", f"{name}('policy.toml')")
         last = len(source.splitlines())
-        assert [call for call in builtin_calls(source) if call[0] >= first] == [(last, name)], name
+        assert [line for line, what in builtin_calls(source) if line >= first and what.startswith(f"{name}()")] == [
+            last
+        ], name
     assert builtin_calls("self._replies.open('hello', 1)\nreplies.print()") == []
 
 
-MUTATORS = frozenset(
-    {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "add", "discard", "popitem"}
+@pytest.mark.parametrize(
+    "call",
+    [
+        "workflow.now().astimezone()",
+        "self._opened.astimezone()",
+        "workflow.now().fromtimestamp(0)",
+        "d.utcfromtimestamp(0)",
+    ],
 )
-"""Methods that change a list, a dict or a set in place."""
-
-
-def module_state_changes(source: str) -> list[tuple[int, str]]:
-    """Each place a function changes what its module holds, with its line: a ``global`` rebinding, an item or
-    attribute of a module-level name assigned or deleted, or one of ``MUTATORS`` called on it. In a worker without
-    the sandbox a module's state outlives the run that changed it, and the next run on that worker would read it."""
-    tree = ast.parse(source)
-    module_names = {
-        target.id
-        for node in tree.body
-        if isinstance(node, ast.Assign | ast.AnnAssign)
-        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-        if isinstance(target, ast.Name)
-    } | {node.name for node in tree.body if isinstance(node, ast.ClassDef)}  # a class's attributes are its module's
-
-    def root(node: ast.expr) -> str | None:
-        while isinstance(node, ast.Subscript | ast.Attribute):
-            node = node.value
-        return node.id if isinstance(node, ast.Name) and node.id in module_names else None
-
-    found: list[tuple[int, str]] = []
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        for node in ast.walk(function):
-            if isinstance(node, ast.Global):
-                found += [(node.lineno, f"global {name}") for name in node.names]
-            targets: list[ast.expr] = []
-            if isinstance(node, ast.Assign | ast.Delete):
-                targets = node.targets
-            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-                targets = [node.target]
-            found += [
-                (target.lineno, name)
-                for target in targets
-                if isinstance(target, ast.Subscript | ast.Attribute) and (name := root(target)) is not None
-            ]
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in MUTATORS
-                and (name := root(node.func.value)) is not None
-            ):
-                found.append((node.lineno, f"{name}.{node.func.attr}()"))
-    return sorted(found)
+def test_a_method_that_reads_the_machines_time_zone_is_found_on_any_object(call: str) -> None:
+    source, first = planted("workflows/audit_log.py", "", f"x = {call}")
+    assert [what for line, what in builtin_calls(source) if line >= first], call
+    assert builtin_calls("workflow.now().astimezone(UTC)\nx.astimezone(tz=UTC)") == []
 
 
 def test_no_workflow_code_changes_what_its_module_holds() -> None:
-    """What the sandbox gave beyond the lint was a fresh copy of the workflow's module for each run; every piece,
-    passed through, never had one. A module's constants stay constants in every module workflow code runs."""
+    """A worker imports each module once and runs every ticket on it: a module's constants stay constants."""
     found = [
         f"{module}:{line} {what}"
         for module in guarded_modules()
         for line, what in module_state_changes((ROOT / module).read_text())
     ]
     assert found == []
+
+
+def test_a_mutable_attribute_on_a_class_of_workflow_code_is_found(tmp_path: Path) -> None:
+    """A list on a class is one list for every ticket the worker runs, reached through ``self``."""
+    tree = copy_of_the_project(tmp_path)
+    events = tmp_path / "workflows" / "waits.py"
+    source = events.read_text()
+    assert "\nclass Events:" in source
+    events.write_text(source.replace("\nclass Events:", "\nclass Events:\n    seen: list[str] = []  # noqa: RUF012", 1))
+    found = run_the_net(tree)
+    assert "workflows.waits.Events.seen: a list on the class is one for every ticket" in found.stdout, found.stdout
 
 
 def test_the_module_state_check_finds_each_kind_of_change_planted_in_a_piece() -> None:
@@ -271,23 +320,35 @@ def test_the_module_state_check_finds_each_kind_of_change_planted_in_a_piece() -
         "ATTEMPTS": "del ATTEMPTS['think']",
         "Handler": "Handler.__doc__ = 'changed'",
         "Toolbox": "Toolbox.calls = 0",
+        "STOPPED.sort()": "STOPPED.sort()",
+        "ATTEMPTS.reverse()": "ATTEMPTS.reverse()",
+        "timeouts": "timeouts.ATTEMPTS['think'] = {}",
+        "TOOLS.clear()": "TOOLS['refund'].description.clear()",
     }
-    source = (ROOT / A_PIECE).read_text() + "\nSTOPPED: dict[str, str] = {}\nATTEMPTS: dict[str, int] = {}\n"
+    source = (
+        (ROOT / A_PIECE).read_text()
+        + "\nfrom workflows import timeouts\nfrom activities.tools import TOOLS\n"
+        + "\nSTOPPED: dict[str, str] = {}\nATTEMPTS: dict[str, int] = {}\n"
+    )
     for what, statement in plants.items():
         changed, first = planted_in(source, statement)
         assert [w for line, w in module_state_changes(changed) if line >= first] == [what], what
     assert (
         module_state_changes("X = []\n\n\ndef f() -> None:\n    y = []\n    y.append(1)\n    self.x.append(1)\n") == []
     )
+    assert module_state_changes("from temporalio import workflow\n\n\ndef f() -> None:\n    workflow.update()\n") == []
 
 
 def planted_in(source: str, statement: str) -> tuple[str, int]:
     return f"{source}\n\ndef _planted() -> None:\n    {statement}\n", len(source.splitlines()) + 1
 
 
-async def test_workers_run_the_workflow_outside_the_sandbox(agent: Harness) -> None:
-    """The lint above is what guards every module in a worker (docs/evals-and-replay.md); the replay gate keeps the
-    sandbox, where it costs no ticket anything (``tests/test_replay.py`` shows it refusing a read of the clock)."""
+async def test_workers_run_the_workflow_outside_the_sandbox_and_the_gate_replays_with_the_same_runner(
+    agent: Harness,
+) -> None:
+    """The net above and the replay gate guard every module in a worker (docs/evals-and-replay.md); the gate replays
+    with the runner the workers run (``wiring.workers_runner``), so what it proves is about them."""
     worker = build_worker(agent.client, agent.settings(), agent.store)
 
     assert isinstance(worker.config(active_config=True)["workflow_runner"], UnsandboxedWorkflowRunner)
+    assert isinstance(workers_runner(), UnsandboxedWorkflowRunner)

@@ -128,7 +128,7 @@ helpers and the tools' declarations the pieces call. None of it is restricted by
 
 PURE = (
     *("__future__", "asyncio", "collections.abc", "contextlib", "dataclasses", "datetime", "enum", "functools"),
-    *("hashlib", "inspect", "json", "re", "typing", "pydantic", "pydantic_core"),
+    *("hashlib", "inspect", "json", "re", "types", "typing", "pydantic", "pydantic_core"),
     *("temporalio.workflow", "temporalio.common", "temporalio.exceptions", "temporalio.activity"),
     *("activities.contracts", "activities.tools", "workflows"),
 )
@@ -141,7 +141,6 @@ NAMED_ONLY = {
     "activities.content_store.ContentActivities": "its methods name the archive activity",
     "activities.language_model.ModelActivities": "its methods name the model's activities",
     "activities.policy_activities.PolicyActivities": "its methods name the policy's activities",
-    "activities.heartbeat.HEARTBEAT_TIMEOUT": "a constant: how long a dead worker's attempt goes unnoticed",
 }
 """What workflow code takes from the activity side beyond that, and why: activity classes whose methods name the
 activities a workflow runs (never run in the workflow itself: see below), and one constant. A helper imported from

@@ -28,7 +28,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
-from activities.heartbeat import HEARTBEAT_TIMEOUT
+from activities.contracts.limits import HEARTBEAT_TIMEOUT
 from activities.tools import TOOLS, Rule
 
 HEARTBEAT = HEARTBEAT_TIMEOUT

@@ -16,7 +16,8 @@ Calls with a side effect run alone, so a payment and the email about it never ra
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from temporalio import workflow
@@ -298,13 +299,16 @@ class Toolbox:
         so the same ticket started twice pays and mails once."""
         return f"ticket:{self._ticket.ticket_id}"
 
-    RULE_HANDLERS: ClassVar[dict[Rule, Handler]] = {
-        Rule.READS: _read,
-        Rule.PAYS: _pay,
-        Rule.MAILS: _send_email,
-        Rule.WAITS: _wait_for_event,
-    }
-    """The handler of each rule; which tool is under which rule is declared in ``TOOLS``."""
+    RULE_HANDLERS: ClassVar[Mapping[Rule, Handler]] = MappingProxyType(
+        {
+            Rule.READS: _read,
+            Rule.PAYS: _pay,
+            Rule.MAILS: _send_email,
+            Rule.WAITS: _wait_for_event,
+        }
+    )
+    """The handler of each rule (read-only: a class's table is every ticket's); which tool is under which rule is
+    declared in ``TOOLS``."""
 
 
 def _batches(calls: list[ToolUseBlock]) -> list[list[ToolUseBlock]]:

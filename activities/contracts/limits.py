@@ -39,6 +39,7 @@ ticket the fields allow fits ``TICKET_INPUT_BYTES``.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Final
 
 from pydantic_core import to_json
@@ -160,3 +161,9 @@ def cut(text: str, limit_bytes: int) -> str:
         return text
     head = text[: max(limit_bytes // 8, 1)]  # JSON spends at most six bytes on a character; keep a margin
     return f"{head}… [cut here: {size} bytes in all]"
+
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+"""The heartbeat timeout of every activity that heartbeats: how long a killed worker's attempt goes unnoticed. The
+workflow sets it on the activities it schedules (``workflows/timeouts.py``), and the activities beat a third of it
+apart (``activities/heartbeat.py``)."""

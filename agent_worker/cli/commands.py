@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import signal
 import sys
 from pathlib import Path
@@ -239,20 +240,25 @@ def demo(args: argparse.Namespace) -> None:
 
 def replay(args: argparse.Namespace) -> int:
     """``agent-worker replay [paths]``: 0 every history replays, 1 one does not (or there were none)."""
-    return asyncio.run(_replay(settings(), args.paths))
+    settings()  # a setting the replays would refuse is refused here, once, before they start
+    return asyncio.run(_replay(args.paths, args.order))
 
 
-async def _replay(settings: Settings, paths: list[Path]) -> int:
-    from agent_worker import wiring  # noqa: PLC0415
-    from agent_worker.cli.replay import HISTORIES  # noqa: PLC0415
-    from agent_worker.cli.replay import replay as replay_histories  # noqa: PLC0415
+async def _replay(paths: list[Path], order_seed: int | None) -> int:
+    from agent_worker.cli.replay import HISTORIES, gate  # noqa: PLC0415
 
-    results = await replay_histories(paths or [HISTORIES], plugins=[wiring.AgentClientPlugin(settings)])
-    for result in results:
+    seed = random.SystemRandom().randrange(10_000) if order_seed is None else order_seed
+    verdict = await gate(paths or [HISTORIES], seed)
+    for result in verdict.results:
         print(result.line(), flush=True)
-    failed = sum(not r.ok for r in results)
-    print(f"{len(results) - failed} replayed, {failed} failed", flush=True)
-    return 1 if failed or not results else 0
+    print(
+        f"each replayed twice in one process (the second time in order {seed}), unsandboxed as the workers run it, "
+        f"under {' and under '.join(verdict.conditions)}",
+        flush=True,
+    )
+    failed = sum(not r.ok for r in verdict.results)
+    print(f"{len(verdict.results) - failed} replayed, {failed} failed", flush=True)
+    return 1 if failed or not verdict.results else 0
 
 
 def capture_history(args: argparse.Namespace) -> int:

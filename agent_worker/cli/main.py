@@ -268,6 +268,9 @@ def parser() -> argparse.ArgumentParser:
         "write ./capture.",
     )
     replay.add_argument("paths", nargs="*", type=Path, help="history files or folders (default: replay_histories/)")
+    replay.add_argument(
+        "--order", type=int, metavar="SEED", help="the second pass's order, as a failure printed it (default: drawn)"
+    )
     replay.set_defaults(func=Runs("cli.commands", "replay"))
 
     history = commands.add_parser("history", help="record a run's history for the replayer")

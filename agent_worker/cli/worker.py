@@ -24,7 +24,7 @@ from agent_worker.cli.metrics import report_from_visibility
 from agent_worker.client import ensure_search_attributes
 from agent_worker.config import Settings
 from agent_worker.stopping import stop_signals
-from agent_worker.wiring import AgentWorkerPlugin, grace_period, worker_parts
+from agent_worker.wiring import AgentWorkerPlugin, grace_period, worker_parts, workers_runner
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +47,7 @@ def build_worker(  # noqa: PLR0913 - what the dev stack or a test hands in, each
         client,
         task_queue=settings.task_queue,
         plugins=[AgentWorkerPlugin(parts), *plugins],
+        workflow_runner=workers_runner(),
         graceful_shutdown_timeout=parts.grace,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_cached_workflows=settings.max_cached_workflows,
