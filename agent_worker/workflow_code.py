@@ -158,6 +158,8 @@ class _Walk:
                 continue
             if isinstance(value, ModuleType):
                 self.values[f"{name}.{key}"] = f"<module {value.__name__}>"
+            elif isinstance(value, type | FunctionType) and value.__module__ != name:  # walked where it is defined
+                self.values[f"{name}.{key}"] = f"<{value.__module__}.{value.__qualname__}>"
             else:
                 self.value(f"{name}.{key}", value)
 

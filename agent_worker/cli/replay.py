@@ -36,6 +36,7 @@ import os
 import random
 import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,7 +151,10 @@ async def replay(  # noqa: PLR0913 - the gate's inputs, each with the workers' d
     ]
 
 
-def _when(run: int, failure: str) -> str:
+def _when(run: int, failure: str, limit: int = 600) -> str:
+    """A failure as one line a reader takes in (a failed task's own account runs to its whole stack)."""
+    failure = " ".join(failure.split())
+    failure = failure if len(failure) <= limit else f"{failure[: limit - 3]}..."
     return failure if run == 1 else f"replayed again after other tickets: {failure}"
 
 
@@ -301,14 +305,20 @@ async def _in_process(
         "TZ": condition.time_zone,
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
     }
-    command = [sys.executable, "-m", "agent_worker.cli.replay", str(order_seed), *map(str, paths)]
-    if condition.clock_ahead and faketime:
-        command = [faketime, "-f", condition.clock_ahead, *command]
-    process = await asyncio.create_subprocess_exec(*command, env=env, stdout=asyncio.subprocess.PIPE)
-    out, _ = await process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"the replay under {condition.name} exited {process.returncode}")
-    return [ReplayResult(Path(r["path"]), r["failure"], tuple(r["commands"])) for r in json.loads(out.decode())]
+    with tempfile.TemporaryDirectory() as folder:  # the results go to a file: the SDK's core logs to stdout
+        out = Path(folder) / "results.json"
+        command = [sys.executable, "-m", "agent_worker.cli.replay", str(out), str(order_seed), *map(str, paths)]
+        if condition.clock_ahead and faketime:
+            command = [faketime, "-f", condition.clock_ahead, *command]
+        process = await asyncio.create_subprocess_exec(
+            *command, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
+        _, err = await process.communicate()
+        found = json.loads(out.read_text()) if process.returncode == 0 and out.exists() else None
+    if found is None:  # the code did not even load: every history fails, with the error's last line
+        why = (err.decode().strip().splitlines() or [f"exit {process.returncode}"])[-1]
+        return [ReplayResult(path, f"could not be replayed: {why}") for path in history_files(paths)]
+    return [ReplayResult(Path(r["path"]), r["failure"], tuple(r["commands"])) for r in found]
 
 
 async def _replay_here(order_seed: int, paths: list[Path]) -> list[ReplayResult]:
@@ -343,8 +353,8 @@ def history_text(history: WorkflowHistory) -> str:
     return json.dumps(json.loads(history.to_json()), indent=1) + "\n"
 
 
-if __name__ == "__main__":  # one condition's process: the gate reads its results from stdout, as JSON
-    found = asyncio.run(_replay_here(int(sys.argv[1]), [Path(p) for p in sys.argv[2:]]))
-    sys.stdout.write(json.dumps([{"path": str(r.path), "failure": r.failure, "commands": r.commands} for r in found]))
-    sys.stdout.flush()
+if __name__ == "__main__":  # one condition's process: ``gate`` reads its results from the file it names
+    found = asyncio.run(_replay_here(int(sys.argv[2]), [Path(p) for p in sys.argv[3:]]))
+    results = [{"path": str(r.path), "failure": r.failure, "commands": r.commands} for r in found]
+    Path(sys.argv[1]).write_text(json.dumps(results))
     os._exit(0)  # temporalio may abort at interpreter exit after all its work is done (ENVIRONMENT.md)
