@@ -4,8 +4,8 @@ scripts share helpers through ``tests/support/`` only, never by reaching into a 
 Read from the source with ``ast``, so a helper moved back into a test module, or a benchmark importing one, fails
 here by file and line instead of surfacing as an import-order surprise in pytest.
 
-The code a workflow runs imports from an allow-list too: the sandbox does not restrict the pieces it passes
-through, so what they import is what they can reach (``tests/test_determinism.py`` holds the calls)."""
+The code a workflow runs imports from an allow-list too: workers run it unsandboxed, so what it imports is what it
+can reach (``tests/test_determinism.py`` holds the calls)."""
 
 from __future__ import annotations
 
@@ -122,10 +122,6 @@ def test_every_command_names_a_function_that_implements_it() -> None:
     assert len(found) > 20
 
 
-RUN_BY_WORKFLOWS = ("workflows", "activities/contracts", "activities/tools.py")
-"""The code a workflow runs: its pieces, which support_agent.py imports passed through the sandbox, and the wire's
-helpers and the tools' declarations the pieces call. None of it is restricted by the sandbox."""
-
 PURE = (
     *("__future__", "asyncio", "collections.abc", "contextlib", "dataclasses", "datetime", "enum", "functools"),
     *("hashlib", "inspect", "json", "re", "types", "typing", "pydantic", "pydantic_core"),
@@ -149,8 +145,11 @@ only for a reason of this kind."""
 
 
 def run_by_workflows() -> list[Path]:
-    places = [ROOT / place for place in RUN_BY_WORKFLOWS]
-    return sorted(path for place in places for path in (place.rglob("*.py") if place.is_dir() else [place]))
+    """The code a workflow runs, as the determinism net derives it from the workflow's imports: its pieces, the
+    wire's helpers and the tools' declarations they call."""
+    from agent_worker.workflow_lint import files  # noqa: PLC0415 - the net's own list, not one kept here
+
+    return [ROOT / path for path in files()]
 
 
 def test_workflow_code_imports_only_pure_modules_and_names_activities_it_never_runs() -> None:
@@ -220,7 +219,8 @@ def test_the_checks_of_workflow_code_see_a_helper_imported_from_an_activity_and_
 
 
 def test_the_module_the_sandbox_runs_again_for_every_run_evaluates_its_annotations_once() -> None:
-    """The sandbox executes the workflow's own module anew for each run it starts or replays; with its annotations
+    """Where a team embedding the plugin keeps the SDK's sandbox (the product's workers do not), it executes the
+    workflow's own module anew for each run it starts or replays; with its annotations
     kept as strings (``from __future__ import annotations``), the SDK parses each handler's on every run."""
     from workflows.support_agent import SupportAgent  # noqa: PLC0415
 

@@ -22,6 +22,8 @@ from temporalio.converter import (
     DefaultPayloadConverter,
     PayloadCodec,
 )
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
@@ -155,3 +157,29 @@ async def test_the_clients_plugin_runs_nothing_on_a_worker_and_the_workers_plugi
     configured = worker.config(active_config=True)
     assert [w.__name__ for w in configured.get("workflows", [])] == ["SupportAgent"]
     assert configured["client"].data_converter is connected.data_converter
+
+
+async def test_the_workers_plugin_keeps_the_callers_runner_and_runs_a_ticket_in_the_sandbox_a_caller_chooses(
+    agent: Harness,
+) -> None:
+    """A team embedding the plugin chooses its runner, as Temporal's own plugins let it: a sandboxed one is kept, with
+    the contracts and pydantic added to what it passes through, and a ticket runs in it to the refund; the product's
+    worker asks for the workers' runner (``tests/test_determinism.py``). Nothing forces either."""
+    settings = agent.settings()
+    plugin = AgentWorkerPlugin(worker_parts(settings, agent.store))
+    sandboxed = Worker(
+        agent.client, task_queue=agent.task_queue, plugins=[plugin], workflow_runner=SandboxedWorkflowRunner()
+    )
+    runner = sandboxed.config(active_config=True)["workflow_runner"]
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    assert {"activities", "pydantic"} <= runner.restrictions.passthrough_modules
+    async with sandboxed:
+        handle = await agent.start(ticket(approval_limit_cents=10_000))
+        assert (await handle.result()).status is Status.RESOLVED
+    assert len(agent.store.payments.refunds()) == 1
+    assert await events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+
+    unsandboxed = Worker(
+        agent.client, task_queue=agent.task_queue, plugins=[plugin], workflow_runner=UnsandboxedWorkflowRunner()
+    )
+    assert isinstance(unsandboxed.config(active_config=True)["workflow_runner"], UnsandboxedWorkflowRunner)

@@ -4,35 +4,36 @@ The model picks tools, the tools run, their results go back to the model, until 
 world is an activity, so after a crash a new worker replays this code against the recorded history and carries on
 from the last recorded step, never asking the model again about a recorded decision nor repeating a finished tool.
 So this code must never take another path on replay: no clock, no randomness, no I/O but through
-``temporalio.workflow`` (the sandbox enforces it; ``replay_histories/`` checks it in CI). Which amounts need a
+``temporalio.workflow`` (the determinism lint refuses it, and the replay gate, replaying ``replay_histories/`` as
+the workers run, checks it in CI: docs/evals-and-replay.md). Which amounts need a
 person, which key a refund carries and who may be emailed are decided here, not in the prompt: a model can be
 talked out of a rule but not past an ``if``.
 
 This module is the loop; the rest of the workflow is in pieces that each keep their own state, take a typed
-snapshot of it for the run that continues the ticket (``continued``), and are handed what they need when the
+snapshot of it for the run that continues the ticket (``continuation``), and are handed what they need when the
 workflow is made: ``intake`` (the run's arguments, read and validated, and the SLA), ``rules`` (the operator's
-money policy, tightened by the ticket), ``model`` (the calls to the model, what they cost, and summarising a long
-conversation), ``approvals`` (the gate a large refund waits at, and the answers to it), ``tools`` (the tools,
-their idempotency keys, and refund reconciliation), ``waits`` (the customer's replies, events about orders),
-``audit`` (the audit trail, each entry once), ``continuation`` (when the ticket goes on in a new run), and
-``failures`` (how an error reads to the model and to a person).
+money policy, tightened by the ticket), ``thinking`` (the calls to the model, what they cost, and summarising a long
+conversation), ``approval_gate`` and ``approval_rules`` (the gate a large payout waits at, who must answer, and the
+answers), ``toolbox``, ``ownership`` and ``payouts`` (the tools, their idempotency keys, and reconciliation),
+``waits`` (the customer's replies, events about orders), ``audit_log`` (the audit trail, each entry once),
+``continuation`` (when the ticket goes on in a new run), and ``failures`` (how an error reads to the model and to a
+person).
 How it reads each response's ``stop_reason`` is in ``docs/architecture.md``.
 """
 
-# No ``from __future__ import annotations`` here: the sandbox runs this module again for every run it starts or
-# replays, and with annotations kept as strings the SDK parses each handler's from its string on every run
-# (docs/benchmarks.md has the cost). Annotations are evaluated once, as the class is made.
+# No ``from __future__ import annotations`` here: where a team embedding the plugin keeps the SDK's sandbox, it runs
+# this module again for every run it starts or replays, and with annotations kept as strings the SDK parses each
+# handler's from its string on every run (docs/benchmarks.md has the cost). Evaluated, they are parsed once.
 import asyncio
 from typing import Any, NoReturn, TypedDict
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-# Everything this module imports is passed through the sandbox: loaded once per worker, not once per run. The
-# sandbox re-imports the module a workflow is defined in for every run it starts or replays; for the rest
-# (contracts, activity references, and the workflow's own pieces, deterministic modules of their own, as
-# Temporal recommends) a copy per run costs memory and time. Passed through, the pieces are outside the
-# sandbox's checks: workflows/ruff.toml is what keeps them deterministic.
+# The product's workers run this module without the SDK's sandbox (``wiring.workers_runner``); a team embedding the
+# plugin may keep it, and then everything imported here is passed through it: loaded once per worker, not once per
+# run, as Temporal recommends for deterministic modules. Either way what keeps these modules deterministic is the
+# net of ``agent_worker.workflow_lint`` and the replay gate (docs/evals-and-replay.md), not the sandbox.
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 

@@ -98,8 +98,8 @@ class Settings(BaseSettings):
     """How long the server keeps a ticket on a worker's own queue before offering it to any worker: a killed
     worker's tickets move elsewhere after this, not after the SDK's default of 10 s."""
     max_cached_workflows: PositiveInt = 300
-    """How many tickets the worker keeps in memory between their steps. Each cached ticket costs memory (mostly
-    the workflow sandbox's own copy of the workflow's module), and an evicted one replays its whole history at its
+    """How many tickets the worker keeps in memory between their steps. Each cached ticket costs memory (its pieces'
+    state and the history's payloads; docs/benchmarks.md), and an evicted one replays its whole history at its
     next step: the cache should hold the tickets in flight, and no more. The SDK's default of 1000 let a worker
     full of parked tickets grow far past what they need (``bench/throughput.py`` measures it)."""
     max_concurrent_workflow_tasks: PositiveInt = 20
