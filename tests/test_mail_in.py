@@ -1323,12 +1323,12 @@ async def test_a_flood_of_mail_whose_dns_never_answers_is_taken_unverified_and_d
             domains = [sender.rpartition("@")[2] for sender in senders]
             await poll(every_one_asking, what="each message of the flood to be asking DNS")
             _, vouched_answer = await loop.run_in_executor(threads, over_lmtp, port, vouched_data)
+            assert vouched_answer == (250, f"2.0.0 Taken as {workflow_of(vouched['Message-ID'])}")
             flood_answers = [answer for _, answer in await asyncio.gather(*flood)]
+            assert [code for code, _ in flood_answers] == [250] * len(senders), flood_answers
         async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
             metrics = await response.text()
-    assert vouched_answer == (250, f"2.0.0 Taken as {workflow_of(vouched['Message-ID'])}")
     assert (await origin(client, workflow_of(vouched["Message-ID"]))).verified
-    assert [code for code, _ in flood_answers] == [250] * len(senders), flood_answers
     for (_, said), domain in zip(flood_answers, domains, strict=True):
         workflow_id = said.removeprefix("2.0.0 Taken as ")
         recorded = await origin(client, workflow_id)
