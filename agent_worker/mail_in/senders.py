@@ -28,7 +28,7 @@ starts, gated, and a person can verify its sender.
 from __future__ import annotations
 
 import asyncio
-import email
+import email.parser
 import email.policy
 import re
 from collections.abc import Callable, Coroutine, Iterable
@@ -285,8 +285,8 @@ def _dmarc_tags(record: bytes | None) -> dict[str, str] | None:
 
 def _trusted_results(data: bytes, authserv_id: str, domain: str) -> Verdict | None:
     """What the desk's server found (dmarc=pass for ``domain``, or not), or None if it said nothing."""
-    message = email.message_from_bytes(data, policy=email.policy.compat32)
-    for value in message.get_all("Authentication-Results", []):
+    headers = email.parser.BytesHeaderParser(policy=email.policy.compat32).parsebytes(data)  # the body is not read
+    for value in headers.get_all("Authentication-Results", []):
         try:
             header = authres.AuthenticationResultsHeader.parse_value(str(value))
         except authres.AuthResError:
