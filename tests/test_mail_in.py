@@ -55,9 +55,9 @@ from tests.support.harness import Harness
 from tests.support.held_proxy import HeldProxy
 from tests.support.history import activity_attempts
 from tests.support.models import PlaybackModel, calls, says
+from tests.support.name_server import NameServer, can_own_resolver, own_resolver
 from tests.support.processes import AGENT_WORKER, address, spawn_worker
 from tests.support.signed_mail import Domains
-from tests.support.silent_dns import SilentNameServer, can_own_resolver, own_resolver
 from tests.support.smtp_server import MailServer, smtp_settings
 from tests.support.waits import poll, waiting_for_customer
 
@@ -1334,6 +1334,40 @@ async def test_over_lmtp_a_receiver_stopped_by_sigterm_answers_the_message_in_fl
     await tickets.handle(client, workflow_id).terminate(reason="the test is over")
 
 
+@pytest.mark.skipif(not can_own_resolver(), reason="needs root and unshare, to give the receiver its own DNS")
+async def test_the_receiver_asks_its_systems_dns_for_keys_and_verifies_a_signed_sender_and_no_one_else(
+    agent: Harness, client: Client, tmp_path: Path
+) -> None:
+    """The real receiver, its ``/etc/resolv.conf`` naming a name server that serves the providers' keys and DMARC
+    records: Ann's signed message is verified by the key it fetched; a signature of a public suffix, or of a key DNS
+    says does not exist, verifies no one, and neither is a DNS failure."""
+    ann = mail()
+    under_suffix = mail(sender="Ann <ann@shop.example.co.uk>")
+    no_key = mail(sender="Bob <bob@example.org>")
+    cases = [
+        (signed(ann), ann),
+        (signed(under_suffix, by="co.uk"), under_suffix),
+        (signed(no_key, by="example.com").replace(b"d=example.com", b"d=example.org"), no_key),
+    ]
+    async with (
+        NameServer(DOMAINS.records) as dns_server,
+        receiver_process(agent, tmp_path / "mail-in.log", resolv_conf=dns_server.resolv_conf(tmp_path)) as (port, _),
+    ):
+        answers = [(await asyncio.to_thread(over_lmtp, port, data))[1] for data, _ in cases]
+    assert [code for code, _ in answers] == [250, 250, 250], answers
+    recorded = [await origin(client, workflow_of(message["Message-ID"])) for _, message in cases]
+    assert [(r.verified, r.verified_how) for r in recorded] == [
+        (True, "DKIM signature of example.com verifies, aligned with example.com"),
+        (False, "no DKIM signature aligned with the From: domain"),
+        (False, "no DKIM signature aligned with the From: domain verifies"),
+    ]
+    assert dns_server.asked["mail._domainkey.example.com."] >= 1
+    assert dns_server.asked["mail._domainkey.example.org."] >= 1
+    assert not any(name.endswith("co.uk.") for name in dns_server.asked)  # never even asked
+    for _, message in cases:
+        await tickets.handle(client, workflow_of(message["Message-ID"])).terminate(reason="the test is over")
+
+
 def silently_signed(sender: str, signatures: int = 20) -> bytes:
     """A message from ``sender`` under DKIM signatures of its domain, each naming another key (``s0`` ...), none of
     which its domain's DNS will ever give: a stranger's way to make the desk ask DNS many times."""
@@ -1359,7 +1393,7 @@ async def test_a_flood_of_mail_whose_dns_never_answers_is_taken_unverified_and_d
     vouched = mail()
     vouched_data = AUTH_RESULTS.encode() + b"\r\n" + vouched.as_bytes(policy=SMTP_POLICY)
     async with (
-        SilentNameServer() as silent,
+        NameServer() as silent,
         receiver_process(
             agent,
             tmp_path / "mail-in.log",

@@ -1,7 +1,9 @@
-"""A name server that hears every question and answers none: what a domain whose DNS never answers looks like to a
-resolver (a stranger can point a domain's name servers at one). It listens on a loopback address, so a process
-whose ``/etc/resolv.conf`` names it (``resolv_conf``, bound over the real one in a mount namespace of its own by
-``own_resolver``) waits on it and on nothing else; what it was asked is kept, as names, for a test to count."""
+"""A name server for a process under test, on a loopback address: one that hears every question and answers none
+(what a domain whose DNS never answers looks like to a resolver: a stranger can point a domain's name servers at
+one), or one that answers TXT questions from the records it is given (``signed_mail.Domains``) and says
+``NXDOMAIN`` to the rest. A process whose ``/etc/resolv.conf`` names it (``resolv_conf``, bound over the real one in
+a mount namespace of its own by ``own_resolver``) asks it and nothing else; what it was asked is kept, as names,
+for a test to count."""
 
 from __future__ import annotations
 
@@ -10,19 +12,25 @@ import os
 import random
 import shlex
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 import dns.exception
 import dns.message
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
 
 
-class SilentNameServer(asyncio.DatagramProtocol):
-    """UDP on ``host``:``port`` (53 unless told: ``resolv.conf`` names no port); ``asked`` counts each name asked."""
+class NameServer(asyncio.DatagramProtocol):
+    """UDP on ``host``:``port`` (53 unless told: ``resolv.conf`` names no port), answering from ``records`` (absolute
+    names to TXT texts), or silent without them; ``asked`` counts each name asked."""
 
-    def __init__(self, host: str | None = None, port: int = 53) -> None:
+    def __init__(self, records: Mapping[bytes, bytes] | None = None, host: str | None = None, port: int = 53) -> None:
+        self.records = records
         self.host = host or f"127.53.{random.randint(1, 254)}.{random.randint(1, 254)}"
         self.port = port
         self.asked: Counter[str] = Counter()
@@ -42,13 +50,25 @@ class SilentNameServer(asyncio.DatagramProtocol):
             self._transport.close()
 
     def datagram_received(self, data: bytes, addr: tuple[str | int, ...]) -> None:
-        del addr
         try:
-            question = dns.message.from_wire(data).question
+            query = dns.message.from_wire(data)
         except dns.exception.DNSException:
             return
-        for asked in question:
+        for asked in query.question:
             self.asked[asked.name.to_text().lower()] += 1
+        if self.records is None or self._transport is None:
+            return
+        response = dns.message.make_response(query)
+        for asked in query.question:
+            found = self.records.get(asked.name.to_text().lower().encode())
+            if found is None:
+                response.set_rcode(dns.rcode.NXDOMAIN)
+            elif asked.rdtype == dns.rdatatype.TXT:
+                strings = " ".join(f'"{found[i : i + 255].decode()}"' for i in range(0, len(found), 255))
+                response.answer.append(
+                    dns.rrset.from_text(asked.name, 60, dns.rdataclass.IN, dns.rdatatype.TXT, strings)
+                )
+        self._transport.sendto(response.to_wire(), addr)
 
     def resolv_conf(self, directory: Path) -> Path:
         """A ``resolv.conf`` naming this server alone, written in ``directory``."""
