@@ -32,6 +32,8 @@ ATTACHMENTS_LISTED = 50
 """Attachments a ticket lists by name; past them it counts them (the receiver's ``max_parts`` is the real bound)."""
 AUTOMATIC_PRECEDENCE = frozenset({"bulk", "list", "junk"})
 """``Precedence`` values of mail sent to many or by machine: never answered, so never a ticket."""
+LIST_FIELDS = ("List-Id", "List-Unsubscribe")
+"""Fields a mailing list adds to the copies it sends (RFC 2919, RFC 2369): no person wrote that copy to the desk."""
 REPORTS = frozenset({"message/delivery-status", "message/global-delivery-status"})
 """A delivery status notification's machine-readable part (RFC 3464, RFC 6533)."""
 MESSAGE_ID = re.compile(MESSAGE_ID_PATTERN)
@@ -147,16 +149,23 @@ def parse(data: bytes, limits: MailInSettings) -> EmailMessage:
 
 
 def automatic(message: EmailMessage, mail_from: str) -> str | None:
-    """Why no person is waiting for an answer to ``message`` (RFC 3834's rules and a bounce's marks), or None.
-    Answering such mail is how loops and backscatter start, so it never opens a ticket."""
+    """Why no person is waiting for an answer to ``message``, or None: RFC 3834's marks (``Auto-Submitted`` other
+    than ``no``, in any of the fields, a comment aside; ``Precedence: bulk, list, junk``), a mailing list's (RFC 2919's
+    ``List-Id``, RFC 2369's ``List-Unsubscribe``: a list's copy of a message, which its author did not send to the
+    desk) and a bounce's. Answering such mail is how loops and backscatter start, so it never opens a ticket."""
     if mail_from.strip() in ("", "<>"):
         return "a null return path (a bounce or another notification)"
-    submitted = str(message.get("Auto-Submitted", "no")).split(";")[0].strip().lower()
-    if submitted != "no":
-        return f"Auto-Submitted: {submitted}"
-    precedence = str(message.get("Precedence", "")).strip().lower()
-    if precedence in AUTOMATIC_PRECEDENCE:
-        return f"Precedence: {precedence}"
+    for value in message.get_all("Auto-Submitted", []):
+        submitted = _without_comments(str(value)).split(";")[0].strip().lower()
+        if submitted != "no":
+            return f"Auto-Submitted: {submitted[:40] or '(empty)'}"
+    for value in message.get_all("Precedence", []):
+        precedence = _without_comments(str(value)).strip().lower()
+        if precedence in AUTOMATIC_PRECEDENCE:
+            return f"Precedence: {precedence}"
+    for name in LIST_FIELDS:
+        if name in message:
+            return f"{name}: a mailing list's copy"
     if message.get_content_type() == "multipart/report" or any(p.get_content_type() in REPORTS for p in message.walk()):
         return "a delivery status notification"
     return None
@@ -225,7 +234,7 @@ def read(data: bytes, message: EmailMessage) -> Incoming:
     return Incoming(
         message_id=message_id,
         key=key_of(message_id),
-        sender=_sender(message),
+        sender=_sender(data, message),
         text=text,
         attachments=attachments[:ATTACHMENTS_LISTED],
         unlisted_attachments=max(0, len(attachments) - ATTACHMENTS_LISTED),
@@ -241,15 +250,44 @@ def _message_id(message: EmailMessage) -> str | None:
     return found.group(0) if found else None
 
 
-def _sender(message: EmailMessage) -> str:
+FROM_FIELD = re.compile(rb"^from[ \t]*:", re.IGNORECASE | re.MULTILINE)
+"""A ``From:`` field's start, as any reader of the header may take it: obsolete syntax allows blanks before the
+colon (RFC 5322, 4.5.2), which Python's parser reads as no field at all and another reader (the desk's mail server
+judging DMARC) as the ``From:``."""
+HEADER_END = re.compile(rb"\r?\n\r?\n")
+
+
+def _sender(data: bytes, message: EmailMessage) -> str:
+    """The one address the message is from, or ``Refused`` saying why there is not one. RFC 5322 allows one
+    ``From:`` field; with two, the desk's mail server may judge one (its ``dmarc=pass``) and the desk read the other,
+    so a stranger would borrow a verified customer's name. A ``From:`` of several mailboxes is refused too, with a
+    ``Sender:`` or not: a ticket has one customer, and DMARC judges the ``From:`` domains, not the ``Sender:``."""
+    fields = len(FROM_FIELD.findall(HEADER_END.split(data, maxsplit=1)[0]))
+    if fields > 1:
+        raise Refused(
+            f"550 5.7.1 The message has {fields} From: fields; RFC 5322 allows one, and the desk cannot tell which "
+            "of them wrote it"
+        )
     try:
         header: Any = message["From"]
         addresses: list[str] = [str(address.addr_spec) for address in header.addresses] if header is not None else []
     except (AttributeError, IndexError, ValueError):  # a From: the parser could not read as addresses
         addresses = []
+    if len(addresses) > 1:
+        raise Refused(
+            f"550 5.7.1 The From: field names {len(addresses)} mailboxes; the desk answers one person, so it takes "
+            "mail from one address (a Sender: field does not change that)"
+        )
     if len(addresses) != 1 or "@" not in addresses[0]:
         raise Refused("550 5.1.7 The message must come from exactly one address (its From: header) to be answered")
     return addresses[0]
+
+
+def _without_comments(value: str) -> str:
+    """A structured field's value without its comments (RFC 5322's ``(...)``, nested ones too)."""
+    while (bare := re.sub(r"\([^()]*\)", " ", value)) != value:
+        value = bare
+    return value
 
 
 def _text_of(part: MIMEPart) -> str:

@@ -47,7 +47,7 @@ from agent_worker.mail_in.reading import (
     read,
     ticket_id_of,
 )
-from agent_worker.mail_in.senders import TxtLookup, Verdict, txt_from_dns
+from agent_worker.mail_in.senders import DnsTxt, TxtLookup, Verdict, dns_deadline
 from agent_worker.wiring import reply_addresses
 from workflows.waits import NO_MORE_REPLIES, UNVERIFIED_REPLY
 
@@ -62,12 +62,12 @@ STOPPING = "451 4.3.2 The receiver is stopping; try again later"
 class MailIn:
     """The aiosmtpd handler: each message's ``DATA`` answered with what became of it."""
 
-    def __init__(self, client: Client, settings: Settings, lookup: TxtLookup = txt_from_dns) -> None:
+    def __init__(self, client: Client, settings: Settings, lookup: TxtLookup | None = None) -> None:
         self._client = client
         self._settings = settings
         self._replies = reply_addresses(settings)
-        self._lookup = lookup
-        """Where DKIM keys and DMARC records are looked up: DNS, or a resolver of the caller's."""
+        self._lookup = lookup or DnsTxt()
+        """Where DKIM keys and DMARC records are looked up: the system's DNS, or the caller's."""
         self._taking = 0
         """Messages whose ``DATA`` is being answered: a stop waits for them (``drain``)."""
         self._idle = asyncio.Event()
@@ -78,6 +78,11 @@ class MailIn:
         self._messages = meter.create_counter(
             "agent_mail_in_messages",
             "Messages the mail receiver answered, by outcome (accepted, ignored, refused, deferred) and kind",
+            "1",
+        )
+        self._dns_unanswered = meter.create_counter(
+            "agent_mail_in_dns_unanswered",
+            "Messages taken unverified because DNS did not answer their DKIM or DMARC lookups within the deadline",
             "1",
         )
 
@@ -142,14 +147,24 @@ class MailIn:
             if bounce is not None and (recorded := await self._bounced(bounce)):
                 return "ignored", "bounce", recorded
             return "ignored", "automatic", f"250 2.0.0 Recorded; no ticket for mail no person wrote ({why})"
-        verdict = await asyncio.to_thread(
-            senders.verdict, data, incoming.domain, authserv_id=self._settings.mail_in.authserv_id, lookup=self._lookup
+        limits = self._settings.mail_in
+        verdict = await senders.verdict(
+            data,
+            incoming.domain,
+            authserv_id=limits.authserv_id,
+            lookup=self._lookup,
+            within=dns_deadline(limits.answer_within_seconds),
         )
+        answer = None
         for workflow_id in self._tickets_answered(incoming, recipients):
-            continued = await self._continue(workflow_id, incoming, verdict)
-            if continued is not None:
-                return continued
-        return await self._start(incoming, verdict, follows=None)
+            answer = await self._continue(workflow_id, incoming, verdict)
+            if answer is not None:
+                break
+        answer = answer or await self._start(incoming, verdict, follows=None)
+        if verdict.dns_unanswered and answer[0] == "accepted":
+            log.warning("mail taken unverified: DNS did not answer", why=verdict.how, message_id=incoming.message_id)
+            self._dns_unanswered.add(1)
+        return answer
 
     async def _bounced(self, bounce: Bounce) -> str | None:
         """The bounce told to the ticket whose email it was (named by the email's signed ``Reply-To``), and the
@@ -261,12 +276,12 @@ def _kind(kind: str, verdict: Verdict) -> str:
 
 @asynccontextmanager
 async def listening(
-    client: Client, settings: Settings, *, port: int | None = None, lookup: TxtLookup = txt_from_dns
+    client: Client, settings: Settings, *, port: int | None = None, lookup: TxtLookup | None = None
 ) -> AsyncIterator[asyncio.Server]:
     """The receiver, listening where the settings say (``port`` 0: any free port, which the server's socket names)
-    until the block ends; DKIM keys and DMARC records looked up by ``lookup`` (DNS). On the way out it stops
-    listening and waits for the messages in flight to be answered (``MailIn.drain``): Python's server would
-    otherwise leave their connections to be cancelled with the event loop, unanswered."""
+    until the block ends; DKIM keys and DMARC records looked up by ``lookup`` (the system's DNS unless given). On
+    the way out it stops listening and waits for the messages in flight to be answered (``MailIn.drain``): Python's
+    server would otherwise leave their connections to be cancelled with the event loop, unanswered."""
     limits = settings.mail_in
     handler = MailIn(client, settings, lookup)
     protocol: type[SMTP] = LMTP if limits.protocol == "lmtp" else SMTP

@@ -1,8 +1,8 @@
 """Mail signed the way a customer's provider signs it: DKIM by dkimpy with an RSA key made here, and its public key
 (and a DMARC record) served by a resolver the test holds, so verification runs for real with no network.
 
-``Domains`` is that resolver: ``lookup`` is what the receiver is handed as its TXT lookup (dkimpy's ``dnsfunc``),
-and ``sign`` signs a message for a domain it has a key of."""
+``Domains`` is that resolver: ``lookup`` is what the receiver is handed as its TXT lookup
+(``agent_worker.mail_in.senders.TxtLookup``), and ``sign`` signs a message for a domain it has a key of."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ class Domains:
             self.records[f"_dmarc.{domain}.".encode()] = dmarc.encode()
         return self
 
-    def lookup(self, name: bytes, timeout: float = 5.0) -> bytes | None:
-        del timeout
-        return self.records.get(name if name.endswith(b".") else name + b".")
+    async def lookup(self, name: str) -> bytes | None:
+        """The receiver's TXT lookup (``senders.TxtLookup``), answered from these domains' records."""
+        return self.records.get((name if name.endswith(".") else f"{name}.").encode())
 
     def sign(self, data: bytes, domain: str) -> bytes:
         """``data`` with a DKIM-Signature of ``domain`` on top, as its provider would send it."""
