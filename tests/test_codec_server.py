@@ -35,6 +35,7 @@ from agent_worker.codec_server.app import UnsafeBindError, serve
 from agent_worker.codec_server.auth import BearerAuth, JwtValidator
 from agent_worker.config import Settings
 from agent_worker.config.codec_settings import CodecServerSettings
+from agent_worker.serving import Serving
 from tests.support.processes import agent_worker_dev, listening
 
 UI = "http://localhost:8233"
@@ -77,7 +78,7 @@ async def jwks_url(signing_key: rsa.RSAPrivateKey) -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-async def start(auth: BearerAuth | None) -> tuple[web.AppRunner, str]:
+async def start(auth: BearerAuth | None) -> tuple[Serving, str]:
     port = free_port()
     return await serve(codec(), auth, UI, "127.0.0.1", port), f"http://127.0.0.1:{port}"
 
