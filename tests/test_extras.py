@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import json
 import os
 import re
 import signal
@@ -27,10 +29,11 @@ from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker import extras
 from agent_worker.cli import main as cli
+from agent_worker.cli.devserver import free_port
 from tests.support.harness import Harness
-from tests.support.processes import exited, spawn_worker
+from tests.support.processes import address, exited, listening, spawn_worker
 from tests.support.tickets import answer, ticket
-from tests.support.waits import awaiting
+from tests.support.waits import awaiting, poll
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -80,22 +83,28 @@ def programs_only() -> set[str]:
     return extras - {name(r) for r in PYPROJECT["dependencies"]} - {"agent-worker"}
 
 
-@pytest.fixture(scope="module")
-def worker_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``bin`` folder of an environment holding what the worker's image holds: the locked dependencies, no extra."""
-    environment = tmp_path_factory.mktemp("worker-install") / "venv"
+def install(folder: Path, *extras: str) -> Path:
+    """The ``bin`` folder of an environment synced from ``uv.lock`` as an image's target syncs it: no dev
+    dependencies, the project and ``extras``, nothing else."""
     assert UV.exists(), f"{UV} is missing: ./dev installs it"
+    chosen = [flag for extra in extras for flag in ("--extra", extra)]
     built = subprocess.run(
-        [str(UV), "sync", "--locked", "--no-dev", "--offline", "--quiet", "--python", sys.executable],
+        [str(UV), "sync", "--locked", "--no-dev", "--offline", "--quiet", "--python", sys.executable, *chosen],
         cwd=ROOT,
-        env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(environment), "UV_PYTHON_DOWNLOADS": "never"},
+        env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(folder), "UV_PYTHON_DOWNLOADS": "never"},
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
     assert built.returncode == 0, built.stderr
-    return environment / "bin"
+    return folder / "bin"
+
+
+@pytest.fixture(scope="module")
+def worker_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the worker's image holds: the locked dependencies, no extra."""
+    return install(tmp_path_factory.mktemp("worker-install") / "venv")
 
 
 def test_the_worker_installs_no_package_of_another_program(worker_install: Path) -> None:
@@ -169,3 +178,70 @@ def test_every_command_that_needs_an_extra_is_checked_and_names_one_the_distribu
     for extra in set(needing.values()):
         assert extra in PYPROJECT["optional-dependencies"]
         assert extras.required_by(extra), f"{extra}: the installed metadata names nothing for it"
+
+
+# --- each program from its extra alone ------------------------------------------------------------------------------
+
+KEY = base64.b64encode(b"k" * 32).decode()
+
+
+def serving(extra: str, server: str, data: Path) -> tuple[list[str], dict[str, str], int]:
+    """How a program of ``extra`` is started against ``server``: its command's words, its settings, and the port it
+    listens on once up."""
+    port = free_port()
+    common = {"TEMPORAL_ADDRESS": server, "AGENT_DATA_DIR": str(data), "AGENT_METRICS_BIND": f"127.0.0.1:{free_port()}"}
+    programs = {
+        "inbox": (["web"], {"AGENT_WEB_PORT": str(port), "AGENT_WEB_APPROVAL_KEYS": json.dumps(["k" * 43])}),
+        "mail-in": (["mail-in"], {"AGENT_MAIL_IN_PORT": str(port)}),
+        "codec-server": (["codec-server", "--port", str(port)], {"AGENT_CODEC_KEYS": json.dumps({"2026-12": KEY})}),
+        "dev-server": (
+            ["dev", "--port", str(free_port()), "--ui-port", str(free_port())],
+            {"AGENT_WEB_PORT": str(port), "AGENT_CODEC_KEYS": json.dumps({"2026-12": KEY})},  # the codec server too
+        ),
+    }
+    words, settings = programs[extra]
+    return words, {**common, **settings}, port
+
+
+@pytest.mark.parametrize("extra", ["inbox", "mail-in", "codec-server", "dev-server"])
+async def test_a_program_serves_from_an_installation_of_its_extra_alone(
+    extra: str, client: Client, tmp_path: Path
+) -> None:
+    """What its image's target installs is enough: the program starts and listens (the dev server's stack: the
+    inbox, the Web UI's codec server and a worker beside them)."""
+    bin_folder = install(tmp_path / "venv", extra)
+    words, settings, port = serving(extra, address(client), tmp_path / "data")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "TEMPORAL_", "ANTHROPIC_"))}
+    program = await spawn_worker(
+        settings, environ=clean, command=(str(bin_folder / "agent-worker"), *words), stderr=asyncio.subprocess.PIPE
+    )
+    said: list[bytes] = []
+
+    async def read_stderr() -> None:  # all of it, so a full pipe never stalls the process
+        assert program.stderr is not None
+        async for line in program.stderr:
+            said.append(line)  # noqa: PERF401 - line by line: the test reads it while the program runs
+
+    async def polling() -> bool:  # the dev stack's worker, last to start, polls: Ctrl-C is its to handle
+        return b"worker started" in b"".join(said)
+
+    reader = asyncio.create_task(read_stderr())
+    try:
+        await listening("127.0.0.1", port, timeout=90)
+        if extra == "dev-server":
+            await poll(polling, timeout=90, interval=0.1, what="agent-worker dev's worker to start")
+    finally:
+        program.send_signal(signal.SIGINT)
+        await asyncio.wait_for(program.wait(), 60)
+        await reader
+    assert program.returncode == 0, b"".join(said).decode()[-3000:]
+    assert not [line for line in said if b"Traceback" in line]
+
+
+async def test_the_eval_suite_runs_from_an_installation_of_its_extra_alone(tmp_path: Path) -> None:
+    bin_folder = install(tmp_path / "venv", "evals")
+    code, out, err = await exited(
+        str(bin_folder / "agent-worker"), "eval", str(ROOT / "evals"), "--only", "where_is_my_order", timeout=150
+    )
+    assert code == 0, out[-2000:] + err[-2000:]
+    assert "1 passed, 0 failed" in out
