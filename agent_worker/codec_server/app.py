@@ -46,6 +46,9 @@ log = structlog.get_logger(__name__)
 
 Transform = Callable[[Sequence[Payload]], Awaitable[list[Payload]]]
 ALLOWED_HEADERS = ("Authorization", "Content-Type", "X-Namespace")
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The most a request may carry: Temporal takes no gRPC message above 4 MiB, so no payload the Web UI or the CLI
+holds is larger, and a caller cannot make the server hold more in memory."""
 MAX_AGE = 600
 """Seconds a browser may keep a preflight's approval."""
 LOCAL = "local"
@@ -135,14 +138,27 @@ def refuse(status: int, error: str, **headers: str) -> Response:
     return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
+async def bounded_body(request: Request) -> bytes | None:
+    """The request's body, read no further than ``MAX_BODY_BYTES``: None past it."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            return None
+    return bytes(body)
+
+
 def route(transform: Transform, auth: BearerAuth | None) -> Callable[[Request], Awaitable[Response]]:
     async def handle(request: Request) -> Response:
         who = await authenticate(auth, request)
         if isinstance(who, Response):
             return who
         action = request.url.path.strip("/")
+        body = await bounded_body(request)
+        if body is None:
+            return refuse(413, f"cannot {action}: a request of more than {MAX_BODY_BYTES} bytes is no payload's")
         try:
-            payloads = json_format.Parse(await request.body(), Payloads())
+            payloads = json_format.Parse(body, Payloads())
             result = await transform(payloads.payloads)
         except UnreadablePayloadError as error:  # the request is well formed; a payload in it does not open
             return JSONResponse({"error": f"cannot {action}: {error}", "key_id": error.key_id}, status_code=422)
@@ -152,8 +168,8 @@ def route(transform: Transform, auth: BearerAuth | None) -> Callable[[Request], 
         # page of the Web UI makes a request per event.
         namespace = request.headers.get("X-Namespace")
         log.debug("codec server served", action=action, who=who, namespace=namespace, count=len(result))
-        body = json_format.MessageToJson(Payloads(payloads=result))
-        return Response(body, media_type="application/json")
+        answer = json_format.MessageToJson(Payloads(payloads=result))
+        return Response(answer, media_type="application/json")
 
     return handle
 
