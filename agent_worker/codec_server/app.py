@@ -112,7 +112,7 @@ def make_app(codec: EncryptionCodec, auth: BearerAuth | None, origin: str) -> St
             Middleware(_Guard, origin=origin, local=auth is None),
             # No allow_credentials: the token travels in a header, never a cookie.
             Middleware(
-                _Cors, allow_origins=[origin], allow_methods=["POST"], allow_headers=ALLOWED_HEADERS, max_age=600
+                _Cors, allow_origins=[origin], allow_methods=["POST"], allow_headers=ALLOWED_HEADERS, max_age=MAX_AGE
             ),
         ],
     )
