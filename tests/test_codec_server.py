@@ -10,6 +10,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import io
 import json
 import os
 import time
@@ -31,10 +32,11 @@ from temporalio.api.common.v1 import Payload
 from agent_worker import wiring
 from agent_worker.cli.devserver import binary, free_port
 from agent_worker.codec import EncryptionCodec
-from agent_worker.codec_server.app import UnsafeBindError, serve
+from agent_worker.codec_server.app import MAX_BODY_BYTES, UnsafeBindError, serve
 from agent_worker.codec_server.auth import BearerAuth, JwtValidator
 from agent_worker.config import Settings
 from agent_worker.config.codec_settings import CodecServerSettings
+from agent_worker.serving import Serving
 from tests.support.processes import agent_worker_dev, listening
 
 UI = "http://localhost:8233"
@@ -77,7 +79,7 @@ async def jwks_url(signing_key: rsa.RSAPrivateKey) -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-async def start(auth: BearerAuth | None) -> tuple[web.AppRunner, str]:
+async def start(auth: BearerAuth | None) -> tuple[Serving, str]:
     port = free_port()
     return await serve(codec(), auth, UI, "127.0.0.1", port), f"http://127.0.0.1:{port}"
 
@@ -247,6 +249,14 @@ async def test_in_local_mode_a_page_from_another_origin_or_a_rebound_host_name_i
         (403, "this codec server serves only loopback host names, not 'evil.example'"),
     ]
     assert all("Access-Control-Allow-Origin" not in headers for _, _, headers in answers)
+
+
+async def test_a_request_larger_than_any_payload_is_refused_unread(local: str) -> None:
+    """No payload Temporal holds is above its 4 MiB message limit; a caller cannot make the server hold more."""
+    too_large = io.BytesIO(b"{" * (MAX_BODY_BYTES + 1))
+    async with aiohttp.ClientSession() as http, http.post(f"{local}/decode", data=too_large) as r:
+        assert r.status == 413
+        assert (await r.json())["error"].startswith("cannot decode: a request of more than")
 
 
 async def test_local_mode_refuses_to_listen_beyond_the_loopback() -> None:

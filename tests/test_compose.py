@@ -30,13 +30,13 @@ from agent_worker.cli.devserver import free_port
 from agent_worker.config import Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES
 from agent_worker.wiring import grace_period
+from tests.support import images
 from tests.support.processes import AGENT_WORKER, address, listening, run, spawn_worker, worker_env
 from workflows import timeouts
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
-DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 
 def test_the_compose_file_is_valid_against_the_compose_specification() -> None:
@@ -185,17 +185,9 @@ async def test_the_inboxs_health_check_passes_against_a_running_inbox(client: Cl
         await inbox.wait()
 
 
-def instructions(dockerfile: str) -> list[tuple[str, str]]:
-    """The Dockerfile's instructions of its last stage, continuation lines joined: (instruction, arguments)."""
-    joined = re.sub(r"\\\n\s*", " ", dockerfile)
-    lines = [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    parsed = [(line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "") for line in lines]
-    last_stage = max(n for n, (kind, _) in enumerate(parsed) if kind == "FROM")
-    return parsed[last_stage:]
-
-
-def test_the_worker_image_runs_as_the_user_it_creates_and_holds_no_secrets() -> None:
-    final = instructions(DOCKERFILE)
+@pytest.mark.parametrize("target", images.targets())
+def test_each_image_runs_as_the_user_it_creates_and_holds_no_secrets(target: str) -> None:
+    final = images.instructions(target)
     (user,) = [args for kind, args in final if kind == "USER"]
     created = [args for kind, args in final if kind == "RUN" and "useradd" in args]
     assert user != "root"
@@ -206,12 +198,42 @@ def test_the_worker_image_runs_as_the_user_it_creates_and_holds_no_secrets() -> 
     assert ".env" in (ROOT / ".dockerignore").read_text().split()
 
 
+def test_the_worker_image_carries_the_worker_alone_and_each_service_runs_from_the_image_its_command_needs() -> None:
+    """The worker's image (the default target) is synced with no extra; every other service runs from the image of
+    its own target, named after it, whose environment holds the extra its command needs (``agent_worker.extras``)."""
+    assert images.default_target() == images.WORKER
+    assert images.extras(images.WORKER) == set()
+    built = {name: service for name, service in SERVICES.items() if "build" in service}
+    assert set(built) >= {"migrate", "worker", "inbox", "mail-in", "codec-server"}
+    for name, service in built.items():
+        target = service["build"]["target"]
+        assert service["build"]["context"] == "."
+        assert service["image"] == f"{images.image_name(target)}:local", name
+        command = service.get("command") or json.loads(dict(images.instructions(target))["CMD"])
+        needs = cli.parse(command[1:]).func.extra
+        assert images.extras(target) == ({needs} if needs else set()), (name, target, needs)
+    assert {SERVICES[name]["build"]["target"] for name in ("migrate", "worker")} == {images.WORKER}
+
+
+def test_each_programs_image_runs_its_own_command_by_default() -> None:
+    for target in images.targets():
+        command = json.loads(dict(images.instructions(target))["CMD"])
+        needs = cli.parse(command[1:]).func.extra
+        assert images.extras(target) == ({needs} if needs else set()), target
+
+
+def test_the_worker_image_fixes_pythons_string_hashing() -> None:
+    """A set of strings iterates in the same order in every worker process only with the hash seed fixed."""
+    environment = " ".join(args for kind, args in images.instructions(images.WORKER) if kind == "ENV")
+    assert re.search(r"(^|\s)PYTHONHASHSEED=0(\s|$)", environment), environment
+
+
 async def test_the_images_health_check_passes_against_a_running_worker_and_fails_without_one(
     client: Client, tmp_path: Path
 ) -> None:
     """The image's HEALTHCHECK command, run as Docker would run it, against ``agent-worker worker`` on the metrics
     address the image sets (moved to a free port): healthy while the worker serves, unhealthy when it is gone."""
-    final = instructions(DOCKERFILE)
+    final = images.instructions(images.WORKER)
     (check,) = [args for kind, args in final if kind == "HEALTHCHECK"]
     command: list[str] = json.loads(check[check.index("CMD") + 3 :])
     (bind,) = re.findall(r"AGENT_METRICS_BIND=(\S+)", " ".join(args for kind, args in final if kind == "ENV"))

@@ -1,7 +1,7 @@
 """The approval inbox in a real browser, as a support lead uses it: headless Chromium against a dev server, a worker
 and the inbox, tickets started with the ``temporal`` CLI. Sign in, watch the ticket arrive, open it, read it,
 approve or decline, and see at once what came of it; and the same browser used against the person: an edited form,
-a form without its token, a page on another origin. The first test saves the screenshots the README shows."""
+a form without its token, a page on another origin. The pictures the docs show are ``scripts/screenshots.py``'s."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import base64
 import os
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -49,18 +48,9 @@ from tests.support.processes import address
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(150)]
 
-README_SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
-"""Where the pictures of the inbox the README shows are kept: a run with ``AGENT_UPDATE_SCREENSHOTS=1`` refreshes
-them; any other run takes them into its scratch directory, so running the tests leaves the checkout as it was."""
-
-
-@pytest.fixture
-def screenshots(tmp_path: Path) -> Path:
-    return README_SCREENSHOTS if os.environ.get("AGENT_UPDATE_SCREENSHOTS") == "1" else tmp_path
-
 
 async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_the_refund_once(
-    agent: Harness, context: BrowserContext, screenshots: Path
+    agent: Harness, context: BrowserContext
 ) -> None:
     async with inbox_for(agent) as inbox:
         page = await context.new_page()
@@ -78,10 +68,6 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
         await expect(page.locator("[data-workflow-id]").first).to_have_attribute(  # the soonest deadline first
             "data-workflow-id", later, timeout=LIVE
         )
-        screenshots.mkdir(parents=True, exist_ok=True)
-        await page.set_viewport_size({"width": 960, "height": 400})
-        await page.screenshot(path=screenshots / "inbox.png")
-        await page.set_viewport_size({"width": 960, "height": 720})
 
         # A second tab on the ticket whose live updates are cut (a laptop that slept): it keeps its buttons.
         stale = await context.new_page()
@@ -99,7 +85,6 @@ async def test_a_person_signs_in_sees_the_ticket_arrive_opens_it_and_approves_th
         await raw.locator("summary").click()  # the raw call, one click away
         await expect(raw).to_contain_text("the model asks for issue_refund(order_id='A-1001', amount_cents=4900)")
         await expect(page.locator(".orders")).to_contain_text("A-1001")
-        await page.screenshot(path=screenshots / "ticket.png", full_page=True)
 
         await page.get_by_role("button", name="Approve USD 49.00").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
@@ -588,7 +573,7 @@ async def test_wrong_passwords_are_throttled_and_the_page_says_for_how_long(
 
 
 async def test_every_amount_reads_in_its_orders_currency_with_its_thousands_separated(
-    agent: Harness, browser: Browser, screenshots: Path
+    agent: Harness, browser: Browser
 ) -> None:
     """An order of EUR 2,147,483.64, the most an order may be charged: the list, the page, its buttons, the order
     as looked up, the transcript, the confirmation, the result and the customer's email all say so, and no page
@@ -620,7 +605,6 @@ async def test_every_amount_reads_in_its_orders_currency_with_its_thousands_sepa
         await page.get_by_role("button", name=f"Approve {shown}").click()
         await expect(page.get_by_test_id("confirm-amount")).to_have_text(shown)
         pages.append(await page.content())
-        await page.screenshot(path=screenshots / "confirm.png")
         await page.get_by_role("button", name=f"Yes, approve {shown} on order A-8001").click()
         await expect(page.get_by_test_id("notice")).to_have_text(
             f"approved; Refunded {shown} on order A-8001 (refund #1)."

@@ -35,6 +35,7 @@ from agent_worker.cli.devserver import free_port
 from agent_worker.config import Settings
 from agent_worker.config.concern import Concern
 from agent_worker.wiring import check_client_timeouts, grace_period
+from tests.support import images
 from tests.support.processes import AGENT_WORKER, address, listening, run, spawn_worker, worker_env
 from tests.support.stores import postgres_available
 from tests.support.waits import poll
@@ -551,9 +552,17 @@ def test_every_pod_runs_as_the_images_user_read_only_with_no_privileges_and_no_a
             assert "memory" in limits, name
 
 
-def test_every_container_runs_this_releases_image_of_the_project() -> None:
+def test_every_container_runs_this_releases_image_of_the_project_that_carries_its_command() -> None:
+    """The workers and the migration the worker's image, which carries the worker alone; each other program its own
+    image (the Dockerfile's target of that name), whose environment holds the extra its command needs."""
     for owner, container in containers(sources()):
-        assert container["image"] == f"agent-worker:{project_version()}", owner["metadata"]["name"]
+        name = owner["metadata"]["name"]
+        target = images.target_of(container["image"])
+        assert container["image"] == f"{images.image_name(target)}:{project_version()}", name
+        needs = cli.parse(container["command"][1:]).func.extra
+        assert images.extras(target) == ({needs} if needs else set()), (name, target, needs)
+        if container["command"][1] in {"worker", "migrate"}:
+            assert target == images.WORKER, name
 
 
 @needs_kustomize
@@ -622,9 +631,9 @@ def test_a_second_build_runs_beside_the_first_as_its_own_deployment_budget_and_a
                     selects(mine["spec"]["selector"]["matchLabels"], o["spec"]["template"]["metadata"]["labels"])
                     for o in others
                 )
-    image = "registry.example.com/support/agent-worker:1.4.0"
     for owner, container in containers(built):
         if owner not in workers:
+            image = f"registry.example.com/support/{images.image_name(images.target_of(container['image']))}:1.4.0"
             assert container["image"] == image, f"{owner['metadata']['name']} runs {container['image']}"
 
 

@@ -36,15 +36,26 @@ class _Version(argparse.Action):
 @dataclass(frozen=True)
 class Runs:
     """What a command runs: the function ``name`` of ``agent_worker.<module>``, called with the parsed arguments
-    and returning the exit code (None for 0). Named rather than imported, so that parsing imports none of it."""
+    and returning the exit code (None for 0). Named rather than imported, so that parsing imports none of it. A
+    program besides the worker names its ``extra`` (``agent_worker.extras``): without it installed, the command
+    exits 2 saying what to install, before it imports anything."""
 
     module: str
     name: str
+    extra: str | None = None
 
     def implementation(self) -> Any:
         return getattr(importlib.import_module(f"agent_worker.{self.module}"), self.name)
 
     def __call__(self, args: argparse.Namespace) -> int | None:
+        if self.extra is not None:
+            from agent_worker import extras  # noqa: PLC0415 - only when a program's command runs
+
+            try:
+                extras.require(self.extra, args.command)
+            except extras.MissingExtraError as error:
+                print(error, file=sys.stderr)
+                return 2
         code: int | None = self.implementation()(args)
         return code
 
@@ -81,7 +92,7 @@ def _eval_command(commands: Any) -> None:
     parser.add_argument("--parallel", type=int, default=4, help="scenarios running at once (default 4)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON, for CI")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a scenario's ticket may take")
-    parser.set_defaults(func=Runs("evals.command", "run"))
+    parser.set_defaults(func=Runs("evals.command", "run", extra="evals"))
 
 
 TICKET_HELP = "the ticket id (T-1) or workflow id (ticket-T-1)"
@@ -149,7 +160,7 @@ def _web_commands(commands: Any) -> None:
     web.add_argument("--host", help="default AGENT_WEB_HOST (127.0.0.1)")
     web.add_argument("--port", type=int, help="default AGENT_WEB_PORT (8088)")
     _where(web)
-    web.set_defaults(func=Runs("cli.commands", "web"))
+    web.set_defaults(func=Runs("cli.commands", "web", extra="inbox"))
     web_user = commands.add_parser(
         "web-user",
         help="hash a person's inbox password, for AGENT_WEB_USERS (with --new-keys: the inbox's settings, to start)",
@@ -164,7 +175,7 @@ def _web_commands(commands: Any) -> None:
         help="also make a new approval key, and print AGENT_WEB_APPROVAL_KEYS and AGENT_WEB_USERS (this person alone) "
         "as an environment file for the inbox and its workers",
     )
-    web_user.set_defaults(func=Runs("cli.commands", "web_user"))
+    web_user.set_defaults(func=Runs("cli.commands", "web_user", extra="inbox"))
     web_sessions = commands.add_parser("web-sessions", help="the inbox's live sessions: list them, or end a person's")
     web_sessions_commands = web_sessions.add_subparsers(dest="web_sessions_command", required=True)
     listed = web_sessions_commands.add_parser("list", help="who is signed in, since when, last seen, from where")
@@ -251,14 +262,14 @@ def parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--ui-port", type=int, default=DEFAULT_UI_PORT, help=f"the Web UI's port (default {DEFAULT_UI_PORT})"
     )
-    dev.set_defaults(func=Runs("cli.commands", "dev"))
+    dev.set_defaults(func=Runs("cli.commands", "dev", extra="dev-server"))
 
     demo = commands.add_parser("demo", help="one support ticket end to end, with the approval asked here")
     answer = demo.add_mutually_exclusive_group()
     answer.add_argument("--approve", dest="decision", action="store_true", default=None, help="approve without asking")
     answer.add_argument("--decline", dest="decision", action="store_false", help="decline without asking")
     demo.add_argument("--question", help="the customer's words (name an order such as A-1001)")
-    demo.set_defaults(func=Runs("cli.commands", "demo"))
+    demo.set_defaults(func=Runs("cli.commands", "demo", extra="dev-server"))
 
     replay = commands.add_parser(
         "replay",
@@ -295,7 +306,7 @@ def parser() -> argparse.ArgumentParser:
         "message, or pass a reply on to its ticket; a message is answered 250 only once Temporal holds it.",
     )
     _where(mail_in)
-    mail_in.set_defaults(func=Runs("cli.commands", "mail_in"))
+    mail_in.set_defaults(func=Runs("cli.commands", "mail_in", extra="mail-in"))
 
     codec = commands.add_parser("codec-server", help="decrypt payloads for the Web UI and temporal --codec-endpoint")
     codec.add_argument(
@@ -306,7 +317,7 @@ def parser() -> argparse.ArgumentParser:
     codec.add_argument(
         "--port", type=int, default=DEFAULT_CODEC_PORT, help=f"the port to listen on (default {DEFAULT_CODEC_PORT})"
     )
-    codec.set_defaults(func=Runs("cli.commands", "codec_server"))
+    codec.set_defaults(func=Runs("cli.commands", "codec_server", extra="codec-server"))
 
     _store_commands(commands)
     return cli

@@ -333,7 +333,9 @@ async def _replay_here(order_seed: int, paths: list[Path]) -> list[ReplayResult]
 
 async def fetch(client: Client, workflow_id: str, run_id: str | None = None) -> WorkflowHistory:
     """A run's history as the server stores it: every payload as it was written, encrypted or not."""
-    return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    from agent_worker import tickets  # noqa: PLC0415 - for capture alone
+
+    return await tickets.handle(client, workflow_id, run_id=run_id).fetch_history()
 
 
 async def export(client: Client, workflow_id: str, out: Path, run_id: str | None = None) -> int:

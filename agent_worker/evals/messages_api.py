@@ -25,8 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aiohttp import web
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
+from agent_worker import serving
 from agent_worker.evals.scenario import Scenario
 
 Body = dict[str, Any]
@@ -166,28 +170,24 @@ class MessagesAPI:
     source: Source
     exchanges: dict[Key, list[Exchange]] = field(default_factory=lambda: defaultdict(list))
     refused: dict[Key, str] = field(default_factory=dict)
-    _runner: web.AppRunner | None = None
+    _serving: serving.Serving | None = None
     port: int = 0
 
     async def start(self) -> MessagesAPI:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/{config}/{scenario}/v1/messages", self._messages)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr] # noqa: SLF001
+        app = Starlette(routes=[Route("/{config}/{scenario}/v1/messages", self._messages, methods=["POST"])])
+        self._serving = await serving.serve(app, serving.bind("127.0.0.1", 0), "stand-in Messages API")
+        self.port = self._serving.port
         return self
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._serving is not None:
+            await self._serving.cleanup()
 
     def base_url(self, config: str, scenario: str) -> str:
         return f"http://127.0.0.1:{self.port}/{config}/{scenario}"
 
-    async def _messages(self, request: web.Request) -> web.Response:
-        key = (request.match_info["config"], request.match_info["scenario"])
+    async def _messages(self, request: Request) -> JSONResponse:
+        key = (request.path_params["config"], request.path_params["scenario"])
         body: Body = await request.json()
         asked = self.exchanges[key]
         try:
@@ -195,6 +195,6 @@ class MessagesAPI:
         except CannotAnswerError as refused:
             self.refused.setdefault(key, refused.why)
             error = {"type": "error", "error": {"type": "invalid_request_error", "message": refused.why}}
-            return web.json_response(error, status=400)
+            return JSONResponse(error, status_code=400)
         asked.append(Exchange(digest(body), response))
-        return web.json_response(response)
+        return JSONResponse(response)

@@ -15,7 +15,7 @@ from temporalio.service import RPCError
 
 from activities import vouching
 from activities.contracts.approvals import ApprovalRequest, VouchedApproval
-from activities.contracts.ticket import Outcome, Status
+from activities.contracts.ticket import Status
 from agent_worker import tickets
 from agent_worker.inbox.desk import Desk, NotATicketError
 from agent_worker.inbox.formats import utc
@@ -84,9 +84,8 @@ class Sender:
             return "the ticket did not take the answer; reload its page to see what it waits for"
         how = f"it {description.status.name.lower().replace('_', ' ')}" if description.status else "it ended"
         if description.status == WorkflowExecutionStatus.COMPLETED:
-            handle = self.desk.client.get_workflow_handle(workflow_id, run_id=description.run_id, result_type=Outcome)
             try:
-                outcome = await handle.result()
+                outcome = await tickets.outcome(self.desk.client, workflow_id, run_id=description.run_id)
             except Exception:  # noqa: BLE001 - an outcome of another shape: the status alone says enough
                 how = "it completed"
             else:

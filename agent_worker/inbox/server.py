@@ -5,32 +5,29 @@ sign answers no worker takes), and on an address others can reach without authen
 reached it could approve refunds). On the loopback with no authentication configured, it makes a one-time sign-in
 for the person who started it, printed where they started it: a password that lives as long as the process.
 
-uvicorn serves it inside the caller's event loop, beside a worker, without installing signal handlers of its own:
-the worker (or the CLI) handles the process's signals and stops the inbox when it stops.
+uvicorn serves it inside the caller's event loop, beside a worker (``agent_worker.serving``): the worker (or the CLI)
+handles the process's signals and stops the inbox when it stops.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 import json
 import secrets
 import shlex
 import socket
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import structlog
-import uvicorn
 from pydantic import SecretStr
 from temporalio.client import Client
 
 from activities.business.database import Database
 from activities.migrations import SchemaNotCurrentError
+from agent_worker import serving
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app, ticket_path
 from agent_worker.inbox.auth import Authenticator, Keys
@@ -40,6 +37,7 @@ from agent_worker.inbox.sessions import configured
 from agent_worker.inbox.throttle import Throttle
 from agent_worker.loopback import loopback_only
 from agent_worker.passwords import hash_password
+from agent_worker.serving import Serving, serve
 from agent_worker.stopping import stop_signals
 from agent_worker.wiring import business_database
 
@@ -48,10 +46,7 @@ log = structlog.get_logger(__name__)
 if TYPE_CHECKING:
     from activities.business.database import Database
 
-STARTUP_TIMEOUT = timedelta(seconds=10)
 MIN_PASSWORD = 12
-SHUTDOWN_GRACE_SECONDS = 2
-"""How long requests under way may hold the inbox up when it stops."""
 
 
 class InboxRefusedError(ValueError):
@@ -97,15 +92,13 @@ def with_key_for_this_process(settings: Settings) -> tuple[Settings, bool]:
 class RunningInbox:
     url: str
     login: OneTimeLogin | None
-    server: uvicorn.Server
-    task: asyncio.Task[None]
+    serving: Serving
     auth: Authenticator
     """Who it signs in, and its sessions and throttle, in the business database."""
     owns_database: bool = True
 
     async def stop(self) -> None:
-        self.server.should_exit = True
-        await self.task
+        await self.serving.cleanup()
         if self.owns_database:
             self.auth.sessions.database.close()
 
@@ -121,14 +114,6 @@ class RunningInbox:
             else ""
         )
         return f"approval inbox on {self.url}{signing_in}"
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server without its signal handlers: the process's signals belong to the worker or the CLI."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the settings' or this machine's
@@ -178,37 +163,15 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
             confirm_above_cents=settings.web.confirm_above_cents,
             auditors=frozenset(settings.web.auditors),
         )
-        config = uvicorn.Config(
-            app,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            proxy_headers=False,
-            server_header=False,
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-        )
-        server = _Server(config)
-        task = asyncio.create_task(server.serve(sockets=[sock]), name="approval inbox")
-        await started(server, task)
+        served = await serve(app, sock, "approval inbox")
     except BaseException:
-        sock.close()
+        sock.close()  # serve closes it too; twice is harmless
         if owns_database:
             database.close()
         raise
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web.base_path}/", login, server, task, auth, owns_database)
-
-
-async def started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
-    """Once ``server`` listens; what stopped it if it stops first."""
-    async with asyncio.timeout(STARTUP_TIMEOUT.total_seconds()):
-        while not server.started:
-            if task.done():
-                await task  # raises what stopped it
-                raise InboxRefusedError("the approval inbox stopped while starting")
-            await asyncio.sleep(0.01)
+    return RunningInbox(f"http://{shown}:{bound[1]}{settings.web.base_path}/", login, served, auth, owns_database)
 
 
 def schema_ready(database: Database) -> None:
@@ -229,18 +192,11 @@ def this_user() -> str:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (the first address ``host`` resolves to), made here so that a port in use
-    is an error the caller sees rather than uvicorn's exit."""
-    found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, kind, proto, _, address = found[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    """A listening socket on ``host:port``, or ``InboxRefusedError`` saying why not."""
     try:
-        sock.bind(address)
+        return serving.bind(host, port)
     except OSError as error:
-        sock.close()
         raise InboxRefusedError(f"the approval inbox cannot listen on {host}:{port}: {error.strerror}") from None
-    return sock
 
 
 async def serve_until_stopped(settings: Settings, client: Client, *, host: str | None, port: int | None) -> None:
