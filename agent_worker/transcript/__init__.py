@@ -11,7 +11,7 @@ from ``terminal`` by the commands that print, so the inbox never loads it.
 """
 
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind
-from agent_worker.transcript.reader import Reader, currency_of, entries, first, orders_of
+from agent_worker.transcript.reader import Reader, currency_of, entries, first, orders_of, payout_waited
 from agent_worker.transcript.sentences import asked_plainly, decided_plainly, plainly, unanswered_plainly
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "entries",
     "first",
     "orders_of",
+    "payout_waited",
     "plainly",
     "unanswered_plainly",
 ]
