@@ -5,11 +5,14 @@ the registry of tools: shown with a paying tool the product does not have, decla
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from activities.business import Business
 from activities.business.refusals import RefundExceedsChargeError
@@ -60,6 +63,42 @@ def test_a_gift_card_declared_only_by_a_test_counts_against_the_charge_and_is_na
         store.credits.issue(request(1000, "store_credit:G/1"))
     assert store.payments.refund(request(900, "refund:G/2")).amount_cents == 900
     assert store.payments.charge(order).refunded_cents == 4900
+
+
+PAYOUTS = st.lists(st.tuples(st.sampled_from(["refund", "credit", "gift card"]), st.integers(1, 2500)), max_size=10)
+
+
+def test_whatever_gift_cards_were_sent_refunds_and_credits_pay_exactly_what_every_kind_together_leaves(
+    make_store: StoreFactory,
+) -> None:
+    """Gift cards booked by their own ledger (which checks nothing), refunds and store credit, in any order and
+    amounts: a refund or a credit is paid exactly when what was paid back before, gift cards included, leaves room
+    for it, and the charge reports every kind together."""
+    store = with_gift_card_ledger(make_store(kinds=WITH_GIFT_CARDS.payout_kinds()))
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(charged=st.integers(1, 5000), payouts=PAYOUTS)
+    def holds(charged: int, payouts: list[tuple[str, int]]) -> None:
+        order = f"L-{uuid.uuid4().hex[:8]}"
+        store.orders.add(Order(order_id=order, amount_cents=charged, customer_email="ann@example.com"))
+        total = 0
+        for n, (kind, cents) in enumerate(payouts):
+            asked = RefundRequest(order_id=order, amount_cents=cents, idempotency_key=f"{order}/{n}")
+            if kind == "gift card":
+                send_gift_card(store, order, cents)
+                total += cents
+                continue
+            pay = store.credits.issue if kind == "credit" else store.payments.refund
+            if total + cents > charged:
+                with pytest.raises(RefundExceedsChargeError) as refused:
+                    pay(asked)
+                assert ("gift cards" in str(refused.value)) == any(k == "gift card" for k, _ in payouts[:n])
+            else:
+                pay(asked)
+                total += cents
+            assert store.payments.charge(order).refunded_cents == total
+
+    holds()
 
 
 def test_under_stripe_a_gift_card_is_counted_beside_stripes_own_refunds(tmp_path: Path) -> None:
