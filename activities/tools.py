@@ -289,6 +289,7 @@ class Tools(Mapping[str, Tool]):
         kinds = [tool.payout for tool in tools if tool.payout is not None]
         for what, values in (
             ("name", [tool.name for tool in tools]),
+            ("payout noun", [kind.noun for kind in kinds]),
             ("key prefix", [kind.key for kind in kinds]),
             ("ledger", [kind.ledger for kind in kinds]),
             ("settling activity", [kind.settled_by for kind in kinds]),
@@ -330,10 +331,6 @@ class Tools(Mapping[str, Tool]):
         noun; ``payout`` for a name no tool declares as paying."""
         kind = self.payout_of(name)
         return kind.noun if kind is not None else "payout"
-
-    def paying(self) -> frozenset[str]:
-        """The names of the tools that pay: what the inbox and the transcript call a payout."""
-        return frozenset(name for name, tool in self.items() if tool.payout is not None)
 
     def calling(self, client: Client) -> tuple[str, ...]:
         """Every activity that calls ``client``: each tool whose activity does, and for a tool that pays, the

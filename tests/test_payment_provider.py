@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from activities.business import Business
+from activities.business import Business, Options
 from activities.business.payments import RefundFingerprint
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -89,6 +89,14 @@ def test_the_guard_refuses_a_refund_above_what_was_charged(make_store: StoreFact
         store.payments.refund(refund(1000, key="b"))
     store.payments.refund(refund(900, key="c"))
     assert sum(r.amount_cents for r in store.payments.refunds()) == 4900
+
+
+def test_no_option_of_the_business_lets_its_provider_pay_past_the_charge(make_store: StoreFactory) -> None:
+    """A provider that pays past the charge is a demonstration's, built by the tests (``PaysPastTheCharge``), never a
+    mode of the product's: the business takes no option that lifts the rule."""
+    assert "refund_guard" not in Options.__annotations__
+    with pytest.raises(TypeError, match="refund_guard"):
+        make_store(refund_guard=False)
 
 
 def test_an_unknown_order_is_not_found(make_store: StoreFactory) -> None:

@@ -216,7 +216,7 @@ def test_a_registry_refuses_two_tools_that_would_book_or_settle_as_one() -> None
         ISSUE_GIFT_CARD.args,
         Rule.PAYS,
         ISSUE_GIFT_CARD.returns,
-        replace(GIFT_CARD, key="voucher", settled_by="find_voucher"),
+        replace(GIFT_CARD, noun="voucher", key="voucher", settled_by="find_voucher"),
     )
     with pytest.raises(TypeError, match=r"the same ledger: gift_cards$"):
         Tools(*TOOLS.values(), ISSUE_GIFT_CARD, same_ledger)
@@ -227,6 +227,6 @@ def test_a_registry_refuses_two_tools_that_would_book_or_settle_as_one() -> None
                 ISSUE_GIFT_CARD.args,
                 Rule.PAYS,
                 ISSUE_GIFT_CARD.returns,
-                replace(GIFT_CARD, through_provider=True),
+                replace(GIFT_CARD, noun="refund again", key="r", settled_by="s", ledger="t", through_provider=True),
             )
         )
