@@ -78,7 +78,7 @@ from activities.contracts.ticket import (
 from activities.tools import TOOLS, Tools
 from agent_worker.defaults import WAITING_KINDS
 from agent_worker.transcript import Entry as Entry  # noqa: PLC0414 - re-exported: what ``transcript`` returns
-from agent_worker.transcript import decided_plainly, entries, first
+from agent_worker.transcript import decided_plainly, entries, first, last_waiting
 from workflows.approval_rules import ApprovalDesk
 
 PREFIX = "ticket-"
@@ -243,8 +243,8 @@ async def transcript(client: Client, workflow_id: str, last_run: str, tools: Too
     payouts told as ``tools`` declare them."""
     told: list[Entry] = []
     for run_id in await run_ids(client, workflow_id, last_run):
-        run = handle(client, workflow_id, run_id=run_id)
-        told += [entry async for entry in entries(client, run, follow=False, tools=tools)]
+        run, waiting = handle(client, workflow_id, run_id=run_id), last_waiting(told)
+        told += [entry async for entry in entries(client, run, follow=False, tools=tools, waiting=waiting)]
     return told
 
 

@@ -368,7 +368,9 @@ def test_whatever_the_limits_and_the_order_of_refunds_the_ledger_counts_as_the_r
 
 
 @dataclass(frozen=True)
-class Payout:
+class Asked:
+    """A payout asked for, in the sequence a property is checked over."""
+
     credit: bool
     """Store credit; else a refund."""
     amount: int
@@ -377,7 +379,7 @@ class Payout:
 
 
 PAYOUTS = st.lists(
-    st.builds(Payout, credit=st.booleans(), amount=st.integers(1, 2500), again=st.booleans()), min_size=1, max_size=12
+    st.builds(Asked, credit=st.booleans(), amount=st.integers(1, 2500), again=st.booleans()), min_size=1, max_size=12
 )
 
 
@@ -391,7 +393,7 @@ def test_whatever_the_sequence_of_refunds_and_credits_what_is_paid_back_never_pa
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(charged=st.integers(1, 5000), payouts=PAYOUTS)
-    def holds(charged: int, payouts: list[Payout]) -> None:
+    def holds(charged: int, payouts: list[Asked]) -> None:
         order = f"L-{uuid.uuid4().hex[:8]}"
         store.orders.add(Order(order_id=order, amount_cents=charged, customer_email="ann@example.com"))
         total = 0

@@ -18,6 +18,7 @@ from activities.business import Business
 from activities.business.refusals import RefundExceedsChargeError
 from activities.business.stripe_payments import StripePayments
 from activities.contracts.approvals import ApprovalDecision, ApprovalRecord
+from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.world import Order, RefundRequest
 from activities.tools import TOOLS, Client, Rule, Tool, Tools
 from agent_worker import tickets
@@ -32,7 +33,8 @@ from tests.support.harness import Harness
 from tests.support.inbox import inbox_web, page_of, person
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.stores import StoreFactory
-from tests.support.tickets import ticket
+from tests.support.tickets import answer, ticket
+from tests.support.waits import awaiting, poll
 
 ORDER = "G-1001"
 
@@ -206,6 +208,38 @@ async def test_a_model_asking_for_a_gift_card_is_told_by_its_noun_in_the_transcr
         await inbox.stop()
     assert status == 200
     assert asked in page
+
+
+async def test_store_credit_that_waits_for_a_person_is_told_as_store_credit_in_every_run_that_waits(
+    agent: Harness,
+) -> None:
+    """The product's own second kind, through a hand-over at the request: the transcript tells the credit waiting,
+    in the run that asked and in the run that took the request over, and the decline, as store credit."""
+    model = PlaybackModel(
+        [
+            calls(("lookup_order", {"order_id": "A-1001"}), step=1),
+            calls(("issue_store_credit", {"order_id": "A-1001", "amount_cents": 4900}), step=2),
+            says("No credit, sorry."),
+        ]
+    )
+    async with agent.worker(model):
+        handle = await agent.start(ticket(continue_as_new_after_steps=2, approval_timeout_seconds=60))
+        await awaiting(handle, 4900)
+        await poll(lambda: handed_over(agent, handle.id), timeout=30, what="the run to hand the request over")
+        await handle.signal(APPROVE_SIGNAL, answer(4900, approved=False, approver="bob", reason="Not this time."))
+        await handle.result()
+    last = (await handle.describe()).run_id
+    told = [plainly(e, "USD") for e in await tickets.transcript(agent.client, handle.id, last)]
+
+    assert len(await tickets.run_ids(agent.client, handle.id, last)) >= 2
+    assert told.count("A store credit of USD 49.00 waits for a person") >= 2, told
+    assert "bob, by signal: the approver is as the sender claimed, declines the store credit of USD 49.00" in told
+    assert not any(re.search(r"\brefund of\b", sentence) for sentence in told), told
+
+
+async def handed_over(agent: Harness, workflow_id: str) -> bool:
+    description = await agent.client.get_workflow_handle(workflow_id).describe()
+    return len(await tickets.run_ids(agent.client, workflow_id, description.run_id)) >= 2
 
 
 def test_a_registry_refuses_two_tools_that_would_book_or_settle_as_one() -> None:

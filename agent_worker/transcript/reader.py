@@ -40,11 +40,17 @@ from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind, entry
 
 
 async def entries(
-    client: Client, handle: WorkflowHandle[Any, Any], *, follow: bool, tools: Tools = TOOLS
+    client: Client,
+    handle: WorkflowHandle[Any, Any],
+    *,
+    follow: bool,
+    tools: Tools = TOOLS,
+    waiting: PayoutKind | None = None,
 ) -> AsyncIterator[Entry]:
-    """The run's entries, in order, its payouts told by ``tools``' declarations; with ``follow``, as they happen,
+    """The run's entries, in order, its payouts told by ``tools``' declarations (``waiting``: the payout that waited
+    for a person as the run before ended, which this run may go on waiting for); with ``follow``, as they happen,
     until the run closes."""
-    reader = Reader(client, tools)
+    reader = Reader(client, tools, waiting)
     async for event in handle.fetch_history_events(wait_new_event=follow):
         for told in await reader.read(event):
             yield told
@@ -56,13 +62,14 @@ class Reader:
     """Turns one run's events, read in order, into entries; it keeps what later events refer back to (the
     activity a result answers, what the ticket waits for, who the customer is)."""
 
-    def __init__(self, client: Client, tools: Tools = TOOLS) -> None:
+    def __init__(self, client: Client, tools: Tools = TOOLS, waiting: PayoutKind | None = None) -> None:
         self.client = client
         self.tools = tools
         self.asked: list[tuple[PayoutKind, Any]] = []
         """The payouts the model asked for, in order, with their amounts: what a request for a person is about."""
-        self.payout: PayoutKind | None = None
-        """The kind of the payout waiting for a person, or last waiting: what its answers and its silence are about."""
+        self.payout = waiting
+        """The kind of the payout waiting for a person, or last waiting: what its answers and its silence are about
+        (at first, the one a run that continued the ticket was waiting on)."""
         self.customer = "the customer"
         self.waiting: dict[str, Any] = {}
         """The search attributes as last set: what the ticket waits for, if anything."""
@@ -133,10 +140,11 @@ class Reader:
         return replace(told, payout=kind)
 
     def waiting_for(self, amount_cents: Any) -> PayoutKind | None:
-        """The payout a request for a person is about: the last asked for of its amount, else the last asked for."""
+        """The payout a request for a person is about: the last asked for of its amount, else the last asked for,
+        else (a run that took over a request from the one it continues) the one waiting as it began."""
         same = [kind for kind, cents in self.asked if cents == amount_cents]
         kinds = same or [kind for kind, _ in self.asked]
-        return kinds[-1] if kinds else None
+        return kinds[-1] if kinds else self.payout
 
     async def marker(self, event: HistoryEvent) -> list[Entry]:
         """A local activity that completed (the money policy read, since ``Patch.POLICY_LOCAL_ACTIVITY``; the
@@ -291,11 +299,17 @@ def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
     return list(orders.values())
 
 
+def last_waiting(told: Sequence[Entry]) -> PayoutKind | None:
+    """The kind of the last payout that waited for a person, as its tool declares it; None where none waited, or
+    no tool the reader knew declares it."""
+    return next((e.payout for e in reversed(told) if e.kind == "approval" and e.payout is not None), None)
+
+
 def payout_waited(told: Sequence[Entry]) -> str:
-    """What the last payout that waited for a person is called, as its tool declares it (``store credit``): what a
-    ticket's recorded answers are about; ``payout`` where none waited, or no tool the reader knew declares it."""
-    waited = [e.payout for e in told if e.kind == "approval" and e.payout is not None]
-    return waited[-1].noun if waited else "payout"
+    """What the last payout that waited for a person is called (``store credit``): what a ticket's recorded answers
+    are about; ``payout`` where none waited, or no tool the reader knew declares it."""
+    kind = last_waiting(told)
+    return kind.noun if kind is not None else "payout"
 
 
 def currency_of(orders: Iterable[OrderLookup]) -> str | None:
