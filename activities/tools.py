@@ -241,38 +241,28 @@ LOOKUP_ORDER = Tool(
 )
 """The order as the shop and the payment provider have it: what every check that an order is the customer's runs."""
 
-ISSUE_REFUND = Tool(
-    "issue_refund",
-    IssueRefundArgs,
-    Rule.PAYS,
-    RefundReceipt,
-    PayoutKind(
-        noun="refund",
-        done="Refunded",
-        key="refund",
-        settled_by="find_refund",
-        keeper="the payment provider",
-        ledger="refunds",
-        plural="refunds",
-        through_provider=True,
-    ),
+REFUND = PayoutKind(
+    noun="refund",
+    done="Refunded",
+    key="refund",
+    settled_by="find_refund",
+    keeper="the payment provider",
+    ledger="refunds",
+    plural="refunds",
+    through_provider=True,
 )
+ISSUE_REFUND = Tool("issue_refund", IssueRefundArgs, Rule.PAYS, RefundReceipt, REFUND)
 
-ISSUE_STORE_CREDIT = Tool(
-    "issue_store_credit",
-    IssueStoreCreditArgs,
-    Rule.PAYS,
-    RefundReceipt,
-    PayoutKind(
-        noun="store credit",
-        done="Credited",
-        key="store_credit",
-        settled_by="find_store_credit",
-        keeper="the store credit ledger",
-        ledger="store_credits",
-        plural="store credit",
-    ),
+STORE_CREDIT = PayoutKind(
+    noun="store credit",
+    done="Credited",
+    key="store_credit",
+    settled_by="find_store_credit",
+    keeper="the store credit ledger",
+    ledger="store_credits",
+    plural="store credit",
 )
+ISSUE_STORE_CREDIT = Tool("issue_store_credit", IssueStoreCreditArgs, Rule.PAYS, RefundReceipt, STORE_CREDIT)
 
 SEND_EMAIL = Tool("send_email", SendEmailArgs, Rule.MAILS, EmailReceipt)
 ORDER_EVENTS = Tool("order_events", OrderEventsArgs, Rule.READS, ToolOutput)

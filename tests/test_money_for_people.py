@@ -16,7 +16,7 @@ from activities.business.refusals import NeedsApprovalError
 from activities.contracts.approvals import AnsweredRequest, ApprovalDecision, ApprovalRecord, ApprovalRequest
 from activities.contracts.policy import Limits, MoneyPolicy
 from activities.contracts.world import Order, RefundRequest
-from activities.tools import TOOLS
+from activities.tools import REFUND
 from agent_worker import answers, policy_file, tickets
 from agent_worker.cli.operations import not_waiting
 from agent_worker.transcript import Entry, asked_plainly, decided_plainly, plainly
@@ -119,9 +119,6 @@ def test_a_total_across_currencies_names_each_and_the_sum_of_smallest_units_that
         "currency: 1,100 of 1,000 (JPY 1,000 in this refund's currency)"
     )
     assert bare_amounts(str(refused.value)) == []
-
-
-REFUND = TOOLS["issue_refund"].payout
 
 
 def at(minute: int) -> datetime:

@@ -41,7 +41,7 @@ from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import idempotency_keys, store_credits
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
-from activities.tools import PayoutKind
+from activities.tools import STORE_CREDIT, PayoutKind
 
 PREFIX = "store_credit "
 """How a credit's request is fingerprinted in the key ledger (``store_credit A-1001 500``)."""
@@ -110,7 +110,7 @@ class SqlStoreCredits:
                 },
             ).scalar_one()
             self.keys.record(db, request.idempotency_key, credit_id)
-            record_payout(self.database, db, request, "store credit", credit_id)
+            record_payout(self.database, db, request, STORE_CREDIT, credit_id)
         return RefundReceipt(refund_id=credit_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_credit(self, db: Connection, request: RefundRequest, first: sa.Row[Any]) -> RefundReceipt:

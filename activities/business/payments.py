@@ -46,7 +46,7 @@ from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import idempotency_keys, refunds
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
-from activities.tools import PayoutKind
+from activities.tools import REFUND, PayoutKind
 
 
 class Payments(Protocol):
@@ -157,7 +157,7 @@ class SqlPayments:
             self.keys.record(db, request.idempotency_key, refund_id)
             if counted is not None:
                 self.unattended.keep(db, refund_id, reserved=counted)
-            record_payout(self.database, db, request, "refund", refund_id)
+            record_payout(self.database, db, request, REFUND, refund_id)
         return RefundReceipt(refund_id=refund_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_refund(self, db: Connection, key: str, asked: RefundFingerprint, first: sa.Row[Any]) -> RefundReceipt:

@@ -80,7 +80,7 @@ from activities.business.refusals import (
 from activities.business.schema import idempotency_keys, refunds
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
-from activities.tools import PayoutKind
+from activities.tools import REFUND, PayoutKind
 
 T = TypeVar("T")
 MAX_KEY_LENGTH = 255
@@ -184,7 +184,7 @@ class StripePayments:
             replayed = response is not None and response.headers.get(REPLAYED) == "true"
             paid = self._book(db, request.order_id, made, key, replayed=replayed)
             self.keys.record(db, key, paid.refund_id)
-            record_payout(self.database, db, request, "refund", paid.refund_id)
+            record_payout(self.database, db, request, REFUND, paid.refund_id)
         return paid
 
     def _within_charge(self, db: Connection, payment: str, request: RefundRequest, *, repeat: bool) -> None:
