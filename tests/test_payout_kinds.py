@@ -30,7 +30,7 @@ from agent_worker.wiring import ClientTimeoutError, check_client_timeouts
 from tests.support.fake_stripe import FakeStripe, stripe_business
 from tests.support.gift_cards import GIFT_CARD, ISSUE_GIFT_CARD, WITH_GIFT_CARDS, send_gift_card, with_gift_card_ledger
 from tests.support.harness import Harness
-from tests.support.inbox import inbox_web, page_of, person
+from tests.support.inbox import inbox_web, page_of, person, shown
 from tests.support.models import PlaybackModel, calls, says
 from tests.support.stores import StoreFactory
 from tests.support.tickets import answer, ticket
@@ -235,6 +235,40 @@ async def test_store_credit_that_waits_for_a_person_is_told_as_store_credit_in_e
     assert told.count("A store credit of USD 49.00 waits for a person") >= 2, told
     assert "bob, by signal: the approver is as the sender claimed, declines the store credit of USD 49.00" in told
     assert not any(re.search(r"\brefund of\b", sentence) for sentence in told), told
+
+
+async def test_the_inbox_tells_a_store_credit_waiting_as_store_credit_to_whoever_reads_its_page(
+    agent: Harness,
+) -> None:
+    """The request's page says what waits, in the transcript and in why someone may not answer it: store credit, as
+    its tool declares it, not a refund."""
+    model = PlaybackModel(
+        [
+            calls(("lookup_order", {"order_id": "A-1001"}), step=1),
+            calls(("issue_store_credit", {"order_id": "A-1001", "amount_cents": 4900}), step=2),
+            says("Done."),
+        ]
+    )
+    async with agent.worker(model):
+        handle = await agent.start(ticket(approval_timeout_seconds=60, approvers=["ben"]))
+        await awaiting(handle, 4900)
+        inbox = await start_inbox(agent.settings(web=inbox_web()), agent.client, host="127.0.0.1", port=0)
+        try:
+            async with person(inbox) as ann:
+                await ann.sign_in("ann")
+                _, page = await ann.get(page_of(handle.id))
+        finally:
+            await inbox.stop()
+            await handle.cancel()
+
+    assert shown(page, "may-not-answer") == (
+        "You (ann) are not among this ticket's approvers for a store credit of USD 49.00 (ben), so it would not "
+        "take your answer."
+    )
+    assert "A store credit of USD 49.00 waits for a person" in page
+    assert "The agent asked for a store credit of USD 49.00 on order A-1001" in page
+    assert "A refund" not in page
+    assert "a refund of" not in page
 
 
 async def handed_over(agent: Harness, workflow_id: str) -> bool:
