@@ -1,4 +1,4 @@
-"""Settling a payment whose outcome is unknown: the activity each paying tool declares (``Payout.settled_by``).
+"""Settling a payment whose outcome is unknown: the activity each paying tool declares (``PayoutKind.settled_by``).
 
 A payment that timed out, or ran out of retries without a refusal, may well have been paid. Before the model
 hears anything, the workflow asks the ledger that keeps the money what it recorded under the payment's key; if

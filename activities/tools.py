@@ -12,8 +12,15 @@ Read from here, not written again: the model's tool list (``claude_model.tool_de
 handler for a call (``workflows.toolbox.Toolbox.RULE_HANDLERS``, by rule, scheduling the declared activity by
 name), each tool's attempt (``workflows.timeouts``, by rule), and the worker's registration
 (``ToolActivities.all``: an implementation of every declaration that runs an activity, or the worker does not
-start). A tool that pays also declares a ``Payout``: how people read of it, its keys, and the activity that
-settles an unknown outcome (``@settles(TOOL)``, ``activities.reconciliation``).
+start). A tool that pays also declares its ``PayoutKind``: how people read of it, its keys, the table it is booked
+in, and the activity that settles an unknown outcome (``@settles(TOOL)``, ``activities.reconciliation``).
+
+``TOOLS`` (a ``Tools``) is the one registry of tools, and so of payout kinds: every other place that needs to know
+which tools pay, what a payout is called, in which table it is booked or which activities call the payment
+provider asks it (the ledgers' view of what was paid back, the transcript, the inbox, the approval sentences, the
+worker's check of client timeouts), and none names a paying tool. A registry with one more tool
+(``TOOLS.with_tools(...)``) is how a test shows that a paying tool declared nowhere in the product reaches all of
+them.
 
 Adding a tool is its declaration below and its implementation; a new rule needs a handler in the workflow.
 """
@@ -21,7 +28,7 @@ Adding a tool is its declaration below and its implementation; a new rule needs 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
@@ -103,7 +110,7 @@ class Rule(StrEnum):
     """Pays the customer back on one of their orders (``order_id``, ``amount_cents``): the order is checked to
     be theirs; a person approves it above the approval limit, past the ticket's total, for a further part of an
     order paid back before, and past a limit across tickets; its key names the ticket, the order and the part;
-    an unknown outcome is settled (``Payout.settled_by``) before the model hears of it. Runs alone."""
+    an unknown outcome is settled (``PayoutKind.settled_by``) before the model hears of it. Runs alone."""
     MAILS = "mails"
     """An email: keyed per tool call, sent to the ticket's customer address only. Runs alone."""
     WAITS = "waits"
@@ -115,11 +122,21 @@ class Rule(StrEnum):
         return self is Rule.READS
 
 
+class Client(StrEnum):
+    """An outside system whose client a tool's activity calls: the worker checks that the client's timeout ends a
+    slow call inside the attempt of every activity that calls it (``agent_worker.wiring.check_client_timeouts``)."""
+
+    PAYMENT_PROVIDER = "payment provider"
+    """Stripe, where it is the provider: what an order was charged and refunded is its word."""
+    MAIL_SERVER = "mail server"
+
+
 @dataclass(frozen=True)
-class Payout:
-    """What a tool that pays declares besides its arguments. Its activity takes a ``RefundRequest`` and returns a
-    ``RefundReceipt``; the activity ``settled_by`` takes a key and returns what was paid under it, or None, having
-    closed the key so that nothing pays under it later."""
+class PayoutKind:
+    """A kind of payment back to a customer, as the tool that pays it declares it: how people read of it, its keys,
+    the table it is booked in, and who settles an unknown outcome. Its activity takes a ``RefundRequest`` and
+    returns a ``RefundReceipt``; the activity ``settled_by`` takes a key and returns what was paid under it, or
+    None, having closed the key so that nothing pays under it later."""
 
     noun: str
     """What one payment is called where the model and people read of it: ``refund`` (``refund #3``)."""
@@ -132,6 +149,14 @@ class Payout:
     """The activity that settles an unknown outcome under a key."""
     keeper: str
     """Who keeps the money and answers for the key: ``the payment provider``."""
+    ledger: str
+    """The table of the business database it is booked in, one row per payment, each with its ``order_id`` and
+    its ``amount_cents``: what "never past the charge" sums (``activities.business.paid_back``)."""
+    plural: str
+    """What a sum of them is called, where a refusal lists what was paid back: ``refunds``, ``store credit``."""
+    through_provider: bool = False
+    """Paid through the payment provider, whose own book then has the word on it: Stripe's refunded total stands
+    in for what the worker booked (a refund made in Stripe's dashboard counts too). One kind at most."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +169,10 @@ class Tool:
     rule: Rule
     returns: type[Contract] | None
     """What its activity returns (None: it runs none, as a wait)."""
-    payout: Payout | None = None
-    """A tool that pays: how it is read of and settled."""
+    payout: PayoutKind | None = None
+    """A tool that pays: its kind of payout, how it is read of, booked and settled."""
+    calls: frozenset[Client] = frozenset()
+    """The outside systems its activity calls besides those its rule implies (``clients``)."""
 
     def __post_init__(self) -> None:
         fields = self.args.model_fields
@@ -157,6 +184,14 @@ class Tool:
             raise TypeError(f"{self.name}: a tool that pays, and only one, declares its payout")
         if self.rule is Rule.PAYS and ("amount_cents" not in fields or self.returns is not RefundReceipt):
             raise TypeError(f"{self.name}: a tool that pays takes an amount_cents and returns a RefundReceipt")
+
+    @property
+    def clients(self) -> frozenset[Client]:
+        """Every outside system its activity calls: those declared, and the payment provider for a tool that pays
+        (what was paid back is checked against the charge, the provider's word), the mail server for one that
+        mails."""
+        implied = {Rule.PAYS: {Client.PAYMENT_PROVIDER}, Rule.MAILS: {Client.MAIL_SERVER}}.get(self.rule, set())
+        return self.calls | implied
 
     @property
     def description(self) -> str:
@@ -201,58 +236,109 @@ def activity_name(fn: Callable[..., Any]) -> str | None:
 
 # --- the declarations ------------------------------------------------------------------------------------------
 
-LOOKUP_ORDER = Tool("lookup_order", LookupOrderArgs, Rule.READS, OrderLookup)
+LOOKUP_ORDER = Tool(
+    "lookup_order", LookupOrderArgs, Rule.READS, OrderLookup, calls=frozenset({Client.PAYMENT_PROVIDER})
+)
 """The order as the shop and the payment provider have it: what every check that an order is the customer's runs."""
 
-ISSUE_REFUND = Tool(
-    "issue_refund",
-    IssueRefundArgs,
-    Rule.PAYS,
-    RefundReceipt,
-    Payout(noun="refund", done="Refunded", key="refund", settled_by="find_refund", keeper="the payment provider"),
+REFUND = PayoutKind(
+    noun="refund",
+    done="Refunded",
+    key="refund",
+    settled_by="find_refund",
+    keeper="the payment provider",
+    ledger="refunds",
+    plural="refunds",
+    through_provider=True,
 )
+ISSUE_REFUND = Tool("issue_refund", IssueRefundArgs, Rule.PAYS, RefundReceipt, REFUND)
 
-ISSUE_STORE_CREDIT = Tool(
-    "issue_store_credit",
-    IssueStoreCreditArgs,
-    Rule.PAYS,
-    RefundReceipt,
-    Payout(
-        noun="store credit",
-        done="Credited",
-        key="store_credit",
-        settled_by="find_store_credit",
-        keeper="the store credit ledger",
-    ),
+STORE_CREDIT = PayoutKind(
+    noun="store credit",
+    done="Credited",
+    key="store_credit",
+    settled_by="find_store_credit",
+    keeper="the store credit ledger",
+    ledger="store_credits",
+    plural="store credit",
 )
+ISSUE_STORE_CREDIT = Tool("issue_store_credit", IssueStoreCreditArgs, Rule.PAYS, RefundReceipt, STORE_CREDIT)
 
 SEND_EMAIL = Tool("send_email", SendEmailArgs, Rule.MAILS, EmailReceipt)
 ORDER_EVENTS = Tool("order_events", OrderEventsArgs, Rule.READS, ToolOutput)
 WAIT_FOR_DELIVERY_SCAN = Tool("wait_for_delivery_scan", WaitForDeliveryScanArgs, Rule.WAITS, None)
 SHIPPING_STATUS = Tool("shipping_status", ShippingStatusArgs, Rule.READS, ToolOutput)
 
-TOOLS: dict[str, Tool] = {
-    tool.name: tool
-    for tool in (
-        LOOKUP_ORDER,
-        ISSUE_REFUND,
-        ISSUE_STORE_CREDIT,
-        SEND_EMAIL,
-        ORDER_EVENTS,
-        WAIT_FOR_DELIVERY_SCAN,
-        SHIPPING_STATUS,
-    )
-}
+
+class Tools(Mapping[str, Tool]):
+    """A registry of tools, by name, in the order the model is told of them; immutable. What pays, what it is
+    called and booked in, and what calls which outside system are read from it, never written beside it."""
+
+    def __init__(self, *tools: Tool) -> None:
+        self._by_name = {tool.name: tool for tool in tools}
+        kinds = [tool.payout for tool in tools if tool.payout is not None]
+        for what, values in (
+            ("name", [tool.name for tool in tools]),
+            ("payout noun", [kind.noun for kind in kinds]),
+            ("key prefix", [kind.key for kind in kinds]),
+            ("ledger", [kind.ledger for kind in kinds]),
+            ("settling activity", [kind.settled_by for kind in kinds]),
+        ):
+            if twice := sorted({value for value in values if values.count(value) > 1}):
+                raise TypeError(f"two tools declare the same {what}: {', '.join(twice)}")
+        if sum(kind.through_provider for kind in kinds) > 1:
+            raise TypeError("the payment provider's book has one refunded total: one payout kind at most is paid by it")
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def with_tools(self, *tools: Tool) -> Tools:
+        """These tools and ``tools`` after them: a registry for a test's tool, which the product never names."""
+        return Tools(*self.values(), *tools)
+
+    def payout_kinds(self) -> tuple[PayoutKind, ...]:
+        """Every kind of payment back to a customer, in declaration order: what "never past the charge" counts."""
+        return tuple(tool.payout for tool in self.values() if tool.payout is not None)
+
+    def payout_of(self, name: str) -> PayoutKind | None:
+        """The kind of payout the tool ``name`` pays; None for a tool that pays nothing, or a name no tool here has
+        (a record older than the tools this worker has)."""
+        tool = self.get(name)
+        return tool.payout if tool is not None else None
+
+    def payout_called(self, noun: str) -> PayoutKind | None:
+        """The kind of payout declared as ``noun`` (what a request for a person names it), or None."""
+        return next((kind for kind in self.payout_kinds() if kind.noun == noun), None)
+
+    def payout_noun(self, name: str) -> str:
+        """What a payment the tool ``name`` made is called where people read of it (``store credit #2``): its declared
+        noun; ``payout`` for a name no tool declares as paying."""
+        kind = self.payout_of(name)
+        return kind.noun if kind is not None else "payout"
+
+    def calling(self, client: Client) -> tuple[str, ...]:
+        """Every activity that calls ``client``: each tool whose activity does, and for a tool that pays, the
+        activity that settles it too (it asks the ledger that keeps the money, kept by that system or beside it)."""
+        names: list[str] = []
+        for tool in self.values():
+            if client in tool.clients:
+                names += [tool.name] + ([tool.payout.settled_by] if tool.payout is not None else [])
+        return tuple(names)
+
+
+TOOLS = Tools(
+    LOOKUP_ORDER,
+    ISSUE_REFUND,
+    ISSUE_STORE_CREDIT,
+    SEND_EMAIL,
+    ORDER_EVENTS,
+    WAIT_FOR_DELIVERY_SCAN,
+    SHIPPING_STATUS,
+)
 """Every tool, in the order the model is told of them."""
-
-
-def payout_noun(name: str) -> str:
-    """What a payment the tool ``name`` made is called where people read of it (``store credit #2``): its declared
-    noun; ``payout`` for a name no tool declares as paying (a record older than the tools this worker has)."""
-    tool = TOOLS.get(name)
-    return tool.payout.noun if tool is not None and tool.payout is not None else "payout"
-
-
-def paying_tools() -> frozenset[str]:
-    """The names of the tools that pay, as declared: what the inbox and the transcript call a payout."""
-    return frozenset(name for name, tool in TOOLS.items() if tool.payout is not None)

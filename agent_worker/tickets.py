@@ -75,9 +75,10 @@ from activities.contracts.ticket import (
     Turn,
     Waiting,
 )
+from activities.tools import TOOLS, Tools
 from agent_worker.defaults import WAITING_KINDS
 from agent_worker.transcript import Entry as Entry  # noqa: PLC0414 - re-exported: what ``transcript`` returns
-from agent_worker.transcript import decided_plainly, entries, first
+from agent_worker.transcript import decided_plainly, entries, first, last_waiting
 from workflows.approval_rules import ApprovalDesk
 
 PREFIX = "ticket-"
@@ -237,11 +238,13 @@ async def run_ids(client: Client, workflow_id: str, last: str) -> list[str]:
         runs.append(previous)
 
 
-async def transcript(client: Client, workflow_id: str, last_run: str) -> list[Entry]:
-    """What happened to the ticket, every run of it up to ``last_run``, read from history (no worker needed)."""
+async def transcript(client: Client, workflow_id: str, last_run: str, tools: Tools = TOOLS) -> list[Entry]:
+    """What happened to the ticket, every run of it up to ``last_run``, read from history (no worker needed), its
+    payouts told as ``tools`` declare them."""
     told: list[Entry] = []
     for run_id in await run_ids(client, workflow_id, last_run):
-        told += [entry async for entry in entries(client, handle(client, workflow_id, run_id=run_id), follow=False)]
+        run, waiting = handle(client, workflow_id, run_id=run_id), last_waiting(told)
+        told += [entry async for entry in entries(client, run, follow=False, tools=tools, waiting=waiting)]
     return told
 
 
@@ -444,7 +447,8 @@ async def judged(
     by = [decided.approver] if decided.approver else []
     if decided.decision is mine and decided.channel == "signal" and request.among(given.approver, by):
         return Answered(workflow_id, given, request, mine)
-    raise AnswerRefusedError(workflow_id, request, f"it was decided first: {decided_plainly(decided)}", sent=True)
+    said = decided_plainly(decided, request.currency, request.payout)
+    raise AnswerRefusedError(workflow_id, request, f"it was decided first: {said}", sent=True)
 
 
 async def deciding_answer(client: Client, workflow_id: str, request_id: str) -> ApprovalRecord | None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from activities.content_store import BlobBackend
     from activities.contracts.policy import PolicyInForce
     from activities.language_model import LanguageModel
+    from activities.tools import Tools
     from agent_worker.codec_server.auth import BearerAuth
 
 log = structlog.get_logger(__name__)
@@ -329,31 +330,36 @@ class ClientTimeoutError(SystemExit):
     which (a ``SystemExit``, so every entry point stops with the sentence, as ``connect`` refuses)."""
 
 
-def check_client_timeouts(settings: Settings) -> None:
+def check_client_timeouts(settings: Settings, tools: Tools | None = None) -> None:
     """Every outside system's client gives up before the attempt of each activity it runs in: a slow answer then
     ends the attempt with a retryable error the activity reports, not an attempt Temporal gave up on while the call
     went on (a refund or an email that may still land). Every client is checked, in use or not, as any setting is;
-    ``ClientTimeoutError`` names the setting, its value, the activity and its attempt."""
-    from activities.tools import ISSUE_REFUND, LOOKUP_ORDER, SEND_EMAIL  # noqa: PLC0415 - for workers alone
+    ``ClientTimeoutError`` names the setting, its value, and every activity whose attempt it does not fit, with the
+    attempt. Which activities call the payment provider or the mail server is read from the tools' declarations
+    (``tools``, the product's ``TOOLS`` unless given: ``Tools.calling``), so a tool declared is checked without being
+    named here."""
+    from activities.tools import TOOLS, Client  # noqa: PLC0415 - for workers alone
     from workflows import timeouts  # noqa: PLC0415
 
-    refund = ISSUE_REFUND.payout
-    assert refund is not None, "a paying tool declares the activity that settles it"
-    stripe = (LOOKUP_ORDER.name, ISSUE_REFUND.name, refund.settled_by)  # every activity that calls Stripe
+    tools = TOOLS if tools is None else tools
     clients = (
         ("AGENT_ANTHROPIC_TIMEOUT_SECONDS", settings.claude.timeout_seconds, ("think", "summarize")),
-        ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, stripe),
-        ("AGENT_SMTP_TIMEOUT_SECONDS", settings.smtp.timeout_seconds, (SEND_EMAIL.name,)),
+        ("AGENT_STRIPE_TIMEOUT_SECONDS", settings.stripe.timeout_seconds, tools.calling(Client.PAYMENT_PROVIDER)),
+        ("AGENT_SMTP_TIMEOUT_SECONDS", settings.smtp.timeout_seconds, tools.calling(Client.MAIL_SERVER)),
     )
     for name, seconds, activities in clients:
-        for activity in activities:
-            attempt = timeouts.attempt(activity).get("start_to_close_timeout") or timeouts.LONGEST_ATTEMPT
-            if seconds >= attempt.total_seconds():
-                raise ClientTimeoutError(
-                    f"agent-worker cannot start: {name}={seconds:g} is not below the {activity} activity's attempt "
-                    f"(start_to_close_timeout {attempt.total_seconds():g} s): a call that slow would outlive the "
-                    "attempt it runs in"
-                )
+        limits = [
+            (a, timeouts.attempt(a, tools).get("start_to_close_timeout") or timeouts.LONGEST_ATTEMPT)
+            for a in activities
+        ]
+        outlived = [(a, limit.total_seconds()) for a, limit in limits if seconds >= limit.total_seconds()]
+        if outlived:
+            (activity, attempt), *others = outlived
+            nor = f" (nor below those of {', '.join(f'{a} ({t:g} s)' for a, t in others)})" if others else ""
+            raise ClientTimeoutError(
+                f"agent-worker cannot start: {name}={seconds:g} is not below the {activity} activity's attempt "
+                f"(start_to_close_timeout {attempt:g} s){nor}: a call that slow would outlive the attempt it runs in"
+            )
 
 
 def grace_period(settings: Settings) -> timedelta:

@@ -16,6 +16,7 @@ from activities.business.refusals import NeedsApprovalError
 from activities.contracts.approvals import AnsweredRequest, ApprovalDecision, ApprovalRecord, ApprovalRequest
 from activities.contracts.policy import Limits, MoneyPolicy
 from activities.contracts.world import Order, RefundRequest
+from activities.tools import REFUND
 from agent_worker import answers, policy_file, tickets
 from agent_worker.cli.operations import not_waiting
 from agent_worker.transcript import Entry, asked_plainly, decided_plainly, plainly
@@ -125,17 +126,18 @@ def at(minute: int) -> datetime:
 
 
 def entries(units: int) -> list[Entry]:
-    """One of each entry the inbox tells in sentences, about a refund of ``units``."""
+    """One of each entry the inbox tells in sentences, about a refund of ``units``, as the reader tells them: those
+    about the refund carry its declared kind."""
     refund = {"name": "issue_refund", "input": {"order_id": "J-7001", "amount_cents": units}}
     order = {"order_id": "J-7001", "amount_cents": units, "refunded_cents": units, "customer_email": JO}
     answer = {"amount_cents": units, "approved": True, "approver": "ann", "request_id": "R1"}
     return [
-        Entry("asks", "issue_refund(...)", 1, at(1), "issue_refund", refund),
+        Entry("asks", "issue_refund(...)", 1, at(1), "issue_refund", refund, REFUND),
         Entry("result", "lookup_order returned ...", 2, at(2), "lookup_order", order),
-        Entry("result", "issue_refund returned ...", 3, at(3), "issue_refund", {"refund_id": 1, **order}),
-        Entry("approval", "a refund waits", 4, at(4), detail=units),
-        Entry("signal", "signal approve", 5, at(5), "approve", answer),
-        Entry("answer", "approval inbox", 6, at(6), "approve", answer),
+        Entry("result", "issue_refund returned ...", 3, at(3), "issue_refund", {"refund_id": 1, **order}, REFUND),
+        Entry("approval", "a refund waits", 4, at(4), detail=units, payout=REFUND),
+        Entry("signal", "signal approve", 5, at(5), "approve", answer, REFUND),
+        Entry("answer", "approval inbox", 6, at(6), "approve", answer, REFUND),
     ]
 
 
@@ -149,7 +151,8 @@ def test_the_transcripts_sentences_name_the_currency_in_its_own_decimals(currenc
         for d in ApprovalDecision
         if d is not ApprovalDecision.REJECTED
     ]
-    asked = asked_plainly({"name": "issue_refund", "input": {"order_id": "J-7001", "amount_cents": 1500}}, currency)
+    call = {"name": "issue_refund", "input": {"order_id": "J-7001", "amount_cents": 1500}}
+    asked = asked_plainly(call, currency, REFUND)
 
     for sentence in [*told, *decided, asked]:
         assert shown in sentence, sentence

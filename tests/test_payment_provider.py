@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from activities.business import Business
+from activities.business import Business, Options
 from activities.business.payments import RefundFingerprint
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -29,6 +29,7 @@ from activities.business.refusals import (
 from activities.business.unattended import Totals
 from activities.contracts.policy import Limits
 from activities.contracts.world import EmailRequest, Order, RefundReceipt, RefundRequest
+from tests.support.demonstrations import Demonstration
 from tests.support.stores import StoreFactory
 
 
@@ -38,6 +39,12 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
+
+
+def pays_past_the_charge(store: Business) -> Business:
+    """``store`` with a provider that checks each refund against the charge alone, for the rules of keys that two
+    refunds of one order show (the product's provider would refuse the second)."""
+    return Demonstration(refund_guard=False).guard(store)
 
 
 def refund(amount: int, key: str = "refund:A-1001", order: str = "A-1001") -> RefundRequest:
@@ -54,7 +61,7 @@ def test_the_same_key_with_another_amount_is_refused(make_store: StoreFactory) -
 
 def test_a_key_expires_and_a_repeat_after_that_is_a_new_request(make_store: StoreFactory) -> None:
     clock = Clock()
-    store = make_store(key_ttl=timedelta(hours=24), refund_guard=False, clock=clock)
+    store = pays_past_the_charge(make_store(key_ttl=timedelta(hours=24), clock=clock))
     store.payments.refund(refund(4900))
     clock.now += timedelta(hours=23, minutes=59)
     assert store.payments.refund(refund(4900)).replayed
@@ -67,7 +74,7 @@ def test_a_key_expires_and_a_repeat_after_that_is_a_new_request(make_store: Stor
 
 
 def test_each_key_is_its_own_refund_and_pays(make_store: StoreFactory) -> None:
-    store = make_store(refund_guard=False)
+    store = pays_past_the_charge(make_store())
     store.payments.refund(refund(4900, key="refund:T-1/1"))
     store.payments.refund(refund(4900, key="refund:T-2/1"))
     assert len(store.payments.refunds()) == 2
@@ -84,11 +91,12 @@ def test_the_guard_refuses_a_refund_above_what_was_charged(make_store: StoreFact
     assert sum(r.amount_cents for r in store.payments.refunds()) == 4900
 
 
-def test_with_the_guard_off_the_provider_pays_whatever_it_is_asked(make_store: StoreFactory) -> None:
-    store = make_store(refund_guard=False)
-    store.payments.refund(refund(4900, key="a"))
-    store.payments.refund(refund(5900, key="b"))
-    assert sum(r.amount_cents for r in store.payments.refunds()) == 10_800
+def test_no_option_of_the_business_lets_its_provider_pay_past_the_charge(make_store: StoreFactory) -> None:
+    """A provider that pays past the charge is a demonstration's, built by the tests (``PaysPastTheCharge``), never a
+    mode of the product's: the business takes no option that lifts the rule."""
+    assert "refund_guard" not in Options.__annotations__
+    with pytest.raises(TypeError, match="refund_guard"):
+        make_store(refund_guard=False)
 
 
 def test_an_unknown_order_is_not_found(make_store: StoreFactory) -> None:
@@ -195,7 +203,7 @@ def test_a_key_settled_as_unpaid_refuses_a_late_attempt_for_ever(make_store: Sto
 def test_a_late_attempt_racing_the_settlement_either_pays_and_is_found_or_never_pays(make_store: StoreFactory) -> None:
     """Four attempts and four settlements of one key at once, many times over: whichever commits first, the
     settlement's answer is the truth, and nothing is paid after "not made"."""
-    store = make_store(refund_guard=False)
+    store = pays_past_the_charge(make_store())
     for n in range(10):
         key = f"refund:T-race/A-1001/{n}"
         barrier = threading.Barrier(8)
@@ -360,7 +368,9 @@ def test_whatever_the_limits_and_the_order_of_refunds_the_ledger_counts_as_the_r
 
 
 @dataclass(frozen=True)
-class Payout:
+class Asked:
+    """A payout asked for, in the sequence a property is checked over."""
+
     credit: bool
     """Store credit; else a refund."""
     amount: int
@@ -369,7 +379,7 @@ class Payout:
 
 
 PAYOUTS = st.lists(
-    st.builds(Payout, credit=st.booleans(), amount=st.integers(1, 2500), again=st.booleans()), min_size=1, max_size=12
+    st.builds(Asked, credit=st.booleans(), amount=st.integers(1, 2500), again=st.booleans()), min_size=1, max_size=12
 )
 
 
@@ -383,7 +393,7 @@ def test_whatever_the_sequence_of_refunds_and_credits_what_is_paid_back_never_pa
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(charged=st.integers(1, 5000), payouts=PAYOUTS)
-    def holds(charged: int, payouts: list[Payout]) -> None:
+    def holds(charged: int, payouts: list[Asked]) -> None:
         order = f"L-{uuid.uuid4().hex[:8]}"
         store.orders.add(Order(order_id=order, amount_cents=charged, customer_email="ann@example.com"))
         total = 0

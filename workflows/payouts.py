@@ -1,5 +1,5 @@
 """Payments back to the customer, whichever tool makes them (a refund, a store credit): the rules every paying
-tool is under, read from its declaration (``Payout``), never written per tool.
+tool is under, read from its declaration (``PayoutKind``), never written per tool.
 
 - **Keys per part.** A payment's key names the tool's key prefix, the ticket, the order and the part
   (``refund:ticket:<id>/<order>/<n>``): the same for every retry of it and in every run of the ticket, so a
@@ -11,7 +11,7 @@ tool is under, read from its declaration (``Payout``), never written per tool.
   says): splitting a payment, switching tools, or asking again in a new ticket does not dodge a person. A
   payment needing none is still held to the policy's limits across tickets where it is booked.
 - **Unknown outcomes.** A payment whose outcome is unknown is settled under its key by the activity its tool
-  declares (``Payout.settled_by``) before the model hears anything: paid, or, if not, the key is closed so that
+  declares (``PayoutKind.settled_by``) before the model hears anything: paid, or, if not, the key is closed so that
   a late attempt cannot pay either.
 """
 
@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundRecord, TicketInput
     from activities.contracts.world import OrderLookup, RefundReceipt, RefundRequest
-    from activities.tools import Payout, Tool
+    from activities.tools import PayoutKind, Tool
     from workflows import timeouts
     from workflows.approval_rules import Ask, Refused, Unattended, Verdict, decide
 
@@ -358,6 +358,6 @@ def _policy_changed(error: ActivityError) -> bool:
     return isinstance(error.cause, ApplicationError) and error.cause.type == POLICY_CHANGED
 
 
-def _payout(tool: Tool) -> Payout:
+def _payout(tool: Tool) -> PayoutKind:
     assert tool.payout is not None, f"{tool.name} pays, so it declares its payout"
     return tool.payout

@@ -29,7 +29,7 @@ from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
 from activities.contracts.limits import HEARTBEAT_TIMEOUT
-from activities.tools import TOOLS, Rule
+from activities.tools import TOOLS, Rule, Tools
 
 HEARTBEAT = HEARTBEAT_TIMEOUT
 
@@ -130,13 +130,13 @@ entry, the closing line; ``Patch.AUDITED_WHERE_DONE``): a business database that
 the SDK waits out the longer backoffs on a timer instead of in the task."""
 
 
-def attempt(name: str) -> ActivityConfig:
+def attempt(name: str, tools: Tools = TOOLS) -> ActivityConfig:
     """The timeouts and retries of the activity registered as ``name``: the table's, else those its tool's
-    declaration gives it (a tool declared after this module was read). A name neither knows is a mistake in the
-    code, refused by name rather than run on a default nobody chose for it."""
+    declaration in ``tools`` gives it (a registry with a tool the product does not have, as a test declares). A
+    name neither knows is a mistake in the code, refused by name rather than run on a default nobody chose for it."""
     if name in ATTEMPTS:
         return ATTEMPTS[name]
-    for tool in TOOLS.values():
+    for tool in tools.values():
         if tool.name == name and tool.rule in BY_RULE:
             return BY_RULE[tool.rule]
         if tool.payout is not None and tool.payout.settled_by == name:

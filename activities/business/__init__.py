@@ -5,11 +5,11 @@ embedded implementation behind it in one shared database (``database``, ``schema
 default, PostgreSQL when several workers share it:
 
 - ``orders``: the shop's orders and their event logs (``Orders``, ``SqlOrders``);
-- ``payments``: the payment provider's refunds under idempotency keys, with Stripe's rules, the
-  refund-total guard and settling an unknown outcome (``Payments``, ``SqlPayments``), and what was refunded
+- ``payments``: the payment provider's refunds under idempotency keys, with Stripe's rules, never past the
+  charge, and settling an unknown outcome (``Payments``, ``SqlPayments``), and what was refunded
   without a person, counted against the limits across tickets whichever provider pays (``unattended``);
-- ``paid_back``: what was paid back against an order, every kind of payout together (refunds, store credit),
-  read by every guard in the transaction that books a payout and by every report: never past the charge;
+- ``paid_back``: what was paid back against an order, every kind of payout the tools declare together (refunds,
+  store credit), read by every guard in the transaction that books a payout and by every report: never past the charge;
 - ``credits``: store credit, vouchers issued on an order instead of a refund, once per key, counted against the
   limits across tickets like refunds (``StoreCredits``, ``SqlStoreCredits``), in this database whichever
   provider refunds;
@@ -30,7 +30,7 @@ book and its closed keys in the same database), chosen where the worker's settin
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,8 +44,10 @@ from activities.business.keys import KeyLedger
 from activities.business.mail import Relay, SqlOutbox
 from activities.business.model_calls import SqlModelCalls
 from activities.business.orders import SqlOrders
+from activities.business.paid_back import KINDS
 from activities.business.payments import SqlPayments
 from activities.business.unattended import UnattendedLedger
+from activities.tools import PayoutKind
 
 if TYPE_CHECKING:
     from stripe import StripeClient
@@ -59,7 +61,7 @@ class Options(TypedDict, total=False):
     """What the business takes besides where its database is (``Business.at`` says what each does)."""
 
     key_ttl: timedelta
-    refund_guard: bool
+    kinds: Sequence[PayoutKind]
     clock: Callable[[], datetime]
     mail_relay: Relay | None
     stripe: StripeClient | None
@@ -86,26 +88,27 @@ class Business:
         url: str,
         *,
         key_ttl: timedelta = timedelta(hours=24),
-        refund_guard: bool = True,
+        kinds: Sequence[PayoutKind] = KINDS,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         mail_relay: Relay | None = None,
         stripe: StripeClient | None = None,
     ) -> Business:
-        """The business in the database at ``url``; idempotency keys live ``key_ttl``, the payment provider
-        refuses refunds above an order's charge unless ``refund_guard`` is off, refunds go to Stripe through
+        """The business in the database at ``url``; idempotency keys live ``key_ttl``, every payout is checked
+        against what was paid back of the order, each of the ``kinds`` of payout the tools declare (a test's
+        registry may declare one more, booked in a table of its own), refunds go to Stripe through
         ``stripe`` if it is given, and the outbox delivers through ``mail_relay`` if one is given (else recording
         an email is sending it)."""
         database = Database(url, clock=clock)
         keys = KeyLedger(database, key_ttl)
         unattended = UnattendedLedger(database)
         orders = SqlOrders(database)
-        payments: SqlPayments | StripePayments = SqlPayments(database, keys, unattended, refund_guard=refund_guard)
-        store_credit = SqlStoreCredits(database, keys, unattended)
+        payments: SqlPayments | StripePayments = SqlPayments(database, keys, unattended, kinds)
+        store_credit = SqlStoreCredits(database, keys, unattended, kinds=kinds)
         if stripe is not None:
             from activities.business.stripe_payments import StripePayments  # noqa: PLC0415 - the SDK, when asked
 
-            payments = StripePayments(stripe, database, keys, orders, unattended)
-            store_credit = SqlStoreCredits(database, keys, unattended, charges=payments.at_stripe)  # Stripe's word
+            payments = StripePayments(stripe, database, keys, orders, unattended, kinds=kinds)
+            store_credit = SqlStoreCredits(database, keys, unattended, payments.at_stripe, kinds)  # Stripe's word
         return cls(
             database=database,
             orders=orders,

@@ -27,6 +27,7 @@ from activities.business.schema import answers, audit_log
 from activities.contracts.approvals import AnsweredRequest
 from activities.contracts.limits import cut
 from activities.contracts.world import AuditEntry, AuditQuery, EmailRequest, RefundRequest
+from activities.tools import PayoutKind
 
 SUBJECT_BYTES = 200
 """What an email's entry keeps of its subject: the email itself is in the outbox."""
@@ -145,13 +146,13 @@ def write_entry(database: Database, db: Connection, entry: AuditEntry) -> None:
         )
 
 
-def record_payout(database: Database, db: Connection, request: RefundRequest, noun: str, number: int) -> None:
+def record_payout(database: Database, db: Connection, request: RefundRequest, kind: PayoutKind, number: int) -> None:
     """The ticket's audit entry for a payout booked in ``db``'s transaction (``refund #3 of USD 49.00 on order
     A-1001 made under key ...``), keyed by the payout's own key, so a retried booking writes it once; nothing for
     a request that names no ticket (a caller outside a ticket, or a run from before 1.2.0)."""
     if request.ticket_id is None:
         return
-    made = f"{noun} #{number} of {said(db, request.amount_cents, request.order_id)} on order {request.order_id}"
+    made = f"{kind.noun} #{number} of {said(db, request.amount_cents, request.order_id)} on order {request.order_id}"
     entry = f"{made} made under key {request.idempotency_key}"
     key = f"audit:{request.idempotency_key}"
     write_entry(database, db, AuditEntry(ticket_id=request.ticket_id, entry=entry, idempotency_key=key))

@@ -27,7 +27,7 @@ credit's count against the limits is written in the transaction that issues it a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -36,11 +36,12 @@ from sqlalchemy.engine import Connection
 from activities.business.audit import record_payout
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.paid_back import paid_back, said
+from activities.business.paid_back import KINDS, paid_back, said
 from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import idempotency_keys, store_credits
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
+from activities.tools import STORE_CREDIT, PayoutKind
 
 PREFIX = "store_credit "
 """How a credit's request is fingerprinted in the key ledger (``store_credit A-1001 500``)."""
@@ -73,7 +74,10 @@ class SqlStoreCredits:
         keys: KeyLedger,
         unattended: UnattendedLedger,
         charges: Callable[[str], Charge] | None = None,
+        kinds: Sequence[PayoutKind] = KINDS,
     ) -> None:
+        self.kinds = kinds
+        """Every kind of payout, as the tools declare them: what a voucher is checked against with the charge."""
         self.database = database
         self.keys = keys
         self.unattended = unattended
@@ -90,7 +94,7 @@ class SqlStoreCredits:
                 return self._first_credit(db, request, first)
             # The order's row stays locked until the voucher is booked: refunds and store credit of one order are
             # booked one at a time, each checked against what the ones before paid back.
-            book = paid_back(db, request.order_id, lock=True)
+            book = paid_back(db, request.order_id, self.kinds, lock=True)
             if self.charges is not None:
                 book = book.reported_by(self.charges(request.order_id))
             book.refuse_past_charge(request.amount_cents, "to credit")
@@ -106,7 +110,7 @@ class SqlStoreCredits:
                 },
             ).scalar_one()
             self.keys.record(db, request.idempotency_key, credit_id)
-            record_payout(self.database, db, request, "store credit", credit_id)
+            record_payout(self.database, db, request, STORE_CREDIT, credit_id)
         return RefundReceipt(refund_id=credit_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_credit(self, db: Connection, request: RefundRequest, first: sa.Row[Any]) -> RefundReceipt:

@@ -5,9 +5,10 @@ Money goes back to a customer in more than one way: a refund through the payment
 the worker's own database, and whatever kind comes next. Each kind is booked in a table of its own. When each
 guard summed the tables it knew of, the refund guard knew only refunds: store credit of a whole order and then a
 refund of it paid twice the charge, and ``lookup_order`` said nothing had been paid back, so nobody was asked
-either. Here the kinds are declared once (``PAYOUTS``) and every guard and every report reads them through
-``paid_back``: a kind added there is counted everywhere at once, and a kind that is not there is a bug of this
-module, not of every caller's.
+either. Here every kind the tools declare (``activities.tools.TOOLS.payout_kinds()``: each paying tool's
+``PayoutKind`` names the table it is booked in) is summed, and every guard and every report reads them through
+``paid_back``: a paying tool declared is counted everywhere at once, and there is no second list of kinds to keep in
+step with the tools.
 
 **Checked where it is booked.** ``paid_back(db, order_id, lock=True)`` locks the order's row for the rest of the
 transaction (``SELECT ... FOR UPDATE`` on PostgreSQL; on SQLite the writer's ``BEGIN IMMEDIATE`` already keeps
@@ -24,31 +25,20 @@ place of the worker's book, beside the payouts only the worker's database holds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from activities.business.refusals import OrderNotFoundError, RefundExceedsChargeError
-from activities.business.schema import orders, refunds, store_credits
+from activities.business.schema import orders
 from activities.contracts.fields import DEFAULT_CURRENCY, amount
 from activities.contracts.world import Charge
+from activities.tools import TOOLS, PayoutKind
 
-
-@dataclass(frozen=True)
-class Payout:
-    """One kind of payment back to a customer, and where it is booked."""
-
-    table: sa.Table
-    """One row per payment back, each with its ``order_id`` and its ``amount_cents``."""
-    noun: str
-    """What a person reads it as, in a refusal."""
-
-
-REFUNDS = Payout(refunds, "refunds")
-PAYOUTS: tuple[Payout, ...] = (REFUNDS, Payout(store_credits, "store credit"))
-"""Every kind of payment back against an order. A new kind is declared here, once, and is counted by every guard
-and every report from then on."""
+KINDS: tuple[PayoutKind, ...] = TOOLS.payout_kinds()
+"""The product's kinds of payout, as its tools declare them: what the business counts unless given others."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +49,7 @@ class PaidBack:
     order_id: str
     charged_cents: int
     currency: str | None
-    by_kind: tuple[tuple[Payout, int], ...]
+    by_kind: tuple[tuple[PayoutKind, int], ...]
 
     @property
     def total_cents(self) -> int:
@@ -67,19 +57,20 @@ class PaidBack:
         return sum(cents for _kind, cents in self.by_kind)
 
     @property
-    def besides_refunds(self) -> int:
-        """What was paid back otherwise than by refund: what only the worker's database knows of, whichever
-        provider refunds."""
-        return sum(cents for kind, cents in self.by_kind if kind is not REFUNDS)
+    def besides_provider(self) -> int:
+        """What was paid back otherwise than through the payment provider (store credit): what only the worker's
+        database knows of, whichever provider refunds."""
+        return sum(cents for kind, cents in self.by_kind if not kind.through_provider)
 
     def reported_by(self, charge: Charge) -> PaidBack:
-        """This order as a provider with a book of its own reports it: its charge, and its refunds in place of the
-        refunds the worker booked (the provider's word is the truth about money); the rest as the worker has it."""
+        """This order as a provider with a book of its own reports it: its charge, and its refunded total in place
+        of what the worker booked as paid through it (the provider's word is the truth about money); the rest as
+        the worker has it."""
         return replace(
             self,
             charged_cents=charge.amount_cents,
             currency=charge.currency or self.currency,
-            by_kind=tuple((kind, charge.refunded_cents if kind is REFUNDS else c) for kind, c in self.by_kind),
+            by_kind=tuple((kind, charge.refunded_cents if kind.through_provider else c) for kind, c in self.by_kind),
         )
 
     def allows(self, amount_cents: int) -> bool:
@@ -91,7 +82,7 @@ class PaidBack:
         kind, in the order's currency."""
         if self.allows(amount_cents):
             return
-        said = [f"{kind.noun} {self._amount(cents)}" for kind, cents in self.by_kind if cents]
+        said = [f"{kind.plural} {self._amount(cents)}" for kind, cents in self.by_kind if cents]
         raise RefundExceedsChargeError(
             f"Refusing {verb} {self._amount(amount_cents)} on {self.order_id}: {self._amount(self.total_cents)} of "
             f"{self._amount(self.charged_cents)} is already paid back" + (f" ({', '.join(said)})" if said else "")
@@ -101,21 +92,24 @@ class PaidBack:
         return amount(units, self.currency)
 
 
-def paid_back(db: Connection, order_id: str, *, lock: bool = False) -> PaidBack:
-    """What the order was charged and what was paid back against it, every kind of payout (``PAYOUTS``), as the
-    worker's database has them; with ``lock``, the order's row is held until the transaction ends, so that a
-    payout booked in it is checked against a sum no other payout can change. No such order: ``OrderNotFoundError``.
-    """
+def paid_back(db: Connection, order_id: str, kinds: Sequence[PayoutKind] = KINDS, *, lock: bool = False) -> PaidBack:
+    """What the order was charged and what was paid back against it, every kind of payout in ``kinds`` (each summed
+    from the table it declares it is booked in), as the worker's database has them; with ``lock``, the order's row
+    is held until the transaction ends, so that a payout booked in it is checked against a sum no other payout can
+    change. No such order: ``OrderNotFoundError``."""
     query = sa.select(orders.c.amount_cents, orders.c.currency).where(orders.c.order_id == order_id)
     order = db.execute(query.with_for_update() if lock else query).first()
     if order is None:
         raise OrderNotFoundError(f"There is no order {order_id}")
+    if not kinds:
+        return PaidBack(order_id, order.amount_cents, order.currency, by_kind=())
+    ledgers = [sa.table(kind.ledger, sa.column("order_id"), sa.column("amount_cents")) for kind in kinds]
     sums = sa.select(
         *(
-            sa.select(sa.func.coalesce(sa.func.sum(kind.table.c.amount_cents), 0))
-            .where(kind.table.c.order_id == order_id)
+            sa.select(sa.func.coalesce(sa.func.sum(ledger.c.amount_cents), 0))
+            .where(ledger.c.order_id == order_id)
             .scalar_subquery()
-            for kind in PAYOUTS
+            for ledger in ledgers
         )
     )
     paid = db.execute(sums).one()
@@ -123,7 +117,7 @@ def paid_back(db: Connection, order_id: str, *, lock: bool = False) -> PaidBack:
         order_id=order_id,
         charged_cents=order.amount_cents,
         currency=order.currency,
-        by_kind=tuple((kind, int(cents)) for kind, cents in zip(PAYOUTS, paid, strict=True)),
+        by_kind=tuple((kind, int(cents)) for kind, cents in zip(kinds, paid, strict=True)),
     )
 
 

@@ -10,9 +10,9 @@ one a retried activity relies on:
 - the same key with another request is refused;
 - keys expire (24 hours by default), after which a repeat is a new request;
 - a refund that would take what was paid back against an order (refunds, store credit and every other kind of
-  payout together, ``activities.business.paid_back``) above what was charged is refused, checked in the
-  transaction that books it (a setting of the embedded provider, on by default; the crash tests switch it off to
-  show what orchestration alone does).
+  payout the tools declare, together, ``activities.business.paid_back``) above what was charged is refused, checked
+  in the transaction that books it. Always: a provider that pays past the charge, as the crash tests show what
+  orchestration alone does, is built by the tests (``tests/support/demonstrations.py``), never switched on here.
 
 And the limits across tickets, which no provider has a word for: a refund nobody approved (a request with
 ``limits``) is checked against what its customer and the desk were refunded without a person in the last 24
@@ -31,6 +31,7 @@ the rules any implementation must pass, through the port alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -40,11 +41,12 @@ from sqlalchemy.engine import Connection
 from activities.business.audit import record_payout
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
-from activities.business.paid_back import paid_back, said
+from activities.business.paid_back import KINDS, paid_back, said
 from activities.business.refusals import IdempotencyConflictError
 from activities.business.schema import idempotency_keys, refunds
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
+from activities.tools import REFUND, PayoutKind
 
 
 class Payments(Protocol):
@@ -113,19 +115,24 @@ class RefundFingerprint:
 
 
 class SqlPayments:
-    """The embedded payment provider (``Payments``), with the refund-total guard on unless told otherwise. A
-    refund without a person is counted (``unattended``) in the transaction that pays it."""
+    """The embedded payment provider (``Payments``). A refund is checked against what was paid back of the order,
+    every kind of payout in ``kinds`` (the tools' declarations); a refund without a person is counted
+    (``unattended``) in the transaction that pays it."""
 
     def __init__(
-        self, database: Database, keys: KeyLedger, unattended: UnattendedLedger, *, refund_guard: bool = True
+        self,
+        database: Database,
+        keys: KeyLedger,
+        unattended: UnattendedLedger,
+        kinds: Sequence[PayoutKind] = KINDS,
     ) -> None:
         self.database = database
         self.keys = keys
         self.unattended = unattended
-        self.refund_guard = refund_guard
+        self.kinds = kinds
 
     def __str__(self) -> str:
-        return f"embedded, refund guard {'on' if self.refund_guard else 'off'}"
+        return "embedded"
 
     def refund(self, request: RefundRequest, in_force: str | None = None) -> RefundReceipt:
         asked = RefundFingerprint.of(request)
@@ -135,9 +142,8 @@ class SqlPayments:
                 return self._first_refund(db, request.idempotency_key, asked, first)
             # The order's row stays locked until the refund is booked: refunds and store credit of one order are
             # booked one at a time, each checked against what the ones before paid back.
-            book = paid_back(db, request.order_id, lock=True)
-            if self.refund_guard:
-                book.refuse_past_charge(request.amount_cents, "to refund")
+            book = paid_back(db, request.order_id, self.kinds, lock=True)
+            book.refuse_past_charge(request.amount_cents, "to refund")
             counted = self.unattended.count(db, request, in_force)  # refused before a refund number is taken
             refund_id = db.execute(
                 refunds.insert().returning(refunds.c.id),
@@ -151,7 +157,7 @@ class SqlPayments:
             self.keys.record(db, request.idempotency_key, refund_id)
             if counted is not None:
                 self.unattended.keep(db, refund_id, reserved=counted)
-            record_payout(self.database, db, request, "refund", refund_id)
+            record_payout(self.database, db, request, REFUND, refund_id)
         return RefundReceipt(refund_id=refund_id, order_id=request.order_id, amount_cents=request.amount_cents)
 
     def _first_refund(self, db: Connection, key: str, asked: RefundFingerprint, first: sa.Row[Any]) -> RefundReceipt:
@@ -184,7 +190,7 @@ class SqlPayments:
         """The embedded provider's charge of an order is the order's amount: it shares the shop's database; what
         was paid back is every kind of payout booked against it (``activities.business.paid_back``)."""
         with self.database.reader.connect() as db:
-            book = paid_back(db, order_id)
+            book = paid_back(db, order_id, self.kinds)
         return Charge(amount_cents=book.charged_cents, refunded_cents=book.total_cents)
 
     def refunds(self, order_id: str | None = None) -> list[RefundReceipt]:

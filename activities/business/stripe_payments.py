@@ -54,7 +54,7 @@ credentials are ``PaymentsUnusableError``, which ends the ticket as failed for a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -67,7 +67,7 @@ from activities.business.audit import record_payout
 from activities.business.database import Database
 from activities.business.keys import KeyLedger
 from activities.business.orders import SqlOrders
-from activities.business.paid_back import paid_back
+from activities.business.paid_back import KINDS, paid_back
 from activities.business.payments import RefundFingerprint, booked, receipt
 from activities.business.refusals import (
     IdempotencyConflictError,
@@ -80,6 +80,7 @@ from activities.business.refusals import (
 from activities.business.schema import idempotency_keys, refunds
 from activities.business.unattended import UnattendedLedger
 from activities.contracts.world import Charge, RefundReceipt, RefundRequest
+from activities.tools import REFUND, PayoutKind
 
 T = TypeVar("T")
 MAX_KEY_LENGTH = 255
@@ -121,15 +122,20 @@ class StripePayments:
     """The ``Payments`` port on Stripe's API, through ``client`` (one ``stripe.StripeClient`` per worker), on the
     payments the shop's ``orders`` name."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the client, the ledgers it books in, and the kinds of payout it counts
         self,
         client: stripe.StripeClient,
         database: Database,
         keys: KeyLedger,
         orders: SqlOrders,
         unattended: UnattendedLedger,
+        *,
+        kinds: Sequence[PayoutKind] = KINDS,
     ) -> None:
         self.client = client
+        self.kinds = kinds
+        """Every kind of payout, as the tools declare them: what is counted against the charge besides Stripe's
+        refunds."""
         self.database = database
         self.keys = keys
         self.orders = orders
@@ -178,7 +184,7 @@ class StripePayments:
             replayed = response is not None and response.headers.get(REPLAYED) == "true"
             paid = self._book(db, request.order_id, made, key, replayed=replayed)
             self.keys.record(db, key, paid.refund_id)
-            record_payout(self.database, db, request, "refund", paid.refund_id)
+            record_payout(self.database, db, request, REFUND, paid.refund_id)
         return paid
 
     def _within_charge(self, db: Connection, payment: str, request: RefundRequest, *, repeat: bool) -> None:
@@ -190,8 +196,8 @@ class StripePayments:
         Stripe is left to judge and asked nothing more. A repeat under a key an earlier attempt may have paid
         under is refused only if Stripe has no refund under the key: had it one, its amount is in Stripe's
         refunded total already, and Stripe answers the repeat with that refund, paying nothing."""
-        book = paid_back(db, request.order_id, lock=True)
-        if book.besides_refunds == 0:
+        book = paid_back(db, request.order_id, self.kinds, lock=True)
+        if book.besides_provider == 0:
             return
         book = book.reported_by(self.at_stripe(request.order_id, payment))
         if book.allows(request.amount_cents):
@@ -222,7 +228,7 @@ class StripePayments:
         kind of payout of the order together."""
         at_stripe = self.at_stripe(order_id)
         with self.database.reader.connect() as db:
-            book = paid_back(db, order_id).reported_by(at_stripe)
+            book = paid_back(db, order_id, self.kinds).reported_by(at_stripe)
         return Charge(amount_cents=book.charged_cents, refunded_cents=book.total_cents, currency=at_stripe.currency)
 
     def at_stripe(self, order_id: str, payment: str | None = None) -> Charge:

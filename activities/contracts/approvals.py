@@ -83,7 +83,7 @@ class ApprovalRequest(Contract):
     identity: Identity = "exact"
     """How people are compared on this request: as mailboxes, or (requests opened before 1.1.0) exactly."""
     payout: str = "refund"
-    """What the payout waiting is called, as its tool declares it (``activities.tools.Payout.noun``: ``refund``,
+    """What the payout waiting is called, as its tool declares it (``activities.tools.PayoutKind.noun``: ``refund``,
     ``store credit``): how the audit trail, the inbox and the model name it."""
 
     def among(self, person: str, people: Sequence[str]) -> bool:

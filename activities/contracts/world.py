@@ -59,9 +59,9 @@ class OrderLookup(Order):
     read as dollars."""
     refunded_cents: NonNegativeInt = 0
     """Everything paid back against the order so far, every kind of payout together: refunds (the payment
-    provider's word) and store credit (the worker's database), and any kind declared later
-    (``activities.business.paid_back.PAYOUTS``). The name is older than store credit and stays: it is part of the
-    wire contract that stored histories and the model read."""
+    provider's word) and store credit (the worker's database), and any kind declared later (every ``PayoutKind``
+    of ``activities.tools.TOOLS``). The name is older than store credit and stays: it is part of the wire contract
+    that stored histories and the model read."""
 
 
 class RefundRequest(Contract):

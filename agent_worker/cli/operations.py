@@ -25,12 +25,13 @@ from temporalio.service import RPCError
 from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRequest
 from activities.contracts.fields import amount, describe_errors
 from activities.contracts.ticket import CustomerMessage, TicketInput, TicketState, Waiting
+from activities.tools import TOOLS
 from agent_worker import tickets
 from agent_worker.cli.commands import settings
 from agent_worker.client import connect
 from agent_worker.config import Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES, StuckTicket, examine, find_stuck
-from agent_worker.transcript import currency_of, decided_plainly, orders_of
+from agent_worker.transcript import currency_of, decided_plainly, orders_of, payout_waited
 from agent_worker.transcript.terminal import lines, say
 from workflows.patches import Patch
 
@@ -141,11 +142,12 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
         currency = currency_of(orders_of(told))
         for refund in outcome.refunds:
             shown = amount(refund.amount_cents, refund.currency)
-            say(f"refund #{refund.refund_id}: {shown} on {refund.order_id}")
+            say(f"{TOOLS.payout_noun(refund.tool)} #{refund.refund_id}: {shown} on {refund.order_id}")
         for approval in outcome.approvals:
             asked = "" if approval.amount_cents is None else f" {amount(approval.amount_cents, currency)}"
             if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
-                say(f"approval {approval.decision.value}{asked}: {decided_plainly(approval, currency)}")
+                said = decided_plainly(approval, currency, payout_waited(told))
+                say(f"approval {approval.decision.value}{asked}: {said}")
                 continue
             say(
                 f"approval {approval.decision.value}{asked} by {approval.approver} at {approval.at}"

@@ -45,12 +45,12 @@ from activities.contracts.fields import DAY, find_order_id
 from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Outcome, TicketState, Waiting
 from activities.contracts.world import OrderLookup
-from activities.tools import paying_tools
+from activities.tools import TOOLS, Tools
 from agent_worker import tickets
 from agent_worker.inbox.filters import Filters
 from agent_worker.stuck import StuckTicket, find_stuck, server_reports_problems
 from agent_worker.tickets import Entry, Seen
-from agent_worker.transcript import currency_of, orders_of
+from agent_worker.transcript import currency_of, orders_of, payout_waited
 
 TABS = {
     "approval": "For approval",
@@ -160,13 +160,18 @@ class Ticket:
 
     @property
     def asked(self) -> Entry | None:
-        """The refund the request is about, as the model asked for it (with its words around the call)."""
-        refunds = [e for e in self.entries if e.kind == "asks" and isinstance(e.detail, dict)]
-        refunds = [e for e in refunds if e.detail.get("name") in paying_tools()]
+        """The payout the request is about, as the model asked for it (with its words around the call)."""
+        payouts = [e for e in self.entries if e.kind == "asks" and isinstance(e.detail, dict) and e.payout is not None]
         if self.request is not None:
-            same = [e for e in refunds if e.detail.get("input", {}).get("amount_cents") == self.request.amount_cents]
-            refunds = same or refunds
-        return refunds[-1] if refunds else None
+            same = [e for e in payouts if e.detail.get("input", {}).get("amount_cents") == self.request.amount_cents]
+            payouts = same or payouts
+        return payouts[-1] if payouts else None
+
+    @property
+    def payout(self) -> str:
+        """What the payout its answers are about is called: its request's, else that of the last payout that waited
+        for a person (the transcript's), else ``payout``."""
+        return self.request.payout if self.request is not None else payout_waited(self.entries)
 
 
 @dataclass(frozen=True)
@@ -203,10 +208,12 @@ class NotATicketError(LookupError):
 class Desk:
     """Reads tickets for the inbox from one Temporal namespace and task queue."""
 
-    def __init__(self, client: Client, task_queue: str) -> None:
+    def __init__(self, client: Client, task_queue: str, tools: Tools = TOOLS) -> None:
         if "'" in task_queue or "\\" in task_queue:
             raise ValueError(f"a task queue name the inbox can put in a visibility query, not {task_queue!r}")
         self.client, self.task_queue = client, task_queue
+        self.tools = tools
+        """What the tickets' payouts are called, read from the tools' declarations (a test's registry, in a test)."""
         self._inputs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._reading = asyncio.Semaphore(READ_AT_ONCE)
         self._reports_stuck: bool | None = None
@@ -330,7 +337,7 @@ class Desk:
         """A ticket whole: every run's entries, the request waiting (from the memo: no worker needed), the orders
         the model looked up, the outcome once it has one. ``NotATicketError`` if it is not this inbox's."""
         description = await self.check(workflow_id)
-        told = await tickets.transcript(self.client, workflow_id, description.run_id)
+        told = await tickets.transcript(self.client, workflow_id, description.run_id, self.tools)
         run = await tickets.seen(description)
         request, waiting = (run.request, run.waiting) if run.running else (None, None)
         if request is not None:

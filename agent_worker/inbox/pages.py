@@ -16,14 +16,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from activities.tools import payout_noun
 from agent_worker.inbox.auth import SESSION_COOKIE, Authenticator, Person, same_origin
 from agent_worker.inbox.desk import TABS, Desk
 from agent_worker.inbox.formats import ago, shown, utc
 from agent_worker.inbox.guard import Site, peer
 from agent_worker.inbox.standing import progress, what_yours_does
 from agent_worker.loopback import loopback_name
-from agent_worker.transcript import SAID, asked_plainly, decided_plainly, plainly, unanswered_plainly
+from agent_worker.transcript import SAID, decided_plainly, plainly, unanswered_plainly
 
 HERE = Path(__file__).parent
 
@@ -49,8 +48,8 @@ class Pages:
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.filters.update(money=shown, ago=ago, utc=utc, ticket_url=self.ticket_url)
         self.templates.env.filters.update(progress=progress, what_yours_does=what_yours_does)
-        self.templates.env.filters.update(plainly=plainly, asked_plainly=asked_plainly, decided=decided_plainly)
-        self.templates.env.filters.update(payout_noun=payout_noun, unanswered=unanswered_plainly)
+        self.templates.env.filters.update(plainly=plainly, decided=decided_plainly)
+        self.templates.env.filters.update(payout_noun=desk.tools.payout_noun, unanswered=unanswered_plainly)
         self.templates.env.globals.update(base=site.base_path, tabs=TABS, said=SAID)
 
     # --- who is asking ---------------------------------------------------------------------------------------

@@ -107,6 +107,6 @@ def why(error: WorkflowUpdateFailedError, waiting: ApprovalRequest | None = None
     if expired := TIMED_OUT.match(cause.message):
         return (
             f"not taken: the deadline for request {expired['request']} passed at {expired['at'][:16]} UTC; nobody "
-            "had answered, so the refund was not made"
+            f"had answered, so the {waiting.payout if waiting is not None else 'payout'} was not made"
         )
     return cause.message

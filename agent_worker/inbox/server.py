@@ -27,6 +27,7 @@ from temporalio.client import Client
 
 from activities.business.database import Database
 from activities.migrations import SchemaNotCurrentError
+from activities.tools import TOOLS, Tools
 from agent_worker import serving
 from agent_worker.config import Settings
 from agent_worker.inbox.app import make_app, ticket_path
@@ -124,12 +125,13 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
     port: int | None = None,
     login_name: str | None = None,
     database: Database | None = None,
+    tools: Tools = TOOLS,
 ) -> RunningInbox:
     """Serve the inbox for ``client``'s namespace and ``settings.task_queue``; ``InboxRefusedError`` if it must not.
     ``login_name`` names the one-time sign-in (default: this OS user), made only when no authentication is set.
     Sessions and the sign-in throttle live in ``database``, by default the business database the settings name (the
     worker's), its schema checked first (``schema_ready``); one given is the caller's to close (a test's, with a
-    clock it turns)."""
+    clock it turns). Payouts are told as ``tools`` declare them (the product's tools unless given others)."""
     host = settings.web.host if host is None else host
     port = settings.web.port if port is None else port
     check(settings, host)
@@ -155,7 +157,7 @@ async def start_inbox(  # noqa: PLR0913 - keyword-only, each defaulting to the s
         )
         site = Site(settings.web.base_path, settings.web.public_url, loopback=loopback_only(host))
         app = make_app(
-            Desk(client, settings.task_queue),
+            Desk(client, settings.task_queue, tools),
             auth,
             keys[-1],
             site,

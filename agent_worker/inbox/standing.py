@@ -28,12 +28,13 @@ def standing(request: ApprovalRequest, name: str) -> Standing:
     if request.approvers and not request.among(name, request.approvers):
         asked = amount(request.amount_cents, request.currency)
         no = (
-            f"You ({name}) are not among this ticket's approvers for a refund of {asked} "
+            f"You ({name}) are not among this ticket's approvers for a {request.payout} of {asked} "
             f"({', '.join(request.approvers)}), so it would not take your answer."
         )
         return Standing(no, no)
     if request.customer_email and same_address(name, request.customer_email):
-        no = f"You ({name}) are this refund's customer, and nobody answers a request for a refund to themselves."
+        payout = request.payout
+        no = f"You ({name}) are this {payout}'s customer, and nobody answers a request for a {payout} to themselves."
         return Standing(no, no)
     if request.among(name, request.approved_by):
         done = len(request.approved_by)
@@ -59,4 +60,4 @@ def what_yours_does(request: ApprovalRequest) -> str:
     nth = len(request.approved_by) + 1
     if nth < request.approvals_needed:
         return f"yours would be {nth} of {request.approvals_needed}: nothing is paid until another person approves"
-    return f"yours would be {nth} of {request.approvals_needed}: it pays the refund"
+    return f"yours would be {nth} of {request.approvals_needed}: it pays the {request.payout}"

@@ -11,7 +11,15 @@ from ``terminal`` by the commands that print, so the inbox never loads it.
 """
 
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind
-from agent_worker.transcript.reader import Reader, currency_of, entries, first, orders_of
+from agent_worker.transcript.reader import (
+    Reader,
+    currency_of,
+    entries,
+    first,
+    last_waiting,
+    orders_of,
+    payout_waited,
+)
 from agent_worker.transcript.sentences import asked_plainly, decided_plainly, plainly, unanswered_plainly
 
 __all__ = [
@@ -25,7 +33,9 @@ __all__ = [
     "decided_plainly",
     "entries",
     "first",
+    "last_waiting",
     "orders_of",
+    "payout_waited",
     "plainly",
     "unanswered_plainly",
 ]

@@ -14,6 +14,8 @@ from typing import Any, Literal
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
+from activities.tools import PayoutKind
+
 CLOSED = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "completed",
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "failed",
@@ -32,7 +34,7 @@ Kind = Literal[
     "answers",  # the model's answer to the customer
     "result",  # what an activity returned
     "failed",  # an activity attempt failed or timed out
-    "approval",  # a refund waits for a person
+    "approval",  # a payout waits for a person
     "open",  # the ticket waits for the customer's reply
     "waiting",  # the ticket waits for news about an order
     "signal",  # a signal the run took
@@ -60,6 +62,9 @@ class Entry:
     detail: Any = None
     """The thing itself, decoded: the activity's result, the tool call (``{"name", "input", "call", "why"}``), the
     model's words, the ticket's input, the run's result."""
+    payout: PayoutKind | None = None
+    """The kind of payout it is about, as the reader's tools declare it: a paying tool asked for or its result, a
+    payout waiting for a person, an answer or a silence about it. None: no payout, or one no tool here declares."""
 
 
 def entry(event: HistoryEvent, kind: Kind, text: str, name: str = "", detail: Any = None) -> Entry:

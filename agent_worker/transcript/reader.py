@@ -3,12 +3,17 @@
 It is read from the event history as the server recorded it, not from a worker's memory, so what it tells is what
 a new worker would replay after a crash, and it works with no worker running. Payloads are decoded by the client's
 data converter, so with encryption on they are decrypted with the keys the client was given.
+
+Which tools pay, and what their payouts are called, is read from a registry of tools (``activities.tools.Tools``,
+the product's ``TOOLS`` unless given one): a payout asked for, made, waiting for a person, answered or let run out
+is told by the kind its tool declares (``Entry.payout``), never by a tool named here.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,6 +25,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 from activities.contracts.fields import amount
 from activities.contracts.names import (
+    APPROVAL_REQUEST_MEMO,
     APPROVE_SIGNAL,
     AWAITING_APPROVAL_ATTRIBUTE,
     CUSTOMER_MESSAGE,
@@ -28,13 +34,23 @@ from activities.contracts.names import (
 from activities.contracts.policy import MoneyPolicy
 from activities.contracts.ticket import TicketState
 from activities.contracts.world import OrderLookup
+from activities.tools import LOOKUP_ORDER, TOOLS, PayoutKind, Tools
 from agent_worker import policy_file
 from agent_worker.transcript.entry import CLOSED, SAID, Entry, Kind, entry
 
 
-async def entries(client: Client, handle: WorkflowHandle[Any, Any], *, follow: bool) -> AsyncIterator[Entry]:
-    """The run's entries, in order; with ``follow``, as they happen, until the run closes."""
-    reader = Reader(client)
+async def entries(
+    client: Client,
+    handle: WorkflowHandle[Any, Any],
+    *,
+    follow: bool,
+    tools: Tools = TOOLS,
+    waiting: PayoutKind | None = None,
+) -> AsyncIterator[Entry]:
+    """The run's entries, in order, its payouts told by ``tools``' declarations (``waiting``: the payout that waited
+    for a person as the run before ended, which this run may go on waiting for); with ``follow``, as they happen,
+    until the run closes."""
+    reader = Reader(client, tools, waiting)
     async for event in handle.fetch_history_events(wait_new_event=follow):
         for told in await reader.read(event):
             yield told
@@ -46,8 +62,14 @@ class Reader:
     """Turns one run's events, read in order, into entries; it keeps what later events refer back to (the
     activity a result answers, what the ticket waits for, who the customer is)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, tools: Tools = TOOLS, waiting: PayoutKind | None = None) -> None:
         self.client = client
+        self.tools = tools
+        self.asked: list[tuple[PayoutKind, Any]] = []
+        """The payouts the model asked for, in order, with their amounts: what a request for a person is about."""
+        self.payout = waiting
+        """The kind of the payout waiting for a person, or last waiting: what its answers and its silence are about
+        (at first, the one a run that continued the ticket was waiting on)."""
         self.customer = "the customer"
         self.waiting: dict[str, Any] = {}
         """The search attributes as last set: what the ticket waits for, if anything."""
@@ -62,6 +84,7 @@ class Reader:
             EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: self.failed_activity,
             EventType.EVENT_TYPE_MARKER_RECORDED: self.marker,
             EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: self.search_attributes,
+            EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED: self.memo,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: self.signalled,
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: self.update_accepted,
             EventType.EVENT_TYPE_TIMER_FIRED: self.timer_fired,
@@ -101,7 +124,27 @@ class Reader:
         name, request = self.scheduled.get(completed.scheduled_event_id, ("?", None))
         told = [entry(event, kind, text, name, detail) for kind, text, detail in describe(name, request, result)]
         self.orders.update((order.order_id, order) for order in orders_of(told))
-        return told
+        return [self.of_payout(e) for e in told]
+
+    def of_payout(self, told: Entry) -> Entry:
+        """``told`` with the kind of payout it is about, if a paying tool asked for or finished; the payouts asked
+        for are kept, for the request that may follow."""
+        call = told.detail if told.kind == "asks" and isinstance(told.detail, dict) else None
+        name = str(call.get("name", "")) if call is not None else told.name if told.kind == "result" else ""
+        kind = self.tools.payout_of(name)
+        if kind is None:
+            return told
+        if call is not None:
+            args = call.get("input")
+            self.asked.append((kind, args.get("amount_cents") if isinstance(args, dict) else None))
+        return replace(told, payout=kind)
+
+    def waiting_for(self, amount_cents: Any) -> PayoutKind | None:
+        """The payout a request for a person is about: the last asked for of its amount, else the last asked for,
+        else (a run that took over a request from the one it continues) the one waiting as it began."""
+        same = [kind for kind, cents in self.asked if cents == amount_cents]
+        kinds = same or [kind for kind, _ in self.asked]
+        return kinds[-1] if kinds else self.payout
 
     async def marker(self, event: HistoryEvent) -> list[Entry]:
         """A local activity that completed (the money policy read, since ``Patch.POLICY_LOCAL_ACTIVITY``; the
@@ -130,9 +173,10 @@ class Reader:
             if value is None:
                 continue
             if name == AWAITING_APPROVAL_ATTRIBUTE:
+                self.payout = self.waiting_for(value)
                 shown = amount(value, currency_of(self.orders.values()))
-                text = f"a refund of {shown} waits for a person (a durable timer runs)"
-                found.append(entry(event, "approval", text, detail=value))
+                text = f"a {self.noun} of {shown} waits for a person (a durable timer runs)"
+                found.append(replace(entry(event, "approval", text, detail=value), payout=self.payout))
             elif value == TicketState.WAITING_FOR_CUSTOMER.value:
                 found.append(entry(event, "open", "the ticket waits for the customer's reply (a durable timer runs)"))
             elif name == TICKET_STATE_ATTRIBUTE:
@@ -140,13 +184,26 @@ class Reader:
                 found.append(entry(event, "waiting", text))
         return found
 
+    async def memo(self, event: HistoryEvent) -> list[Entry]:
+        """The request memo, written as a request opens or is taken over by a run that continues the ticket: it
+        names the payout waiting (``ApprovalRequest.payout``), which the answers and the silence after it are
+        about. Nothing is told of it."""
+        fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+        if APPROVAL_REQUEST_MEMO not in fields:
+            return []
+        request = first(await decode(self.client, Payloads(payloads=[fields[APPROVAL_REQUEST_MEMO]])))
+        if isinstance(request, dict):
+            self.payout = self.tools.payout_called(str(request.get("payout", ""))) or self.payout
+        return []
+
     async def signalled(self, event: HistoryEvent) -> list[Entry]:
         attrs = event.workflow_execution_signaled_event_attributes
         payload = first(await decode(self.client, attrs.input))
         if attrs.signal_name == CUSTOMER_MESSAGE and isinstance(payload, dict) and "text" in payload:
             return [self.reply(event, payload)]
         text = f"signal {attrs.signal_name}: {json.dumps(payload)}"
-        return [entry(event, "signal", text, attrs.signal_name, payload)]
+        about = self.payout if attrs.signal_name == APPROVE_SIGNAL else None
+        return [replace(entry(event, "signal", text, attrs.signal_name, payload), payout=about)]
 
     async def update_accepted(self, event: HistoryEvent) -> list[Entry]:
         request = event.workflow_execution_update_accepted_event_attributes.accepted_request
@@ -159,15 +216,20 @@ class Reader:
             shown = amount(cents, currency_of(self.orders.values())) if isinstance(cents, int) else cents
             request_id = payload.get("request_id")
             text = f"approval inbox: {payload.get('approver')} (signed in) {verb} {shown} (request {request_id})"
-            return [entry(event, "answer", text, name, payload)]
+            return [replace(entry(event, "answer", text, name, payload), payout=self.payout)]
         return [entry(event, "update", f"update {name}: {json.dumps(payload)}", name, payload)]
+
+    @property
+    def noun(self) -> str:
+        """What the payout waiting is called: its declared noun, ``payout`` where no tool here declares it."""
+        return self.payout.noun if self.payout is not None else "payout"
 
     def reply(self, event: HistoryEvent, payload: dict[str, Any]) -> Entry:
         return entry(event, "customer", f"Customer ({self.customer}) replies: {payload['text']}", CUSTOMER_MESSAGE)
 
     async def timer_fired(self, event: HistoryEvent) -> list[Entry]:
         if self.waiting.get(AWAITING_APPROVAL_ATTRIBUTE):
-            text = "nobody answered in time: the refund is not made"
+            text = f"nobody answered in time: the {self.noun} is not made"
         elif self.waiting.get(TICKET_STATE_ATTRIBUTE) == TicketState.WAITING_FOR_CUSTOMER.value:
             text = "the customer did not reply in time: the ticket closes as answered"
         elif self.waiting.get(TICKET_STATE_ATTRIBUTE):
@@ -228,13 +290,26 @@ def orders_of(told: Sequence[Entry]) -> list[OrderLookup]:
     """Every order the model looked up, as the tool reported it, the latest look-up of each."""
     orders: dict[str, OrderLookup] = {}
     for e in told:
-        if e.kind == "result" and e.name == "lookup_order" and isinstance(e.detail, dict):
+        if e.kind == "result" and e.name == LOOKUP_ORDER.name and isinstance(e.detail, dict):
             try:
                 order = OrderLookup.model_validate(e.detail)
             except ValidationError:
                 continue
             orders[order.order_id] = order
     return list(orders.values())
+
+
+def last_waiting(told: Sequence[Entry]) -> PayoutKind | None:
+    """The kind of the last payout that waited for a person, as its tool declares it; None where none waited, or
+    no tool the reader knew declares it."""
+    return next((e.payout for e in reversed(told) if e.kind == "approval" and e.payout is not None), None)
+
+
+def payout_waited(told: Sequence[Entry]) -> str:
+    """What the last payout that waited for a person is called (``store credit``): what a ticket's recorded answers
+    are about; ``payout`` where none waited, or no tool the reader knew declares it."""
+    kind = last_waiting(told)
+    return kind.noun if kind is not None else "payout"
 
 
 def currency_of(orders: Iterable[OrderLookup]) -> str | None:

@@ -12,8 +12,8 @@ the activities do, never the workflow, so the run it shows is the product's run:
 - ``reconcile=False`` answers the lookup of an unknown outcome (``find_refund``, ``find_store_credit``) with a
   failure, so the model hears the payment failed, as a workflow that never asked would tell it. A key other than
   the product's cannot be looked up by the product's key, so a rewritten key implies it.
-- ``refund_guard=False`` lets the embedded provider pay back past the charge, so a figure shows what
-  orchestration alone does.
+- ``refund_guard=False`` puts a provider that pays back past the charge (``PaysPastTheCharge``, built here: the
+  product has no such mode) in place of the embedded one, so a figure shows what orchestration alone does.
 
 In the test's process a ``Demonstration`` is a plugin (``Harness.worker(demonstration=...)``); for a worker process
 of its own (``Lab(demonstration=...)``, the plain loop) it travels in the ``DEMONSTRATION`` environment variable.
@@ -22,7 +22,7 @@ of its own (``Lab(demonstration=...)``, the plain loop) it travels in the ``DEMO
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from temporalio import activity
@@ -32,7 +32,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from activities.business import Business
 from activities.business.payments import SqlPayments
-from activities.contracts.world import RefundRequest
+from activities.contracts.world import Charge, RefundRequest
 from activities.tools import TOOLS
 
 ENV = "DEMONSTRATION"
@@ -84,10 +84,27 @@ class Demonstration:
         return _Plugin(self)
 
     def guard(self, business: Business) -> Business:
-        """``business`` with the embedded provider's guard as this demonstration has it (Stripe keeps its own)."""
+        """``business``, with a provider that pays past the charge in place of the embedded one if this
+        demonstration lifts the guard (Stripe keeps its own rule)."""
         if not self.refund_guard and isinstance(business.payments, SqlPayments):
-            business.payments.refund_guard = False
+            return replace(business, payments=PaysPastTheCharge(business.payments))
         return business
+
+
+class PaysPastTheCharge(SqlPayments):
+    """The embedded provider as a provider without the rule would be: each refund is checked against the charge
+    alone, as if nothing had been paid back of the order before, so refunding an order twice pays twice. What a
+    lookup reports of the order is still the product's count, so the model is told what it would be told."""
+
+    def __init__(self, product: SqlPayments) -> None:
+        super().__init__(product.database, product.keys, product.unattended, kinds=())
+        self.product = product
+
+    def __str__(self) -> str:
+        return "embedded, paying past the charge"
+
+    def charge(self, order_id: str) -> Charge:
+        return self.product.charge(order_id)
 
 
 class _Plugin(SimplePlugin):
