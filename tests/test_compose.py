@@ -23,6 +23,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
+from activities.business import Business
 from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker import model_choice, wiring
 from agent_worker.cli import main as cli
@@ -333,4 +334,4 @@ def test_the_workers_run_claude_and_as_compose_fills_it_in_refuse_to_start_witho
 
     assert settings.policy_file is None  # left unset, the defaults
     with pytest.raises(model_choice.NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
-        model_choice.require_model(settings)
+        model_choice.choose_model(settings, Business.sqlite(tmp_path / "business.sqlite3").model_calls)

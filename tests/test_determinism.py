@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 
-from agent_worker.cli.worker import build_worker
+from agent_worker.cli.worker import local_worker
+from agent_worker.model_choice import choose_model
 from tests.support.harness import Harness
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,6 +289,7 @@ def planted_in(source: str, statement: str) -> tuple[str, int]:
 async def test_workers_run_the_workflow_outside_the_sandbox(agent: Harness) -> None:
     """The lint above is what guards every module in a worker (docs/evals-and-replay.md); the replay gate keeps the
     sandbox, where it costs no ticket anything (``tests/test_replay.py`` shows it refusing a read of the clock)."""
-    worker = build_worker(agent.client, agent.settings(), agent.store)
+    settings = agent.settings()
+    worker = local_worker(agent.client, settings, agent.store, choose_model(settings, agent.store.model_calls))
 
     assert isinstance(worker.config(active_config=True)["workflow_runner"], UnsandboxedWorkflowRunner)

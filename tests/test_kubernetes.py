@@ -29,7 +29,8 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 
 from activities import migrations
-from agent_worker import model_choice
+from activities.business import Business
+from agent_worker import model_choice, wiring
 from agent_worker.cli import main as cli
 from agent_worker.cli.devserver import free_port
 from agent_worker.config import Settings
@@ -326,7 +327,7 @@ def test_as_their_pods_get_it_each_process_reads_valid_settings_and_a_policy_it_
         settings = settings_of(container, template, resources, tmp_path)
         if component != "codec-server":
             assert settings.policy_file is not None, f"{component} runs on the default policy"
-            assert settings.money_policy.approval.roles, (
+            assert wiring.money_policy(settings).approval.roles, (
                 f"{component}'s policy names no approvers: anyone could approve"
             )
     template, container = container_of(resources, "worker")
@@ -365,7 +366,7 @@ def test_a_worker_pod_without_the_model_key_refuses_to_start_rather_than_let_a_s
             patch.delenv(name)
         patch.setenv("HOME", str(tmp_path))  # no Anthropic profile either
         with pytest.raises(model_choice.NoCredentialsError, match="no ANTHROPIC_API_KEY"):
-            model_choice.require_model(settings)
+            model_choice.choose_model(settings, Business.sqlite(tmp_path / "business.sqlite3").model_calls)
 
 
 def test_every_process_that_names_a_policy_file_mounts_it_read_only(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Concern(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", validate_by_name=True, validate_by_alias=True)
+    model_config = SettingsConfigDict(
+        env_file=".env", extra="ignore", env_ignore_empty=True, validate_by_name=True, validate_by_alias=True
+    )
 
     @classmethod
     def flat_names(cls) -> dict[str, str]:
@@ -27,12 +29,6 @@ class Concern(BaseSettings):
             ): name
             for name, field in cls.model_fields.items()
         }
-
-
-def unset_if_blank(value: object) -> object:
-    """``""`` is unset: compose passes an unset variable through as ``""``, and it is no port, no password, no
-    file, and not the current directory."""
-    return None if value == "" else value
 
 
 def loopback(host: str) -> bool:
