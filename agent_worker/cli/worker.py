@@ -39,11 +39,16 @@ log = structlog.get_logger(__name__)
 
 
 async def serve(
-    settings: Settings, address: str | None = None, namespace: str | None = None, *, plugins: Sequence[Plugin] = ()
+    settings: Settings,
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    plugins: Sequence[Plugin] = (),
+    stop: asyncio.Event | None = None,
 ) -> str:
-    """Everything ``agent-worker worker`` runs, built once, in order, then run until SIGTERM or SIGINT; returns why
-    it stopped. Temporal is not connected to before the policy is read (``PolicyRefusedError``), the model chosen
-    (``NoCredentialsError``), the business database's schema checked and the clients' timeouts
+    """Everything ``agent-worker worker`` runs, built once, in order, then run until SIGTERM, SIGINT or ``stop``;
+    returns why it stopped. Temporal is not connected to before the policy is read (``PolicyRefusedError``), the
+    model chosen (``NoCredentialsError``), the business database's schema and the clients' timeouts checked
     (``ClientTimeoutError``); ``plugins`` go on the client (tracing)."""
     from agent_worker.model_choice import choose_model  # noqa: PLC0415 - the model's SDK, for workers alone
 
@@ -60,7 +65,7 @@ async def serve(
         converter = wiring.converter(codec, wiring.payload_storage(settings))
         client = await connect(settings, address, namespace, runtime, plugins, converter=converter)
         await check_search_attributes(client)
-        return await run_worker(build_worker(client, settings, activities, deployment=deployment))
+        return await run_worker(build_worker(client, settings, activities, deployment=deployment), stop)
     finally:
         business.close()
 
