@@ -85,6 +85,7 @@ def test_images_are_pinned_and_the_cluster_has_every_part() -> None:
         "migrate",
         "worker",
         "inbox",
+        "metrics",
         "codec-server",
     } <= set(SERVICES)
     assert SERVICES["worker"]["deploy"]["replicas"] == 2
@@ -128,7 +129,14 @@ def test_the_schema_is_set_up_before_the_server_starts_and_workers_start_once_th
     assert depends["migrate"] == {"postgresql": healthy}
     for process in ("worker", "inbox"):
         assert depends[process] == {"temporal": healthy, "temporal-namespace": completed, "migrate": completed}
-    assert SERVICES["migrate"]["command"] == ["agent-worker", "migrate"]
+    assert SERVICES["migrate"]["command"] == ["agent-worker", "migrate"]  # temporal-namespace registers the attributes
+    assert depends["metrics"] == {"temporal": healthy, "temporal-namespace": completed}
+    assert SERVICES["metrics"]["command"] == ["agent-worker", "metrics"]
+    assert (
+        SERVICES["metrics"]["environment"]["TEMPORAL_NAMESPACE"]
+        == SERVICES["worker"]["environment"]["TEMPORAL_NAMESPACE"]
+    )
+    assert SERVICES["metrics"]["environment"]["AGENT_METRICS_BIND"].endswith(":9464"), "the image's health check"
     script = (ROOT / "deploy" / "temporal" / "setup-schema.sh").read_text()
     for step in ("create", "setup-schema -v 0.0", "update-schema -d"):
         assert f'"$database" {step}' in script

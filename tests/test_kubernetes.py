@@ -295,7 +295,7 @@ def test_every_variable_a_manifest_sets_is_a_setting_the_product_reads_or_one_an
     checked = {
         template["metadata"]["labels"]["app.kubernetes.io/component"] for _, template in pod_templates(resources)
     }
-    assert checked == {"worker", "inbox", "migrate", "codec-server", "mail-in"}
+    assert checked == {"worker", "inbox", "migrate", "codec-server", "mail-in", "metrics"}
     for owner, container in containers(resources):
         for name in every_variable(container, resources):
             assert name in known or name in OUTSIDE_SETTINGS, (
@@ -322,7 +322,7 @@ def test_as_their_pods_get_it_each_process_reads_valid_settings_and_a_policy_it_
     """The pod's environment (ConfigMaps, its own values, made-up secrets) and the mounted policy, read by the
     product's own ``Settings``: a malformed value or policy would stop the process at start with exit 2."""
     resources = sources()
-    for component in ("worker", "inbox", "migrate", "codec-server", "mail-in"):
+    for component in ("worker", "inbox", "migrate", "codec-server", "mail-in", "metrics"):
         template, container = container_of(resources, component)
         settings = settings_of(container, template, resources, tmp_path)
         if component != "codec-server":
@@ -383,7 +383,7 @@ def test_the_example_overlays_temporal_connection_reads_as_temporal_cloud_throug
     """TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_API_KEY as ``temporalio.envconfig`` reads them, the loader
     the worker connects with: an API key turns TLS on."""
     built = kustomize(EXAMPLE)
-    for component in ("worker", "inbox", "mail-in"):
+    for component in ("worker", "inbox", "mail-in", "metrics", "migrate"):
         _, container = container_of(built, component)
         env = environment(container, built)
         env["TEMPORAL_API_KEY"] = "a key"  # optional in the pod; this desk's Secret holds it
@@ -424,6 +424,13 @@ def test_the_probes_and_ports_are_those_each_process_serves(tmp_path: Path) -> N
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert worker[probe]["httpGet"]["path"] == "/metrics"
         assert port_named(worker, worker[probe]["httpGet"]["port"]) == int(metrics.rsplit(":", 1)[1])
+
+    template, gauges = container_of(resources, "metrics")
+    bind = settings_of(gauges, template, resources, tmp_path).metrics_bind
+    assert bind is not None, "agent-worker metrics refuses to start without an address to serve on"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert gauges[probe]["httpGet"]["path"] == "/metrics"
+        assert port_named(gauges, gauges[probe]["httpGet"]["port"]) == int(bind.rsplit(":", 1)[1])
 
     template, inbox = container_of(resources, "inbox")
     web = settings_of(inbox, template, resources, tmp_path).web
@@ -564,7 +571,11 @@ def test_the_migration_job_runs_alone_first_as_the_schema_owner_with_everything_
     assert DOCUMENTED_MIGRATION in (ROOT / "docs" / "kubernetes.md").read_text()
     built = kustomize(EXAMPLE)
     (job,) = of_kind(built, "Job")
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["agent-worker", "migrate"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "agent-worker",
+        "migrate",
+        "--search-attributes",
+    ]
     selected = {"config", "migrate"}
     referenced = {"agent-worker-config", "agent-worker-policy"}
     for resource in built:
@@ -577,7 +588,9 @@ def test_the_migration_job_runs_alone_first_as_the_schema_owner_with_everything_
         if variable["name"] == "AGENT_DATABASE_URL" and owner["kind"] != "Job"
     }
     (job_secret,) = {
-        v["valueFrom"]["secretKeyRef"]["name"] for v in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        v["valueFrom"]["secretKeyRef"]["name"]
+        for v in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        if v["name"] == "AGENT_DATABASE_URL"
     }
     assert job_secret not in owners, "the workers and the inbox must not hold the role that changes the schema"
 
