@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
@@ -74,3 +76,20 @@ async def test_a_worker_on_a_namespace_without_the_search_attributes_refuses_in_
     finally:
         worker.send_signal(signal.SIGTERM)
         await asyncio.wait_for(worker.wait(), 60)
+
+
+async def test_migrate_that_cannot_list_a_namespaces_search_attributes_says_so_in_words_not_with_an_rpc_error(
+    client: Client, tmp_path: Path
+) -> None:
+    """What an operator sees where the server refuses the listing (a namespace it does not know here; a key without
+    the right on Temporal Cloud): which attributes, and the commands that create them, never a traceback."""
+    namespace = f"missing-{uuid.uuid4().hex[:8]}"
+    settings = {"TEMPORAL_ADDRESS": address(client), "AGENT_DB_PATH": str(tmp_path / "business.sqlite3")}
+
+    code, _, err = await exited(AGENT_WORKER, "migrate", "--search-attributes", "--namespace", namespace, env=settings)
+
+    assert code == 2, err
+    assert f"cannot list the search attributes of namespace {namespace} (" in err
+    assert f"temporal operator search-attribute create --namespace {namespace} --name AwaitingApprovalCents" in err
+    assert "Traceback" not in err
+    assert "RPCError" not in err
