@@ -185,7 +185,7 @@ async def metrics_name_the_version(bind: str, name: str, build: str) -> None:
     async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
         scraped = (await response.text()).splitlines()
     tags = (f'worker_deployment_name="{name}"', f'worker_build_id="{build}"')
-    for metric in ("temporal_workflow_task_execution_latency_count{", "agent_approvals_waiting{"):
+    for metric in ("temporal_workflow_task_execution_latency_count{", "agent_model_calls{"):
         assert any(line.startswith(metric) and all(tag in line for tag in tags) for line in scraped), metric
 
 
