@@ -284,7 +284,11 @@ def policy_in_force(settings: Settings) -> PolicyInForce:
 
 class PolicyRefusedError(Refused):
     """A policy file that cannot be read, or that contradicts ``AGENT_APPROVERS``: nothing starts, and the sentence
-    names the setting (exit 2, as for any bad setting)."""
+    names the setting (exit 2, as for any bad setting); ``reason`` is what is wrong, without the sentence's start."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"agent-worker cannot start with these settings: {reason}")
+        self.reason = reason
 
 
 def money_policy(settings: Settings) -> MoneyPolicy:
@@ -300,14 +304,11 @@ def money_policy(settings: Settings) -> MoneyPolicy:
         try:
             policy = policy_file.read(settings.policy_file)
         except policy_file.PolicyFileError as error:
-            raise PolicyRefusedError(
-                f"agent-worker cannot start with these settings: AGENT_POLICY_FILE {error}"
-            ) from None
+            raise PolicyRefusedError(f"AGENT_POLICY_FILE {error}") from None
     if settings.approvers and policy.approval.roles:
         raise PolicyRefusedError(
-            "agent-worker cannot start with these settings: AGENT_POLICY_FILE names approval roles and "
-            "AGENT_APPROVERS lists approvers: choose one (the roles, which also say up to how much each person may "
-            "approve, or AGENT_APPROVERS without roles)"
+            "AGENT_POLICY_FILE names approval roles and AGENT_APPROVERS lists approvers: choose one (the roles, which "
+            "also say up to how much each person may approve, or AGENT_APPROVERS without roles)"
         )
     return policy
 
