@@ -27,7 +27,6 @@ from temporalio.converter import DataConverter
 from activities.contracts.fields import Approvers
 from activities.contracts.names import TASK_QUEUE
 from agent_worker.config.codec_settings import CodecServerSettings, CodecSettings
-from agent_worker.config.concern import Concern
 from agent_worker.config.deployment import DeploymentSettings
 from agent_worker.config.mail_in import MailInSettings
 from agent_worker.config.mail_settings import SmtpSettings
@@ -45,27 +44,11 @@ class Settings(BaseSettings):
 
     def __init__(self, **values: Any) -> None:
         """Code names a concern's settings in its nested model, ``Settings(smtp=SmtpSettings(host=...))``, the
-        concern's other settings read from the environment as ever. A keyword no field holds is a ``TypeError``,
-        not a setting quietly dropped; one a concern's setting was taken by in 1.1.0 (``Settings(smtp_host=...)``,
-        its variable's name without ``AGENT_``) says which nested field to give instead."""
-        fields = type(self).model_fields
-        unknown = [key for key in values if key not in fields and not key.startswith("_")]
+        concern's other settings read from the environment as ever. A keyword no field holds is a ``TypeError``, not
+        a setting quietly dropped (the settings ignore what else the environment and ``.env`` hold)."""
+        unknown = [key for key in values if key not in type(self).model_fields and not key.startswith("_")]
         if unknown:
-            flat = {
-                key: (name, concern)
-                for name, field in fields.items()
-                if isinstance(concern := field.annotation, type) and issubclass(concern, Concern)
-                for key in concern.flat_names()
-            }
-            said = []
-            for key in unknown:
-                if key in flat:
-                    name, concern = flat[key]
-                    inner = concern.flat_names()[key]
-                    said.append(f"{key}= is not taken: pass {name}={concern.__name__}({inner}=...)")
-                else:
-                    said.append(f"{key}= is no setting")
-            raise TypeError(f"Settings: {'; '.join(said)}")
+            raise TypeError(f"Settings: {'; '.join(f'{key}= is no setting' for key in unknown)}")
         super().__init__(**values)
 
     task_queue: str = TASK_QUEUE

@@ -16,20 +16,6 @@ class Concern(BaseSettings):
         env_file=".env", extra="ignore", env_ignore_empty=True, validate_by_name=True, validate_by_alias=True
     )
 
-    @classmethod
-    def flat_names(cls) -> dict[str, str]:
-        """Each field by its flat name, its variable's without ``AGENT_`` in lower case (``smtp_host``, ``mail``,
-        ``stripe_api_key``): what ``Settings(...)`` took in 1.1.0, and now refuses naming the nested field."""
-        prefix = str(cls.model_config.get("env_prefix", "")).lower().removeprefix("agent_")
-        return {
-            (
-                alias.lower().removeprefix("agent_")
-                if isinstance(alias := field.validation_alias, str)
-                else prefix + name
-            ): name
-            for name, field in cls.model_fields.items()
-        }
-
 
 def loopback(host: str) -> bool:
     """Whether ``host`` is this machine: an address in the loopback range, or ``localhost``."""
