@@ -23,3 +23,13 @@ def exit_hard(code: int = 0) -> NoReturn:
         with contextlib.suppress(BrokenPipeError):
             stream.flush()
     os._exit(code)
+
+
+class Refused(SystemExit):
+    """A program that will not start, and why: a ``SystemExit`` whose code is the sentence, so any entry point stops
+    with it, and whose ``exit_code`` the CLI leaves with (``agent_worker.cli.commands.run``): 2 for a bad setting, as
+    for any that pydantic refuses."""
+
+    def __init__(self, why: str, exit_code: int = 2) -> None:
+        super().__init__(why)
+        self.exit_code = exit_code

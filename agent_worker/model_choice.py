@@ -52,26 +52,13 @@ def anthropic_client(
     return client if client.api_key or client.auth_token or client.credentials else None
 
 
-def require_model(settings: Settings) -> None:
-    """What ``agent-worker worker`` checks before it connects anywhere: a model it may run. The script only when
-    ``AGENT_MODEL_BACKEND=scripted`` asks for it, never as a fallback, since it refunds for real."""
-    if settings.claude.backend != "scripted" and anthropic_client(settings) is None:
-        raise NoCredentialsError(
-            "AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)"
-            if settings.claude.backend == "claude"
-            else NO_CREDENTIALS
-        )
-
-
 def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool = False) -> LanguageModel:
     """Claude when the ``anthropic`` SDK finds credentials, the scripted stand-in when ``AGENT_MODEL_BACKEND=scripted``
-    asks for it, and otherwise a refusal (``NoCredentialsError``): the script refunds for real. The one exception is
-    the ``dev_stack`` (``agent-worker dev``, the demo), a person trying the agent on the demo orders, where the script
-    stands in for a missing key, as the README's quick start needs. The log says which model, and why; a worker on
-    the script outside the dev stack warns at start and on every ticket."""
-    from activities.scripted_model import ScriptedModel  # noqa: PLC0415
-
-    script = ScriptedModel(model_calls, think_seconds=settings.claude.scripted_think_seconds, announce=not dev_stack)
+    asks for it, and otherwise a refusal (``NoCredentialsError``), before any I/O: the script refunds for real. The one
+    exception is the ``dev_stack`` (``agent-worker dev``, the demo), a person trying the agent on the demo orders,
+    where the script stands in for a missing key, as the README's quick start needs. One Anthropic client at most is
+    built, and the script only when it runs. The log says which model, and why; a worker on the script outside the
+    dev stack warns at start and on every ticket."""
     if settings.claude.backend == "scripted":
         if dev_stack:
             log.info("model: the scripted stand-in", reason="AGENT_MODEL_BACKEND=scripted")
@@ -81,17 +68,26 @@ def choose_model(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool
                 "AGENT_MODEL_BACKEND=scripted is for tests and demonstrations",
                 reason="AGENT_MODEL_BACKEND=scripted",
             )
-        return script
+        return scripted(settings, model_calls, dev_stack=dev_stack)
     client = anthropic_client(settings)
-    if client is None:
-        if settings.claude.backend == "claude" or not dev_stack:
-            require_model(settings)  # raises, saying what to set
-        log.warning(
-            "model: the scripted stand-in, because no Anthropic API key is configured; "
-            "set ANTHROPIC_API_KEY to run the agent on Claude"
-        )
-        return script
-    return claude_model(settings, client)
+    if client is not None:
+        return claude_model(settings, client)
+    if settings.claude.backend == "claude":
+        raise NoCredentialsError("AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY (or other credential)")
+    if not dev_stack:
+        raise NoCredentialsError(NO_CREDENTIALS)
+    log.warning(
+        "model: the scripted stand-in, because no Anthropic API key is configured; "
+        "set ANTHROPIC_API_KEY to run the agent on Claude"
+    )
+    return scripted(settings, model_calls, dev_stack=dev_stack)
+
+
+def scripted(settings: Settings, model_calls: ModelCalls, *, dev_stack: bool) -> LanguageModel:
+    """The scripted stand-in, announcing itself on every ticket outside the dev stack."""
+    from activities.scripted_model import ScriptedModel  # noqa: PLC0415
+
+    return ScriptedModel(model_calls, think_seconds=settings.claude.scripted_think_seconds, announce=not dev_stack)
 
 
 def claude_model(settings: Settings, client: AsyncAnthropic) -> LanguageModel:

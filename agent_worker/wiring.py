@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -35,17 +35,19 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.business.reply_addresses import ReplyAddresses
 from agent_worker.codec import EncryptionCodec, with_codec
 from agent_worker.config import DATA_CONVERTER, Settings
+from agent_worker.exits import Refused
 from agent_worker.model_choice import choose_model
 
 if TYPE_CHECKING:
     from stripe import StripeClient
+    from temporalio.runtime import Runtime
     from temporalio.worker import WorkerConfig
 
     from activities.business import Business
     from activities.business.database import Database
     from activities.business.mail import Relay
     from activities.content_store import BlobBackend
-    from activities.contracts.policy import PolicyInForce
+    from activities.contracts.policy import MoneyPolicy, PolicyInForce
     from activities.language_model import LanguageModel
     from activities.tools import Tools
     from agent_worker.codec_server.auth import BearerAuth
@@ -68,17 +70,28 @@ def codec(settings: Settings) -> EncryptionCodec | None:
     )
 
 
-def data_converter(settings: Settings) -> DataConverter:
-    """The converter the worker, every client and the replayer must share: pydantic, then the codec's
-    encryption, then (with a bucket) large payloads to S3, in the order temporalio applies them."""
-    converter = with_codec(DATA_CONVERTER, codec(settings))
+def payload_storage(settings: Settings) -> ExternalStorage | None:
+    """Where payloads too big for history go: the bucket ``AGENT_S3_BUCKET`` names, through its own S3 client with
+    botocore's retries on (``agent_worker.s3.s3_client``); None without a bucket, every payload in history."""
     if settings.s3.bucket is None:
-        return converter
+        return None
     from agent_worker.s3 import external_storage, s3_client  # noqa: PLC0415 - boto3 takes a second to import
 
     client = s3_client(settings.s3.endpoint_url, settings.s3.region, retries=True)
-    storage = external_storage(client, settings.s3.bucket, settings.s3.prefix, settings.s3.payload_threshold_bytes)
-    return dataclasses.replace(converter, external_storage=storage)
+    return external_storage(client, settings.s3.bucket, settings.s3.prefix, settings.s3.payload_threshold_bytes)
+
+
+def converter(codec: EncryptionCodec | None, storage: ExternalStorage | None) -> DataConverter:
+    """The converter the worker, every client and the replayer must share: pydantic, then the codec's encryption,
+    then large payloads to ``storage``, in the order temporalio applies them."""
+    converted = with_codec(DATA_CONVERTER, codec)
+    return converted if storage is None else dataclasses.replace(converted, external_storage=storage)
+
+
+def data_converter(settings: Settings) -> DataConverter:
+    """``converter`` from what the settings name, for a program that needs nothing else of them (a command, the
+    inbox, the replayer); a worker builds the codec once and hands the same one to its content store."""
+    return converter(codec(settings), payload_storage(settings))
 
 
 @functools.cache
@@ -236,10 +249,11 @@ def stripe_client(settings: Settings) -> StripeClient | None:
     )
 
 
-def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend:
-    """Where the content store keeps blobs: the bucket if one is set (still reading what the business
-    database held before, ``database_blobs``), else the business database; sealed with the codec's keys
-    when they are set, like every payload."""
+def blob_backend(settings: Settings, database_blobs: BlobBackend, sealer: EncryptionCodec | None) -> BlobBackend:
+    """Where the content store keeps blobs: the bucket if one is set (still reading what the business database held
+    before, ``database_blobs``), through an S3 client of its own with botocore's retries off (it runs inside
+    activities, whose retry policy is the only one), else the business database; sealed with ``sealer``, the codec
+    the worker's payloads are, when the settings give keys."""
     from agent_worker.codec import EncryptedBlobs  # noqa: PLC0415
 
     backend: BlobBackend = database_blobs
@@ -249,7 +263,6 @@ def blob_backend(settings: Settings, database_blobs: BlobBackend) -> BlobBackend
 
         client = s3_client(settings.s3.endpoint_url, settings.s3.region, retries=False)
         backend = S3BlobBackend(client, settings.s3.bucket, settings.s3.prefix, fallback=database_blobs)
-    sealer = codec(settings)
     if sealer is None:
         return backend
     return EncryptedBlobs(backend, sealer, accept_plaintext=settings.codec.blobs_accept_plaintext)
@@ -264,11 +277,62 @@ def dev_business_and_model(settings: Settings) -> tuple[Business, LanguageModel]
 
 def policy_in_force(settings: Settings) -> PolicyInForce:
     """What the ``money_policy`` activity answers on every worker the product builds: the settings' policy
-    (``AGENT_POLICY_FILE``, else the defaults), its digest and ``AGENT_APPROVERS``."""
+    (``money_policy``), its digest and ``AGENT_APPROVERS``."""
     from activities.contracts.policy import PolicyInForce  # noqa: PLC0415
 
-    policy = settings.money_policy
+    policy = money_policy(settings)
     return PolicyInForce(policy=policy, digest=policy.digest(), default_approvers=settings.approvers)
+
+
+class PolicyRefusedError(Refused):
+    """A policy file that cannot be read, or that contradicts ``AGENT_APPROVERS``: nothing starts, and the sentence
+    names the setting (exit 2, as for any bad setting); ``reason`` is what is wrong, without the sentence's start."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"agent-worker cannot start with these settings: {reason}")
+        self.reason = reason
+
+
+def money_policy(settings: Settings) -> MoneyPolicy:
+    """The desk's policy, read from ``AGENT_POLICY_FILE`` as the program starts (a changed file takes effect at the
+    next start); ``MoneyPolicy()``'s defaults without one. A policy that cannot be read stops the program, as any bad
+    setting does (``PolicyRefusedError``): a worker must never run on the defaults because the desk's file has a
+    typo."""
+    from activities.contracts.policy import MoneyPolicy  # noqa: PLC0415
+    from agent_worker import policy_file  # noqa: PLC0415
+
+    policy = MoneyPolicy()
+    if settings.policy_file is not None:
+        try:
+            policy = policy_file.read(settings.policy_file)
+        except policy_file.PolicyFileError as error:
+            raise PolicyRefusedError(f"AGENT_POLICY_FILE {error}") from None
+    if settings.approvers and policy.approval.roles:
+        raise PolicyRefusedError(
+            "AGENT_POLICY_FILE names approval roles and AGENT_APPROVERS lists approvers: choose one (the roles, which "
+            "also say up to how much each person may approve, or AGENT_APPROVERS without roles)"
+        )
+    return policy
+
+
+def metrics_runtime(bind_address: str | None, versioned: WorkerDeploymentConfig | None = None) -> Runtime | None:
+    """A runtime serving Prometheus metrics on ``bind_address`` (``AGENT_METRICS_BIND``), or None for the default
+    (no endpoint). A worker of a Worker Deployment (``versioned``) tags every metric with its deployment and build,
+    which the SDK's own metrics do not carry, so a rollout's dashboard compares the two versions side by side
+    (``docs/rollouts.md``). The process that makes it hands its meter to whatever counts (the mail receiver)."""
+    from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig  # noqa: PLC0415
+
+    if bind_address is None:
+        return None
+    metrics = PrometheusConfig(bind_address=bind_address)
+    return Runtime(telemetry=TelemetryConfig(metrics=metrics, global_tags=deployment_tags(versioned)))
+
+
+def deployment_tags(versioned: WorkerDeploymentConfig | None) -> dict[str, str]:
+    """``worker_deployment_name`` and ``worker_build_id`` for a versioned worker; none for an unversioned one."""
+    if versioned is None:
+        return {}
+    return {"worker_deployment_name": versioned.version.deployment_name, "worker_build_id": versioned.version.build_id}
 
 
 class IncompatibleConverterError(ValueError):
@@ -316,12 +380,11 @@ def combined(given: DataConverter | None, ours: DataConverter) -> DataConverter:
 
 
 class AgentClientPlugin(SimplePlugin):
-    """What every client of the service and its replayer share: the data converter, composed with the caller's
-    (``combined``). A worker takes its client's converter, so the worker's plugin has none."""
+    """What every client of the service and its replayer share: the data converter ``ours`` (``data_converter``, or
+    a worker's ``converter``), composed with the caller's (``combined``). A worker takes its client's converter, so
+    the worker's plugin has none."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        ours = data_converter(settings)
+    def __init__(self, ours: DataConverter) -> None:
         super().__init__("agent-worker.client", data_converter=lambda given: combined(given, ours))
 
 
@@ -373,34 +436,14 @@ def grace_period(settings: Settings) -> timedelta:
     return timeouts.LONGEST_ATTEMPT
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkerParts:
-    """A worker, in parts, each built once from the settings by ``worker_parts`` (or handed in), so a setting
-    goes from ``agent-worker worker`` to where it is used through this module alone."""
-
-    settings: Settings
-    business: Business
-    model: LanguageModel
-    policy: PolicyInForce
-    blobs: BlobBackend
-    activities: Sequence[Callable[..., Any]]
-    deployment: WorkerDeploymentConfig | None
-    """The Worker Deployment version it polls as; None: unversioned, telling the server ``build_id()`` alone."""
-    grace: timedelta
-    """How long its activities in flight get when it is told to stop (``grace_period``)."""
-
-
-def worker_parts(
-    settings: Settings,
-    business_ports: Business | None = None,
-    model: LanguageModel | None = None,
-    policy: PolicyInForce | None = None,
-) -> WorkerParts:
-    """Everything a worker runs, built from ``settings`` once, after the clients' timeouts are checked against
-    the activities' (``check_client_timeouts``). The business, the model and the policy in force are built here
-    unless handed in: the dev stack hands in the demo's orders and a model that may be the script; tests hand in
-    a scratch business and a model where a script needs it. Built here, the business is not seeded with the
-    demo's orders and the model is never the script unless asked for."""
+def build_activities(
+    settings: Settings, business: Business, model: LanguageModel, *, blobs: BlobBackend, policy: PolicyInForce
+) -> list[Callable[..., Any]]:
+    """Every activity a worker runs, over the outside systems (``business``), the ``model``, the content store's
+    ``blobs`` and the ``policy`` in force, each built once by the caller: ``agent-worker worker`` builds them from
+    the settings (``agent_worker.cli.worker.serve``); the dev stack, the demo, the evals and the tests hand in their
+    own business and model. No worker is built with a client's timeout that would outlive its activity's attempt
+    (``check_client_timeouts``)."""
     from activities.audit_trail import AuditActivities  # noqa: PLC0415 - for workers alone, like all below
     from activities.content_store import ContentActivities, ContentStore  # noqa: PLC0415
     from activities.language_model import ModelActivities  # noqa: PLC0415
@@ -409,40 +452,34 @@ def worker_parts(
     from activities.tool_activities import ToolActivities  # noqa: PLC0415
 
     check_client_timeouts(settings)
-    ports = business_ports or business_ready(settings)
-    model = model or choose_model(settings, ports.model_calls)
-    policy = policy or policy_in_force(settings)
-    blobs = blob_backend(settings, ports.blobs)
     content = ContentStore(blobs)
     tools = ToolActivities.over(
-        ports, content, in_force=policy.digest, inline_max_bytes=settings.inline_result_max_bytes
+        business, content, in_force=policy.digest, inline_max_bytes=settings.inline_result_max_bytes
     )
-    models = ModelActivities(model, ports.model_calls, content)
+    models = ModelActivities(model, business.model_calls, content)
     activities: list[Callable[..., Any]] = [
         models.think,
         models.summarize,
         ContentActivities(content).archive_records,
         *tools.all(),
-        *Reconciliation.over(ports).all(),
-        *AuditActivities(ports.audit).all(),
-        *PolicyActivities(policy, ports.audit, settings.web.approval_key_bytes()).all(),
+        *Reconciliation.over(business).all(),
+        *AuditActivities(business.audit).all(),
+        *PolicyActivities(policy, business.audit, settings.web.approval_key_bytes()).all(),
     ]
     bucket = f"s3://{settings.s3.bucket}/{settings.s3.prefix}" if settings.s3.bucket else None
     log.info(
         "worker configured",
         task_queue=settings.task_queue,
         model=model.name,
-        business_db=str(ports),
-        payments=str(ports.payments),
-        mail=str(ports.mail),
+        business_db=str(business),
+        payments=str(business.payments),
+        mail=str(business.mail),
         content_store=str(blobs),
         large_payloads=bucket,
         policy=policy.digest,
         policy_file=str(settings.policy_file) if settings.policy_file else None,
     )
-    return WorkerParts(
-        settings, ports, model, policy, blobs, activities, deployment_config(settings), grace_period(settings)
-    )
+    return activities
 
 
 def workers_runner() -> WorkflowRunner:
@@ -470,20 +507,23 @@ def with_pass_throughs(runner: WorkflowRunner | None) -> WorkflowRunner:
 
 
 class AgentWorkerPlugin(SimplePlugin):
-    """What only a worker runs, from its ``WorkerParts``: the workflow, its activities over the business ports and
-    the model, the interceptor that puts each task's context in the logs, and its version. It sets no converter:
-    the worker's client has the service's (``AgentClientPlugin``).
+    """What only a worker runs: the workflow, its ``activities`` (``build_activities``), the interceptor that puts
+    each task's context in the logs, and its version (``deployment``, built once by the caller, which also tags the
+    worker's metrics with it; None: unversioned). It sets no converter: the worker's client has the service's
+    (``AgentClientPlugin``).
 
     It keeps the caller's workflow runner, as Temporal's own plugins do: the product's worker asks for
     ``workers_runner()`` (no sandbox), and a team that embeds the plugin under the SDK's sandbox keeps it, with the
-    workflow's pieces and pydantic passed through (``with_pass_throughs``)."""
+    contracts and pydantic passed through (``with_pass_throughs``)."""
 
-    def __init__(self, parts: WorkerParts) -> None:
-        self.parts = parts
+    def __init__(
+        self, activities: Sequence[Callable[..., Any]], deployment: WorkerDeploymentConfig | None = None
+    ) -> None:
+        self.deployment = deployment
         super().__init__(
             "agent-worker.worker",
             workflows=self._workflows,
-            activities=lambda given: [*(given or []), *parts.activities],
+            activities=lambda given: [*(given or []), *activities],
             workflow_runner=with_pass_throughs,
         )
 
@@ -494,10 +534,10 @@ class AgentWorkerPlugin(SimplePlugin):
 
         config = super().configure_worker(config)
         if not (config.get("build_id") or config.get("deployment_config")):
-            if self.parts.deployment is None:
+            if self.deployment is None:
                 config["build_id"] = build_id()
             else:
-                config["deployment_config"] = self.parts.deployment
+                config["deployment_config"] = self.deployment
         config["interceptors"] = [*config.get("interceptors", []), LogContextInterceptor()]
         return config
 

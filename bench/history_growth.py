@@ -30,7 +30,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.business import Business
 from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import Outcome
-from agent_worker.cli.worker import build_worker
+from agent_worker.cli.worker import local_worker
 from agent_worker.config import Settings
 from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.exits import exit_hard
@@ -83,7 +83,7 @@ async def bench(steps: int, long_steps: int, steps_per_run: int) -> int:
                 request = long_ticket(n, steps_per_run=steps_per_run)
                 request["options"]["summarize_above_tokens"] = summarize_above
                 started = time.monotonic()
-                async with build_worker(env.client, settings, store, model):
+                async with local_worker(env.client, settings, store, model):
                     handle = await env.client.start_workflow(
                         WORKFLOW_NAME,
                         request,

@@ -43,11 +43,12 @@ from activities.language_model import LanguageModel
 from agent_worker import wiring
 from agent_worker.cli.devserver import start_dev_server
 from agent_worker.cli.replay import HISTORIES, export
-from agent_worker.cli.worker import build_worker
+from agent_worker.cli.worker import build_worker, local_worker
 from agent_worker.config import Settings
 from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.config.web import WebSettings
 from agent_worker.exits import exit_hard
+from agent_worker.model_choice import choose_model
 from tests.support import faults, tickets
 from tests.support.bookings import BookingsUnder
 from tests.support.desk import LOOSE, LOOSE_FILE
@@ -183,7 +184,8 @@ async def crash_with_retried_activity(r: Recorder) -> Handle:
     await poll(thinking, timeout=30, what="the model call to start on the worker to kill")
     worker.send_signal(signal.SIGKILL)
     await worker.wait()
-    async with build_worker(r.client, scripted(crash.task_queue, r.store), r.store):
+    carrying_on = scripted(crash.task_queue, r.store)
+    async with local_worker(r.client, carrying_on, r.store, choose_model(carrying_on, r.store.model_calls)):
         await handle.result()
     return handle
 
@@ -242,7 +244,8 @@ async def refund_timed_out_reconciled(r: Recorder) -> Handle:
         policy_file=LOOSE_FILE,
     )
     hangs = faults.plugins(settings, "after:issue_refund=hang*5")
-    async with build_worker(r.client, settings, wiring.business(settings), plugins=hangs):
+    business = wiring.business(settings)
+    async with local_worker(r.client, settings, business, choose_model(settings, business.model_calls), plugins=hangs):
         return await Recorder(r.client, r.store, settings.task_queue).finished(ticket(approval_limit_cents=10_000))
 
 
@@ -318,7 +321,8 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
         policy_file=LOOSE_FILE,
     )
     hangs = faults.plugins(settings, "before:issue_refund=hang")
-    async with build_worker(r.client, settings, wiring.business(settings), plugins=hangs):
+    business = wiring.business(settings)
+    async with local_worker(r.client, settings, business, choose_model(settings, business.model_calls), plugins=hangs):
         handle = await Recorder(r.client, r.store, settings.task_queue).start(ticket(approval_limit_cents=10_000))
 
         async def refunding() -> bool:
@@ -853,7 +857,14 @@ async def record(names: list[str], out: Path) -> None:
                     plugins: list[SimplePlugin] = [holds] if holds else []
                     if name in PLUGINS:
                         plugins.append(PLUGINS[name](store))
-                    async with build_worker(client, settings, store, model, in_force, plugins=plugins):
+                    activities = wiring.build_activities(
+                        settings,
+                        store,
+                        model or choose_model(settings, store.model_calls),
+                        blobs=store.blobs,
+                        policy=in_force,
+                    )
+                    async with build_worker(client, settings, activities, plugins=plugins):
                         handle = await SCENARIOS[name](Recorder(client, store, task_queue, holds))
                     count = await export(client, handle.id, out / f"{name}.json")
                     print(f"recorded {name}: {count} events", flush=True)

@@ -26,13 +26,15 @@ from tests.support.fake_messages_api import FakeMessagesAPI, error, message, tex
 from tests.support.faulty_worker import WORKER_COMMAND
 from tests.support.handover import RELAY, NewerWorkerHandsOver, hand_over_unreadable_state
 from tests.support.harness import Harness
-from tests.support.processes import spawn_worker
+from tests.support.processes import AGENT_WORKER, spawn_worker
 from tests.support.tickets import ticket
 from tests.support.waits import poll
 from workflows import timeouts
 
 ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "alerts.yml"
 STUCK = "agent_tickets_stuck"
+GAUGES = {STUCK, "agent_approvals_waiting"}
+"""The namespace's gauges, which ``agent-worker metrics`` exports, read from visibility."""
 SCRAPE_LABELS = {"job", "instance"}
 """Labels Prometheus adds to every series it scrapes: an expression may group by them."""
 
@@ -152,15 +154,16 @@ async def scrape(bind: str) -> Series:
         return exposition(await response.text())
 
 
-async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_exports(
+async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_or_agent_worker_metrics_exports(
     agent: Harness, client: Client, tmp_path: Path
 ) -> None:
     """One worker process, on Claude behind a local fake of the Messages API, does what each alert watches: a model
     call fails once (a 500) and is retried, the ticket hands over after its look-up and the first two attempts to
     archive its records fail (a fault) and are retried until they are stored, and a ticket handed over with state
-    it cannot read fails its workflow task until the server marks it stuck."""
+    it cannot read fails its workflow task until the server marks it stuck, which ``agent-worker metrics``, the
+    namespace's gauges, counts."""
     wanted = {name for rule in rules() for name, _ in reads(rule["expr"]).selectors}
-    bind = f"127.0.0.1:{free_port()}"
+    bind, gauges_bind = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     env = {name: value for name, value in os.environ.items() if not name.startswith("ANTHROPIC_")}
     with FakeMessagesAPI().running() as api:
         api.script(
@@ -176,6 +179,11 @@ async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_expor
             **claude,
         )
         worker = await spawn_worker(settings, environ=env, command=WORKER_COMMAND)
+        gauges = await spawn_worker(
+            {"TEMPORAL_ADDRESS": settings["TEMPORAL_ADDRESS"], "AGENT_METRICS_BIND": gauges_bind},
+            environ=env,
+            command=(AGENT_WORKER, "metrics"),
+        )
         try:
             async with Worker(client, task_queue=RELAY, workflows=[NewerWorkerHandsOver]):
                 answered = await agent.start(ticket(continue_as_new_after_steps=1))
@@ -183,17 +191,21 @@ async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_expor
                 stuck = await hand_over_unreadable_state(client, agent.task_queue)
 
                 async def counted_stuck() -> Series | None:
-                    exported = await scrape(bind)
+                    exported = await scrape(gauges_bind)
                     return exported if stuck_gauge(exported) >= 1 else None
 
-                # the server marks it, then the worker's gauge reads visibility
-                exported = await poll(counted_stuck, timeout=90, interval=1, what="the stuck gauge to count it")
+                # the server marks it, then the gauges read visibility
+                namespace = await poll(counted_stuck, timeout=90, interval=1, what="the stuck gauge to count it")
                 await stuck.terminate("test over")
+                exported = await scrape(bind)
+                assert not exported.keys() & GAUGES, "a worker reads no visibility"
+                exported.update({name: namespace[name] for name in GAUGES})
         finally:
-            worker.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(worker.wait(), 60)
+            for process in (worker, gauges):
+                process.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(process.wait(), 60)
 
-    assert wanted <= exported.keys(), f"alerts on metrics the worker does not export: {wanted - exported.keys()}"
+    assert wanted <= exported.keys(), f"alerts on metrics nothing exports: {wanted - exported.keys()}"
     for rule in rules():
         read = reads(rule["expr"])
         for name, matchers in read.selectors:

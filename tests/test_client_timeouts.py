@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
-from temporalio.client import Client
 
-from agent_worker.cli.worker import build_worker
+from agent_worker.cli.worker import serve
 from agent_worker.config import Settings
 from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.config.payment_settings import StripeSettings
@@ -51,12 +51,12 @@ def test_stripe_is_checked_against_every_activity_that_calls_it_not_only_the_ref
         check_client_timeouts(Settings(stripe=StripeSettings(timeout_seconds=attempt_seconds("issue_refund") - 1)))
 
 
-async def test_the_worker_is_not_built_with_an_anthropic_timeout_as_long_as_a_think_attempt(client: Client) -> None:
+async def test_the_worker_is_not_built_with_an_anthropic_timeout_as_long_as_a_think_attempt(tmp_path: Path) -> None:
     """The SDK's request timeout at the ``think`` activity's two minutes: a slow call would outlive its attempt."""
     assert timeouts.attempt("think")["start_to_close_timeout"] == timedelta(minutes=2)
     check_client_timeouts(Settings())  # the defaults fit
     with pytest.raises(ClientTimeoutError, match=r"AGENT_ANTHROPIC_TIMEOUT_SECONDS=120 is not below the think"):
-        build_worker(client, Settings(claude=ClaudeSettings(timeout_seconds=120)))
+        await serve(Settings(claude=ClaudeSettings(timeout_seconds=120), data_dir=tmp_path), "127.0.0.1:1")
 
 
 def test_an_activity_no_one_declared_timeouts_for_is_refused_by_name_not_run_on_a_default() -> None:

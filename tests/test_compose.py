@@ -23,6 +23,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
+from activities.business import Business
 from activities.contracts.names import SEARCH_ATTRIBUTES
 from agent_worker import model_choice, wiring
 from agent_worker.cli import main as cli
@@ -84,6 +85,7 @@ def test_images_are_pinned_and_the_cluster_has_every_part() -> None:
         "migrate",
         "worker",
         "inbox",
+        "metrics",
         "codec-server",
     } <= set(SERVICES)
     assert SERVICES["worker"]["deploy"]["replicas"] == 2
@@ -127,7 +129,14 @@ def test_the_schema_is_set_up_before_the_server_starts_and_workers_start_once_th
     assert depends["migrate"] == {"postgresql": healthy}
     for process in ("worker", "inbox"):
         assert depends[process] == {"temporal": healthy, "temporal-namespace": completed, "migrate": completed}
-    assert SERVICES["migrate"]["command"] == ["agent-worker", "migrate"]
+    assert SERVICES["migrate"]["command"] == ["agent-worker", "migrate"]  # temporal-namespace registers the attributes
+    assert depends["metrics"] == {"temporal": healthy, "temporal-namespace": completed}
+    assert SERVICES["metrics"]["command"] == ["agent-worker", "metrics"]
+    assert (
+        SERVICES["metrics"]["environment"]["TEMPORAL_NAMESPACE"]
+        == SERVICES["worker"]["environment"]["TEMPORAL_NAMESPACE"]
+    )
+    assert SERVICES["metrics"]["environment"]["AGENT_METRICS_BIND"].endswith(":9464"), "the image's health check"
     script = (ROOT / "deploy" / "temporal" / "setup-schema.sh").read_text()
     for step in ("create", "setup-schema -v 0.0", "update-schema -d"):
         assert f'"$database" {step}' in script
@@ -355,4 +364,4 @@ def test_the_workers_run_claude_and_as_compose_fills_it_in_refuse_to_start_witho
 
     assert settings.policy_file is None  # left unset, the defaults
     with pytest.raises(model_choice.NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
-        model_choice.require_model(settings)
+        model_choice.choose_model(settings, Business.sqlite(tmp_path / "business.sqlite3").model_calls)

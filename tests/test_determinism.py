@@ -26,7 +26,8 @@ import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 
 from agent_worker import workflow_code, workflow_lint
-from agent_worker.cli.worker import build_worker
+from agent_worker.cli.worker import local_worker
+from agent_worker.model_choice import choose_model
 from agent_worker.wiring import workers_runner
 from agent_worker.workflow_lint import builtin_calls, module_state_changes
 from tests.support.harness import Harness
@@ -348,7 +349,8 @@ async def test_workers_run_the_workflow_outside_the_sandbox_and_the_gate_replays
 ) -> None:
     """The net above and the replay gate guard every module in a worker (docs/evals-and-replay.md); the gate replays
     with the runner the workers run (``wiring.workers_runner``), so what it proves is about them."""
-    worker = build_worker(agent.client, agent.settings(), agent.store)
+    settings = agent.settings()
+    worker = local_worker(agent.client, settings, agent.store, choose_model(settings, agent.store.model_calls))
 
     assert isinstance(worker.config(active_config=True)["workflow_runner"], UnsandboxedWorkflowRunner)
     assert isinstance(workers_runner(), UnsandboxedWorkflowRunner)

@@ -16,6 +16,7 @@ import yaml
 from temporalio.client import Client
 
 from activities.contracts.ticket import Status
+from agent_worker import wiring
 from agent_worker.evals import recordings
 from agent_worker.evals.judging import judge
 from agent_worker.evals.messages_api import MessagesAPI, Recorded, Scripted
@@ -130,7 +131,7 @@ def test_a_configuration_sets_only_agent_settings(tmp_path: Path) -> None:
     assert config.environment["AGENT_POLICY_FILE"] == str(tmp_path / "desk.toml"), "read from its own folder"
     settings = config.settings()
     assert settings.claude.model == "claude-haiku-4-5"
-    assert settings.money_policy.approval.limit_cents == 1000
+    assert wiring.money_policy(settings).approval.limit_cents == 1000
 
 
 # --- judging: what the ticket did, against what was expected -------------------------------------------------

@@ -227,3 +227,32 @@ def test_the_module_the_sandbox_runs_again_for_every_run_evaluates_its_annotatio
     tree = ast.parse(Path(inspect.getfile(SupportAgent)).read_text())
     futures = [node for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "__future__"]
     assert futures == [], "workflows/support_agent.py: leave annotations evaluated (see its comment)"
+
+
+def reached(start: str) -> set[str]:
+    """Every module of the product ``start`` can import, at import time or in a function, followed through the
+    product's own modules."""
+    seen: set[str] = set()
+    pending = [start]
+    while pending:
+        module = pending.pop()
+        if module in seen:
+            continue
+        path = ROOT / Path(*module.split("."))
+        source = path.with_suffix(".py") if path.with_suffix(".py").exists() else path / "__init__.py"
+        if not source.exists():
+            continue
+        seen.add(module)
+        for _, name in imports(source.read_text()):
+            if any(under(name, package) for package in PRODUCT):
+                pending.extend([name, name.rpartition(".")[0]])  # a module, or an attribute of one
+    return seen
+
+
+def test_the_worker_process_imports_nothing_of_the_operators_side() -> None:
+    """A worker polls and works: the gauges read from visibility are ``agent-worker metrics``'s and the tickets'
+    operator commands are the CLI's, so ``agent_worker.cli.worker`` reaches neither, even in a function."""
+    operator = ("agent_worker.cli.metrics", "agent_worker.tickets", "agent_worker.stuck", "agent_worker.cli.operations")
+    worker = reached("agent_worker.cli.worker")
+    assert "agent_worker.wiring" in worker, "a negative control: the walk follows the worker's imports"
+    assert sorted(set(operator) & worker) == []

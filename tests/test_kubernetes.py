@@ -29,7 +29,8 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 
 from activities import migrations
-from agent_worker import model_choice
+from activities.business import Business
+from agent_worker import model_choice, wiring
 from agent_worker.cli import main as cli
 from agent_worker.cli.devserver import free_port
 from agent_worker.config import Settings
@@ -295,7 +296,7 @@ def test_every_variable_a_manifest_sets_is_a_setting_the_product_reads_or_one_an
     checked = {
         template["metadata"]["labels"]["app.kubernetes.io/component"] for _, template in pod_templates(resources)
     }
-    assert checked == {"worker", "inbox", "migrate", "codec-server", "mail-in"}
+    assert checked == {"worker", "inbox", "migrate", "codec-server", "mail-in", "metrics"}
     for owner, container in containers(resources):
         for name in every_variable(container, resources):
             assert name in known or name in OUTSIDE_SETTINGS, (
@@ -322,12 +323,12 @@ def test_as_their_pods_get_it_each_process_reads_valid_settings_and_a_policy_it_
     """The pod's environment (ConfigMaps, its own values, made-up secrets) and the mounted policy, read by the
     product's own ``Settings``: a malformed value or policy would stop the process at start with exit 2."""
     resources = sources()
-    for component in ("worker", "inbox", "migrate", "codec-server", "mail-in"):
+    for component in ("worker", "inbox", "migrate", "codec-server", "mail-in", "metrics"):
         template, container = container_of(resources, component)
         settings = settings_of(container, template, resources, tmp_path)
         if component != "codec-server":
             assert settings.policy_file is not None, f"{component} runs on the default policy"
-            assert settings.money_policy.approval.roles, (
+            assert wiring.money_policy(settings).approval.roles, (
                 f"{component}'s policy names no approvers: anyone could approve"
             )
     template, container = container_of(resources, "worker")
@@ -366,7 +367,7 @@ def test_a_worker_pod_without_the_model_key_refuses_to_start_rather_than_let_a_s
             patch.delenv(name)
         patch.setenv("HOME", str(tmp_path))  # no Anthropic profile either
         with pytest.raises(model_choice.NoCredentialsError, match="no ANTHROPIC_API_KEY"):
-            model_choice.require_model(settings)
+            model_choice.choose_model(settings, Business.sqlite(tmp_path / "business.sqlite3").model_calls)
 
 
 def test_every_process_that_names_a_policy_file_mounts_it_read_only(tmp_path: Path) -> None:
@@ -383,7 +384,7 @@ def test_the_example_overlays_temporal_connection_reads_as_temporal_cloud_throug
     """TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_API_KEY as ``temporalio.envconfig`` reads them, the loader
     the worker connects with: an API key turns TLS on."""
     built = kustomize(EXAMPLE)
-    for component in ("worker", "inbox", "mail-in"):
+    for component in ("worker", "inbox", "mail-in", "metrics", "migrate"):
         _, container = container_of(built, component)
         env = environment(container, built)
         env["TEMPORAL_API_KEY"] = "a key"  # optional in the pod; this desk's Secret holds it
@@ -424,6 +425,13 @@ def test_the_probes_and_ports_are_those_each_process_serves(tmp_path: Path) -> N
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert worker[probe]["httpGet"]["path"] == "/metrics"
         assert port_named(worker, worker[probe]["httpGet"]["port"]) == int(metrics.rsplit(":", 1)[1])
+
+    template, gauges = container_of(resources, "metrics")
+    bind = settings_of(gauges, template, resources, tmp_path).metrics_bind
+    assert bind is not None, "agent-worker metrics refuses to start without an address to serve on"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert gauges[probe]["httpGet"]["path"] == "/metrics"
+        assert port_named(gauges, gauges[probe]["httpGet"]["port"]) == int(bind.rsplit(":", 1)[1])
 
     template, inbox = container_of(resources, "inbox")
     web = settings_of(inbox, template, resources, tmp_path).web
@@ -572,7 +580,11 @@ def test_the_migration_job_runs_alone_first_as_the_schema_owner_with_everything_
     assert DOCUMENTED_MIGRATION in (ROOT / "docs" / "kubernetes.md").read_text()
     built = kustomize(EXAMPLE)
     (job,) = of_kind(built, "Job")
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["agent-worker", "migrate"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "agent-worker",
+        "migrate",
+        "--search-attributes",
+    ]
     selected = {"config", "migrate"}
     referenced = {"agent-worker-config", "agent-worker-policy"}
     for resource in built:
@@ -585,7 +597,9 @@ def test_the_migration_job_runs_alone_first_as_the_schema_owner_with_everything_
         if variable["name"] == "AGENT_DATABASE_URL" and owner["kind"] != "Job"
     }
     (job_secret,) = {
-        v["valueFrom"]["secretKeyRef"]["name"] for v in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        v["valueFrom"]["secretKeyRef"]["name"]
+        for v in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        if v["name"] == "AGENT_DATABASE_URL"
     }
     assert job_secret not in owners, "the workers and the inbox must not hold the role that changes the schema"
 

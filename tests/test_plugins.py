@@ -28,11 +28,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker.cli.replay import replay, write_history
-from agent_worker.cli.worker import build_worker
+from agent_worker.cli.worker import local_worker
 from agent_worker.codec import EncryptionCodec
 from agent_worker.config import DATA_CONVERTER, Settings
 from agent_worker.config.codec_settings import CodecSettings
-from agent_worker.wiring import AgentClientPlugin, AgentWorkerPlugin, IncompatibleConverterError, worker_parts
+from agent_worker.model_choice import choose_model
+from agent_worker.wiring import AgentClientPlugin, AgentWorkerPlugin, IncompatibleConverterError, data_converter
 from tests.support.harness import Harness
 from tests.support.history import events
 from tests.support.processes import address
@@ -83,13 +84,15 @@ async def test_a_callers_codec_is_kept_through_a_whole_ticket_and_the_replayer(
     the replayer given the same converter replays it."""
     theirs = dataclasses.replace(DataConverter.default, payload_codec=Squeeze())
     settings = agent.settings()
-    connected = await Client.connect(address(client), data_converter=theirs, plugins=[AgentClientPlugin(settings)])
+    connected = await Client.connect(
+        address(client), data_converter=theirs, plugins=[AgentClientPlugin(data_converter(settings))]
+    )
     converter = connected.data_converter
     assert isinstance(converter.payload_codec, Squeeze)
     assert converter.payload_converter_class is PydanticPayloadConverter
 
     squeezed = Harness(connected, agent.store, agent.task_queue)
-    async with build_worker(connected, settings, agent.store):
+    async with local_worker(connected, settings, agent.store, choose_model(settings, agent.store.model_calls)):
         handle = await squeezed.start(ticket())
         await awaiting(handle, 4900)
         await handle.signal(APPROVE_SIGNAL, answer(4900))
@@ -106,9 +109,9 @@ async def test_a_callers_codec_is_kept_through_a_whole_ticket_and_the_replayer(
     } == {SQUEEZED}
 
     write_history(tmp_path / "squeezed.json", history)
-    (ok,) = await replay([tmp_path], data_converter=theirs, plugins=[AgentClientPlugin(settings)])
+    (ok,) = await replay([tmp_path], data_converter=theirs, plugins=[AgentClientPlugin(data_converter(settings))])
     assert ok.ok, ok.failure
-    (unreadable,) = await replay([tmp_path], plugins=[AgentClientPlugin(settings)])
+    (unreadable,) = await replay([tmp_path], plugins=[AgentClientPlugin(data_converter(settings))])
     assert not unreadable.ok, "without the caller's codec the replayer cannot read the squeezed history"
 
 
@@ -131,12 +134,16 @@ async def test_a_converter_the_service_cannot_read_the_same_way_is_refused_namin
     """An operator's program that brings such a converter fails at connect, before it starts a ticket whose
     payloads no worker could read, rather than have the plugin silently drop the caller's choice."""
     with pytest.raises(IncompatibleConverterError, match=named):
-        await Client.connect(address(client), data_converter=theirs, plugins=[AgentClientPlugin(settings)])
+        await Client.connect(
+            address(client), data_converter=theirs, plugins=[AgentClientPlugin(data_converter(settings))]
+        )
 
 
 async def test_the_settings_codec_applies_where_the_caller_brings_none_and_pydantic_is_kept(client: Client) -> None:
     for theirs in (DataConverter.default, DATA_CONVERTER):
-        connected = await Client.connect(address(client), data_converter=theirs, plugins=[AgentClientPlugin(keyed())])
+        connected = await Client.connect(
+            address(client), data_converter=theirs, plugins=[AgentClientPlugin(data_converter(keyed()))]
+        )
         assert isinstance(connected.data_converter.payload_codec, EncryptionCodec)
         assert connected.data_converter.payload_converter_class is PydanticPayloadConverter
 
@@ -148,12 +155,12 @@ async def test_the_clients_plugin_runs_nothing_on_a_worker_and_the_workers_plugi
     (so a command never loads the workflow or opens the business database), and the worker's plugin leaves the
     client's converter as it is."""
     settings = agent.settings()
-    connected = await Client.connect(address(client), plugins=[AgentClientPlugin(settings)])
-    client_plugin, worker_plugin = AgentClientPlugin(settings), AgentWorkerPlugin(worker_parts(settings, agent.store))
+    connected = await Client.connect(address(client), plugins=[AgentClientPlugin(data_converter(settings))])
+    client_plugin, worker_plugin = AgentClientPlugin(data_converter(settings)), AgentWorkerPlugin(agent.activities())
     assert client_plugin.workflows is None
     assert client_plugin.activities is None
     assert worker_plugin.data_converter is None
-    worker = build_worker(connected, settings, agent.store)
+    worker = local_worker(connected, settings, agent.store, choose_model(settings, agent.store.model_calls))
     configured = worker.config(active_config=True)
     assert [w.__name__ for w in configured.get("workflows", [])] == ["SupportAgent"]
     assert configured["client"].data_converter is connected.data_converter

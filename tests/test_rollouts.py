@@ -27,7 +27,6 @@ from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker import wiring
-from agent_worker.cli import metrics
 from agent_worker.cli.devserver import binary, free_port, start_dev_server
 from agent_worker.config import Settings
 from agent_worker.config.deployment import DeploymentSettings
@@ -186,7 +185,7 @@ async def metrics_name_the_version(bind: str, name: str, build: str) -> None:
     async with aiohttp.ClientSession() as http, http.get(f"http://{bind}/metrics") as response:
         scraped = (await response.text()).splitlines()
     tags = (f'worker_deployment_name="{name}"', f'worker_build_id="{build}"')
-    for metric in ("temporal_workflow_task_execution_latency_count{", "agent_approvals_waiting{"):
+    for metric in ("temporal_workflow_task_execution_latency_count{", "agent_model_calls{"):
         assert any(line.startswith(metric) and all(tag in line for tag in tags) for line in scraped), metric
 
 
@@ -206,12 +205,11 @@ async def drained(client: Client, name: str, build: str) -> bool:
 # --- the settings that opt a worker in ------------------------------------------------------------------------------
 
 
-def test_a_worker_is_unversioned_unless_a_deployment_is_named() -> None:
+def test_a_worker_is_unversioned_unless_a_deployment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert wiring.deployment_config(Settings()) is None
-    assert metrics.tags(None) == {}
-    assert (
-        Settings(versioning=DeploymentSettings(deployment="")).versioning.deployment is None
-    )  # "" is unset, as compose passes an unset variable
+    assert wiring.deployment_tags(None) == {}
+    monkeypatch.setenv("AGENT_DEPLOYMENT", "")  # "" is unset, as compose passes an unset variable
+    assert Settings().versioning.deployment is None
 
 
 def test_a_named_deployment_makes_the_worker_a_version_that_auto_upgrades() -> None:
@@ -222,7 +220,7 @@ def test_a_named_deployment_makes_the_worker_a_version_that_auto_upgrades() -> N
     assert (config.version.deployment_name, config.version.build_id) == ("support-agent", "v2")
     assert config.use_worker_versioning
     assert config.default_versioning_behavior is VersioningBehavior.AUTO_UPGRADE
-    assert metrics.tags(config) == {"worker_deployment_name": "support-agent", "worker_build_id": "v2"}
+    assert wiring.deployment_tags(config) == {"worker_deployment_name": "support-agent", "worker_build_id": "v2"}
 
     by_digest = wiring.deployment_config(Settings(versioning=DeploymentSettings(deployment="support-agent")))
     assert by_digest is not None
@@ -249,9 +247,14 @@ def test_the_ticket_leaves_its_behaviour_to_the_worker_so_an_unversioned_one_can
         ({"deployment": "support-agent", "build_id": "__unversioned__"}, "AGENT_BUILD_ID must not be __unversioned__"),
     ],
 )
-def test_a_version_that_is_not_one_is_refused_naming_the_setting(settings: dict[str, Any], refusal: str) -> None:
+def test_a_version_that_is_not_one_is_refused_naming_the_setting(
+    settings: dict[str, Any], refusal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given as an operator gives them, in the environment, where ``""`` is a variable left unset."""
+    for name, value in settings.items():
+        monkeypatch.setenv(f"AGENT_{name.upper()}", value)
     with pytest.raises(ValidationError, match=refusal):
-        DeploymentSettings(**settings)
+        DeploymentSettings()
 
 
 async def test_a_worker_with_a_build_but_no_deployment_does_not_start_and_says_which_setting() -> None:

@@ -252,11 +252,14 @@ def test_a_plain_blob_is_read_only_while_a_migration_says_so(store: Business) ->
     store.blobs.put_blob(content_key(older), older)
     keys = {"2026-11": SecretStr(base64.b64encode(NEW_KEY).decode())}
 
+    keyed = Settings(codec=CodecSettings(keys=keys))
+    sealed = ContentStore(wiring.blob_backend(keyed, store.blobs, wiring.codec(keyed)))
     with pytest.raises(ApplicationError) as raised:
-        ContentStore(wiring.blob_backend(Settings(codec=CodecSettings(keys=keys)), store.blobs)).get(content_key(older))
+        sealed.get(content_key(older))
     assert (raised.value.type, raised.value.non_retryable) == ("ContentRefused", True)
     assert "AGENT_BLOBS_ACCEPT_PLAINTEXT" in raised.value.message
-    migrating = wiring.blob_backend(Settings(codec=CodecSettings(keys=keys, blobs_accept_plaintext=True)), store.blobs)
+    accepting = Settings(codec=CodecSettings(keys=keys, blobs_accept_plaintext=True))
+    migrating = wiring.blob_backend(accepting, store.blobs, wiring.codec(accepting))
     assert ContentStore(migrating).get(content_key(older)) == older
 
 

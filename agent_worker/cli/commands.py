@@ -25,7 +25,7 @@ from agent_worker import tickets
 from agent_worker.client import connect
 from agent_worker.config import Settings
 from agent_worker.defaults import DEFAULT_CODEC_PORT
-from agent_worker.exits import exit_hard
+from agent_worker.exits import Refused, exit_hard
 
 log = structlog.get_logger(__name__)
 
@@ -40,7 +40,10 @@ def run(args: argparse.Namespace) -> None:
     except SystemExit as stop:
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if isinstance(stop, Refused):
+            code = stop.exit_code
+        else:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BrokenPipeError:  # the reader stopped early (``| head``): it has what it wanted, so no traceback
         code = READER_GONE
     exit_hard(code)
@@ -81,7 +84,7 @@ def dev(args: argparse.Namespace) -> None:
 async def _dev(settings: Settings, port: int, ui_port: int) -> None:
     from agent_worker import wiring  # noqa: PLC0415 - imports in commands: see the module's docstring
     from agent_worker.cli.devserver import dev_stack, free_port  # noqa: PLC0415
-    from agent_worker.cli.worker import build_worker, run_worker  # noqa: PLC0415
+    from agent_worker.cli.worker import local_worker, run_worker  # noqa: PLC0415
     from agent_worker.codec_server.app import serve  # noqa: PLC0415
     from agent_worker.inbox.server import with_key_for_this_process  # noqa: PLC0415
 
@@ -108,7 +111,7 @@ async def _dev(settings: Settings, port: int, ui_port: int) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            await run_worker(env.client, settings, worker=build_worker(env.client, settings, store, model))
+            await run_worker(local_worker(env.client, settings, store, model))
     finally:
         if codec_server is not None:
             await codec_server.cleanup()
@@ -122,21 +125,42 @@ def worker(args: argparse.Namespace) -> None:
 
 
 async def _worker(settings: Settings, address: str | None, namespace: str | None) -> None:
-    from agent_worker import model_choice, wiring  # noqa: PLC0415
-    from agent_worker.cli import metrics, tracing  # noqa: PLC0415
-    from agent_worker.cli.worker import run_worker  # noqa: PLC0415
+    from agent_worker import model_choice  # noqa: PLC0415
+    from agent_worker.cli import tracing  # noqa: PLC0415
+    from agent_worker.cli.worker import serve  # noqa: PLC0415
 
     try:
-        model_choice.require_model(settings)
+        await serve(settings, address, namespace, plugins=tracing.plugins(enabled=settings.tracing))
     except model_choice.NoCredentialsError as error:
         print(f"agent-worker worker cannot start: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    runtime = metrics.runtime(settings.metrics_bind, wiring.deployment_config(settings))
-    client = await connect(settings, address, namespace, runtime, tracing.plugins(enabled=settings.tracing))
-    try:
-        await run_worker(client, settings)
     finally:
         tracing.flush()
+
+
+def metrics(args: argparse.Namespace) -> None:
+    """``agent-worker metrics``: the gauges of the whole namespace read from visibility (``agent_worker.cli.metrics``)
+    on ``AGENT_METRICS_BIND``, until SIGTERM or SIGINT: one such process, where every worker once read them."""
+    asyncio.run(_metrics(logged(), args.address, args.namespace))
+
+
+async def _metrics(settings: Settings, address: str | None, namespace: str | None) -> None:
+    from agent_worker import wiring  # noqa: PLC0415
+    from agent_worker.cli.metrics import report_from_visibility  # noqa: PLC0415
+    from agent_worker.stopping import stop_signals  # noqa: PLC0415
+
+    runtime = wiring.metrics_runtime(settings.metrics_bind)
+    if runtime is None:
+        raise Refused("agent-worker metrics needs AGENT_METRICS_BIND: the host:port to serve /metrics on")
+    client = await connect(settings, address, namespace, runtime)
+    with stop_signals() as stopping:
+        gauges = asyncio.create_task(report_from_visibility(client, runtime.metric_meter))
+        log.info("metrics from visibility", url=f"http://{settings.metrics_bind}/metrics", namespace=client.namespace)
+        try:
+            why = await stopping.wait()
+        finally:
+            gauges.cancel()
+        log.info("metrics stopped", reason=why)
 
 
 def codec_server(args: argparse.Namespace) -> None:
@@ -178,13 +202,17 @@ def mail_in(args: argparse.Namespace) -> None:
 
 
 async def _mail_in(settings: Settings, address: str | None, namespace: str | None) -> None:
-    from agent_worker.cli import metrics  # noqa: PLC0415
+    from temporalio.common import MetricMeter  # noqa: PLC0415
+
+    from agent_worker import wiring  # noqa: PLC0415
     from agent_worker.mail_in import listening  # noqa: PLC0415 - only the receiver needs its mail stack
     from agent_worker.stopping import stop_signals  # noqa: PLC0415
 
-    client = await connect(settings, address, namespace, metrics.runtime(settings.metrics_bind))
+    runtime = wiring.metrics_runtime(settings.metrics_bind)
+    client = await connect(settings, address, namespace, runtime)
+    meter = runtime.metric_meter if runtime is not None else MetricMeter.noop
     with stop_signals() as stopping:
-        async with listening(client, settings):
+        async with listening(client, settings, meter=meter):
             limits = settings.mail_in
             log.info("mail receiver listening", protocol=limits.protocol, address=f"{limits.host}:{limits.port}")
             why = await stopping.wait()

@@ -30,7 +30,7 @@ from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, T
 from activities.contracts.world import Order
 from agent_worker import tickets, wiring
 from agent_worker.cli.devserver import dev_stack, free_port
-from agent_worker.cli.worker import build_worker
+from agent_worker.cli.worker import local_worker
 from agent_worker.config import Settings
 from agent_worker.defaults import DEFAULT_PORT, DEFAULT_UI_PORT
 from agent_worker.inbox.server import with_key_for_this_process
@@ -41,6 +41,7 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     if decision is None and not sys.stdin.isatty():
         raise SystemExit("stdin is not a terminal, so nobody can answer the approval: pass --approve or --decline")
     settings, _ = with_key_for_this_process(settings)  # the inbox and the worker run here, and share it
+    limit_cents = wiring.money_policy(settings).approval.limit_cents
     store, model = wiring.dev_business_and_model(settings)
     order = next_demo_order(store.payments.refunds(), customer="ann@example.com")
     store.orders.add(order)
@@ -55,12 +56,12 @@ async def run_demo(settings: Settings, *, decision: bool | None, question: str |
     port, ui_port = free_port(DEFAULT_PORT), free_port(DEFAULT_UI_PORT)
     say(f"Starting Temporal (dev server on 127.0.0.1:{port}, Web UI on http://localhost:{ui_port}) ...")
     async with dev_stack(settings, port=port, ui_port=ui_port) as (env, inbox):
-        async with build_worker(env.client, settings, store, model):
+        async with local_worker(env.client, settings, store, model):
             say(
                 f"Worker polling task queue {settings.task_queue!r}; business database {store}.",
                 f"The {inbox.describe()}.",
                 f"Order {order.order_id} was charged {fields.amount(order.amount_cents, order.currency)}; refunds "
-                f"above {fields.amount(settings.money_policy.approval.limit_cents, order.currency)} wait for a person.",
+                f"above {fields.amount(limit_cents, order.currency)} wait for a person.",
             )
             started = await tickets.start(env.client, ticket, settings.task_queue, anew=True)
             handle = tickets.handle(env.client, started.workflow_id, run_id=started.run_id)

@@ -195,8 +195,16 @@ def _store_commands(commands: Any) -> None:
         description="Upgrade the business store's schema (AGENT_DATABASE_URL, else AGENT_DB_PATH, else "
         "business.sqlite3 in AGENT_DATA_DIR) to this version's newest revision. On PostgreSQL this is the one step "
         "that changes the schema: run it as the role that owns it, before the workers and the inbox start, which "
-        "only check the revision and refuse to start on an older one. A SQLite file is also migrated at every start.",
+        "only check the revision and refuse to start on an older one. A SQLite file is also migrated at every start. "
+        "With --search-attributes, it then registers the search attributes every ticket sets in the Temporal "
+        "namespace (TEMPORAL_* names it), which the workers only check.",
     )
+    migrate.add_argument(
+        "--search-attributes",
+        action="store_true",
+        help="also register the workflow's search attributes in the Temporal namespace (needs operator rights)",
+    )
+    _where(migrate)
     migrate.set_defaults(func=Runs("cli.store_commands", "migrate"))
 
     policy = commands.add_parser("policy", help="check a money policy file, or show the policy in force")
@@ -256,6 +264,16 @@ def parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run a worker against the configured Temporal cluster")
     _where(worker)
     worker.set_defaults(func=Runs("cli.commands", "worker"))
+
+    metrics = commands.add_parser(
+        "metrics",
+        help="serve the namespace's gauges read from visibility (tickets waiting, stuck) on AGENT_METRICS_BIND",
+        description="Read from Temporal's visibility, every 15 s, how many tickets wait for a person to approve and, "
+        "where the server marks them, how many are stuck, and serve them as Prometheus gauges on "
+        "AGENT_METRICS_BIND's /metrics: one such process per namespace (the workers serve their own metrics).",
+    )
+    _where(metrics)
+    metrics.set_defaults(func=Runs("cli.commands", "metrics"))
 
     dev = commands.add_parser("dev", help="embedded Temporal dev server with its Web UI, and a worker beside it")
     dev.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the dev server's port (default {DEFAULT_PORT})")

@@ -323,9 +323,9 @@ async def _in_process(
 
 async def _replay_here(order_seed: int, paths: list[Path]) -> list[ReplayResult]:
     from agent_worker.config import Settings  # noqa: PLC0415 - the settings of the process that asked
-    from agent_worker.wiring import AgentClientPlugin  # noqa: PLC0415
+    from agent_worker.wiring import AgentClientPlugin, data_converter  # noqa: PLC0415
 
-    return await replay(paths, plugins=[AgentClientPlugin(Settings())], order_seed=order_seed)
+    return await replay(paths, plugins=[AgentClientPlugin(data_converter(Settings()))], order_seed=order_seed)
 
 
 # --- histories from a server --------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The commands on what the desk keeps outside Temporal: the business database (its schema, the orders, the
-inbox's sessions, the answers for auditors) and the money policy file. None of them connects to Temporal.
+inbox's sessions, the answers for auditors) and the money policy file. None of them connects to Temporal but
+``migrate --search-attributes``, the release's one step on Temporal's side.
 
 SQLAlchemy and the migrations are imported inside each command, so the others do not load them.
 """
@@ -7,6 +8,7 @@ SQLAlchemy and the migrations are imported inside each command, so the others do
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from datetime import UTC, datetime
 
@@ -15,17 +17,33 @@ from activities.contracts.fields import amount
 from activities.contracts.world import Order
 from agent_worker import policy_file
 from agent_worker.cli.commands import settings
+from agent_worker.config import Settings
 
 
-def migrate(_args: argparse.Namespace) -> None:
+def migrate(args: argparse.Namespace) -> None:
     """``agent-worker migrate``: the business store's schema brought to this version's newest revision, the one step
-    that changes the schema of a database server (run it as the role that owns it); everything else checks."""
+    that changes the schema of a database server (run it as the role that owns it); everything else checks. With
+    ``--search-attributes``, also the release's step on Temporal's side: the search attributes every ticket sets,
+    registered in the namespace (the one command here that connects to Temporal, and only when asked)."""
     from agent_worker import logs, wiring  # noqa: PLC0415
 
     configured = settings()
     store = wiring.business(configured)
     logs.configure(configured.log_level, configured.log_format)  # Alembic logs each revision it runs
     print(f"{store} is at revision {store.database.migrate()}")
+    if args.search_attributes:
+        asyncio.run(_register_search_attributes(configured, args.address, args.namespace))
+
+
+async def _register_search_attributes(configured: Settings, address: str | None, namespace: str | None) -> None:
+    from agent_worker.client import connect, ensure_search_attributes  # noqa: PLC0415 - Temporal, when asked
+
+    client = await connect(configured, address, namespace)
+    created = await ensure_search_attributes(client)
+    print(
+        f"search attributes in namespace {client.namespace}: "
+        + (f"registered {', '.join(created)}" if created else "all there")
+    )
 
 
 def orders(args: argparse.Namespace) -> None:
@@ -132,8 +150,10 @@ def policy(args: argparse.Namespace) -> int:
             return 2
         print(f"{args.file}: a valid money policy, {checked.digest()}: {policy_file.summary(checked)}")
         return 0
+    from agent_worker import wiring  # noqa: PLC0415
+
     current = settings()
-    in_force = current.money_policy
+    in_force = wiring.money_policy(current)
     source = f"AGENT_POLICY_FILE={current.policy_file}" if current.policy_file else "defaults (no AGENT_POLICY_FILE)"
     approvers = f"AGENT_APPROVERS: {', '.join(current.approvers)}" if current.approvers else "anyone"
     print(f"# The money policy in force: {source}.")

@@ -17,19 +17,16 @@ a cluster exactly as the ``temporal`` CLI on the same machine would.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
 from activities.contracts.fields import Approvers
 from activities.contracts.names import TASK_QUEUE
-from activities.contracts.policy import MoneyPolicy
-from agent_worker import policy_file
 from agent_worker.config.codec_settings import CodecServerSettings, CodecSettings
-from agent_worker.config.concern import Concern, unset_if_blank
 from agent_worker.config.deployment import DeploymentSettings
 from agent_worker.config.mail_in import MailInSettings
 from agent_worker.config.mail_settings import SmtpSettings
@@ -43,31 +40,15 @@ DATA_CONVERTER: DataConverter = pydantic_data_converter
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AGENT_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="AGENT_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     def __init__(self, **values: Any) -> None:
         """Code names a concern's settings in its nested model, ``Settings(smtp=SmtpSettings(host=...))``, the
-        concern's other settings read from the environment as ever. A keyword no field holds is a ``TypeError``,
-        not a setting quietly dropped; one a concern's setting was taken by in 1.1.0 (``Settings(smtp_host=...)``,
-        its variable's name without ``AGENT_``) says which nested field to give instead."""
-        fields = type(self).model_fields
-        unknown = [key for key in values if key not in fields and not key.startswith("_")]
+        concern's other settings read from the environment as ever. A keyword no field holds is a ``TypeError``, not
+        a setting quietly dropped (the settings ignore what else the environment and ``.env`` hold)."""
+        unknown = [key for key in values if key not in type(self).model_fields and not key.startswith("_")]
         if unknown:
-            flat = {
-                key: (name, concern)
-                for name, field in fields.items()
-                if isinstance(concern := field.annotation, type) and issubclass(concern, Concern)
-                for key in concern.flat_names()
-            }
-            said = []
-            for key in unknown:
-                if key in flat:
-                    name, concern = flat[key]
-                    inner = concern.flat_names()[key]
-                    said.append(f"{key}= is not taken: pass {name}={concern.__name__}({inner}=...)")
-                else:
-                    said.append(f"{key}= is no setting")
-            raise TypeError(f"Settings: {'; '.join(said)}")
+            raise TypeError(f"Settings: {'; '.join(f'{key}= is no setting' for key in unknown)}")
         super().__init__(**values)
 
     task_queue: str = TASK_QUEUE
@@ -131,34 +112,9 @@ class Settings(BaseSettings):
 
     policy_file: Path | None = None
     """The desk's money policy (``agent_worker.policy_file``, ``agent-worker policy check``): approval limits, roles,
-    limits across tickets, the model budget. Read and checked when the settings are; unset, ``MoneyPolicy()``'s
-    defaults are in force."""
-    _money_policy: MoneyPolicy = PrivateAttr(default_factory=MoneyPolicy)
-
-    @property
-    def money_policy(self) -> MoneyPolicy:
-        """The policy ``policy_file`` states, as read when these settings were (a changed file takes effect at
-        the worker's next start); the defaults without one."""
-        return self._money_policy
+    limits across tickets, the model budget. Read and checked where a program starts that acts on it
+    (``agent_worker.wiring.money_policy``); unset, ``MoneyPolicy()``'s defaults are in force."""
 
     @property
     def business_db(self) -> Path:
         return self.db_path or self.data_dir / "business.sqlite3"
-
-    _blank_is_unset = field_validator("policy_file", mode="before")(unset_if_blank)
-
-    @model_validator(mode="after")
-    def _read_the_policy_file(self) -> Self:
-        """A policy that cannot be read stops every command, as any bad setting does: a worker must never run on
-        the defaults because the desk's file has a typo."""
-        if self.policy_file is not None:
-            try:
-                self._money_policy = policy_file.read(self.policy_file)
-            except policy_file.PolicyFileError as error:
-                raise ValueError(f"AGENT_POLICY_FILE {error}") from None
-        if self.approvers and self._money_policy.approval.roles:
-            raise ValueError(
-                "AGENT_POLICY_FILE names approval roles and AGENT_APPROVERS lists approvers: choose one (the roles, "
-                "which also say up to how much each person may approve, or AGENT_APPROVERS without roles)"
-            )
-        return self

@@ -8,7 +8,7 @@ from typing import Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agent_worker.config.concern import Concern, unset_if_blank
+from agent_worker.config.concern import Concern
 from agent_worker.defaults import ASYMMETRIC_ALGORITHMS
 
 
@@ -50,8 +50,6 @@ class CodecServerSettings(Concern):
     """The ``iss`` the access tokens must carry, e.g. ``https://login.example.com/``."""
     algorithms: list[str] = ["RS256"]
     """What the tokens may be signed with: asymmetric algorithms only (``none`` and ``HS*`` are refused)."""
-
-    _blank_is_unset = field_validator("jwks_url", "audience", "issuer", mode="before")(unset_if_blank)
 
     @field_validator("algorithms")
     @classmethod

@@ -12,27 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Concern(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", validate_by_name=True, validate_by_alias=True)
-
-    @classmethod
-    def flat_names(cls) -> dict[str, str]:
-        """Each field by its flat name, its variable's without ``AGENT_`` in lower case (``smtp_host``, ``mail``,
-        ``stripe_api_key``): what ``Settings(...)`` took in 1.1.0, and now refuses naming the nested field."""
-        prefix = str(cls.model_config.get("env_prefix", "")).lower().removeprefix("agent_")
-        return {
-            (
-                alias.lower().removeprefix("agent_")
-                if isinstance(alias := field.validation_alias, str)
-                else prefix + name
-            ): name
-            for name, field in cls.model_fields.items()
-        }
-
-
-def unset_if_blank(value: object) -> object:
-    """``""`` is unset: compose passes an unset variable through as ``""``, and it is no port, no password, no
-    file, and not the current directory."""
-    return None if value == "" else value
+    model_config = SettingsConfigDict(
+        env_file=".env", extra="ignore", env_ignore_empty=True, validate_by_name=True, validate_by_alias=True
+    )
 
 
 def loopback(host: str) -> bool:

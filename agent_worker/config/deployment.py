@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import field_validator, model_validator
+from pydantic import model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agent_worker.config.concern import Concern, unset_if_blank
+from agent_worker.config.concern import Concern
 
 UNVERSIONED = "__unversioned__"
 """The name the server gives to "no version" in routing: no build may be called that."""
@@ -30,8 +30,6 @@ class DeploymentSettings(Concern):
     """``AGENT_BUILD_ID``: this worker's version within the deployment, e.g. a release tag or an image digest. Unset:
     the digest of this service's source (``agent_worker.wiring.build_id``), so two workers running the same code are
     one version, and any change of code is another."""
-
-    _blank_is_unset = field_validator("deployment", "build_id", mode="before")(unset_if_blank)
 
     @model_validator(mode="after")
     def _name_a_version(self) -> Self:

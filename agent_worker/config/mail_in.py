@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from activities.contracts.fields import DAY
-from agent_worker.config.concern import Concern, loopback, unset_if_blank
+from agent_worker.config.concern import Concern, loopback
 
 
 class MailInSettings(Concern):
@@ -43,8 +43,6 @@ class MailInSettings(Concern):
     reply_window_seconds: int = Field(default=14 * DAY, ge=0, le=90 * DAY)
     """How long a ticket started by mail stays open for the customer's reply after each answer: a customer answers
     mail over days, and a reply after the window opens a new ticket that names the old one."""
-
-    _blank_is_unset = field_validator("authserv_id", mode="before")(unset_if_blank)
 
     @model_validator(mode="after")
     def _on_loopback_unless_told(self) -> Self:

@@ -7,10 +7,10 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agent_worker.config.concern import Concern, loopback, unset_if_blank
+from agent_worker.config.concern import Concern, loopback
 
 
 class SmtpSettings(Concern):
@@ -42,10 +42,6 @@ class SmtpSettings(Concern):
     """One delivery, connecting to quitting. The worker refuses to start unless it is below the ``send_email``
     activity's attempt (``agent_worker.wiring.check_client_timeouts``), so a slow server ends an attempt with a
     retryable answer rather than an attempt Temporal gave up on."""
-
-    _blank_is_unset = field_validator(
-        "mail_from", "reply_key", "host", "port", "username", "password", "ca_file", mode="before"
-    )(unset_if_blank)
 
     @model_validator(mode="after")
     def _come_together(self) -> Self:

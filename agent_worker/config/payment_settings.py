@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agent_worker.config.concern import Concern, loopback, unset_if_blank
+from agent_worker.config.concern import Concern, loopback
 
 
 class StripeSettings(Concern):
@@ -29,8 +29,6 @@ class StripeSettings(Concern):
     calls Stripe (``lookup_order`` and ``find_refund``, 10 s; ``issue_refund``, 30 s:
     ``agent_worker.wiring.check_client_timeouts``), so a slow answer ends an attempt with a retryable error rather
     than an attempt Temporal gave up on."""
-
-    _blank_is_unset = field_validator("api_key", "api_base", mode="before")(unset_if_blank)
 
     @model_validator(mode="after")
     def _come_together(self) -> Self:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import NonNegativeInt, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from agent_worker.config.concern import Concern, unset_if_blank
+from agent_worker.config.concern import Concern
 
 
 class S3Settings(Concern):
@@ -26,8 +26,6 @@ class S3Settings(Concern):
     payload_threshold_bytes: NonNegativeInt = 256 * 1024
     """Temporal payloads this size or larger (after encryption) go to the bucket and history keeps a
     reference; the server refuses a payload above 2 MB and warns from 512 KB. 0 sends every payload."""
-
-    _blank_is_unset = field_validator("bucket", "endpoint_url", "region", mode="before")(unset_if_blank)
 
     @field_validator("prefix")
     @classmethod

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, IPvAnyNetwork, NonNegativeInt, PositiveFloat, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agent_worker.config.concern import Concern, unset_if_blank
+from agent_worker.config.concern import Concern
 from agent_worker.passwords import check_hash
 
 
@@ -63,8 +63,6 @@ class WebSettings(Concern):
 
     def user_hashes(self) -> dict[str, str]:
         return {name: stored.get_secret_value() for name, stored in self.users.items()}
-
-    _blank_is_unset = field_validator("proxy_header", "public_url", mode="before")(unset_if_blank)
 
     @field_validator("base_path")
     @classmethod

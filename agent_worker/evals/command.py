@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
 
 def requested(args: argparse.Namespace) -> tuple[list[Scenario], list[Configuration]]:
     """The scenarios and configurations asked for, every file read and checked before anything starts."""
+    from agent_worker import wiring  # noqa: PLC0415 - as in _run
+
     scenarios = suite(args.dir, args.only)
     configs = [Configuration.read(p) for p in args.compare] if args.compare else [Configuration(DEFAULT_CONFIG)]
     if args.compare and configs[0].name == configs[1].name:
@@ -47,9 +49,11 @@ def requested(args: argparse.Namespace) -> tuple[list[Scenario], list[Configurat
         raise ScenarioError("--parallel must be at least 1")
     for config in configs:
         try:
-            config.settings()
+            wiring.money_policy(config.settings())
         except ValidationError as error:
             raise ScenarioError(f"configuration {config.name!r}: {describe_errors(error)}") from None
+        except wiring.PolicyRefusedError as refused:
+            raise ScenarioError(f"configuration {config.name!r}: {refused.reason}") from None
     return scenarios, configs
 
 

@@ -1,7 +1,7 @@
 """Run scenarios as real tickets: a dev server, and for each scenario a worker of its own, on a scratch shop.
 
 Each scenario gets a fresh SQLite business holding only its orders, a task queue of its own, and a worker built as
-the product builds one (``build_worker``: the workflow, the activities, the money policy in force) whose model is
+the product builds one (``local_worker``: the workflow, the activities, the money policy in force) whose model is
 Claude through the real ``anthropic`` client, pointed at the local Messages API. Nothing can be paid or mailed for
 real: the business is the embedded ledger and outbox whatever the configuration says. The runner plays the people
 around the ticket, watching what the ticket waits for (its search attributes and memo, as an operator's tools
@@ -29,8 +29,8 @@ from activities.contracts.approvals import Approval
 from activities.contracts.names import WORKFLOW_NAME
 from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketState
 from activities.contracts.world import EmailRequest
-from agent_worker import model_choice, tickets, wiring
-from agent_worker.cli.worker import build_worker
+from agent_worker import model_choice, tickets
+from agent_worker.cli.worker import local_worker
 from agent_worker.config import Settings
 from agent_worker.evals.messages_api import MessagesAPI
 from agent_worker.evals.scenario import Scenario
@@ -132,7 +132,7 @@ class Runner:
             assert api_client is not None  # a key is given
             model = model_choice.claude_model(settings, api_client)
             try:
-                async with build_worker(self.client, settings, store, model, wiring.policy_in_force(settings)):
+                async with local_worker(self.client, settings, store, model):
                     handle = await self.start(scenario, settings.task_queue, f"eval-{key}")
                     try:
                         ran.outcome = await asyncio.wait_for(self.drive(handle, scenario, ran), self.timeout_seconds)

@@ -62,7 +62,14 @@ STOPPING = "451 4.3.2 The receiver is stopping; try again later"
 class MailIn:
     """The aiosmtpd handler: each message's ``DATA`` answered with what became of it."""
 
-    def __init__(self, client: Client, settings: Settings, lookup: TxtLookup | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        settings: Settings,
+        lookup: TxtLookup | None = None,
+        *,
+        meter: MetricMeter = MetricMeter.noop,
+    ) -> None:
         self._client = client
         self._settings = settings
         self._replies = reply_addresses(settings)
@@ -73,8 +80,6 @@ class MailIn:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
-        runtime = client.service_client.config.runtime
-        meter = runtime.metric_meter if runtime is not None else MetricMeter.noop
         self._messages = meter.create_counter(
             "agent_mail_in_messages",
             "Messages the mail receiver answered, by outcome (accepted, ignored, refused, deferred) and kind",
@@ -276,14 +281,19 @@ def _kind(kind: str, verdict: Verdict) -> str:
 
 @asynccontextmanager
 async def listening(
-    client: Client, settings: Settings, *, port: int | None = None, lookup: TxtLookup | None = None
+    client: Client,
+    settings: Settings,
+    *,
+    port: int | None = None,
+    lookup: TxtLookup | None = None,
+    meter: MetricMeter = MetricMeter.noop,
 ) -> AsyncIterator[asyncio.Server]:
     """The receiver, listening where the settings say (``port`` 0: any free port, which the server's socket names)
     until the block ends; DKIM keys and DMARC records looked up by ``lookup`` (the system's DNS unless given). On
     the way out it stops listening and waits for the messages in flight to be answered (``MailIn.drain``): Python's
     server would otherwise leave their connections to be cancelled with the event loop, unanswered."""
     limits = settings.mail_in
-    handler = MailIn(client, settings, lookup)
+    handler = MailIn(client, settings, lookup, meter=meter)
     protocol: type[SMTP] = LMTP if limits.protocol == "lmtp" else SMTP
 
     def connection() -> SMTP:

@@ -13,11 +13,11 @@ import traceback
 from temporalio.plugin import SimplePlugin
 
 from agent_worker import logs, wiring
-from agent_worker.cli import metrics
 from agent_worker.cli.worker import build_worker, run_worker
-from agent_worker.client import connect
+from agent_worker.client import check_search_attributes, connect
 from agent_worker.config import Settings
 from agent_worker.exits import exit_hard
+from agent_worker.model_choice import choose_model
 from tests.support.demonstrations import Demonstration
 from tests.support.faults import FaultPlugin, injector
 
@@ -26,19 +26,29 @@ WORKER_COMMAND = (sys.executable, "-m", "tests.support.faulty_worker")
 
 
 async def serve() -> None:
-    """``agent-worker worker`` with the faults the environment names: connected as the product connects (Temporal's
-    environment configuration, the client's plugin, the metrics ``AGENT_METRICS_BIND`` asks for), and run until
-    SIGTERM."""
+    """``agent-worker worker`` with the faults the environment names: built as the product's composition root builds
+    it (``agent_worker.cli.worker.serve``), from its builders, with those plugins added, and run until SIGTERM."""
     settings = Settings()
     logs.configure(settings.log_level, settings.log_format)
     faults = injector(settings)
-    client = await connect(settings, runtime=metrics.runtime(settings.metrics_bind, wiring.deployment_config(settings)))
     plugins: list[SimplePlugin] = [FaultPlugin(faults)] if faults is not None else []
-    business = None  # the product's own, from settings
+    business = wiring.business_ready(settings)
     if (demonstration := Demonstration.from_env()) is not None:
         plugins.append(demonstration.plugin())
-        business = demonstration.guard(wiring.business(settings))
-    await run_worker(client, settings, worker=build_worker(client, settings, business, plugins=plugins))
+        business = demonstration.guard(business)
+    model = choose_model(settings, business.model_calls)
+    deployment = wiring.deployment_config(settings)
+    codec = wiring.codec(settings)
+    converter = wiring.converter(codec, wiring.payload_storage(settings))
+    client = await connect(
+        settings, runtime=wiring.metrics_runtime(settings.metrics_bind, deployment), converter=converter
+    )
+    blobs = wiring.blob_backend(settings, business.blobs, codec)
+    activities = wiring.build_activities(
+        settings, business, model, blobs=blobs, policy=wiring.policy_in_force(settings)
+    )
+    await check_search_attributes(client)
+    await run_worker(build_worker(client, settings, activities, deployment=deployment, plugins=plugins))
 
 
 if __name__ == "__main__":

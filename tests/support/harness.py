@@ -24,6 +24,7 @@ from activities.tool_activities import ToolActivities
 from agent_worker import wiring
 from agent_worker.cli.worker import build_worker
 from agent_worker.config import Settings
+from agent_worker.model_choice import choose_model
 from tests.support import processes, tickets
 from tests.support.demonstrations import Demonstration
 from tests.support.desk import LOOSE_FILE
@@ -72,12 +73,16 @@ class Harness:
         in_force = wiring.policy_in_force(built)
         if policy is not None:
             in_force = in_force.model_copy(update={"policy": policy, "digest": policy.digest()})
+        business = demonstration.guard(self.store) if demonstration else self.store
+        blobs = wiring.blob_backend(built, business.blobs, wiring.codec(built))
+        activities = wiring.build_activities(
+            built, business, model or choose_model(built, business.model_calls), blobs=blobs, policy=in_force
+        )
         async with build_worker(
             self.client,
             built,
-            demonstration.guard(self.store) if demonstration else self.store,
-            model,
-            in_force,
+            activities,
+            deployment=wiring.deployment_config(built),
             plugins=[*fault_plugins(built, faults), *([demonstration.plugin()] if demonstration else []), *plugins],
         ):
             yield

@@ -216,5 +216,10 @@ def _smtp_fields(server: MailServer, **overrides: Any) -> dict[str, Any]:
 
 def smtp_env(server: MailServer, **overrides: Any) -> dict[str, str]:
     """The same settings as a worker process reads them from its environment."""
-    variable = {field: f"AGENT_{flat.upper()}" for flat, field in SmtpSettings.flat_names().items()}
-    return {variable[name]: str(value) for name, value in _smtp_fields(server, **overrides).items()}
+    return {variable(name): str(value) for name, value in _smtp_fields(server, **overrides).items()}
+
+
+def variable(field: str) -> str:
+    """The environment variable of one of ``SmtpSettings``' fields, as the settings read it."""
+    alias = SmtpSettings.model_fields[field].validation_alias
+    return alias if isinstance(alias, str) else f"AGENT_SMTP_{field.upper()}"
