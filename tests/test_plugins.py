@@ -172,8 +172,7 @@ async def test_the_workers_plugin_keeps_the_callers_runner_and_runs_a_ticket_in_
     """A team embedding the plugin chooses its runner, as Temporal's own plugins let it: a sandboxed one is kept, with
     the contracts and pydantic added to what it passes through, and a ticket runs in it to the refund; the product's
     worker asks for the workers' runner (``tests/test_determinism.py``). Nothing forces either."""
-    settings = agent.settings()
-    plugin = AgentWorkerPlugin(worker_parts(settings, agent.store))
+    plugin = AgentWorkerPlugin(agent.activities())
     sandboxed = Worker(
         agent.client, task_queue=agent.task_queue, plugins=[plugin], workflow_runner=SandboxedWorkflowRunner()
     )
