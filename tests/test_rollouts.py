@@ -27,12 +27,13 @@ from activities.business import Business
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
 from agent_worker import wiring
-from agent_worker.cli.devserver import binary, free_port, start_dev_server
+from agent_worker.cli.devserver import free_port, start_dev_server
 from agent_worker.config import Settings
 from agent_worker.config.deployment import DeploymentSettings
 from tests.support.crashlab import Lab
+from tests.support.deployments import deployment, registered, temporal
 from tests.support.history import events
-from tests.support.processes import address, spawn_worker, worker_env
+from tests.support.processes import spawn_worker, worker_env
 from tests.support.tickets import Handle, answer, ticket
 from tests.support.waits import poll, waiting_amount
 from workflows.support_agent import SupportAgent
@@ -54,40 +55,6 @@ async def server() -> AsyncIterator[WorkflowEnvironment]:
     env = await start_dev_server(None, extra_args=DRAINAGE_CHECKED_EVERY_SECOND)
     yield env
     await env.shutdown()
-
-
-async def temporal(client: Client, *args: str) -> tuple[int, str]:
-    """``temporal ARGS`` against ``client``'s server, as an operator types it: its exit code and what it printed."""
-    process = await asyncio.create_subprocess_exec(
-        binary("temporal"),
-        *args,
-        "--address",
-        address(client),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode is not None
-    return process.returncode, out.decode()
-
-
-async def deployment(client: Client, *args: str) -> Any:
-    """``temporal worker deployment ARGS -o json``, which must succeed; its JSON answer (None for a bare message)."""
-    code, out = await temporal(client, "worker", "deployment", *args, "-o", "json")
-    assert code == 0, f"temporal worker deployment {' '.join(args)} exited {code}: {out}"
-    return json.loads(out) if out.lstrip().startswith("{") else None
-
-
-async def registered(client: Client, name: str, build: str) -> None:
-    """Wait until a worker of ``build`` has polled, so the server knows the version (``set-current-version`` refuses
-    a version without pollers)."""
-
-    async def known() -> bool:
-        code, out = await temporal(client, "worker", "deployment", "describe", "--name", name, "-o", "json")
-        return code == 0 and build in {v["BuildID"] for v in json.loads(out).get("versionSummaries", [])}
-
-    await poll(known, timeout=30, interval=0.5, what=f"version {name}.{build} to be registered")
 
 
 async def builds(handle: Handle) -> list[str]:
