@@ -35,6 +35,7 @@ from tests.support.handed_over import (
     release,
     sent_to,
     shifted,
+    told,
     wait_closed,
 )
 from tests.support.harness import Harness
@@ -158,6 +159,7 @@ async def test_a_hand_over_of_an_earlier_release_goes_on_to_the_same_money_appro
 
     ours = await fetch(agent.client, workflow_id, continued_run)
     assert ours.continued_from == handing_run
+    assert await told(ours) == await told(handed.continued)
     theirs_did, ours_did = await effects(handed.continued), await effects(ours)
     assert ours_did == theirs_did
     steps = sorted(step for step in model.decisions if step > handed.state["steps_taken"])

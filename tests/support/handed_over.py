@@ -348,15 +348,21 @@ async def sent_to(run: Run) -> list[Sent]:
     return found
 
 
-async def settled(handle: Handle, past_run: str) -> bool:
-    """Whether the ticket's current run (not ``past_run``) waits on nothing but the outside: no workflow task and no
-    activity in flight. Every answer a stored continued run got came while it waited so (the recorder sends them
-    so), and a run can only be driven the same way from outside by waiting for the same."""
-    described = await handle.describe()
+async def settled(client: Client, workflow_id: str, past_run: str) -> bool:
+    """Whether the ticket's current run (not ``past_run``) waits on nothing but the outside: it has completed a
+    workflow task, and no workflow task and no activity is in flight. Every answer a stored continued run got came
+    while it waited so (the recorder sends them so), and a run is driven the same way from outside only by waiting
+    for the same: an answer sent before the run's first task is kept and read differently (a continued run's
+    first task may start late, after a backoff the server chooses)."""
+    described = await client.get_workflow_handle(workflow_id).describe()
     if described.status != WorkflowExecutionStatus.RUNNING:
         return True
-    raw = described.raw_description
-    return described.run_id != past_run and not raw.pending_activities and not raw.HasField("pending_workflow_task")
+    if described.run_id == past_run or described.raw_description.pending_activities:
+        return False
+    current = client.get_workflow_handle(workflow_id, run_id=described.run_id)
+    events = [event.event_type async for event in current.fetch_history_events()]
+    busy = {EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED}
+    return EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in events and events[-1] not in busy
 
 
 async def drive(client: Client, workflow_id: str, past_run: str, answers: Sequence[Sent]) -> list[str]:
@@ -364,7 +370,14 @@ async def drive(client: Client, workflow_id: str, past_run: str, answers: Sequen
     handle: Handle = client.get_workflow_handle(workflow_id)
     replies = []
     for sent in answers:
-        await poll(lambda: settled(handle, past_run), timeout=60, interval=0.05, what=f"the run to wait for {sent}")
+        await poll(
+            lambda: settled(client, workflow_id, past_run),
+            timeout=60,
+            interval=0.05,
+            what=f"the run to wait for {sent}",
+        )
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            raise AssertionError(f"the run closed before it was sent what the stored run was sent: {sent}")
         if sent.kind == "signal":
             await handle.signal(sent.name, args=sent.args)
             continue
@@ -421,6 +434,16 @@ async def effects(run: Run) -> Effects:
         refunds=outcome["refunds"],
         approvals=[{k: v for k, v in answer.items() if k != "at"} for answer in outcome["approvals"]],
     )
+
+
+async def told(run: Run) -> list[dict[str, Any]]:
+    """What the run told the model at each step: the turns new since the conversation so far, and the key of that
+    conversation in the content store, which names all of it (a chain of hashes, ``activities.content_store``).
+    The model's stored answers stand for what it would answer only where it was told the same."""
+    return [
+        {key: request[key] for key in ("step", "messages", "conversation_ref")}
+        for (request,), _ in await completed(run, "think")
+    ]
 
 
 async def fetch(client: Client, workflow_id: str, run_id: str) -> Run:
