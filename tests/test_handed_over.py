@@ -30,9 +30,11 @@ from tests.support.handed_over import (
     effects,
     fetch,
     handing_over,
+    label,
     missing_content,
     read,
     release,
+    release_of,
     sent_to,
     shifted,
     told,
@@ -72,8 +74,14 @@ def forgetting_newer(kind: type[BaseModel]) -> type[BaseModel]:
 def test_the_stored_histories_hold_hand_overs_and_name_a_release_of_the_changelog_for_each() -> None:
     assert STORED, "no stored history ends in continue-as-new: the contract has no fixtures"
     for path in STORED:
-        written_by = release(load_history(path))
-        assert written_by in RELEASES, f"{path.name}: {written_by} is not a release of CHANGELOG.md"
+        written_by = release_of(path)
+        assert written_by in RELEASES, f"{label(path)}: {written_by} is not a release of CHANGELOG.md"
+        marked = release(load_history(path))
+        assert _number(marked) <= _number(written_by), f"{label(path)} took a patch of {marked}, after {written_by}"
+
+
+def _number(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in name.split("."))
 
 
 async def test_every_stored_hand_over_has_the_run_that_continued_it_stored_beside_it() -> None:
@@ -84,7 +92,7 @@ async def test_every_stored_hand_over_has_the_run_that_continued_it_stored_besid
         assert handed.continued.continued_from == handed.run_id
 
 
-@pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
+@pytest.mark.parametrize("path", STORED, ids=[label(p) for p in STORED])
 async def test_a_hand_over_of_an_earlier_release_loads_into_this_one(path: Path) -> None:
     handed = await read(path)
 
@@ -96,7 +104,7 @@ async def test_a_hand_over_of_an_earlier_release_loads_into_this_one(path: Path)
     assert handed.release in RELEASES
 
 
-@pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
+@pytest.mark.parametrize("path", STORED, ids=[label(p) for p in STORED])
 async def test_this_releases_snapshot_of_a_handed_over_state_round_trips_and_reads_without_its_newer_fields(
     path: Path,
 ) -> None:
@@ -123,7 +131,7 @@ def test_a_release_that_knows_no_newer_field_refuses_one_that_holds_something() 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
+@pytest.mark.parametrize("path", STORED, ids=[label(p) for p in STORED])
 async def test_a_hand_over_of_an_earlier_release_goes_on_to_the_same_money_approvals_and_mail(
     agent: Harness, path: Path
 ) -> None:

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,21 @@ from tests.support.harness import Harness
 from tests.support.tickets import Handle
 from tests.support.waits import poll
 
+RECORDED_BY_RELEASE = Path(__file__).parent.parent / "handed_over"
+"""Hand-overs recorded by a release's own code, in a folder named for it (``1.4.0/``), with the run that continued
+each: what a release that recorded no history of its own hand-overs handed over all the same
+(``docs/changing-workflow-code.md`` says how they are recorded)."""
+
+FOLDERS: tuple[Path, ...] = (HISTORIES, RECORDED_BY_RELEASE)
+"""Where stored runs are read from: the replay gate's histories and the hand-overs recorded by release."""
+
 BASELINE = "1.0.0"
 """The release every stored history without a patch marker was recorded on (``docs/changing-workflow-code.md``:
 1.0.0 folded every patch before it). A release that records none (one that moves tickets at continue-as-new)
 names itself by its build instead (``release``)."""
 
 RELEASE = re.compile(r"^(\d+\.\d+\.\d+)/")
+RELEASE_FOLDER = re.compile(r"^\d+\.\d+\.\d+$")
 """A patch's id begins with the release that added it (``workflows.patches.Patch``)."""
 
 _INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
@@ -102,18 +112,35 @@ class HandedOver:
     continued: Run | None
 
 
-def stored_runs(folder: Path = HISTORIES) -> list[Run]:
-    return [Run(path, load_history(path)) for path in sorted(folder.glob("*.json"))]
+@cache
+def stored_runs(folders: tuple[Path, ...] = FOLDERS) -> list[Run]:
+    return [Run(path, load_history(path)) for folder in folders for path in sorted(folder.glob("**/*.json"))]
 
 
-def handing_over(folder: Path = HISTORIES) -> list[Path]:
+def handing_over(folders: tuple[Path, ...] = FOLDERS) -> list[Path]:
     """Every stored history that ends in continue-as-new: what the tests are parametrised over."""
-    return [run.path for run in stored_runs(folder) if run.hands_over]
+    return [run.path for run in stored_runs(folders) if run.hands_over]
+
+
+def label(path: Path) -> str:
+    """A stored run's name in a test's id: its file's, after the release folder it is stored in, if any."""
+    return f"{path.parent.name}/{path.stem}" if RELEASE_FOLDER.match(path.parent.name) else path.stem
+
+
+def release_of(path: Path) -> str:
+    """The release that recorded the history at ``path``: the folder's it is stored in, if it is named for one;
+    else ``release`` of its patch markers."""
+    if RELEASE_FOLDER.match(path.parent.name):
+        return path.parent.name
+    return release(load_history(path))
 
 
 def release(history: WorkflowHistory) -> str:
-    """The release that recorded ``history``: the newest release among the patches it recorded, a patch being new
-    code that every later release keeps until it retires it; ``BASELINE`` where it recorded none."""
+    """The oldest release that records ``history`` as it is: the newest release among the patches it recorded, a
+    patch being new code that every later release keeps until it retires it; ``BASELINE`` where it recorded none.
+    A later release's run that met none of that release's patches reads as the earlier one's, whose code takes
+    the same path (a 1.2.0 run that met no 1.2.0 patch reads as 1.1.0), which is why hand-overs recorded by a
+    release's own code are stored in a folder named for it (``release_of``)."""
     found = [
         _release_of_marker(event)
         for event in history.events
@@ -140,9 +167,9 @@ async def decode(payloads: Payloads) -> list[Any]:
     return list(await DATA_CONVERTER.decode(payloads.payloads))
 
 
-async def read(path: Path, folder: Path = HISTORIES) -> HandedOver:
+async def read(path: Path, folders: tuple[Path, ...] = FOLDERS) -> HandedOver:
     """The hand-over the run stored at ``path`` made, with the stored run that continued it."""
-    runs = stored_runs(folder)
+    runs = stored_runs(folders)
     first = next(run for run in runs if run.path == path)
     if not first.hands_over:
         raise ValueError(f"{path} does not end in continue-as-new")
@@ -153,8 +180,8 @@ async def read(path: Path, folder: Path = HISTORIES) -> HandedOver:
     # continued it names it.
     run_id = continued[0].continued_from if continued else str(first.started.original_execution_run_id)
     return HandedOver(
-        name=path.stem,
-        release=release(first.history),
+        name=label(path),
+        release=release_of(path),
         ticket=ticket,
         state=state,
         handed_at=event.event_time.ToDatetime(UTC),
