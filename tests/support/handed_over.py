@@ -427,6 +427,8 @@ class Effects:
     steps: int
     refunds: list[dict[str, Any]]
     approvals: list[dict[str, Any]]
+    policy: str | None
+    """The money policy the run judged by: a run recorded under another than the test's may judge otherwise."""
 
 
 async def effects(run: Run) -> Effects:
@@ -451,7 +453,9 @@ async def effects(run: Run) -> Effects:
         elif name in mails:
             (request,) = await decode(start.input)
             emails.append({k: request[k] for k in ("to", "subject", "body", "idempotency_key")})
-    (closing,) = run.events(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+    closing = run.history.events[-1]
+    if closing.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        raise AssertionError(f"{run.path.stem} closed as {EventType.Name(closing.event_type)}, not with an outcome")
     (outcome,) = await decode(closing.workflow_execution_completed_event_attributes.result)
     return Effects(
         payouts=payouts,
@@ -460,6 +464,7 @@ async def effects(run: Run) -> Effects:
         steps=outcome["steps"],
         refunds=outcome["refunds"],
         approvals=[{k: v for k, v in answer.items() if k != "at"} for answer in outcome["approvals"]],
+        policy=outcome.get("policy"),
     )
 
 
@@ -478,13 +483,25 @@ async def fetch(client: Client, workflow_id: str, run_id: str) -> Run:
     return Run(Path(f"{workflow_id}.json"), history)
 
 
-async def wait_closed(client: Client, workflow_id: str, past_run: str, timeout: float = 60) -> str:
-    """The id of the ticket's run after ``past_run`` once it has closed."""
+async def wait_closed(client: Client, workflow_id: str, handing_run: str, timeout: float = 60) -> str:
+    """Wait until the ticket has closed (in whatever run); return the id of the run that took the hand-over over,
+    the one to compare with the stored continued run. A ticket that does not close, where the stored one did,
+    fails naming where it stands."""
     handle: Handle = client.get_workflow_handle(workflow_id)
 
-    async def closed() -> str | None:
+    async def closed() -> bool:
         described = await handle.describe()
-        done = described.run_id != past_run and described.status != WorkflowExecutionStatus.RUNNING
-        return described.run_id if done else None
+        return described.run_id != handing_run and described.status != WorkflowExecutionStatus.RUNNING
 
-    return await poll(closed, timeout=timeout, interval=0.1, what="the continued run to close")
+    try:
+        await poll(closed, timeout=timeout, interval=0.1, what="the continued run to close")
+    except TimeoutError:
+        described = await handle.describe()
+        last = [EventType.Name(event.event_type) async for event in handle.fetch_history_events()][-4:]
+        raise AssertionError(
+            f"the ticket did not close within {timeout} s, where the stored run did: its run {described.run_id} is "
+            f"{described.status.name if described.status else None}, its last events {last}, activities in flight "
+            f"{[a.activity_type.name for a in described.raw_description.pending_activities]}"
+        ) from None
+    handing = await client.get_workflow_handle(workflow_id, run_id=handing_run).fetch_history()
+    return str(handing.events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id)
