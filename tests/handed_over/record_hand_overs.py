@@ -13,15 +13,18 @@ the copy's ``replay_histories/``, the run that continued as ``NAME.json`` and th
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
+from typing import Any
 
-from scripts import record_histories as recorder
+recorder: Any = importlib.import_module("scripts.record_histories")
+"""The recorder of the release whose copy this runs in (found on ``PYTHONPATH``), not the project's of today."""
 
 PAID_THEN_HANDED_OVER = "paid_then_handed_over_mid_turn"
 APPROVED_THEN_HANDED_OVER = "approved_then_handed_over_mid_turn"
 
 
-async def paid_then_handed_over_mid_turn(r: recorder.Recorder) -> recorder.Handle:
+async def paid_then_handed_over_mid_turn(r: Any) -> Any:
     """10.00 of order A-1001 refunded without a person (the limit is 30.00); the run has made its two model calls,
     so it hands over with the refund's result not yet told to the model (``pending``) and the part paid. The next
     run's model asks for 5.00 more, a second part, which waits for a person even below the limit; approved, paid
@@ -34,7 +37,7 @@ async def paid_then_handed_over_mid_turn(r: recorder.Recorder) -> recorder.Handl
     return handle
 
 
-async def approved_then_handed_over_mid_turn(r: recorder.Recorder) -> recorder.Handle:
+async def approved_then_handed_over_mid_turn(r: Any) -> Any:
     """49.00 approved by ann and paid, the customer emailed at the third model call; the run hands over with the
     email's result not yet told to the model, the answer and the payment carried. The next run only answers."""
     handle = await r.start(recorder.ticket(continue_as_new_after_steps=3))
@@ -45,7 +48,7 @@ async def approved_then_handed_over_mid_turn(r: recorder.Recorder) -> recorder.H
     return handle
 
 
-async def _export_first_run(r: recorder.Recorder, handle: recorder.Handle, name: str) -> None:
+async def _export_first_run(r: Any, handle: Any, name: str) -> None:
     path = recorder.HISTORIES / f"{name}_first_run.json"
     await recorder.export(r.client, handle.id, path, run_id=handle.first_execution_run_id)
 
