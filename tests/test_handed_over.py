@@ -156,13 +156,13 @@ async def test_a_hand_over_of_an_earlier_release_goes_on_to_the_same_money_appro
     handing_run = handing.result_run_id
     assert handing_run is not None
     names = {handed.first.workflow_id: workflow_id, handed.run_id: handing_run}
-    await Seeding(agent, model, names).rebuild(handed.first)
+    assert await Seeding(agent, model, names).rebuild(handed.first) == []
     assert missing_content(agent, handed.state) == []
     model.asked.clear()
     answers = await sent_to(handed.continued)
 
     async with agent.worker(model, plugins=[HANDS_OVER]):
-        await drive(agent.client, workflow_id, handing_run, answers)
+        await drive(agent.client, workflow_id, answers)
         continued_run = await wait_closed(agent.client, workflow_id, handing_run)
 
     ours = await fetch(agent.client, workflow_id, continued_run)

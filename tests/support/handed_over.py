@@ -1,20 +1,20 @@
-"""What runs of earlier releases handed the runs that continued them, read from ``replay_histories/``: the contract
-between releases, as fixtures.
+"""What runs of earlier releases handed the runs that continued them, read from ``replay_histories/`` and
+``tests/handed_over/``: the contract between releases, as fixtures.
 
 A ticket that continues as new hands its next run two arguments, the ticket and ``ContinuedState``. Every stored
 history that ends in continue-as-new (``*_first_run.json``, and any other) holds that hand-over in its last event,
-and the history stored beside it of the same workflow id, whose run it continued, holds what that next run did:
-the answers it was sent, what the model told it at each step, the payouts and emails it made, and its outcome.
-So a release that must take over runs an earlier release handed over proves it does by starting the continued
-run itself, from the stored arguments, and comparing what it does with what the stored run did
-(``tests/test_handed_over.py``).
+and the history stored beside it of the same workflow id, whose run it continued, holds what that next run did: the
+answers it was sent, what it told the model at each step and what the model answered, the payouts and emails it
+made, and its outcome. So a release that must take over runs an earlier release handed over proves it does by
+starting the continued run itself, from the stored arguments, and comparing what it does with what the stored run
+did (``tests/test_handed_over.py``).
 
-Nothing here names a release, a scenario or a field of the snapshot: a history's release is read from the patch
-markers it recorded (``release``), the world the first run left (its audit entries, payouts, emails, stored
-conversation and archive) is rebuilt by running again, on the test's business, the product's own activities that
-wrote it, with the inputs the history recorded (``Seeding``), and the model answers as the history says it
-answered (``HistoryModel``). A history recorded by a later release is a fixture of the same contract as soon as it
-is stored.
+Nothing here names a release, a scenario or a field of the snapshot: a history's release is the folder's it is
+stored in, or else read from the patch markers it recorded (``release_of``), the world the first run left (its audit
+entries, payouts, emails, stored conversation and archive) is rebuilt by running again, on the test's business, the
+product's own activities that wrote it, with the inputs the history recorded (``Seeding``), and the model answers as
+the history says it answered (``HistoryModel``). A history recorded by a later release is a fixture of the same
+contract as soon as it is stored.
 """
 
 from __future__ import annotations
@@ -57,12 +57,13 @@ FOLDERS: tuple[Path, ...] = (HISTORIES, RECORDED_BY_RELEASE)
 
 BASELINE = "1.0.0"
 """The release every stored history without a patch marker was recorded on (``docs/changing-workflow-code.md``:
-1.0.0 folded every patch before it). A release that records none (one that moves tickets at continue-as-new)
-names itself by its build instead (``release``)."""
+1.0.0 folded every patch before it). A release that records no marker at all (one that moves tickets at
+continue-as-new) stores its hand-overs in a folder named for it instead (``release_of``)."""
 
 RELEASE = re.compile(r"^(\d+\.\d+\.\d+)/")
-RELEASE_FOLDER = re.compile(r"^\d+\.\d+\.\d+$")
 """A patch's id begins with the release that added it (``workflows.patches.Patch``)."""
+RELEASE_FOLDER = re.compile(r"^\d+\.\d+\.\d+$")
+"""A folder named for the release whose code recorded the histories in it (``RECORDED_BY_RELEASE``)."""
 
 _INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
@@ -284,30 +285,35 @@ class Seeding:
         return {_activity_name(fn): fn for fn in made}
 
     async def rebuild(self, run: Run) -> list[str]:
-        """Run again what ``run`` wrote; return the activities run, in order."""
+        """Run again what ``run`` wrote; return where an activity run again answered otherwise than it answered
+        the stored run (its receipt, the conversation's key, the archive's key): the world rebuilt is then not the
+        one the stored run left, and what the continued run does with it proves nothing."""
         by_name = self.activities()
         writers = world_writers()
-        ran = []
+        converter = DATA_CONVERTER.payload_converter
+        otherwise = []
         scheduled: dict[int, HistoryEvent] = {}
         for event in run.history.events:
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 scheduled[event.event_id] = event
             if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
                 continue
-            start = scheduled[
-                event.activity_task_completed_event_attributes.scheduled_event_id
-            ].activity_task_scheduled_event_attributes
+            done = event.activity_task_completed_event_attributes
+            start = scheduled[done.scheduled_event_id].activity_task_scheduled_event_attributes
             name = start.activity_type.name
             if name not in writers:
                 continue
             fn = by_name[name]
-            hints = activity._Definition.must_from_callable(fn).arg_types
             given = translated(await decode(start.input), self.names)
-            converter = DATA_CONVERTER.payload_converter
-            args = converter.from_payloads(converter.to_payloads(given), hints)
-            await ActivityEnvironment().run(fn, *args)
-            ran.append(name)
-        return ran
+            args = converter.from_payloads(
+                converter.to_payloads(given), activity._Definition.must_from_callable(fn).arg_types
+            )
+            answer = await ActivityEnvironment().run(fn, *args)
+            again = converter.from_payloads(converter.to_payloads([answer]))
+            then = translated(await decode(done.result), self.names) or [None]
+            if again != then:
+                otherwise.append(f"{name} (event {event.event_id}) answered {again}, where it answered {then}")
+        return otherwise
 
 
 def _activity_name(fn: Callable[..., Any]) -> str:
@@ -375,30 +381,55 @@ async def sent_to(run: Run) -> list[Sent]:
     return found
 
 
-async def settled(client: Client, workflow_id: str, past_run: str) -> bool:
-    """Whether the ticket's current run (not ``past_run``) waits on nothing but the outside: it has completed a
-    workflow task, and no workflow task and no activity is in flight. Every answer a stored continued run got came
-    while it waited so (the recorder sends them so), and a run is driven the same way from outside only by waiting
-    for the same: an answer sent before the run's first task is kept and read differently (a continued run's
-    first task may start late, after a backoff the server chooses)."""
-    described = await client.get_workflow_handle(workflow_id).describe()
-    if described.status != WorkflowExecutionStatus.RUNNING:
-        return True
-    if described.run_id == past_run or described.raw_description.pending_activities:
+async def settled(client: Client, workflow_id: str) -> bool:
+    """Whether the ticket's current run waits on nothing but the outside, or has closed: it is the product's run
+    (not the one handing over), it has completed a workflow task, and no workflow task and no activity is in
+    flight. Read from one fetch of its history, so that no two reads of a moving run are taken for one moment.
+    Every answer a stored continued run got came while it waited so (the recorder sends them so), and a run is
+    driven the same way from outside only by waiting for the same: an answer sent earlier (before the run's first
+    task, which may start after a backoff the server chooses, or while a step's model call is in flight) is
+    taken otherwise."""
+    events = [event async for event in client.get_workflow_handle(workflow_id).fetch_history_events()]
+    started = events[0].workflow_execution_started_event_attributes
+    if started.workflow_type.name != WORKFLOW_NAME:
         return False
-    current = client.get_workflow_handle(workflow_id, run_id=described.run_id)
-    events = [event.event_type async for event in current.fetch_history_events()]
+    if events[-1].event_type in _CLOSED:
+        return True
+    kinds = [event.event_type for event in events]
+    scheduled = {e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
+    ended = {_scheduled_id(e) for e in events if e.event_type in _ACTIVITY_ENDED}
     busy = {EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED}
-    return EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in events and events[-1] not in busy
+    return EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds and kinds[-1] not in busy and scheduled <= ended
 
 
-async def drive(client: Client, workflow_id: str, past_run: str, answers: Sequence[Sent]) -> list[str]:
+_CLOSED = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+}
+_ACTIVITY_ENDED = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+}
+
+
+def _scheduled_id(event: HistoryEvent) -> int:
+    attributes = getattr(event, event.WhichOneof("attributes") or "")
+    return int(attributes.scheduled_event_id)
+
+
+async def drive(client: Client, workflow_id: str, answers: Sequence[Sent]) -> list[str]:
     """Send the answers in order, each once the run has settled; return what each update answered."""
     handle: Handle = client.get_workflow_handle(workflow_id)
     replies = []
     for sent in answers:
         await poll(
-            lambda: settled(client, workflow_id, past_run),
+            lambda: settled(client, workflow_id),
             timeout=60,
             interval=0.05,
             what=f"the run to wait for {sent}",
