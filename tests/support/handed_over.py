@@ -176,10 +176,8 @@ async def read(path: Path, folders: tuple[Path, ...] = FOLDERS) -> HandedOver:
         raise ValueError(f"{path} does not end in continue-as-new")
     event = first.history.events[-1]
     ticket, state = await decode(event.workflow_execution_continued_as_new_event_attributes.input)
-    continued = [r for r in runs if r.workflow_id == first.workflow_id and r.continued_from and r is not first]
-    # The handing run's own id is in no event of its own history but the first run's (``original``); the run that
-    # continued it names it.
-    run_id = continued[0].continued_from if continued else str(first.started.original_execution_run_id)
+    run_id = str(first.started.original_execution_run_id)  # the run's own id, unless a reset made it
+    continued = [r for r in runs if r.workflow_id == first.workflow_id and r.continued_from == run_id]
     return HandedOver(
         name=label(path),
         release=release_of(path),
