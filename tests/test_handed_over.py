@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 import types
-import uuid
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -22,23 +20,13 @@ from activities.contracts.fields import Snapshot
 from activities.contracts.ticket import TicketInput
 from agent_worker.cli.replay import load_history
 from tests.support.handed_over import (
-    HANDS_OVER,
-    HistoryModel,
-    Seeding,
-    completed,
-    drive,
-    effects,
-    fetch,
+    RECORDED_BY_RELEASE,
+    differences,
     handing_over,
     label,
-    missing_content,
     read,
     release,
     release_of,
-    sent_to,
-    shifted,
-    told,
-    wait_closed,
 )
 from tests.support.harness import Harness
 from workflows.continuation import ContinuedState
@@ -135,48 +123,22 @@ def test_a_release_that_knows_no_newer_field_refuses_one_that_holds_something() 
 async def test_a_hand_over_of_an_earlier_release_goes_on_to_the_same_money_approvals_and_mail(
     agent: Harness, path: Path
 ) -> None:
-    """The stored arguments are handed to ``SupportAgent`` by a run that continues as new into it at once
-    (``HandsOverAsStored``), so the run that takes them is a continued run as the server knows one; the business is
-    what the handing run left (its audit entries, payouts, emails, stored conversation and archive, written again by
-    the product's activities from the inputs its history holds), every instant of the hand-over is moved by as long
-    as has passed since it was made (deadlines as far ahead as they were), the model answers each step as the
-    stored runs heard it, and each answer the stored continued run was sent is sent once the run waits as that one
-    did. Then this release's run must make the same payouts and emails, with the same idempotency keys, and close
-    with the same verdict, refunds and answers (their moment aside) as the stored run."""
-    handed = await read(path)
-    assert handed.continued is not None
-    model = await HistoryModel.of([handed.first, handed.continued])
-    moved = datetime.now(UTC) - handed.handed_at
-    arguments = [shifted(handed.ticket, moved), shifted(handed.state, moved)]
-    workflow_id = f"handed-over-{uuid.uuid4()}"
+    """Taken over by this release's continued run on a real dev server, with the world the handing run left, the
+    model answering as it answered and the answers the stored continued run got, the ticket tells the model the
+    same, makes the same payouts and emails under the same keys, and closes with the same verdict, refunds,
+    answers and policy (``tests.support.handed_over.differences`` says how)."""
+    assert await differences(agent, await read(path)) == []
 
-    handing = await agent.client.start_workflow(
-        "HandsOverAsStored", arguments, id=workflow_id, task_queue=agent.task_queue
-    )
-    handing_run = handing.result_run_id
-    assert handing_run is not None
-    names = {handed.first.workflow_id: workflow_id, handed.run_id: handing_run}
-    assert await Seeding(agent, model, names).rebuild(handed.first) == []
-    assert missing_content(agent, handed.state) == []
-    model.asked.clear()
-    answers = await sent_to(handed.continued)
 
-    async with agent.worker(model, plugins=[HANDS_OVER]):
-        await drive(agent.client, workflow_id, answers)
-        continued_run = await wait_closed(agent.client, workflow_id, handing_run)
+@pytest.mark.slow
+async def test_a_hand_over_taken_over_without_the_parts_it_paid_is_told_from_the_stored_run(agent: Harness) -> None:
+    """The comparison can fail, on what matters most: a release that lost the parts a run paid before it handed
+    over keys the next part as the first, which the ledger refuses (the key names another refund), and the
+    ticket's run goes otherwise than the stored one."""
+    handed = await read(RECORDED_BY_RELEASE / "1.4.0" / "paid_then_handed_over_mid_turn_first_run.json")
+    forgot = {**handed.state, "toolbox": {**handed.state["toolbox"], "payouts": {"paid": [], "parts": {}}}}
 
-    ours = await fetch(agent.client, workflow_id, continued_run)
-    assert ours.continued_from == handing_run
-    assert await told(ours) == await told(handed.continued)
-    theirs_did, ours_did = await effects(handed.continued), await effects(ours)
-    assert ours_did == theirs_did
-    steps = sorted(step for step in model.decisions if step > handed.state["steps_taken"])
-    assert model.asked == steps
-    before = [
-        (request["order_id"], request["amount_cents"])
-        for (request,), _ in await completed(handed.first, "issue_refund")
-    ]
-    paid = [(refund.order_id, refund.amount_cents) for refund in agent.store.payments.refunds()]
-    assert paid == before + [
-        (p["order_id"], p["amount_cents"]) for p in ours_did.payouts if p["tool"] == "issue_refund"
-    ]
+    found = await differences(agent, handed, forgot)
+
+    assert found
+    assert any("A-1001/1 was used for a refund of USD 10.00" in line for line in found), found

@@ -20,8 +20,9 @@ contract as soon as it is stored.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -534,3 +535,67 @@ async def wait_closed(client: Client, workflow_id: str, handing_run: str, timeou
         ) from None
     handing = await client.get_workflow_handle(workflow_id, run_id=handing_run).fetch_history()
     return str(handing.events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id)
+
+
+async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> list[str]:
+    """Take the hand-over over on ``agent``'s worker and business as the stored continued run took it (``state``, if
+    given, instead of the one handed over), and say every way this release's run went otherwise; none, if it went
+    the same way.
+
+    The stored arguments are handed to ``SupportAgent`` by a run that continues as new into it at once
+    (``HandsOverAsStored``), so the run that takes them is a continued run as the server knows one; the business is
+    what the handing run left (``Seeding``); every instant of the hand-over is moved by as long as has passed since
+    it was made (``shifted``); the model answers each step as the stored runs heard it (``HistoryModel``); and each
+    answer the stored continued run was sent is sent once the run waits as that one did (``drive``). Then the run
+    must tell the model the same at each step (``told``), make the same payouts and emails with the same idempotency
+    keys, close with the same verdict, refunds, answers (their moment aside) and policy (``Effects``), and leave the
+    payments the handing run made and its own, each once."""
+    if handed.continued is None:
+        return [f"{handed.name}: the run it continued into is not stored, so there is nothing to compare with"]
+    found: list[str] = []
+    model = await HistoryModel.of([handed.first, handed.continued])
+    moved = datetime.now(UTC) - handed.handed_at
+    arguments = [shifted(handed.ticket, moved), shifted(handed.state if state is None else state, moved)]
+    workflow_id = f"handed-over-{uuid.uuid4()}"
+    handing = await agent.client.start_workflow(
+        HandsOverAsStored.run, arguments, id=workflow_id, task_queue=agent.task_queue
+    )
+    handing_run = str(handing.result_run_id)
+    names = {handed.first.workflow_id: workflow_id, handed.run_id: handing_run}
+    found += [f"rebuilt otherwise: {line}" for line in await Seeding(agent, model, names).rebuild(handed.first)]
+    found += [f"not in the content store: {ref}" for ref in missing_content(agent, arguments[1])]
+    model.asked.clear()
+    async with agent.worker(model, plugins=[HANDS_OVER]):
+        try:
+            await drive(agent.client, workflow_id, await sent_to(handed.continued))
+            taking_run = await wait_closed(agent.client, workflow_id, handing_run)
+        except AssertionError as went_otherwise:
+            return [*found, str(went_otherwise)]
+    ours = await fetch(agent.client, workflow_id, taking_run)
+    if ours.continued_from != handing_run:
+        found.append(f"the run compared is not the one the hand-over went to ({ours.continued_from})")
+    ours_told, stored_told = await told(ours), await told(handed.continued)
+    if ours_told != stored_told:
+        found.append(f"told the model otherwise: {ours_told}, where the stored run told it {stored_told}")
+    steps = sorted(step for step in model.decisions if step > handed.state["steps_taken"])
+    if model.asked != steps:
+        found.append(f"asked the model at steps {model.asked}, where the stored run asked at {steps}")
+    try:
+        ours_did = await effects(ours)
+    except AssertionError as went_otherwise:
+        return [*found, str(went_otherwise)]
+    stored_did = await effects(handed.continued)
+    found += [
+        f"{part.name}: {getattr(ours_did, part.name)}, where the stored run's were {getattr(stored_did, part.name)}"
+        for part in fields(Effects)
+        if getattr(ours_did, part.name) != getattr(stored_did, part.name)
+    ]
+    before = [
+        (request["order_id"], request["amount_cents"])
+        for (request,), _ in await completed(handed.first, "issue_refund")
+    ]
+    made = [(p["order_id"], p["amount_cents"]) for p in ours_did.payouts if p["tool"] == "issue_refund"]
+    paid = [(refund.order_id, refund.amount_cents) for refund in agent.store.payments.refunds()]
+    if paid != before + made:
+        found.append(f"the payments are {paid}, where the handing run paid {before} and this run scheduled {made}")
+    return found
