@@ -2,8 +2,8 @@
 stored in ``replay_histories/`` and ``tests/handed_over/`` loads into this release's ``TicketInput`` and
 ``ContinuedState``, round-trips, is written back so that a release which does not know this one's newer fields reads
 it, and, taken over by a continued run on a real dev server, goes on to the same payouts, approvals and emails as
-the run that continued it when it was recorded (``tests.support.handed_over`` says how, and ``docs/changing-
-workflow-code.md`` why).
+the run that continued it when it was recorded (``tests.support.handed_over`` says how, and
+``docs/changing-workflow-code.md`` why).
 """
 
 from __future__ import annotations
