@@ -144,6 +144,11 @@ WAIT_EVENTS_BEFORE_CONTINUING: Final = 10_240
 """A run waiting (for a person, a reply, an event) continues as new when the server suggests it, or at the latest
 when its history holds this many events, a fifth of the limit: a server whose suggestion is set high or off
 cannot leave a flooded wait to be terminated at 51,200."""
+SETTLEMENTS_SHOWN: Final = 10
+"""The settlements of approved requests a ticket's memo keeps (``SETTLED_MEMO``), the newest: one request waits at a
+time, so these are the latest a person answered, and the memo stays small however long the ticket runs."""
+SETTLEMENT_REASON_CHARS: Final = 500
+"""A settlement's reason (the booking's words for a refusal), cut to this many characters in the memo."""
 EVENTS_KEPT: Final = 100
 """Events about orders kept for waits to come: past this, the oldest go (each is at most ``EVENT_BYTES``)."""
 

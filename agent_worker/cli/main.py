@@ -105,11 +105,13 @@ def _operator_commands(commands: Any) -> None:
     show.add_argument("ticket", help=TICKET_HELP)
     approve = commands.add_parser(
         "approve",
-        help="approve (or --decline) the refund a ticket waits for, and say what the ticket made of it",
-        epilog="Exit codes: 0 the answer decided the request (approved: the refund is made; declined), 3 one approval "
-        "of several recorded (nothing paid yet), 4 the ticket does not count it, with the reason (not sent where "
-        "its rules tell beforehand: under roles or two people a signal's approval never counts), 5 sent but not "
-        "judged yet (no worker took it), 1 nothing of that amount waits or the server refused, 2 bad input.",
+        help="approve (or --decline) the refund a ticket waits for, and say what the ticket and the money made of it",
+        epilog="Exit codes: 0 the answer decided the request (approved and the payout booked; declined), 3 one "
+        "approval of several recorded (nothing paid yet), 4 the ticket does not count it, with the reason (not sent "
+        "where its rules tell beforehand: under roles or two people a signal's approval never counts), 5 sent but not "
+        "judged yet (no worker took it), 6 approved but the booking refused the payment (nothing paid; the reason is "
+        "printed), 7 approved and the payment still open, 1 nothing of that amount waits or the server refused, "
+        "2 bad input.",
     )
     approve.add_argument("ticket", help=TICKET_HELP)
     approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")

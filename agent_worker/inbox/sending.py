@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import vouching
-from activities.contracts.approvals import ApprovalRequest, VouchedApproval
+from activities.contracts.approvals import ApprovalReceipt, ApprovalRequest, VouchedApproval
 from activities.contracts.ticket import Outcome, Status
 from agent_worker import tickets
 from agent_worker.inbox.desk import Desk, NotATicketError
@@ -72,7 +72,7 @@ class Sender:
             return Notice("rejected", said or f"not taken: {await self.closed_words(workflow_id)}")
         except TimeoutError:
             return Notice("pending", f"{verb}: the ticket took it, and this page shows what comes of it")
-        return Notice("taken", f"{receipt.decision.value}; {receipt.result}")
+        return told(receipt)
 
     async def closed_words(self, workflow_id: str) -> str:
         """Why a ticket takes no answers, as the desk says it: "this ticket has closed: it was resolved at ..."."""
@@ -94,6 +94,17 @@ class Sender:
                     return f"this ticket has closed at {utc(description.close_time)}: {nobody}"
                 how = CLOSED_AS.get(outcome.status, f"it closed as {outcome.status.value}")
         return f"this ticket has closed: {how} at {utc(description.close_time)}"
+
+
+def told(receipt: ApprovalReceipt) -> Notice:
+    """What the person is told of an answer the ticket took: for an approval whose payment was tried, what the money
+    did (paid with its id, refused by the booking with its reason, or still open), never "approved" alone."""
+    money = receipt.payout
+    if money is None or money.outcome == "paid":  # the result names the payout's id
+        return Notice("taken", f"{receipt.decision.value}; {receipt.result}")
+    if money.outcome == "refused":
+        return Notice("rejected", f"{receipt.decision.value}, but the payment was refused: {money.said()}")
+    return Notice("pending", f"{receipt.decision.value}; {money.said()}")
 
 
 def why(error: WorkflowUpdateFailedError, waiting: ApprovalRequest | None = None) -> str | None:
