@@ -28,12 +28,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.archive import RecordsArchive
     from activities.contracts.conversation import Message, StepUsage
     from activities.contracts.fields import Contract
-    from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING
+    from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING, WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5
     from activities.contracts.ticket import ToolCallRecord, Turn
     from workflows import timeouts
 
 from workflows.approval_gate import GateSnapshot
 from workflows.audit_log import AuditSnapshot
+from workflows.patches import Patch, taken
 from workflows.thinking import ModelSnapshot
 from workflows.toolbox import ToolboxSnapshot
 from workflows.waits import EventsSnapshot, RepliesSnapshot
@@ -119,7 +120,8 @@ class Continuation:
         """Whether a run that waits should continue as new now: the server suggests it, or its history has grown
         to ``WAIT_EVENTS_BEFORE_CONTINUING`` events, whichever comes first. The one rule of every wait (``wait``)."""
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= WAIT_EVENTS_BEFORE_CONTINUING
+        most = WAIT_EVENTS_BEFORE_CONTINUING if taken(Patch.ONE_WAIT_RULE) else WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= most
 
     async def wait(
         self,

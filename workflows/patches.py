@@ -91,10 +91,11 @@ class Patch(StrEnum):
     pay."""
 
     ONE_WAIT_RULE = "1.5.0/one-wait-rule"
-    """The approval wait continues as new by the rule every wait keeps (``Continuation.wait``): the server's
-    suggestion, or ``WAIT_EVENTS_BEFORE_CONTINUING`` events, whichever comes first. Runs before it heard only the
-    server's suggestion there, so on a server whose suggestion is raised a flood of signals grew the waiting run until
-    Temporal ended it."""
+    """Every wait, the approval wait included, continues as new by one rule (``Continuation.wait``): the server's
+    suggestion, or ``WAIT_EVENTS_BEFORE_CONTINUING`` events (8,000, below the server's cap of 10,000 signals a run),
+    whichever comes first. Runs before it heard only the server's suggestion in the approval wait, so on a server
+    whose suggestion is raised a flood of signals grew the waiting run until Temporal ended it or refused every
+    signal; their reply and event waits counted to 10,240 events, past that cap."""
 
     @property
     def release(self) -> str:
