@@ -243,10 +243,8 @@ def not_waiting(error: tickets.NotWaitingError) -> str:
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
     """``start ticket.json``: a ticket checked here first, its options against the money policy too, so bad input is
     refused before anything starts."""
-    source = args.input
-    text = await asyncio.to_thread(sys.stdin.read if str(source) == "-" else source.read_text)
     try:
-        ticket = TicketInput.model_validate_json(text)
+        ticket = TicketInput.model_validate_json(args.input)  # the file's text: read as the command line was parsed
     except ValidationError as error:
         print(f"not started: {describe_errors(error)}", file=sys.stderr)
         return 2
