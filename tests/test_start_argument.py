@@ -4,13 +4,16 @@ file. Never a traceback (a long argument ended in ``OSError: File name too long`
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
 from tests.support.desk import LOOSE_FILE
+from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, exited, run
 from tests.support.tickets import ticket
 
@@ -50,3 +53,24 @@ async def test_start_refuses_an_argument_that_is_not_a_readable_file_with_a_sent
     (sentence,) = [line for line in err.splitlines() if line.startswith("agent-worker start: error: argument FILE: ")]
     assert said in sentence
     assert len(sentence) < 400, "a long argument is quoted by its head, not whole"
+
+
+async def test_start_reads_the_ticket_from_standard_input_given_a_dash(agent: Harness, client: Client) -> None:
+    """The way to pass the JSON itself, as the refusals say: piped in, with ``-``."""
+    raw = ticket(approval_limit_cents=10_000)
+    process = await asyncio.create_subprocess_exec(
+        AGENT_WORKER,
+        "start",
+        "-",
+        "--address",
+        address(client),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "AGENT_TASK_QUEUE": agent.task_queue, "AGENT_POLICY_FILE": str(LOOSE_FILE)},
+    )
+    out, err = await asyncio.wait_for(process.communicate(json.dumps(raw).encode()), 60)
+
+    assert process.returncode == 0, err.decode()
+    assert out.decode().startswith(f"started ticket-{raw['ticket_id']} (run ")
+    await client.get_workflow_handle(f"ticket-{raw['ticket_id']}").terminate("test over")
