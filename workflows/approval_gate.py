@@ -105,8 +105,6 @@ class ApprovalGate:
         self.results: dict[str, str] = {}
         """What came of each request this run decided, as the model was told it: what the ``approve`` update
         waits for, to tell the person who answered."""
-        self.settlements: dict[str, Settlement] = {}
-        """What the money did for each approved request this run tried to pay: what the ``approve`` update tells."""
 
     @property
     def awaiting(self) -> ApprovalRequest | None:
@@ -180,9 +178,7 @@ class ApprovalGate:
             if handing_over()
             else "The ticket closed before the refund was made."
         )
-        return ApprovalReceipt(
-            request_id=request_id, decision=record.decision, result=result, payout=self.settlements.get(request_id)
-        )
+        return ApprovalReceipt(request_id=request_id, decision=record.decision, result=result)
 
     def receive_vouched(self, answer: VouchedApproval, at: datetime, *, vouched: bool) -> ApprovalRecord:
         """An answer the approval inbox sent (the ``approve`` update), seen at ``at``, and whether the inbox's
@@ -316,13 +312,11 @@ class ApprovalGate:
 
     def settled(self, request_id: str, result: str, money: Settlement | None = None) -> None:
         """What came of a request's refund, for the person who answered it through the ``approve`` update; and, for an
-        approved one whose payment was tried, what the money did (``money``), in the memo for whoever answered it
-        otherwise (``agent-worker approve``, ``show``), with no worker needed."""
+        approved one whose payment was tried, what the money did (``money``), in the memo, where ``agent-worker
+        approve``, ``show`` and the inbox read it, with no worker needed. It is written in the workflow task that
+        completes the ``approve`` update, so whoever reads the receipt finds it there."""
         self.results[request_id] = result
-        if money is None:
-            return
-        self.settlements[request_id] = money
-        if taken(Patch.SETTLED_IN_MEMO):
+        if money is not None and taken(Patch.SETTLED_IN_MEMO):
             told = [s for s in workflow.memo_value(SETTLED_MEMO, [], type_hint=list) if isinstance(s, dict)]
             told = [*told, money.model_dump(mode="json")][-SETTLEMENTS_SHOWN:]
             workflow.upsert_memo({SETTLED_MEMO: told})
