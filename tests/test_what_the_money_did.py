@@ -108,3 +108,19 @@ async def test_the_inbox_tells_an_approval_whose_payment_the_booking_refused_as_
         assert said.startswith("approved, but the payment was refused: refund of USD 49.00 on A-1001 refused"), said
         assert ALREADY_PAID in said
         await asyncio.wait_for(agent.client.get_workflow_handle(second, result_type=Outcome).result(), 60)
+
+
+async def test_show_tells_what_the_money_did_after_the_ticket_continued_as_new(agent: Harness, client: Client) -> None:
+    """The settlement is the memo's, and the run that continues the ticket keeps it: ``show`` of the closed ticket
+    tells the refund paid in the run before."""
+    async with agent.worker():
+        handle = await agent.start(ticket(continue_as_new_after_steps=3))
+        await awaiting(handle, 4900)
+        await handle.signal(APPROVE_SIGNAL, answer(4900))
+        await asyncio.wait_for(handle.result(), 60)
+        described = await handle.describe()
+        shown = await run(AGENT_WORKER, "show", handle.id, "--address", address(client))
+
+    assert described.run_id != handle.first_execution_run_id, "the ticket continued as new after its refund"
+    (line,) = [line for line in shown.splitlines() if line.startswith("approval approved USD 49.00 by ann")]
+    assert line.endswith(": refund #1 of USD 49.00 on A-1001 paid"), line

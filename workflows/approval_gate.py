@@ -317,9 +317,14 @@ class ApprovalGate:
         completes the ``approve`` update, so whoever reads the receipt finds it there."""
         self.results[request_id] = result
         if money is not None and taken(Patch.SETTLED_IN_MEMO):
-            told = [s for s in workflow.memo_value(SETTLED_MEMO, [], type_hint=list) if isinstance(s, dict)]
-            told = [*told, money.model_dump(mode="json")][-SETTLEMENTS_SHOWN:]
+            told = [*_settled_so_far(), money.model_dump(mode="json")][-SETTLEMENTS_SHOWN:]
             workflow.upsert_memo({SETTLED_MEMO: told})
+
+    def memo(self) -> dict[str, Any] | None:
+        """What the run that continues the ticket starts its memo with: the settlements told so far, which the server
+        does not carry over by itself (None: nothing to carry, or a run before ``Patch.SETTLED_IN_MEMO``)."""
+        told = _settled_so_far() if taken(Patch.SETTLED_IN_MEMO) else []
+        return {SETTLED_MEMO: told} if told else None
 
     def written(self) -> bool:
         """Whether every answer received, and every note of one past the budget, is in the audit trail."""
@@ -457,6 +462,11 @@ class ApprovalGate:
         for record in self.desk.records[self._counted :]:
             counter.add(1, {"decision": record.decision.value})
         self._counted = len(self.desk.records)
+
+
+def _settled_so_far() -> list[dict[str, Any]]:
+    """The settlements the run's memo tells (``SETTLED_MEMO``), oldest first."""
+    return [s for s in workflow.memo_value(SETTLED_MEMO, [], type_hint=list) if isinstance(s, dict)]
 
 
 def _refusal(decision: ApprovalRecord, noun: str) -> str | None:
