@@ -9,15 +9,17 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import pytest
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from activities.contracts.fields import describe_errors
 from activities.contracts.names import WORKFLOW_NAME
-from activities.contracts.ticket import Outcome
+from activities.contracts.ticket import Outcome, TicketInput, TicketOptions
 from agent_worker.cli.devserver import binary
 from tests.support.desk import LOOSE_FILE
 from tests.support.harness import Harness
@@ -95,3 +97,22 @@ async def test_a_sender_verified_given_as_a_string_fails_the_run_naming_the_fiel
     assert isinstance(error, ApplicationError)
     assert error.type == "InvalidTicketInput"
     assert error.message.startswith("Invalid ticket input: sender_verified: Input should be a valid boolean")
+
+
+def integer_options() -> list[str]:
+    """Every option of a ticket that holds an integer, as the model declares it: a new one is checked here too."""
+
+    def holds_int(annotation: Any) -> bool:
+        if get_origin(annotation) is Annotated:
+            return holds_int(get_args(annotation)[0])
+        return annotation is int or any(holds_int(arg) for arg in get_args(annotation))
+
+    return [name for name, field in TicketOptions.model_fields.items() if holds_int(field.annotation)]
+
+
+@pytest.mark.parametrize("option", integer_options())
+@pytest.mark.parametrize("given", ["5", 5.0, True], ids=["string", "float", "boolean"])
+def test_every_integer_option_of_a_ticket_refuses_another_json_type_naming_it(option: str, given: Any) -> None:
+    with pytest.raises(ValidationError) as refused:
+        TicketInput.model_validate_json(json.dumps({**ticket(), "options": {option: given}}))
+    assert describe_errors(refused.value).startswith(f"options.{option}: Input should be a valid integer")
