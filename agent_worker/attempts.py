@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
@@ -26,6 +27,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 FAILURE_MESSAGE_CHARS = 1_000
 """How much of an error's message an attempt's failure carries: the first lines a person acts on."""
 RETRIES = "agent_activity_retries"
+log = structlog.get_logger(__name__)
 
 
 class AttemptsTold(ActivityInboundInterceptor):
@@ -42,7 +44,8 @@ class AttemptsTold(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         except FailureError:  # already Temporal's: an ApplicationError with the type and message a caller chose
             raise
-        except Exception as error:  # noqa: BLE001 - every error an attempt raises is reported, made small
+        except Exception as error:  # every error an attempt raises is reported, made small
+            log.warning("activity attempt failed", error_type=type(error).__name__, exc_info=error)  # the whole trace
             raise small(error) from None
 
 
