@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from enum import IntEnum
 from typing import NoReturn
 
 
@@ -33,3 +34,25 @@ class Refused(SystemExit):
     def __init__(self, why: str, exit_code: int = 2) -> None:
         super().__init__(why)
         self.exit_code = exit_code
+
+
+class ApproveExit(IntEnum):
+    """``agent-worker approve``'s exit codes: what the ticket made of the answer, and, for an approval, what the money
+    did. A script reads 0 as "done": for an approval, only a payout booked is done."""
+
+    DONE = 0
+    """The answer decided the request: approved and the payout booked, or declined."""
+    NOTHING_WAITS = 1
+    """Nothing of that amount waits, or the server refused (no such ticket)."""
+    BAD_INPUT = 2
+    PARTLY_APPROVED = 3
+    """One approval of several the request needs is recorded; nothing is paid yet."""
+    NOT_COUNTED = 4
+    """The ticket does not count the answer, and says why."""
+    NOT_JUDGED = 5
+    """Sent, but no worker took it in time: ``show`` tells later what came of it."""
+    PAYMENT_REFUSED = 6
+    """Approved, but the booking refused the payment: nothing was paid, and the reason is printed."""
+    PAYMENT_OPEN = 7
+    """Approved, and the payment's outcome is not known yet (an attempt is retried, or the ticket has not said):
+    ``show`` tells later what came of it."""

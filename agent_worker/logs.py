@@ -20,6 +20,8 @@ import structlog
 from temporalio import activity, workflow
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from agent_worker.attempts import AttemptsTold
+
 _TEMPORAL_EXTRAS = {
     "temporal_workflow": {"workflow_id": "workflow_id", "run_id": "run_id", "workflow_type": "workflow_type"},
     "temporal_activity": {
@@ -100,7 +102,9 @@ class _BindActivity(ActivityInboundInterceptor):
 
 
 class LogContextInterceptor(Interceptor):
-    """Binds the running activity's identity to structlog's context for the activity's duration."""
+    """Binds the running activity's identity to structlog's context for the activity's duration; and, since every
+    worker installs this one, tells of each attempt what ``agent_worker.attempts`` says (a retry counted, a failure
+    kept small)."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:  # noqa: A002
-        return _BindActivity(next)
+        return _BindActivity(AttemptsTold(next))

@@ -195,8 +195,19 @@ def describe_problem(event: HistoryEvent | None) -> str:
     return describe_failure(event.workflow_task_failed_event_attributes.failure)
 
 
+def real_failure(failure: Failure) -> Failure:
+    """The failure as the code that failed told it: the server puts a failure of its own on top of one it will not
+    store whole ("Failure exceeds size limit.", a ``ServerFailureInfo``), keeping the original, cut, as its cause.
+    Followed down the cause chain to the first failure that is not the server's."""
+    while failure.HasField("server_failure_info") and failure.HasField("cause"):
+        failure = failure.cause
+    return failure
+
+
 def describe_failure(failure: Failure) -> str:
-    """A failure in one line: its type and the first line of its message, cut to ``MESSAGE_WIDTH``."""
+    """A failure in one line: its type and the first line of its message, cut to ``MESSAGE_WIDTH``; the failure the
+    code raised, not a note the server put on top of it (``real_failure``)."""
+    failure = real_failure(failure)
     first_line = next(iter(failure.message.splitlines()), "") or "(no message)"
     kind = failure.application_failure_info.type if failure.HasField("application_failure_info") else ""
     text = f"{kind}: {first_line}" if kind and not first_line.startswith(kind) else first_line

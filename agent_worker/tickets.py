@@ -45,6 +45,7 @@ from activities.contracts.approvals import (
     ApprovalReceipt,
     ApprovalRecord,
     ApprovalRequest,
+    Settlement,
     VouchedApproval,
 )
 from activities.contracts.fields import amount
@@ -57,6 +58,7 @@ from activities.contracts.names import (
     MAIL_BOUNCED,
     ORDER_EVENT_SIGNAL,
     SEARCH_ATTRIBUTES,
+    SETTLED_MEMO,
     TICKET_STATE_ATTRIBUTE,
     TURNS_QUERY,
     VERIFY_SENDER,
@@ -449,6 +451,36 @@ async def judged(
         return Answered(workflow_id, given, request, mine)
     said = decided_plainly(decided, request.currency, request.payout)
     raise AnswerRefusedError(workflow_id, request, f"it was decided first: {said}", sent=True)
+
+
+SETTLED_WITHIN = timedelta(seconds=30)
+"""How long ``settled`` waits for the ticket to say what the money did for an approved request."""
+
+
+async def settlements(client: Client, workflow_id: str) -> dict[str, Settlement]:
+    """What the money did for the ticket's latest approved requests, by request id (``settlements_in``)."""
+    return await settlements_in(await describe(client, workflow_id))
+
+
+async def settlements_in(described: WorkflowExecutionDescription) -> dict[str, Settlement]:
+    """What the money did for the ticket's latest approved requests, by request id, as the described run's memo
+    says (no worker needed): runs before 1.5.0 say nothing there."""
+    told = await described.memo_value(SETTLED_MEMO, [])
+    found = [Settlement.model_validate(s) for s in told if isinstance(s, dict)] if isinstance(told, list) else []
+    return {s.request_id: s for s in found}
+
+
+async def settled(
+    client: Client, workflow_id: str, request_id: str, *, within: timedelta = SETTLED_WITHIN
+) -> Settlement | None:
+    """What the money did for ``request_id``, once the ticket has said (paid, refused, or open as it knows it);
+    None if it has not said within ``within`` (an attempt retried, no worker running, or a run before 1.5.0)."""
+    deadline = asyncio.get_running_loop().time() + within.total_seconds()
+    while True:
+        said = (await settlements(client, workflow_id)).get(request_id)
+        if said is not None or asyncio.get_running_loop().time() >= deadline:
+            return said
+        await asyncio.sleep(0.25)
 
 
 async def deciding_answer(client: Client, workflow_id: str, request_id: str) -> ApprovalRecord | None:

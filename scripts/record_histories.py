@@ -613,6 +613,50 @@ async def whole_hand_over_answer_in_the_window(r: Recorder) -> Handle:
     return handle
 
 
+async def settled_in_memo_approved(r: Recorder) -> Handle:
+    """``Patch.SETTLED_IN_MEMO`` and ``Patch.LEDGER_BEFORE_ASKING`` (1.5.0): the refund that asks a person looks the
+    order up again first, and once approved and booked its settlement (paid, refund #1) is written to the memo;
+    ``policy_at_booking_approved`` is the same ticket before them."""
+    return await approved_refund(r)
+
+
+async def ledger_before_asking_refused(r: Recorder) -> Handle:
+    """``Patch.LEDGER_BEFORE_ASKING`` (1.5.0): two tickets wait to refund the whole of one order; the first is paid;
+    the second's approval is refused by the booking (its settlement, refused, in the memo), and the model's second
+    ask, judged by the order as the ledger has it now, is refused with nobody asked (this file is the second)."""
+    first, second = await r.start(ticket()), await r.start(ticket())
+    await awaiting(first, 4900)
+    await awaiting(second, 4900)
+    await approve(first, 4900)
+    await first.result()
+    await approve(second, 4900)
+    await second.result()
+    return second
+
+
+async def one_wait_rule_approval_across_runs(r: Recorder) -> Handle:
+    """``Patch.ONE_WAIT_RULE`` (1.5.0): a request waits while a relay floods the ticket with events (on a server that
+    suggests continuing at 60 events); the approval wait hands over by the rule every wait keeps
+    (``Continuation.wait``) and the next run takes the approval (``..._first_run`` is the run that waited first)."""
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    waiting_run = (await handle.describe()).run_id
+    for n in range(30):
+        await handle.signal(ORDER_EVENT_SIGNAL, {"order_id": "B-9999", "event": "scanned", "detail": str(n)})
+
+    async def continued() -> bool:
+        return (await handle.describe()).run_id != waiting_run
+
+    await poll(continued, timeout=30, what="the waiting ticket to continue as a new run")
+    await awaiting(handle, 4900)
+    await approve(handle, 4900)
+    await handle.result()
+    await export(
+        r.client, handle.id, HISTORIES / "one_wait_rule_approval_across_runs_first_run.json", run_id=waiting_run
+    )
+    return handle
+
+
 @contextlib.contextmanager
 def stripe_with_a_revoked_key(folder: Path) -> Iterator[Business]:
     with FakeStripe().running() as account:
@@ -726,6 +770,9 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         verified_sender_gate_refused,
         verified_sender_gate_verified_by_a_person,
         mail_bounced_then_no_more_mail,
+        settled_in_memo_approved,
+        ledger_before_asking_refused,
+        one_wait_rule_approval_across_runs,
     )
 }
 
@@ -819,6 +866,7 @@ PLUGINS: dict[str, Callable[[Business], SimplePlugin]] = {
 
 SERVER_ARGS: dict[str, list[str]] = {
     "waited_for_a_delivery_scan_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
+    "one_wait_rule_approval_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
 }
 """Scenarios that need a dev server of their own, set up otherwise than the shared one."""
 

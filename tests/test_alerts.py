@@ -16,7 +16,9 @@ from typing import Any
 
 import aiohttp
 import promql_parser
+import pytest
 import yaml
+from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -101,7 +103,7 @@ def test_the_alert_rules_are_prometheus_rule_groups_that_tell_an_on_call_person_
         "AgentTicketsStuck": ["agent_tickets_stuck"],
         "AgentApprovalsPilingUp": ["agent_approvals_waiting"],
         "AgentModelCallsFailing": ["temporal_activity_execution_failed"],
-        "AgentActivitiesRetriedForeverFailing": ["temporal_activity_execution_failed"],
+        "AgentActivitiesRetriedForeverFailing": ["agent_activity_retries"],
     }
 
 
@@ -218,3 +220,76 @@ async def test_every_metric_and_label_the_alerts_read_is_one_a_real_worker_or_ag
     assert [labels["workflow_type"] for labels, _ in exported["temporal_workflow_task_execution_failed"]] == [
         "SupportAgent"
     ]
+
+
+KINDS = {
+    "error": ("before:audit=fail*2", "application_failure_info"),
+    "start-to-close timeout": ("before:audit=block*2", "TIMEOUT_TYPE_START_TO_CLOSE"),
+    "heartbeat timeout": ("before:audit=freeze*2", "TIMEOUT_TYPE_HEARTBEAT"),
+}
+"""Each way an attempt of an activity retried until it succeeds can fail, and how the server records it: the
+store refusing the write, a store that hangs while the attempt heartbeats (its thread waits on a lock), and a
+worker that stops heartbeating. Each fails the first two attempts of the ticket's first ``audit``."""
+
+
+async def kind_seen(client: Client, workflow_id: str) -> str:
+    """How the server recorded the last failed attempt of the ticket's ``audit``: its failure info, or timeout type."""
+    (activity,) = [
+        a
+        for a in (await client.get_workflow_handle(workflow_id).describe()).raw_description.pending_activities
+        if a.activity_type.name == "audit"
+    ]
+    if not activity.HasField("last_failure"):
+        raise ValueError("no attempt of audit has failed yet")
+    failure = activity.last_failure
+    if failure.HasField("timeout_failure_info"):
+        return TimeoutType.Name(failure.timeout_failure_info.timeout_type)
+    return str(failure.WhichOneof("failure_info"))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_the_alert_on_activities_retried_until_they_succeed_counts_every_way_an_attempt_fails(
+    agent: Harness, client: Client, tmp_path: Path, kind: str
+) -> None:
+    """A real worker process whose ``audit`` attempts fail in one way: the series the rule's expression selects count
+    both failures, retried, whatever the way. The SDK's failure counter sees only the error: a timeout is the
+    server's verdict, and nothing fails in the worker."""
+    (rule,) = [rule for rule in rules() if rule["alert"] == "AgentActivitiesRetriedForeverFailing"]
+    ((name, matchers),) = reads(rule["expr"]).selectors
+    faults, recorded = KINDS[kind]
+    bind = f"127.0.0.1:{free_port()}"
+    worker = await spawn_worker(agent.worker_env(AGENT_METRICS_BIND=bind, AGENT_FAULTS=faults), command=WORKER_COMMAND)
+    try:
+        handle = await agent.start(ticket())
+
+        async def retried_twice() -> Series | None:
+            exported = await scrape(bind)
+            counted = sum(
+                value
+                for labels, value in exported.get(name, [])
+                if all(matches(labels, m) for m in matchers) and labels.get("activity_type") == "audit"
+            )
+            return exported if counted >= 2 else None
+
+        seen = await kind_seen_once(client, handle.id)
+        exported = await poll(retried_twice, timeout=90, interval=1, what=f"the rule's series to count two {kind}s")
+        await handle.terminate("test over")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(worker.wait(), 60)
+
+    assert seen == recorded
+    (series,) = [labels for labels, _ in exported[name] if labels.get("activity_type") == "audit"]
+    assert reads(rule["expr"]).grouped_by - SCRAPE_LABELS <= series.keys()
+
+
+async def kind_seen_once(client: Client, workflow_id: str) -> str:
+    """How the server recorded the first failed attempt of ``audit``, once it has one."""
+
+    async def failed() -> str | None:
+        try:
+            return await kind_seen(client, workflow_id)
+        except ValueError:  # no audit pending yet
+            return None
+
+    return await poll(failed, timeout=90, interval=0.5, what="an attempt of audit to fail")

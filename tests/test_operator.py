@@ -170,7 +170,9 @@ async def test_approve_says_the_ticket_took_the_answer_once_a_worker_has_judged_
             AGENT_WORKER, "approve", handle.id, "--amount-cents", "4900", "--approver", "ann", *cli
         )
         assert code == 0
-        assert out.strip() == f"approved USD 49.00 (R1) on {handle.id} as ann: the ticket took it, and makes the refund"
+        assert out.strip() == (
+            f"approved USD 49.00 (R1) on {handle.id} as ann: the ticket took it; refund #1 of USD 49.00 on A-1001 paid"
+        )
         await handle.result()
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 

@@ -31,12 +31,13 @@ with workflow.unsafe.imports_passed_through():
         ApprovalRecord,
         ApprovalRequest,
         Identity,
+        Settlement,
         VouchedApproval,
         VouchRequest,
     )
     from activities.contracts.fields import Snapshot, amount, describe_errors
-    from activities.contracts.limits import REJECTED_ANSWERS_KEPT
-    from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE
+    from activities.contracts.limits import REJECTED_ANSWERS_KEPT, SETTLEMENTS_SHOWN
+    from activities.contracts.names import APPROVAL_REQUEST_MEMO, AWAITING_APPROVAL_ATTRIBUTE, SETTLED_MEMO
     from activities.contracts.ticket import TicketOptions
     from activities.policy_activities import PolicyActivities
     from workflows import timeouts
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.audit_log import Audit, Audited, Notes
 from workflows.failures import ToolError
+from workflows.patches import Patch, taken
 from workflows.rules import Rules
 
 if TYPE_CHECKING:  # the continuation composes this piece's snapshot: a real import would be a cycle
@@ -308,9 +310,21 @@ class ApprovalGate:
             raise ToolError(refused)
         return able
 
-    def settled(self, request_id: str, result: str) -> None:
-        """What came of a request's refund, for the person who answered it through the ``approve`` update."""
+    def settled(self, request_id: str, result: str, money: Settlement | None = None) -> None:
+        """What came of a request's refund, for the person who answered it through the ``approve`` update; and, for an
+        approved one whose payment was tried, what the money did (``money``), in the memo, where ``agent-worker
+        approve``, ``show`` and the inbox read it, with no worker needed. It is written in the workflow task that
+        completes the ``approve`` update, so whoever reads the receipt finds it there."""
         self.results[request_id] = result
+        if money is not None and taken(Patch.SETTLED_IN_MEMO):
+            told = [*_settled_so_far(), money.model_dump(mode="json")][-SETTLEMENTS_SHOWN:]
+            workflow.upsert_memo({SETTLED_MEMO: told})
+
+    def memo(self) -> dict[str, Any] | None:
+        """What the run that continues the ticket starts its memo with: the settlements told so far, which the server
+        does not carry over by itself (None: nothing to carry, or a run before ``Patch.SETTLED_IN_MEMO``)."""
+        told = _settled_so_far() if taken(Patch.SETTLED_IN_MEMO) else []
+        return {SETTLED_MEMO: told} if told else None
 
     def written(self) -> bool:
         """Whether every answer received, and every note of one past the budget, is in the audit trail."""
@@ -361,13 +375,16 @@ class ApprovalGate:
         the next run waits on for the same request until the same deadline, and answers the same query."""
         if self.desk.decision is None and self._continuation.should_continue(options.continue_as_new_after_steps):
             self._hand_over()
-        remaining = request.deadline - workflow.now()
-        if remaining <= timedelta(0):
+        if request.deadline <= workflow.now():
             raise TimeoutError
-        suggested = workflow.info().is_continue_as_new_suggested
-        await workflow.wait_condition(lambda: self.desk.decision is not None or suggested(), timeout=remaining)
-        if self.desk.decision is None:
-            self._hand_over()
+        answered = await self._continuation.wait(
+            lambda: self.desk.decision is not None,
+            request.deadline,
+            leaving=self._leave,  # the closed run must not be listed as waiting beside the one that waits on
+            server_only=not taken(Patch.ONE_WAIT_RULE),
+        )
+        if not answered:
+            raise TimeoutError
 
     def _hand_over(self) -> NoReturn:
         self._leave()  # the closed run must not be listed as waiting beside the one that waits on
@@ -445,6 +462,11 @@ class ApprovalGate:
         for record in self.desk.records[self._counted :]:
             counter.add(1, {"decision": record.decision.value})
         self._counted = len(self.desk.records)
+
+
+def _settled_so_far() -> list[dict[str, Any]]:
+    """The settlements the run's memo tells (``SETTLED_MEMO``), oldest first."""
+    return [s for s in workflow.memo_value(SETTLED_MEMO, [], type_hint=list) if isinstance(s, dict)]
 
 
 def _refusal(decision: ApprovalRecord, noun: str) -> str | None:

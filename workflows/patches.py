@@ -77,6 +77,26 @@ class Patch(StrEnum):
     it read the policy again at every payout (a ``money_policy`` local activity: a marker, and a Cloud Action,
     more a refunded ticket, issue #37)."""
 
+    SETTLED_IN_MEMO = "1.5.0/settled-in-memo"
+    """What the money did for an approved request (``Settlement``: paid with its id, refused by the booking with its
+    reason, or still open) is written to the ticket's memo (``SETTLED_MEMO``) as the ticket learns it, for
+    ``approve``, ``show`` and the inbox to tell the person. Runs before it said only what the approval gate decided, so
+    ``approve`` reported "makes the refund" for a refund the booking then refused."""
+
+    LEDGER_BEFORE_ASKING = "1.5.0/ledger-before-asking"
+    """A payout that would ask a person looks the order up again first (a ``lookup_order`` activity) and is judged
+    by what was paid back as the ledger has it now: one the order can no longer cover is refused with nobody asked.
+    Runs before it judged by the order as the run first looked it up, so after another ticket paid the order back,
+    or after a booking refused a payout as already paid back, a person was asked again for money no answer could
+    pay."""
+
+    ONE_WAIT_RULE = "1.5.0/one-wait-rule"
+    """Every wait, the approval wait included, continues as new by one rule (``Continuation.wait``): the server's
+    suggestion, or ``WAIT_EVENTS_BEFORE_CONTINUING`` events (8,000, below the server's cap of 10,000 signals a run),
+    whichever comes first. Runs before it heard only the server's suggestion in the approval wait, so on a server
+    whose suggestion is raised a flood of signals grew the waiting run until Temporal ended it or refused every
+    signal; their reply and event waits counted to 10,240 events, past that cap."""
+
     @property
     def release(self) -> str:
         """The release that added the patch: runs started before it was deployed take the old path."""

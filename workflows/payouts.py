@@ -28,7 +28,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import NonNegativeInt
 
+    from activities.contracts.approvals import Settlement
     from activities.contracts.fields import Snapshot
+    from activities.contracts.limits import SETTLEMENT_REASON_CHARS
     from activities.contracts.names import NEEDS_APPROVAL, POLICY_CHANGED
     from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundRecord, TicketInput
@@ -160,6 +162,8 @@ class Payouts:
 
     async def _pay_asked(self, tool: Tool, args: Payment, verdict: Verdict, rules: Rules) -> str:
         """A payment that needs a person (``Ask``), or is refused with nobody asked (``Refused``)."""
+        if isinstance(verdict, Ask) and taken(Patch.LEDGER_BEFORE_ASKING):
+            verdict = await self._as_the_ledger_has_it(args, verdict, rules)
         currency = self._orders.currency(args.order_id)
         if isinstance(verdict, Refused):
             await self._gate.refuse(args.amount_cents, currency, verdict.why, _payout(tool).noun)
@@ -177,6 +181,15 @@ class Payouts:
             noun=_payout(tool).noun,
         )
         return await self._pay_approved(tool, args, request_id)
+
+    async def _as_the_ledger_has_it(self, args: Payment, asked: Ask, rules: Rules) -> Verdict:
+        """``asked`` judged again by the order as the ledger has it now (looked up again): refused, with nobody asked,
+        where what was paid back since the run looked it up (by another ticket, or a payout this ticket's booking
+        refused as paid back already) leaves too little of the charge. A person is asked only for money an answer can
+        still pay; a person still asked is asked as ``asked`` says, since a lookup never makes a payout need fewer."""
+        order = await self._orders.own(args.order_id, look_up=True)
+        again = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
+        return again if isinstance(again, Refused) else asked
 
     async def _pay_as_before(self, tool: Tool, args: Payment, rules: Rules) -> str:
         """The payment as runs started before ``Patch.ONE_PAYOUT_DECISION`` decide it: ``_needs_person``, and the
@@ -202,14 +215,28 @@ class Payouts:
         return await self._pay_approved(tool, args, request_id)
 
     async def _pay_approved(self, tool: Tool, args: Payment, request_id: str) -> str:
-        """Make a payment its request's people approved, and tell whoever answered through the update what came
-        of it."""
+        """Make a payment its request's people approved, and tell whoever answered what came of it: the money's word
+        (``Settlement``: paid under its id, refused with the booking's reason, or still open), not the approval's."""
+        settlement = functools.partial(
+            Settlement,
+            request_id=request_id,
+            payout=_payout(tool).noun,
+            amount_cents=args.amount_cents,
+            currency=self._orders.currency(args.order_id),
+            order_id=args.order_id,
+        )
         try:
             text = await self._pay_part(tool, args)
-        except (ToolError, ActivityError) as error:
-            self._gate.settled(request_id, str(error) if isinstance(error, ToolError) else cause(error))
+        except ToolError as error:  # refused for good, or settled as not made
+            said = str(error)
+            self._gate.settled(request_id, said, settlement(outcome="refused", reason=_reason(said)))
             raise
-        self._gate.settled(request_id, text)
+        except ActivityError as error:
+            said, outcome = cause(error), "refused" if is_refusal(error) else "open"
+            self._gate.settled(request_id, said, settlement(outcome=outcome, reason=_reason(said)))
+            raise
+        made = next(r for r in reversed(self.paid) if (r.tool, r.order_id) == (tool.name, args.order_id))
+        self._gate.settled(request_id, text, settlement(outcome="paid", payout_id=made.refund_id))
         return text
 
     async def _pay_part(
@@ -346,6 +373,11 @@ class Payouts:
                 f"{found.order_id} under the same key, and refuses a key reused for another amount."
             )
         return found
+
+
+def _reason(said: str) -> str:
+    """Why a payout was not made, as a settlement keeps it: its head, within ``SETTLEMENT_REASON_CHARS``."""
+    return said if len(said) <= SETTLEMENT_REASON_CHARS else f"{said[: SETTLEMENT_REASON_CHARS - 1]}…"
 
 
 def _needs_approval(error: ActivityError) -> bool:

@@ -450,7 +450,7 @@ class SupportAgent:
             events=self._events.snapshot(),
         )
         workflow.logger.info("ticket continues as a new run", extra={"steps": handover.steps_taken})
-        workflow.continue_as_new(args=[self._ticket, state])
+        workflow.continue_as_new(args=[self._ticket, state], memo=self._gate.memo())
 
     def _restore(self, carried: ContinuedState) -> None:
         """Each piece takes over its own state from the run this one continues."""

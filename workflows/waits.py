@@ -20,7 +20,6 @@ cleared on every way out of the wait that runs code (an answer, the time running
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -237,17 +236,10 @@ class Replies:
         as new while it waits (or once its history has grown long), and the next run waits on until the same
         moment (``until``, carried over)."""
         if not self.pending and (window_seconds or self.until):
-            self.until = self.until or workflow.now() + timedelta(seconds=window_seconds)
-            remaining = self.until - workflow.now()  # a run that took over late may find the window gone
-            if remaining > timedelta(0):
-                async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=self.until)):
-                    with contextlib.suppress(TimeoutError):
-                        await workflow.wait_condition(
-                            lambda: bool(self.pending) or continuation.due(),
-                            timeout=remaining,
-                        )
-            if not self.pending and continuation.due() and workflow.now() < self.until:
-                continuation.continue_waiting()
+            self.until = until = self.until or workflow.now() + timedelta(seconds=window_seconds)
+            if until > workflow.now():  # a run that took over late may find the window gone
+                async with _Visible(Waiting(state=TicketState.WAITING_FOR_CUSTOMER, until=until)):
+                    await continuation.wait(lambda: bool(self.pending), until)
         self.until = None
         if not self.pending:
             self.close("the ticket is closed")
@@ -312,17 +304,9 @@ class Events:
             else:
                 until = workflow.now() + timedelta(hours=hours)
             self.waiting = EventWait(order_id=order_id, until=until)
-            continuation = self._continuation
-            remaining = until - workflow.now()
-            if remaining > timedelta(0):
+            if until > workflow.now():
                 async with _Visible(Waiting(state=TicketState.WAITING_FOR_EVENT, until=until, order_id=order_id)):
-                    with contextlib.suppress(TimeoutError):
-                        await workflow.wait_condition(
-                            lambda: self._first(order_id) is not None or continuation.due(),
-                            timeout=remaining,
-                        )
-            if self._first(order_id) is None and continuation.due() and workflow.now() < until:
-                continuation.continue_waiting()
+                    await self._continuation.wait(lambda: self._first(order_id) is not None, until)
         self.waiting = None
         event = self._first(order_id)
         if event is not None:

@@ -13,7 +13,17 @@ from pydantic import (
     StringConstraints,
 )
 
-from activities.contracts.fields import Cents, Contract, Currency, Note, PersonName, Reason, RequestId, same_address
+from activities.contracts.fields import (
+    Cents,
+    Contract,
+    Currency,
+    Note,
+    PersonName,
+    Reason,
+    RequestId,
+    amount,
+    same_address,
+)
 
 Identity = Literal["exact", "mailbox"]
 """How a request compares the people who answer it with its approvers, with each other and with the customer:
@@ -123,6 +133,37 @@ class ApprovalRecord(Contract):
     None and its ``channel`` means nothing (the default, as recorded), so nothing shown to people names either."""
 
 
+class Settlement(Contract):
+    """What the money did for an approved request: what the payment, not the answer, came to. ``paid``: booked, under
+    ``payout_id`` (the refund's or the credit's id); ``refused``: the booking (or the provider) refused it, for
+    ``reason``, and nothing was paid; ``open``: its outcome is not known yet (an attempt is being retried, or the
+    ledger could not be asked). Written by the ticket where it knows it, so a person is told the payment's word,
+    never the approval's."""
+
+    request_id: str
+    outcome: Literal["paid", "refused", "open"]
+    payout: str = "refund"
+    """What the request paid, as its tool calls it (``refund``, ``store credit``)."""
+    amount_cents: int
+    currency: str | None = None
+    order_id: str = ""
+    payout_id: int | None = None
+    """The refund's or the credit's number, as the ledger booked it (``RefundRecord.refund_id``)."""
+    reason: str = ""
+    """Why it was not paid, in the booking's words (at most ``SETTLEMENT_REASON_CHARS``)."""
+
+    def said(self) -> str:
+        """The settlement in a sentence: "refund #12 of USD 49.00 on A-1001 paid", "refund of USD 49.00 on A-1001
+        refused by the booking: USD 49.00 of USD 49.00 is already paid back"."""
+        shown = amount(self.amount_cents, self.currency)
+        on = f" on {self.order_id}" if self.order_id else ""
+        if self.outcome == "paid":
+            return f"{self.payout} #{self.payout_id} of {shown}{on} paid"
+        if self.outcome == "refused":
+            return f"{self.payout} of {shown}{on} refused by the booking, nothing paid: {self.reason}"
+        return f"{self.payout} of {shown}{on} still open: {self.reason or 'its outcome is not known yet'}"
+
+
 class ApprovalReceipt(Contract):
     """What the ``approve`` update answers once the request is decided and its refund made or refused."""
 
@@ -130,7 +171,9 @@ class ApprovalReceipt(Contract):
     decision: ApprovalDecision
     result: str
     """What came of the refund, in the words the model was given ("Refunded 49.00 on order A-1001 (refund
-    #12).", "A person (ann) declined this refund, so it was not made.")."""
+    #12).", "A person (ann) declined this refund, so it was not made."). What the money did, as a ``Settlement``, is
+    in the ticket's memo (``SETTLED_MEMO``): a field here would be refused by an inbox of the release before, which
+    reads receipts strictly, during a rolling deploy."""
 
 
 class AnsweredRequest(Contract):

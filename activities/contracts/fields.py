@@ -145,8 +145,10 @@ DAY = 86_400
 
 def bounded(low: int, high: int) -> Any:
     """An integer option with a sane range: past it, a ticket is refused as invalid input naming the field,
-    instead of overflowing a date or a search attribute in the middle of its run."""
-    return Field(ge=low, le=high)
+    instead of overflowing a date or a search attribute in the middle of its run. Strict, as the docs promise a
+    wrong type fails the run: ``"1999"``, ``1999.0`` and ``true`` are not numbers a caller meant, and pydantic's lax
+    mode would read them as 1999, 1999 and 1."""
+    return Field(ge=low, le=high, strict=True)
 
 
 class Contract(BaseModel):

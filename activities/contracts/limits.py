@@ -141,10 +141,20 @@ REJECTED_ANSWERS_KEPT: Final = 50
 """Rejected answers to approval requests the outcome lists, across the ticket: past this, each still goes to the
 audit trail, and the outcome counts it (``Outcome.unlisted_answers``). Answers that decide are always listed."""
 
-WAIT_EVENTS_BEFORE_CONTINUING: Final = 10_240
+WAIT_EVENTS_BEFORE_CONTINUING: Final = 8_000
 """A run waiting (for a person, a reply, an event) continues as new when the server suggests it, or at the latest
-when its history holds this many events, a fifth of the limit: a server whose suggestion is set high or off
-cannot leave a flooded wait to be terminated at 51,200."""
+when its history holds this many events: a server whose suggestion is set high or off cannot leave a flooded wait to
+be terminated at 51,200 events, nor to meet the server's cap of 10,000 signals a run (its default,
+``history.maximumSignalsPerExecution``), past which every signal is refused, an approval's included. Each signal is
+at least one event, so a run hands over before that many have come."""
+WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5: Final = 10_240
+"""The count of runs started before ``Patch.ONE_WAIT_RULE`` (a fifth of the limit, above the signals' cap): their
+reply and event waits replay handing over where they did."""
+SETTLEMENTS_SHOWN: Final = 10
+"""The settlements of approved requests a ticket's memo keeps (``SETTLED_MEMO``), the newest: one request waits at a
+time, so these are the latest a person answered, and the memo stays small however long the ticket runs."""
+SETTLEMENT_REASON_CHARS: Final = 500
+"""A settlement's reason (the booking's words for a refusal), cut to this many characters in the memo."""
 EVENTS_KEPT: Final = 100
 """Events about orders kept for waits to come: past this, the oldest go (each is at most ``EVENT_BYTES``)."""
 

@@ -31,6 +31,9 @@ TICKET_STATE_ATTRIBUTE = "TicketState"
 """What an open ticket waits for, while it waits (``TicketState``): listed with no worker running."""
 WAITING_FOR_MEMO = "waiting_for"
 """The memo field that says what a waiting ticket waits for, and until when (``Waiting``)."""
+SETTLED_MEMO = "settled"
+"""The memo field that says what the money did for each approved request of the ticket's latest ones
+(``Settlement``s, newest last): what ``approve``, ``show`` and the inbox read, with no worker needed."""
 PAYMENTS_UNUSABLE = "PaymentsUnusable"
 """The error type of a tool whose payment provider refuses the worker's credentials: the ticket ends as failed,
 for a person, since no tool call can succeed until the worker's settings are fixed."""

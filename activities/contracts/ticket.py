@@ -15,6 +15,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveInt,
     SerializerFunctionWrapHandler,
+    StrictBool,
     StringConstraints,
     model_serializer,
     model_validator,
@@ -95,8 +96,9 @@ class TicketInput(Contract):
     opened_at: AwareDatetime | None = None
     """When the customer opened the ticket (with a timezone); the run's start time if left out."""
     options: TicketOptions = TicketOptions()
-    sender_verified: bool = True
-    """Whether ``customer_email`` is known to be the person asking. True (the default, and every ticket before the
+    sender_verified: StrictBool = True
+    """Whether ``customer_email`` is known to be the person asking (a JSON boolean: ``"false"`` or ``0`` is refused,
+    not read as whatever pydantic's lax mode would make of it). True (the default, and every ticket before the
     field): the caller vouches for it, as a desk's integration that signed its user in does; the mail receiver
     sets False for mail whose ``From:`` it could not verify. An unverified ticket may answer in general terms but
     never looks up, reveals or pays against an order (``workflows.ownership``) until a person verifies the sender

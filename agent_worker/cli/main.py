@@ -33,6 +33,35 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+SHOWN_ARGUMENT = 60
+"""How much of an argument that is not a readable file ``start`` quotes back: enough to recognise it."""
+
+
+def ticket_text(argument: str) -> str:
+    """``start``'s argument read as it is parsed: the text of the file it names (``-``: standard input). One that is
+    not a readable file is refused with a sentence (an ``argparse`` error: exit 2), never a traceback, saying which
+    argument (its head: a long one may be a whole ticket pasted), what the system said, and what ``start`` takes."""
+    try:
+        return sys.stdin.read() if argument == "-" else Path(argument).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise argparse.ArgumentTypeError(unreadable(argument, error)) from None
+
+
+def unreadable(argument: str, error: OSError | UnicodeDecodeError) -> str:
+    """Why ``start`` cannot read its argument, in a sentence; one that looks like the JSON itself is told how to pass
+    that."""
+    shown = (
+        argument if len(argument) <= SHOWN_ARGUMENT else f"{argument[:SHOWN_ARGUMENT]}... ({len(argument)} characters)"
+    )
+    if argument.lstrip().startswith(("{", "[")):
+        return (
+            f"{shown!r} is not a file: start takes a file holding the ticket as JSON, not the JSON itself; to pass it "
+            "inline, pipe it in: echo '{...}' | agent-worker start -"
+        )
+    why = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
+    return f"cannot read {shown!r} ({why}): start takes a file holding the ticket as JSON, or - for standard input"
+
+
 @dataclass(frozen=True)
 class Runs:
     """What a command runs: the function ``name`` of ``agent_worker.<module>``, called with the parsed arguments
@@ -116,11 +145,13 @@ def _operator_commands(commands: Any) -> None:
     show.add_argument("ticket", help=TICKET_HELP)
     approve = commands.add_parser(
         "approve",
-        help="approve (or --decline) the refund a ticket waits for, and say what the ticket made of it",
-        epilog="Exit codes: 0 the answer decided the request (approved: the refund is made; declined), 3 one approval "
-        "of several recorded (nothing paid yet), 4 the ticket does not count it, with the reason (not sent where "
-        "its rules tell beforehand: under roles or two people a signal's approval never counts), 5 sent but not "
-        "judged yet (no worker took it), 1 nothing of that amount waits or the server refused, 2 bad input.",
+        help="approve (or --decline) the refund a ticket waits for, and say what the ticket and the money made of it",
+        epilog="Exit codes: 0 the answer decided the request (approved and the payout booked; declined), 3 one "
+        "approval of several recorded (nothing paid yet), 4 the ticket does not count it, with the reason (not sent "
+        "where its rules tell beforehand: under roles or two people a signal's approval never counts), 5 sent but not "
+        "judged yet (no worker took it), 6 approved but the booking refused the payment (nothing paid; the reason is "
+        "printed), 7 approved and the payment still open, 1 nothing of that amount waits or the server refused, "
+        "2 bad input.",
     )
     approve.add_argument("ticket", help=TICKET_HELP)
     approve.add_argument("--amount-cents", type=int, required=True, help="the amount you were shown")
@@ -129,9 +160,18 @@ def _operator_commands(commands: Any) -> None:
     )
     approve.add_argument("--decline", action="store_true", help="decline the refund instead of approving it")
     approve.add_argument("--request-id", help="the request answered (R1, ...); by default the one waiting now")
-    start = commands.add_parser("start", help="start a ticket as its one run, ticket-<ticket id>; twice is once")
+    start = commands.add_parser(
+        "start",
+        help="start a ticket as its one run, ticket-<ticket id>; twice is once",
+        description="Start the ticket in FILE: a file holding one JSON object, the ticket as temporal workflow start "
+        "--input takes it. Not the JSON itself: to pass it inline, pipe it in with - (echo '{...}' | agent-worker "
+        "start -).",
+    )
     start.add_argument(
-        "input", type=Path, help="the ticket as JSON, as temporal workflow start --input takes it; - reads stdin"
+        "input",
+        metavar="FILE",
+        type=ticket_text,
+        help="a file holding the ticket as JSON (- reads it from standard input)",
     )
     cancel = commands.add_parser("cancel", help="end a ticket now; a refund in flight finishes first")
     cancel.add_argument("ticket", help=TICKET_HELP)

@@ -22,14 +22,15 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRequest
+from activities.contracts.approvals import Approval, ApprovalDecision, ApprovalRequest, Settlement
 from activities.contracts.fields import amount, describe_errors
-from activities.contracts.ticket import CustomerMessage, TicketInput, TicketState, Waiting
+from activities.contracts.ticket import CustomerMessage, Outcome, TicketInput, TicketState, Waiting
 from activities.tools import TOOLS
 from agent_worker import tickets
 from agent_worker.cli.commands import settings
 from agent_worker.client import connect
 from agent_worker.config import Settings
+from agent_worker.exits import ApproveExit
 from agent_worker.stuck import STUCK_AFTER_FAILURES, StuckTicket, examine, find_stuck
 from agent_worker.transcript import currency_of, decided_plainly, orders_of, payout_waited
 from agent_worker.transcript.terminal import lines, say
@@ -120,6 +121,10 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
     told = await tickets.transcript(client, workflow_id, description.run_id)
     for entry in told:
         say(*lines(entry))
+    money = await tickets.settlements_in(description)
+    if description.status != WorkflowExecutionStatus.COMPLETED:  # a completed one tells them with its approvals
+        for settlement in money.values():
+            say(f"request {settlement.request_id}: approved; {settlement.said()}")
     if description.status == WorkflowExecutionStatus.RUNNING:
         stuck = await examine(client, workflow_id, description.run_id, at_least=STUCK_AFTER_FAILURES + 1)
         if stuck is not None:  # a query would wait on what is stuck, or find no worker that can answer it
@@ -136,61 +141,82 @@ async def show(client: Client, _settings: Settings, args: argparse.Namespace) ->
                 else "not waiting for an approval"
             )
     elif description.status == WorkflowExecutionStatus.COMPLETED:
-        outcome = await tickets.outcome(client, workflow_id)
-        say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
-        say(f"answer: {outcome.answer}")
-        currency = currency_of(orders_of(told))
-        for refund in outcome.refunds:
-            shown = amount(refund.amount_cents, refund.currency)
-            say(f"{TOOLS.payout_noun(refund.tool)} #{refund.refund_id}: {shown} on {refund.order_id}")
-        for approval in outcome.approvals:
-            asked = "" if approval.amount_cents is None else f" {amount(approval.amount_cents, currency)}"
-            if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
-                said = decided_plainly(approval, currency, payout_waited(told))
-                say(f"approval {approval.decision.value}{asked}: {said}")
-                continue
-            say(
-                f"approval {approval.decision.value}{asked} by {approval.approver} at {approval.at}"
-                + (f" ({approval.reason})" if approval.reason else "")
-            )
+        say_outcome(
+            await tickets.outcome(client, workflow_id), currency_of(orders_of(told)), money, payout_waited(told)
+        )
+
+
+def say_outcome(outcome: Outcome, currency: str | None, money: dict[str, Settlement], waited: str) -> None:
+    """A closed ticket's outcome: its status and answer, its payouts by their kind, and every answer with, for an
+    approval, what the money did (``money``, by request id); a request nobody answered is told as the payout
+    ``waited`` for."""
+    say("", f"status {outcome.status.value}, {outcome.steps} steps, {outcome.model_calls} model calls")
+    say(f"answer: {outcome.answer}")
+    for refund in outcome.refunds:
+        shown = amount(refund.amount_cents, refund.currency)
+        say(f"{TOOLS.payout_noun(refund.tool)} #{refund.refund_id}: {shown} on {refund.order_id}")
+    for approval in outcome.approvals:
+        asked = "" if approval.amount_cents is None else f" {amount(approval.amount_cents, currency)}"
+        if approval.decision is ApprovalDecision.TIMED_OUT:  # no answer: nobody to name, no channel
+            say(f"approval {approval.decision.value}{asked}: {decided_plainly(approval, currency, waited)}")
+            continue
+        paid = money.get(approval.request_id or "") if approval.decision is ApprovalDecision.APPROVED else None
+        say(
+            f"approval {approval.decision.value}{asked} by {approval.approver} at {approval.at}"
+            + (f" ({approval.reason})" if approval.reason else "")
+            + (f": {paid.said()}" if paid else "")
+        )
 
 
 APPROVE_EXITS = {
-    ApprovalDecision.APPROVED: 0,
-    ApprovalDecision.DECLINED: 0,
-    ApprovalDecision.PARTLY_APPROVED: 3,
-    None: 5,
+    ApprovalDecision.APPROVED: ApproveExit.DONE,
+    ApprovalDecision.DECLINED: ApproveExit.DONE,
+    ApprovalDecision.PARTLY_APPROVED: ApproveExit.PARTLY_APPROVED,
+    None: ApproveExit.NOT_JUDGED,
 }
-"""``approve``'s exit code for what the ticket recorded of the answer; 4 when it does not count it, 1 when nothing
-(of that amount) waits, 2 bad input."""
+"""``approve``'s exit code for what the ticket recorded of the answer; for an approval, what the money did decides
+(``PAID_EXITS``)."""
+PAID_EXITS = {"paid": ApproveExit.DONE, "refused": ApproveExit.PAYMENT_REFUSED, "open": ApproveExit.PAYMENT_OPEN}
+"""``approve``'s exit code for an approval, by what the money did: 0 only for a payout booked."""
 
 
 @operator_command
 async def approve(client: Client, _settings: Settings, args: argparse.Namespace) -> int:
-    """``approve T-1 --amount-cents N --approver NAME [--decline] [--request-id R1]``: the ``approve`` signal, and
-    what the ticket made of it (``APPROVE_EXITS``)."""
+    """``approve T-1 --amount-cents N --approver NAME [--decline] [--request-id R1]``: the ``approve`` signal, what
+    the ticket made of it, and for an approval what the money did (``ApproveExit``)."""
     given = Approval(
         amount_cents=args.amount_cents, approved=not args.decline, approver=args.approver, request_id=args.request_id
     )
+    workflow_id = tickets.workflow_id_of(args.ticket)
     try:
-        answered = await tickets.answer(client, tickets.workflow_id_of(args.ticket), given)
+        answered = await tickets.answer(client, workflow_id, given)
     except tickets.AnswerRefusedError as refused:
         print(not_counted(refused), file=sys.stderr)
-        return 4
-    say(told(answered))
-    return APPROVE_EXITS[answered.decision]
+        return ApproveExit.NOT_COUNTED
+    if answered.decision is not ApprovalDecision.APPROVED:
+        say(told(answered))
+        return APPROVE_EXITS[answered.decision]
+    money = await tickets.settled(client, workflow_id, answered.answer.request_id or "")
+    say(told(answered, money))
+    return PAID_EXITS[money.outcome] if money is not None else ApproveExit.PAYMENT_OPEN
 
 
-def told(answered: tickets.Answered) -> str:
-    """What the ticket made of an answer it counted, or that it has not judged it yet."""
+def told(answered: tickets.Answered, money: Settlement | None = None) -> str:
+    """What the ticket made of an answer it counted, and for an approval what the money did (``money``: what the
+    ticket said of the payment; None, nothing yet), or that it has not judged it yet."""
     given, request = answered.answer, answered.request
     shown = amount_of(given.amount_cents, request)
     verb = "approved" if given.approved else "declined"
     sent = f"{verb} {shown} ({given.request_id}) on {answered.workflow_id} as {given.approver}"
     if answered.decision is ApprovalDecision.APPROVED:
-        return f"{sent}: the ticket took it, and makes the refund"
+        if money is None:
+            return (
+                f"{sent}: the ticket took it; the {request.payout} is still open (not paid yet, or not known yet: "
+                f"agent-worker show {answered.workflow_id} tells what came of it)"
+            )
+        return f"{sent}: the ticket took it; {money.said()}"
     if answered.decision is ApprovalDecision.DECLINED:
-        return f"{sent}: the ticket took it; the refund is not made"
+        return f"{sent}: the ticket took it; the {request.payout} is not made"
     if answered.decision is ApprovalDecision.PARTLY_APPROVED:
         progress = f"{len(request.approved_by)} of {request.approvals_needed}"
         return f"{sent}: approval {progress} recorded; nothing is paid until another person approves"
@@ -221,10 +247,8 @@ def not_waiting(error: tickets.NotWaitingError) -> str:
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> int:
     """``start ticket.json``: a ticket checked here first, its options against the money policy too, so bad input is
     refused before anything starts."""
-    source = args.input
-    text = await asyncio.to_thread(sys.stdin.read if str(source) == "-" else source.read_text)
     try:
-        ticket = TicketInput.model_validate_json(text)
+        ticket = TicketInput.model_validate_json(args.input)  # the file's text: read as the command line was parsed
     except ValidationError as error:
         print(f"not started: {describe_errors(error)}", file=sys.stderr)
         return 2

@@ -14,7 +14,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import vouching
-from activities.contracts.approvals import ApprovalRequest, VouchedApproval
+from activities.contracts.approvals import (
+    ApprovalDecision,
+    ApprovalReceipt,
+    ApprovalRequest,
+    Settlement,
+    VouchedApproval,
+)
 from activities.contracts.ticket import Status
 from agent_worker import tickets
 from agent_worker.inbox.desk import Desk, NotATicketError
@@ -72,7 +78,17 @@ class Sender:
             return Notice("rejected", said or f"not taken: {await self.closed_words(workflow_id)}")
         except TimeoutError:
             return Notice("pending", f"{verb}: the ticket took it, and this page shows what comes of it")
-        return Notice("taken", f"{receipt.decision.value}; {receipt.result}")
+        return told(receipt, await self.settled(workflow_id, receipt))
+
+    async def settled(self, workflow_id: str, receipt: ApprovalReceipt) -> Settlement | None:
+        """What the money did for the request an approval decided, as the ticket's memo says (written in the task
+        that completed the update); None for another decision, a run before 1.5.0, or a ticket gone meanwhile."""
+        if receipt.decision is not ApprovalDecision.APPROVED:
+            return None
+        try:
+            return (await tickets.settlements(self.desk.client, workflow_id)).get(receipt.request_id)
+        except RPCError:
+            return None
 
     async def closed_words(self, workflow_id: str) -> str:
         """Why a ticket takes no answers, as the desk says it: "this ticket has closed: it was resolved at ..."."""
@@ -93,6 +109,17 @@ class Sender:
                     return f"this ticket has closed at {utc(description.close_time)}: {nobody}"
                 how = CLOSED_AS.get(outcome.status, f"it closed as {outcome.status.value}")
         return f"this ticket has closed: {how} at {utc(description.close_time)}"
+
+
+def told(receipt: ApprovalReceipt, money: Settlement | None) -> Notice:
+    """What the person is told of an answer the ticket took: for an approval whose payment was tried, what the money
+    did (``money``: paid with its id, refused by the booking with its reason, or still open), never "approved"
+    alone."""
+    if money is None or money.outcome == "paid":  # the result names the payout's id
+        return Notice("taken", f"{receipt.decision.value}; {receipt.result}")
+    if money.outcome == "refused":
+        return Notice("rejected", f"{receipt.decision.value}, but the payment was refused: {money.said()}")
+    return Notice("pending", f"{receipt.decision.value}; {money.said()}")
 
 
 def why(error: WorkflowUpdateFailedError, waiting: ApprovalRequest | None = None) -> str | None:

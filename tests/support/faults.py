@@ -20,6 +20,10 @@ warning saying so on every start.
   activity never runs it;
 - ``before:issue_refund#5=stall``: the fifth time, sit past the attempt's timeout without heartbeating, then
   do the work all the same, as a thread nobody can cancel does: the attempt the server gave up on pays late;
+- ``before:audit=block*2``: the first two times, never return, heartbeating all along, as an attempt whose thread
+  waits on a locked store does: the server ends it at its start-to-close timeout, and nothing fails in the worker;
+- ``before:audit=freeze*2``: the same without heartbeats, as a worker whose event loop is stuck: the server ends
+  it at its heartbeat timeout (or its start-to-close timeout, for an activity without one);
 - ``before:archive_records=fail*1000``: fail the attempt at once with a retryable error the SDK reports, without
   running it, a thousand times: a content store that refuses the records a run hands over, so an activity retried
   until it succeeds keeps the ticket where it is (``agent-worker tickets --stuck``).
@@ -54,11 +58,11 @@ from agent_worker.config import Settings
 
 log = structlog.get_logger(__name__)
 
-Action = Literal["kill", "hang", "stall", "fail"]
+Action = Literal["kill", "hang", "stall", "fail", "block", "freeze"]
 _FAULT = re.compile(
     r"^(?P<when>before|after):(?P<activity>\w+)(?:#(?P<nth>\d+))?=(?P<action>\w+)(?:\*(?P<times>\d+))?$"
 )
-_ACTIONS: tuple[Action, ...] = ("kill", "hang", "stall", "fail")
+_ACTIONS: tuple[Action, ...] = ("kill", "hang", "stall", "fail", "block", "freeze")
 HANG_MARGIN = timedelta(seconds=1)
 HANG_WITHOUT_TIMEOUT = timedelta(minutes=5)
 
@@ -172,6 +176,18 @@ async def hang(fault: Fault) -> None:
     log.warning("fault injected: the stalled attempt does its work now", fault=str(fault))
 
 
+async def held(fault: Fault) -> None:
+    """Never come back: the server times the attempt out (a ``block`` heartbeats meanwhile, so at its start-to-close
+    timeout; a ``freeze`` does not, so at its heartbeat timeout where it has one), and the worker is told only by
+    the cancel a heartbeat brings back, if any. Nothing is raised in the worker but that cancel."""
+    log.warning("fault injected: holding the attempt until the server gives up on it", fault=str(fault))
+    if fault.action == "freeze":
+        await asyncio.Event().wait()
+    while True:
+        await asyncio.sleep(1)
+        activity.heartbeat()
+
+
 class _Inbound(ActivityInboundInterceptor):
     def __init__(self, next: ActivityInboundInterceptor, faults: Faults) -> None:  # noqa: A002 - the SDK's name
         super().__init__(next)
@@ -210,6 +226,8 @@ class _Inbound(ActivityInboundInterceptor):
             kill_this_process(fault, attempt=activity.info().attempt)
         if fault.action == "fail":
             raise InjectedFailureError(f"fault {fault} failed this attempt")
+        if fault.action in ("block", "freeze"):
+            await held(fault)
         await hang(fault)
         return None
 
