@@ -654,7 +654,24 @@ async def one_wait_rule_approval_across_runs(r: Recorder) -> Handle:
     await export(
         r.client, handle.id, HISTORIES / "one_wait_rule_approval_across_runs_first_run.json", run_id=waiting_run
     )
+    for n, run_id in enumerate(
+        await runs_between(r.client, handle, waiting_run), start=2
+    ):  # a flood may hand over twice
+        await export(r.client, handle.id, HISTORIES / f"one_wait_rule_approval_across_runs_run_{n}.json", run_id=run_id)
     return handle
+
+
+async def runs_between(client: Client, handle: Handle, first: str) -> list[str]:
+    """The runs of ``handle``'s ticket after ``first`` and before its latest, oldest first: each stored beside the
+    run that handed over to it, so every hand-over has the run that took it over stored too."""
+    runs: list[str] = []
+    history = await client.get_workflow_handle(handle.id).fetch_history()
+    before = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+    while before and before != first:
+        runs.insert(0, before)
+        history = await client.get_workflow_handle(handle.id, run_id=before).fetch_history()
+        before = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+    return runs
 
 
 @contextlib.contextmanager

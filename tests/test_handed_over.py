@@ -34,6 +34,10 @@ from workflows.continuation import ContinuedState
 
 STORED = handing_over()
 RELEASES = re.findall(r"^## (\d+\.\d+\.\d+)", Path("CHANGELOG.md").read_text(), flags=re.MULTILINE)
+EARLIER = [path for path in STORED if release_of(path) != RELEASES[0]]
+"""Hand-overs an earlier release wrote: what a ticket open when this release ships may carry. This release's own
+(its patches' histories, one of which hands over twice because its recording server suggests continuing at 60
+events) load above, and become the next release's fixtures."""
 
 
 def _forget(annotation: Any) -> Any:
@@ -120,7 +124,7 @@ def test_a_release_that_knows_no_newer_field_refuses_one_that_holds_something() 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", STORED, ids=[label(p) for p in STORED])
+@pytest.mark.parametrize("path", EARLIER, ids=[label(p) for p in EARLIER])
 async def test_a_hand_over_of_an_earlier_release_goes_on_to_the_same_money_approvals_and_mail(
     agent: Harness, path: Path
 ) -> None:
