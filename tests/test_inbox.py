@@ -731,10 +731,21 @@ async def test_each_tab_lists_its_tickets_from_visibility_with_no_worker_running
     agent: Harness, client: Client
 ) -> None:
     async with agent.worker(), Worker(client, task_queue=RELAY, workflows=[NewerWorkerHandsOver]):
+        # The refunds the others make are of other orders: a refund of A-1001 by one of them would leave the waiting
+        # ticket's request to a ledger that no longer covers it, refused with nobody asked.
         waiting = await agent.start(ticket())
-        replied_to = await agent.start(ticket(approval_limit_cents=10_000, reply_window_seconds=3600))
+        replied_to = await agent.start(
+            ticket(
+                "My parcel for order A-1002 never arrived",
+                "bob@example.com",
+                approval_limit_cents=10_000,
+                reply_window_seconds=3600,
+            )
+        )
         on_its_way = await agent.start(ticket("My parcel for order A-1001 is on its way", approval_limit_cents=10_000))
-        done = await agent.start(ticket(approval_limit_cents=10_000))
+        done = await agent.start(
+            ticket("My parcel for order A-1004 never arrived", "dev@example.com", approval_limit_cents=10_000)
+        )
         stuck = await hand_over_unreadable_state(client, agent.task_queue)
         await awaiting(waiting, 4900)
         await done.result()
