@@ -256,3 +256,63 @@ def test_the_worker_process_imports_nothing_of_the_operators_side() -> None:
     worker = reached("agent_worker.cli.worker")
     assert "agent_worker.wiring" in worker, "a negative control: the walk follows the worker's imports"
     assert sorted(set(operator) & worker) == []
+
+
+def workflow_imports() -> dict[str, set[str]]:
+    """Each module of ``workflows/`` and the modules of ``workflows/`` it imports, anywhere in it (under
+    ``TYPE_CHECKING`` too: a cycle hidden from the interpreter is still one for the reader)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        module = f"workflows.{path.stem}"
+        graph[module] = set()
+        for _, name in imports(path.read_text()):
+            for candidate in (name, name.rsplit(".", 1)[0]):
+                if not under(candidate, "workflows") or candidate == module:
+                    continue
+                if (ROOT / Path(*candidate.split("."))).with_suffix(".py").exists():
+                    graph[module].add(candidate)
+                    break
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle of imports, each once, as the modules along it."""
+    found: list[list[str]] = []
+
+    def walk(module: str, path: list[str]) -> None:
+        for imported in sorted(graph.get(module, ())):
+            if imported in path:
+                cycle = path[path.index(imported) :]
+                if min(cycle) == cycle[0] and cycle not in found:
+                    found.append(cycle)
+            else:
+                walk(imported, [*path, imported])
+
+    for module in graph:
+        walk(module, [module])
+    return found
+
+
+def test_the_workflows_modules_import_one_way() -> None:
+    """The pieces hand a run over through ``workflows.handing_over``, a leaf; ``workflows.continuation`` composes
+    their snapshots and imports them. An import only for a type (under ``TYPE_CHECKING``) counts: it may name a
+    type, never hide a cycle."""
+    graph = workflow_imports()
+    assert cycles(graph) == []
+    assert "workflows.handing_over" in graph["workflows.approval_gate"]
+    assert "workflows.handing_over" in graph["workflows.waits"]
+    assert not graph["workflows.handing_over"] - {"workflows.timeouts", "workflows.patches"}
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_type_checking_import() -> None:
+    """A negative control: the circle 1.4.0 had (the gate and the waits importing the continuation for its type,
+    which imports them for their snapshots) is found."""
+    graph = {
+        "workflows.approval_gate": {"workflows.continuation"},
+        "workflows.waits": {"workflows.continuation"},
+        "workflows.continuation": {"workflows.approval_gate", "workflows.waits"},
+    }
+    assert sorted(map(sorted, cycles(graph))) == [
+        ["workflows.approval_gate", "workflows.continuation"],
+        ["workflows.continuation", "workflows.waits"],
+    ]

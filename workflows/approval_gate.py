@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -45,11 +45,9 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.audit_log import Audit, Audited, Notes
 from workflows.failures import ToolError
+from workflows.handing_over import Continuation
 from workflows.patches import Patch, taken
 from workflows.rules import Rules
-
-if TYPE_CHECKING:  # the continuation composes this piece's snapshot: a real import would be a cycle
-    from workflows.continuation import Continuation
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
 

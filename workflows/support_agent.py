@@ -66,8 +66,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_gate import ApprovalGate
     from workflows.approval_rules import spelled
     from workflows.audit_log import AuditLog, Notes
-    from workflows.continuation import Continuation, ContinuedState, HandOver
+    from workflows.continuation import ContinuedState
     from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
+    from workflows.handing_over import Continuation, HandOver
     from workflows.intake import Intake, past_sla
     from workflows.patches import Patch, Taken, taken
     from workflows.rules import RulesInForce

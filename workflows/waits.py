@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -51,9 +51,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 from workflows.audit_log import Notes
-
-if TYPE_CHECKING:  # the continuation composes this piece's snapshot: a real import would be a cycle
-    from workflows.continuation import Continuation
+from workflows.handing_over import Continuation
 
 TICKET_STATE = SearchAttributeKey.for_keyword(TICKET_STATE_ATTRIBUTE)
 NO_MORE_REPLIES = "This ticket takes no more replies"
