@@ -67,7 +67,7 @@ def _imported_modules(module: str) -> Iterator[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and _first_party(node.module):
             for alias in node.names:
                 imported = f"{node.module}.{alias.name}"
-                if importlib.util.find_spec(node.module) and _is_module(imported):
+                if is_module(imported):
                     yield imported
                 elif not _names_activities(node.module, alias.name):
                     yield node.module
@@ -77,10 +77,11 @@ def _first_party(name: str) -> bool:
     return name.split(".", 1)[0] in FIRST_PARTY
 
 
-def _is_module(name: str) -> bool:
+def is_module(name: str) -> bool:
+    """Whether ``name`` is a module (``from a import b``: ``a.b`` a module, not a name ``a`` holds)."""
     try:
         return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
+    except (ModuleNotFoundError, ValueError):
         return False
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
 import inspect
 import json
 import subprocess
@@ -162,7 +161,7 @@ def module_state_changes(source: str) -> list[tuple[int, str]]:
         elif isinstance(imported, ast.ImportFrom):
             names = {alias.asname or alias.name: f"{imported.module}.{alias.name}" for alias in imported.names}
             module_names |= names.keys()
-            modules |= {name for name, full in names.items() if _is_module(full)}
+            modules |= {name for name, full in names.items() if workflow_code.is_module(full)}
     module_names |= modules
 
     def root(node: ast.expr) -> str | None:
@@ -175,13 +174,6 @@ def module_state_changes(source: str) -> list[tuple[int, str]]:
         if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             found += _changes_in(function, root, modules)
     return sorted(set(found))
-
-
-def _is_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ModuleNotFoundError, ValueError):
-        return False
 
 
 def _changes_in(

@@ -30,6 +30,7 @@ validates otherwise). A history must replay, and give the same commands, in both
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import os
@@ -247,17 +248,24 @@ def _described(command: Any) -> str:
 class Condition:
     """A process's surroundings a worker may meet, under which every history must replay alike."""
 
-    name: str
     hash_seed: str
     time_zone: str
-    clock_ahead: str | None = None
-    """How far ``faketime`` moves the clock (``+1000d``), or None for the machine's."""
+    clock_ahead_days: int = 0
+    """How far ``faketime`` moves the clock; 0 for the machine's clock."""
+    faketime: str | None = None
+    """The program that moves it, where it is installed."""
+
+    @property
+    def name(self) -> str:
+        said = f"hash seed {self.hash_seed}, {self.time_zone}"
+        if not self.clock_ahead_days:
+            return said
+        if self.faketime:
+            return f"{said}, the clock {self.clock_ahead_days} days ahead"
+        return f"{said} (faketime is not installed: the clock was not moved)"
 
 
-CONDITIONS = (
-    Condition("hash seed 0, UTC", "0", "UTC"),
-    Condition("hash seed 1, Pacific/Chatham, the clock 1000 days ahead", "1", "Pacific/Chatham", "+1000d"),
-)
+CONDITIONS = (Condition("0", "UTC"), Condition("1", "Pacific/Chatham", clock_ahead_days=1000))
 
 
 @dataclass(frozen=True)
@@ -272,33 +280,24 @@ async def gate(paths: Sequence[Path], order_seed: int) -> Verdict:
     """Replay ``paths`` in one process per condition, at once; a file fails if it fails under any, or if its commands
     differ between them. The processes read the settings from this one's environment, as ``agent-worker replay``
     does."""
-    faketime = shutil.which("faketime")
-    conditions = [c if c.clock_ahead is None or faketime else _without_clock(c) for c in CONDITIONS]
-    runs = await asyncio.gather(*(_in_process(c, paths, order_seed + i, faketime) for i, c in enumerate(conditions)))
+    conditions = [dataclasses.replace(c, faketime=shutil.which("faketime")) for c in CONDITIONS]
+    runs = await asyncio.gather(*(_in_process(c, paths, order_seed + i) for i, c in enumerate(conditions)))
     merged: list[ReplayResult] = []
     for mine in zip(*runs, strict=True):
         failures = [f"{c.name}: {r.failure}" for c, r in zip(conditions, mine, strict=True) if r.failure]
         first = mine[0]
-        if not failures and any(r.commands != first.commands for r in mine[1:]):
-            other = next(r for r in mine[1:] if r.commands != first.commands)
+        others = [(c, r) for c, r in zip(conditions[1:], mine[1:], strict=True) if r.commands != first.commands]
+        if not failures and others:
+            condition, other = others[0]
             failures.append(
-                f"it issued other commands under {conditions[mine.index(other)].name} than under "
-                f"{conditions[0].name}: {_difference(first.commands, other.commands)}"
+                f"it issued other commands under {condition.name} than under {conditions[0].name}: "
+                f"{_difference(first.commands, other.commands)}"
             )
         merged.append(ReplayResult(first.path, failures[0] if failures else None, first.commands))
     return Verdict(merged, [c.name for c in conditions])
 
 
-def _without_clock(condition: Condition) -> Condition:
-    name = condition.name.replace(", the clock 1000 days ahead", "")
-    return Condition(
-        f"{name} (faketime is not installed: the clock was not moved)", condition.hash_seed, condition.time_zone
-    )
-
-
-async def _in_process(
-    condition: Condition, paths: Sequence[Path], order_seed: int, faketime: str | None
-) -> list[ReplayResult]:
+async def _in_process(condition: Condition, paths: Sequence[Path], order_seed: int) -> list[ReplayResult]:
     env = {
         **os.environ,
         "PYTHONHASHSEED": condition.hash_seed,
@@ -308,8 +307,8 @@ async def _in_process(
     with tempfile.TemporaryDirectory() as folder:  # the results go to a file: the SDK's core logs to stdout
         out = Path(folder) / "results.json"
         command = [sys.executable, "-m", "agent_worker.cli.replay", str(out), str(order_seed), *map(str, paths)]
-        if condition.clock_ahead and faketime:
-            command = [faketime, "-f", condition.clock_ahead, *command]
+        if condition.clock_ahead_days and condition.faketime:
+            command = [condition.faketime, "-f", f"+{condition.clock_ahead_days}d", *command]
         process = await asyncio.create_subprocess_exec(
             *command, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
         )
