@@ -4,10 +4,11 @@ print, run against a test's server as an operator types them."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
@@ -67,3 +68,51 @@ async def routed_to(client: Client, task_queue: str, build: str) -> None:
         return bool(described.versioning_info.current_deployment_version.build_id == build)
 
     await poll(there, timeout=30, interval=0.2, what=f"{task_queue} to route to {build}")
+
+
+DRAINAGE_CHECKED_EVERY_SECOND = [
+    "--dynamic-config-value",
+    'matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s"',
+    "--dynamic-config-value",
+    'matching.wv.VersionDrainageStatusRefreshInterval="1s"',
+]
+"""Dev-server arguments: the server says a version no longer current is ``drained`` once no pinned run is open on
+it, for a grace period, as of its last check: 3 min and 3 min by default, one second each here, so a test waits
+seconds, not minutes."""
+
+
+async def drainage(client: Client, name: str, build: str) -> str:
+    """What ``describe-version`` says of the version's drainage: ``draining``, ``drained``, or ``""`` while it is
+    current or ramping (or was never either)."""
+    described = await deployment(client, "describe-version", "--deployment-name", name, "--build-id", build)
+    return str(described.get("drainageInfo", {}).get("drainageStatus", ""))
+
+
+async def count(client: Client, query: str) -> int:
+    """``temporal workflow count --query QUERY``: how many runs match."""
+    code, out = await temporal(client, "workflow", "count", "--query", query, "-o", "json")
+    assert code == 0, out
+    return int(json.loads(out).get("count", 0))
+
+
+def running_on(name: str, build: str) -> str:
+    """The visibility query of the runs open on a version, as ``docs/rollouts.md`` prints it."""
+    return f"TemporalWorkerDeploymentVersion='{name}:{build}' AND ExecutionStatus='Running'"
+
+
+async def runs(client: Client, workflow_id: str) -> list[tuple[str, ...]]:
+    """Each run of a workflow, oldest first, as the builds that completed its workflow tasks, in order, a build
+    once for each stretch of tasks it completed in a row. Read from the histories, following each run back to the
+    one it continued from: no visibility, so no lag."""
+    chain: list[tuple[str, ...]] = []
+    run_id: str | None = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    while run_id:
+        history = [e async for e in client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history_events()]
+        completed = [
+            e.workflow_task_completed_event_attributes.deployment_version.build_id
+            for e in history
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        ]
+        chain.append(tuple(build for build, _ in itertools.groupby(completed)))
+        run_id = history[0].workflow_execution_started_event_attributes.continued_execution_run_id or None
+    return chain[::-1]

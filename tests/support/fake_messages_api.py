@@ -1,8 +1,9 @@
 """A local stand-in for Anthropic's Messages API, for the real ``anthropic`` client to talk HTTP to.
 
 It answers ``POST /v1/messages`` with the replies a test scripts, in order (a response, an error status
-with its headers, or a reply that comes too late), and records every request it was sent. It keeps the
-rules of the real API that the agent must not break, and answers a request that breaks one with the 400
+with its headers, or a reply that comes too late), or, with none scripted, what a test's ``plays`` answers for
+the request (a model behind it: ``tests.support.scripted_api``), and records every request it was sent. It
+keeps the rules of the real API that the agent must not break, and answers a request that breaks one with the 400
 the real API would send: the conversation starts with the user and alternates; no turn is empty; every
 ``tool_use`` is answered by a ``tool_result`` with its id at the start of the next user turn; and an
 assistant turn that came from the API goes back exactly as it came, thinking blocks and all.
@@ -18,7 +19,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -87,7 +88,10 @@ def error(status: int, kind: str, detail: str, headers: dict[str, str] | None = 
 
 
 class FakeMessagesAPI:
-    def __init__(self) -> None:
+    def __init__(self, plays: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        self.plays = plays
+        """What answers a request when no reply is scripted; called outside the lock, from the request's own
+        thread, so it may take its time (hold a step) while other requests are answered."""
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.issued: list[list[dict[str, Any]]] = []
@@ -124,12 +128,15 @@ class FakeMessagesAPI:
             broken = self.broken_rule(body)
             if broken:
                 return error(400, "invalid_request_error", broken)
-            if not self.replies:
+            reply = self.replies.popleft() if self.replies else None
+        if reply is None:
+            if self.plays is None:
                 return error(400, "invalid_request_error", "the fake Messages API has no reply scripted for this")
-            reply = self.replies.popleft()
-            if reply.status == 200:
+            reply = self.plays(body)
+        if reply.status == 200:
+            with self.lock:
                 self.issued.append(reply.body["content"])
-            return reply
+        return reply
 
     def broken_rule(self, body: dict[str, Any]) -> str | None:
         """What the real API would refuse in this request, in its words; None if nothing."""
