@@ -117,13 +117,14 @@ def build_id() -> str:
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     """The version of a Worker Deployment a worker polls as: ``AGENT_DEPLOYMENT``'s build ``AGENT_BUILD_ID``, else
-    ``build_id()``; None for an unversioned worker, the default. Its tickets AUTO_UPGRADE (a pinned one would keep its
-    build up until a person answered), set here, not on the workflow, which unversioned workers run (rollouts.md)."""
+    ``build_id()``; None for an unversioned worker. Its tickets are PINNED: no build replays a history another wrote,
+    and a ticket moves to a new build by continuing as new while it waits (``Continuation.retargeted``). Set here, not
+    on the workflow, which unversioned workers run too, and server 1.32 refuses a behaviour from them (rollouts.md)."""
     if settings.versioning.deployment is None:
         return None
     version = WorkerDeploymentVersion(settings.versioning.deployment, settings.versioning.build_id or build_id())
-    auto_upgrade = VersioningBehavior.AUTO_UPGRADE
-    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=auto_upgrade)
+    pinned = VersioningBehavior.PINNED
+    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=pinned)
 
 
 def codec_server_auth(settings: Settings) -> BearerAuth | None:
