@@ -17,7 +17,6 @@ the worker that completed it, and each run starts with the run it continued from
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -164,7 +163,7 @@ class Rollout:
             lambda: _equals(count(self.client, running_on(self.name, old)), expected), what=f"{expected} on {old}"
         )
         said = await run(AGENT_WORKER, "rollout", "move", "--from", old, env=self.lab.env(AGENT_DEPLOYMENT=self.name))
-        assert re.search(rf"\b{expected}\b", said), said
+        assert f"woke {expected} tickets on {self.name}.{old};" in said, said
         return said
 
     async def drained(self, build: str) -> None:
