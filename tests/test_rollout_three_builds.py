@@ -35,6 +35,7 @@ from agent_worker.cli.devserver import start_dev_server
 from tests.support.crashlab import Lab, WorkerProcess
 from tests.support.deployments import (
     DRAINAGE_CHECKED_EVERY_SECOND,
+    Drainage,
     count,
     deployment,
     drainage,
@@ -56,7 +57,9 @@ NO_APPROVAL_NEEDED = 10_000
 DAYS_3 = 3 * 86_400
 KINDS = ("approval", "reply", "event", "mid-turn")
 HELD_STEP = 2
-"""The mid-turn ticket's model step after it looked its order up: the one that asks for the refund."""
+"""The mid-turn ticket's model step after it looked its order up: the one that asks for the refund. It is also the
+ticket's budget of model calls a run, so the run that made it hands over mid-turn once the refund is paid, with the
+target already changed: the next run must finish the turn on the same build."""
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +139,8 @@ class Rollout:
         before = {t.id: await runs(self.client, t.id) for t in tickets}
         assert all(chain[-1] == (old,) for chain in before.values()), before
         await self.make_current(new)
-        assert await poll(lambda: _equals(drainage(self.client, self.name, old), "draining"), what=f"{old} draining")
+        checked = await poll(lambda: self.checked(old), what=f"the server to check {old}'s drainage")
+        assert checked.status == "draining", f"the tickets pinned to {old} do not hold it: {checked}"
         await self.move(old, expected=len(tickets))
         held = [t for t in tickets if t.hold is not None and not t.hold.released.is_set()]
         for t in tickets:
@@ -150,9 +154,8 @@ class Rollout:
             t.hold.release()
             self.waited[t.id] = await waits(t)
             await moves(t, new, self.waited[t.id])
-            assert await runs(self.client, t.id) == [*before[t.id], (new,)], (
-                "its turn on the old build, its wait on the new"
-            )
+            turn_then_wait = [*before[t.id], (old,), (new,)]  # handed over mid-turn on old, then at its wait to new
+            assert await runs(self.client, t.id) == turn_then_wait, "its turn on the old build, its wait on the new"
             assert [r.amount_cents for r in self.lab.store.payments.refunds(t.order_id)] == [AMOUNT]
         await self.drained(old)
 
@@ -166,9 +169,17 @@ class Rollout:
         assert f"woke {expected} tickets on {self.name}.{old};" in said, said
         return said
 
+    async def checked(self, build: str) -> Drainage | None:
+        """The build's drainage, once the server has checked it a grace period after it stopped being current."""
+        found = await drainage(self.client, self.name, build)
+        return found if found.checked_after_grace() else None
+
+    async def status(self, build: str) -> str:
+        return (await drainage(self.client, self.name, build)).status
+
     async def drained(self, build: str) -> None:
         """``build`` drains, and visibility counts no open run on it."""
-        await poll(lambda: _equals(drainage(self.client, self.name, build), "drained"), what=f"{build} to drain")
+        await poll(lambda: _equals(self.status(build), "drained"), what=f"{build} to drain")
         await poll(lambda: _equals(count(self.client, running_on(self.name, build)), 0), what=f"none on {build}")
 
     async def finish(self, tickets: list[Ticket], newest: str) -> None:
@@ -197,7 +208,10 @@ QUESTIONS: dict[str, tuple[str, dict[str, int]]] = {
         "My parcel for order {order} is late. Is it still on its way?",
         {"approval_limit_cents": NO_APPROVAL_NEEDED},
     ),
-    "mid-turn": ("My parcel for order {order} never arrived", OPEN_FOR_REPLIES),
+    "mid-turn": (
+        "My parcel for order {order} never arrived",
+        {**OPEN_FOR_REPLIES, "continue_as_new_after_steps": HELD_STEP},
+    ),
 }
 """Each kind of ticket as its customer asks it. ``reply`` names no order, so its first turn asks which one."""
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, TaskQueueType
@@ -70,22 +72,41 @@ async def routed_to(client: Client, task_queue: str, build: str) -> None:
     await poll(there, timeout=30, interval=0.2, what=f"{task_queue} to route to {build}")
 
 
+DRAINAGE_GRACE = timedelta(seconds=1)
 DRAINAGE_CHECKED_EVERY_SECOND = [
     "--dynamic-config-value",
-    'matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s"',
+    f'matching.wv.VersionDrainageStatusVisibilityGracePeriod="{DRAINAGE_GRACE.seconds}s"',
     "--dynamic-config-value",
     'matching.wv.VersionDrainageStatusRefreshInterval="1s"',
 ]
 """Dev-server arguments: the server says a version no longer current is ``drained`` once no pinned run is open on
-it, for a grace period, as of its last check: 3 min and 3 min by default, one second each here, so a test waits
-seconds, not minutes."""
+it, as of a check made a grace period after it stopped being current, and again every refresh interval: 3 min and
+3 min by default, one second each here, so a test waits seconds, not minutes."""
 
 
-async def drainage(client: Client, name: str, build: str) -> str:
-    """What ``describe-version`` says of the version's drainage: ``draining``, ``drained``, or ``""`` while it is
-    current or ramping (or was never either)."""
+@dataclass(frozen=True)
+class Drainage:
+    """What ``describe-version`` says of a version's drainage: ``status`` is ``draining``, ``drained``, or ``""``
+    while the version is current or ramping (or was never either); when it last changed, and was last checked."""
+
+    status: str
+    changed: datetime | None
+    checked: datetime | None
+
+    def checked_after_grace(self) -> bool:
+        """Whether the server has checked the version a grace period after it began draining: a status it reports
+        then counts the runs pinned to it."""
+        return self.changed is not None and self.checked is not None and self.checked - self.changed > DRAINAGE_GRACE
+
+
+async def drainage(client: Client, name: str, build: str) -> Drainage:
     described = await deployment(client, "describe-version", "--deployment-name", name, "--build-id", build)
-    return str(described.get("drainageInfo", {}).get("drainageStatus", ""))
+    info = described.get("drainageInfo", {})
+    moment = {
+        key: datetime.fromisoformat(info[key]) if info.get(key) else None
+        for key in ("lastChangedTime", "lastCheckedTime")
+    }
+    return Drainage(str(info.get("drainageStatus", "")), moment["lastChangedTime"], moment["lastCheckedTime"])
 
 
 async def count(client: Client, query: str) -> int:
