@@ -69,16 +69,6 @@ def test_a_snapshot_of_this_release_names_no_new_field_while_it_holds_nothing() 
     assert "paid_before_turn" not in written["toolbox"]["payouts"]
     assert "records_before_turn" not in written["gate"]
     assert "thread" not in written["toolbox"]
-    assert "retargeted" not in written
-
-
-def test_a_run_handed_over_mid_turn_after_its_target_moved_says_so_to_the_next() -> None:
-    """The server tells a run of a new target build once; the run that declined it (a turn to finish on its own
-    build) hands the word over, or the next run would wait on the old build for good."""
-    written = ContinuedState(steps_taken=3, retargeted=True).model_dump(mode="json")
-
-    assert written["retargeted"] is True
-    assert ContinuedState.model_validate(written).retargeted
 
 
 def test_a_mark_that_holds_something_is_written_and_read_back() -> None:
@@ -96,7 +86,7 @@ def test_a_mark_that_holds_something_is_written_and_read_back() -> None:
 
 def test_every_field_a_snapshot_calls_newer_is_one_it_has_with_a_default() -> None:
     """A name misspelt in ``newer`` would be written always, and a release before would refuse every run."""
-    for kind in (ToolboxSnapshot, PayoutsSnapshot, GateSnapshot, ContinuedState):
+    for kind in (ToolboxSnapshot, PayoutsSnapshot, GateSnapshot):
         assert issubclass(kind, Snapshot)
         for name in kind.newer:
             assert name in kind.model_fields

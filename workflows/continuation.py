@@ -8,7 +8,7 @@ hand a run over through ``workflows.handing_over``, a leaf that imports none of 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from temporalio import workflow
 
@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import NonNegativeInt, model_validator
 
     from activities.contracts.conversation import Message
-    from activities.contracts.fields import Snapshot
+    from activities.contracts.fields import Contract
 
 from workflows.approval_gate import GateSnapshot
 from workflows.audit_log import AuditSnapshot
@@ -25,10 +25,8 @@ from workflows.toolbox import ToolboxSnapshot
 from workflows.waits import EventsSnapshot, RepliesSnapshot
 
 
-class ContinuedState(Snapshot):
+class ContinuedState(Contract):
     """Everything a run hands to the run that continues it."""
-
-    newer: ClassVar[frozenset[str]] = frozenset({"retargeted"})
 
     steps_taken: NonNegativeInt
     pending: list[Message] = []
@@ -36,10 +34,6 @@ class ContinuedState(Snapshot):
     archive_ref: str | None = None
     """The tool calls, per-call usage and turns of the runs before, in the content store: what a run carries does
     not grow with the ticket."""
-    retargeted: bool = False
-    """The run handed over mid-turn, on its own build, after its deployment moved its target to another: the next
-    run moves at its next wait on this word, since the server does not tell it again (``Continuation.retargeted``).
-    Written only when true, so a build before it reads every other hand-over (``newer``)."""
     audit: AuditSnapshot = AuditSnapshot()
     model: ModelSnapshot = ModelSnapshot()
     gate: GateSnapshot = GateSnapshot()

@@ -59,13 +59,10 @@ class Continuation:
         """Model calls this run made: the budget before it continues as a new run."""
         self.archive_ref: str | None = None
         """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
-        self._declined = False
-        """The run before heard of a new target build and handed over mid-turn, on its own build (``retargeted``)."""
 
-    def resume(self, step: int, archive_ref: str | None, *, retargeted: bool = False) -> None:
-        """Take over where the run continued left off: the step it was in, the archive of earlier records, and
-        whether it handed over mid-turn with a new target build it did not move to (``retargeted``)."""
-        self.step, self.archive_ref, self._declined = step, archive_ref, retargeted
+    def resume(self, step: int, archive_ref: str | None) -> None:
+        """Take over where the run continued left off: the step it was in, and the archive of earlier records."""
+        self.step, self.archive_ref = step, archive_ref
 
     def stepped(self, step: int) -> None:
         """A model call was made at ``step``: it is the step in progress, and counts against this run's share."""
@@ -93,17 +90,13 @@ class Continuation:
         most = WAIT_EVENTS_BEFORE_CONTINUING if taken(Patch.ONE_WAIT_RULE) else WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= most or self.retargeted()
 
-    def retargeted(self) -> bool:
+    @staticmethod
+    def retargeted() -> bool:
         """Whether the ticket's Worker Deployment now routes it to another build than the one it is pinned to (a
         release made current or ramped; recorded in the history, so a replay hears the same). Always False on an
         unversioned worker. A sleeping run hears it when something wakes it: ``agent-worker rollout move`` sends
-        the waiting tickets of a build the ``wake`` signal.
-
-        The server tells a run so only once per target: a run that hands over mid-turn stays on its build, and the
-        server records that it declined the target and never tells the next run of it again. So a run handed over
-        mid-turn after its target changed knows it from the run before (``resume``), or it would wait on the old
-        build for good, which would never drain."""
-        return self._declined or workflow.info().is_target_worker_deployment_version_changed()
+        the waiting tickets of a build the ``wake`` signal."""
+        return workflow.info().is_target_worker_deployment_version_changed()
 
     async def wait(
         self,

@@ -446,16 +446,10 @@ class SupportAgent:
             await workflow.wait_condition(workflow.all_handlers_finished)
             await self._gate.flush()
             await self._trail.write_notes()
-        # Handed over at rest, with a new target build: the next run starts there (``AUTO_UPGRADE`` until its first
-        # task, then pinned to it). Otherwise it inherits this run's build, so a turn ends on the code that began it,
-        # and is told that the target moved, which the server will not tell it again.
-        retargeted = self._continuation.retargeted()
-        moves = handover.at_rest and retargeted
         state = ContinuedState(
             steps_taken=handover.steps_taken,
             pending=handover.pending,
             archive_ref=self._continuation.archive_ref,
-            retargeted=retargeted and not moves,
             audit=self._trail.snapshot(),
             model=self._model.snapshot(),
             gate=self._gate.snapshot(),
@@ -463,6 +457,9 @@ class SupportAgent:
             replies=self._replies.snapshot(),
             events=self._events.snapshot(),
         )
+        # Handed over at rest, with a new target build: the next run starts there (``AUTO_UPGRADE`` until its first
+        # task, then pinned to it). Otherwise it inherits this run's build, so a turn ends on the code that began it.
+        moves = handover.at_rest and self._continuation.retargeted()
         extra = {"steps": handover.steps_taken, "moves": moves}
         workflow.logger.info("ticket continues as a new run", extra=extra)
         workflow.continue_as_new(
@@ -473,7 +470,7 @@ class SupportAgent:
 
     def _restore(self, carried: ContinuedState) -> None:
         """Each piece takes over its own state from the run this one continues."""
-        self._continuation.resume(carried.steps_taken, carried.archive_ref, retargeted=carried.retargeted)
+        self._continuation.resume(carried.steps_taken, carried.archive_ref)
         self._trail.restore(carried.audit)
         self._model.restore(carried.model)
         self._gate.restore(carried.gate)
