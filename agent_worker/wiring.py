@@ -96,9 +96,11 @@ def data_converter(settings: Settings) -> DataConverter:
 
 @functools.cache
 def build_id() -> str:
-    """What a worker tells the server it runs: a digest of this service's own source and the SDK's version, so it
-    changes when the code does. The SDK's default is a digest of the bytecode of every module the process has
-    loaded, which a worker would compute at every start (``bench/cold_start.py``); this one once a process."""
+    """What a worker tells the server it runs: the release, then a digest of this service's own source and the SDK's
+    version, so it changes when the code does (``agent-worker-2.0.0-<20 hex digits>``). The history keeps it for every
+    workflow task, so a ticket stuck on code that did not write it says which release did (``agent_worker.stuck``).
+    The SDK's default is a digest of the bytecode of every module the process has loaded, which a worker would
+    compute at every start (``bench/cold_start.py``); this one once a process."""
     import hashlib  # noqa: PLC0415
     import importlib.metadata  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
@@ -112,7 +114,7 @@ def build_id() -> str:
         root = Path(package.__file__ or "").parent
         for source in sorted(root.rglob("*.py")):
             digest.update(str(source.relative_to(root.parent)).encode() + b"\0" + source.read_bytes())
-    return f"agent-worker-{digest.hexdigest()[:20]}"
+    return f"agent-worker-{importlib.metadata.version('agent-worker')}-{digest.hexdigest()[:20]}"
 
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:

@@ -9,6 +9,7 @@ the worker that completed it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -23,15 +24,16 @@ from temporalio.common import VersioningBehavior
 from temporalio.testing import WorkflowEnvironment
 
 from activities.business import Business
-from activities.contracts.names import APPROVE_SIGNAL
-from activities.contracts.ticket import Outcome, Status
+from activities.contracts.names import APPROVE_SIGNAL, TURNS_QUERY
+from activities.contracts.ticket import Outcome, Status, Turn
 from agent_worker import wiring
 from agent_worker.cli.devserver import free_port, start_dev_server
 from agent_worker.cli.rollout import Routing
 from agent_worker.config import Settings
 from agent_worker.config.deployment import DeploymentSettings
 from tests.support.crashlab import Lab
-from tests.support.deployments import deployment, registered, temporal
+from tests.support.deployments import deployment, registered, routed_to, temporal
+from tests.support.fake_messages_api import FakeMessagesAPI, message, text, tool_use
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, exited, run, spawn_worker, worker_env
 from tests.support.tickets import Handle, answer, ticket
@@ -304,3 +306,46 @@ async def test_rollout_move_refuses_to_wake_the_build_every_ticket_still_goes_to
     finally:
         worker.terminate()
         await worker.wait()
+
+
+# --- a turn ends on the build that began it ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_a_ticket_handed_over_mid_turn_stays_on_its_build_and_moves_at_its_next_wait(
+    server: WorkflowEnvironment, store: Business
+) -> None:
+    """The deployment's target moves while the ticket's first model call is in flight. Its run, at its budget of one
+    model call, hands over mid-turn: the run that goes on is still on v1, and finishes the turn there. Then it waits
+    for the customer's reply, nothing in flight, and moves to v2 at once, woken by nothing."""
+    client = server.client
+    name = f"support-agent-{uuid.uuid4().hex[:8]}"
+    version = ("--deployment-name", name)
+    with FakeMessagesAPI().running() as api:
+        claude = {"AGENT_MODEL_BACKEND": "claude", "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": api.url}
+        async with Lab(client, store, settings=claude) as lab:
+            await lab.spawn(AGENT_DEPLOYMENT=name, AGENT_BUILD_ID="v1")
+            await registered(client, name, "v1")
+            await deployment(client, "set-current-version", *version, "--build-id", "v1", "--yes")
+            await lab.spawn(AGENT_DEPLOYMENT=name, AGENT_BUILD_ID="v2")
+            await registered(client, name, "v2")
+
+            looked_up = message(tool_use("lookup_order", order_id="A-1001"), stop_reason="tool_use")
+            api.script(dataclasses.replace(looked_up, delay=8), message(text("It left the depot today.")))
+            handle = await lab.start(
+                ticket("Where is order A-1001?", continue_as_new_after_steps=1, reply_window_seconds=3600)
+            )
+            await poll(lambda: asyncio.sleep(0, bool(api.requests)), what="the first model call to be in flight")
+            await deployment(client, "set-current-version", *version, "--build-id", "v2", "--yes")
+            await routed_to(client, lab.task_queue, "v2")
+
+            latest = client.get_workflow_handle(handle.id, result_type=Outcome)
+            await poll(lambda: on_build(latest, "v2"), timeout=60, what="the ticket to move when it waits")
+            runs = [run async for run in client.list_workflows(f"WorkflowId = '{handle.id}'")]
+            chain = sorted(runs, key=lambda run: run.start_time)
+            built = [set(await builds(client.get_workflow_handle(run.id, run_id=run.run_id))) for run in chain]
+            assert built == [{"v1"}, {"v1"}, {"v2"}], "the turn's two runs on v1, the waiting one on v2"
+            assert len(api.requests) == 2, "each model call made once, across the three runs"
+            turns = await latest.query(TURNS_QUERY, result_type=list[Turn])
+            assert [turn.answer for turn in turns] == ["It left the depot today."]
+            await latest.terminate("shown: moved while it waits")

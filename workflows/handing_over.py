@@ -59,10 +59,13 @@ class Continuation:
         """Model calls this run made: the budget before it continues as a new run."""
         self.archive_ref: str | None = None
         """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
+        self._moving = False
+        """The run before was told to move, and handed over mid-turn: this one moves at its next wait."""
 
-    def resume(self, step: int, archive_ref: str | None) -> None:
-        """Take over where the run continued left off: the step it was in, and the archive of earlier records."""
-        self.step, self.archive_ref = step, archive_ref
+    def resume(self, step: int, archive_ref: str | None, *, moving: bool = False) -> None:
+        """Take over where the run continued left off: the step it was in, the archive of earlier records, and
+        whether it was told to move and stayed to finish its turn (``retargeted``)."""
+        self.step, self.archive_ref, self._moving = step, archive_ref, moving
 
     def stepped(self, step: int) -> None:
         """A model call was made at ``step``: it is the step in progress, and counts against this run's share."""
@@ -90,13 +93,13 @@ class Continuation:
         most = WAIT_EVENTS_BEFORE_CONTINUING if taken(Patch.ONE_WAIT_RULE) else WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= most or self.retargeted()
 
-    @staticmethod
-    def retargeted() -> bool:
+    def retargeted(self) -> bool:
         """Whether the ticket's Worker Deployment now routes it to another build than the one it is pinned to (a
-        release made current or ramped; recorded in the history, so a replay hears the same). Always False on an
-        unversioned worker. A sleeping run hears it when something wakes it: ``agent-worker rollout move`` sends
-        the waiting tickets of a build the ``wake`` signal."""
-        return workflow.info().is_target_worker_deployment_version_changed()
+        release made current or ramped; recorded in the history, so a replay hears the same), or the run before
+        heard so and handed over mid-turn, staying to finish the turn (the server tells a run only of a change
+        after it began). Always False on an unversioned worker. A sleeping run hears it when something wakes it:
+        ``agent-worker rollout move`` sends the waiting tickets of a build the ``wake`` signal."""
+        return self._moving or workflow.info().is_target_worker_deployment_version_changed()
 
     async def wait(
         self,

@@ -456,9 +456,11 @@ class SupportAgent:
             toolbox=self._tools.snapshot(),
             replies=self._replies.snapshot(),
             events=self._events.snapshot(),
+            moving=not handover.at_rest and self._continuation.retargeted(),
         )
         # Handed over at rest, with a new target build: the next run starts there (``AUTO_UPGRADE`` until its first
-        # task, then pinned to it). Otherwise it inherits this run's build, so a turn ends on the code that began it.
+        # task, then pinned to it). Otherwise it inherits this run's build, so a turn ends on the code that began it,
+        # and moves at its next wait (``moving``).
         moves = handover.at_rest and self._continuation.retargeted()
         extra = {"steps": handover.steps_taken, "moves": moves}
         workflow.logger.info("ticket continues as a new run", extra=extra)
@@ -470,7 +472,7 @@ class SupportAgent:
 
     def _restore(self, carried: ContinuedState) -> None:
         """Each piece takes over its own state from the run this one continues."""
-        self._continuation.resume(carried.steps_taken, carried.archive_ref)
+        self._continuation.resume(carried.steps_taken, carried.archive_ref, moving=carried.moving)
         self._trail.restore(carried.audit)
         self._model.restore(carried.model)
         self._gate.restore(carried.gate)
