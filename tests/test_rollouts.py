@@ -32,7 +32,15 @@ from agent_worker.cli.rollout import Routing
 from agent_worker.config import Settings
 from agent_worker.config.deployment import DeploymentSettings
 from tests.support.crashlab import Lab
-from tests.support.deployments import deployment, registered, routed_to, temporal
+from tests.support.deployments import (
+    DRAINAGE_CHECKED_EVERY_SECOND,
+    count,
+    deployment,
+    drainage,
+    registered,
+    routed_to,
+    temporal,
+)
 from tests.support.fake_messages_api import FakeMessagesAPI, message, text, tool_use
 from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, address, exited, run, spawn_worker, worker_env
@@ -41,15 +49,6 @@ from tests.support.waits import poll, waiting_amount
 from workflows.support_agent import SupportAgent
 
 NO_APPROVAL_NEEDED = 10_000
-
-DRAINAGE_CHECKED_EVERY_SECOND = [
-    "--dynamic-config-value",
-    'matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s"',
-    "--dynamic-config-value",
-    'matching.wv.VersionDrainageStatusRefreshInterval="1s"',
-]
-"""The server says a version no longer current is ``drained`` once no open run is on it, for a grace period, as of
-its last check: 3 min and 3 min by default, one second each here, so the test waits seconds, not minutes."""
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +121,7 @@ async def test_a_rollout_ramps_new_tickets_to_v2_keeps_tickets_in_flight_on_v1_a
         # The ticket waiting for a person is pinned to v1, which drains only once it moves: woken, it moves.
         last_on_v1 = f"TemporalWorkerDeploymentVersion='{name}:v1' AND ExecutionStatus='Running'"
         assert await count(client, last_on_v1) == 1, "the ticket waiting for a person"
-        assert await drainage(client, name, "v1") == "draining"
+        assert (await drainage(client, name, "v1")).status == "draining"
         move = (AGENT_WORKER, "rollout", "move", "--from", "v1", "--deployment", name, *where(client))
         moved = await run(*move, env={"AGENT_TASK_QUEUE": lab.task_queue}, timeout=120)
         assert f"woke 1 tickets on {name}.v1" in moved, moved
@@ -187,23 +186,9 @@ async def metrics_name_the_version(bind: str, name: str, build: str) -> None:
         assert any(line.startswith(metric) and all(tag in line for tag in tags) for line in scraped), metric
 
 
-async def count(client: Client, query: str) -> int:
-    """``temporal workflow count --query QUERY``: how many runs match."""
-    code, out = await temporal(client, "workflow", "count", "--query", query, "-o", "json")
-    assert code == 0, out
-    return int(json.loads(out).get("count", 0))
-
-
-async def drainage(client: Client, name: str, build: str) -> str | None:
-    """What ``describe-version`` reports of the version's drainage: "draining", "drained", or None (current)."""
-    described = await deployment(client, "describe-version", "--deployment-name", name, "--build-id", build)
-    status: str | None = described.get("drainageInfo", {}).get("drainageStatus")
-    return status
-
-
 async def drained(client: Client, name: str, build: str) -> bool:
     """Whether ``describe-version`` reports the version drained."""
-    return await drainage(client, name, build) == "drained"
+    return (await drainage(client, name, build)).status == "drained"
 
 
 # --- the settings that opt a worker in ------------------------------------------------------------------------------
