@@ -100,6 +100,7 @@ class Drainage:
 
 
 async def drainage(client: Client, name: str, build: str) -> Drainage:
+    """``temporal worker deployment describe-version``'s drainage of ``name``'s ``build``."""
     described = await deployment(client, "describe-version", "--deployment-name", name, "--build-id", build)
     info = described.get("drainageInfo", {})
     moment = {

@@ -115,8 +115,8 @@ def think_request(body: dict[str, Any]) -> ThinkRequest:
 
 
 def decide(request: ThinkRequest) -> Decision:
-    """The product's script, asked once per step (it changes its mind only when asked again), but for a scan that
-    reports the parcel lost: that is refunded."""
+    """The product's script, answering each step as it does when first asked (a step asked again shows in
+    ``ScriptedAPI.asked`` instead), but for a scan that reports the parcel lost: that is refunded."""
     text, messages, _ = current_turn(request.messages)
     done = exchanges(messages)
     order_id = find_order_id(text)
