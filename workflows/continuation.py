@@ -43,8 +43,8 @@ class ContinuedState(Snapshot):
     moving: bool = False
     """The run before was told that its deployment routes the ticket to another build, and handed over mid-turn, so
     this run stayed on its build to finish the turn: it moves at its next wait (``Continuation.retargeted``). The
-    server tells a run only of a target that changed after the run began, so without this mark the ticket would
-    stay on the old build."""
+    server records the target the hand-over declined (``declined_target_version_upgrade``) and never tells this run
+    of it again, so without this mark the ticket would stay on the old build for good."""
 
     newer = frozenset({"moving"})  # 2.0.0
 
