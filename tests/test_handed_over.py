@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from activities.contracts.fields import Snapshot
 from activities.contracts.ticket import TicketInput
-from agent_worker.cli.replay import load_history
+from agent_worker.cli.replay import HISTORIES, load_history
 from tests.support.handed_over import (
     RECORDED_BY_RELEASE,
     differences,
@@ -34,10 +34,10 @@ from workflows.continuation import ContinuedState
 
 STORED = handing_over()
 RELEASES = re.findall(r"^## (\d+\.\d+\.\d+)", Path("CHANGELOG.md").read_text(), flags=re.MULTILINE)
-EARLIER = [path for path in STORED if release_of(path) != RELEASES[0]]
-"""Hand-overs an earlier release wrote: what a ticket open when this release ships may carry. This release's own
-(its patches' histories, one of which hands over twice because its recording server suggests continuing at 60
-events) load above, and become the next release's fixtures."""
+EARLIER = [path for path in STORED if not path.is_relative_to(HISTORIES)]
+"""Hand-overs an earlier release's code wrote (``tests/handed_over/``): what a ticket open when this release ships
+may carry, the last release's included. This build's own, the replay gate's (``replay_histories/``), load and
+round-trip above, and become the next release's fixtures."""
 
 
 def _forget(annotation: Any) -> Any:
