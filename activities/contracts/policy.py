@@ -150,7 +150,7 @@ def in_force_entry(digest: str, was: str | None) -> str:
 
 
 class PolicyRead(Contract):
-    """What the ``money_policy`` local activity is asked since ``Patch.AUDITED_WHERE_DONE``: the read writes the
+    """What the ``money_policy`` local activity is asked: the read writes the
     audit entry for the policy it finds, when it is not the one the run last wrote (``written``), under ``key``
     followed by the digest it found. A key that names what was found keeps the trail exact when a failed
     workflow task is taken again and its read finds another policy: each entry's words follow from its key."""
