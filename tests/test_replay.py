@@ -63,8 +63,7 @@ async def test_a_release_that_runs_another_activity_first_is_rejected_on_the_sto
     (result,) = await replay([HISTORIES / "resolved_without_approval.json"], workflows=[LooksUpBeforeThinking])
     assert not result.ok
     assert "Nondeterminism" in str(result.failure)
-    assert "'money_policy'" in str(result.failure)  # what the history did first: read the desk's policy
-    assert "'lookup_order'" in str(result.failure)
+    assert "LocalActivity(1)" in str(result.failure)  # what the history did first: read the desk's policy, locally
 
 
 async def test_a_branch_on_the_wall_clock_takes_the_other_path_on_replay_and_the_replayer_rejects_it() -> None:
@@ -75,8 +74,7 @@ async def test_a_branch_on_the_wall_clock_takes_the_other_path_on_replay_and_the
     (result,) = await replay([path], workflows=[DecidesOnTheWallClock], runner=UnsandboxedWorkflowRunner())
     assert not result.ok
     assert "Nondeterminism" in str(result.failure)
-    assert "'money_policy'" in str(result.failure)  # the history read the policy, then asked the model
-    assert "'audit'" in str(result.failure)  # the replay escalated at once
+    assert "LocalActivity(1)" in str(result.failure)  # the history read the policy, where the replay escalated at once
 
 
 async def test_a_history_whose_first_activity_was_renamed_by_hand_is_rejected(tmp_path: Path) -> None:

@@ -521,6 +521,19 @@ async def told(run: Run) -> list[dict[str, Any]]:
     ]
 
 
+def runs_before(run: Run, folders: tuple[Path, ...] = FOLDERS) -> list[Run]:
+    """The stored runs of ``run``'s ticket that handed it over on the way to ``run``, oldest first: a run that took a
+    hand-over over and handed over in its turn (on a server that suggested it early) reads what they left too."""
+    runs, chain = stored_runs(folders), []
+    while run.continued_from:
+        earlier = [r for r in runs if str(r.started.original_execution_run_id) == run.continued_from]
+        if not earlier:
+            break
+        run = earlier[0]
+        chain.insert(0, run)
+    return chain
+
+
 async def fetch(client: Client, workflow_id: str, run_id: str) -> Run:
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     return Run(Path(f"{workflow_id}.json"), history)
@@ -566,7 +579,8 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     if handed.continued is None:
         return [f"{handed.name}: the run it continued into is not stored, so there is nothing to compare with"]
     found: list[str] = []
-    model = await HistoryModel.of([handed.first, handed.continued])
+    before = runs_before(handed.first)
+    model = await HistoryModel.of([*before, handed.first, handed.continued])
     moved = datetime.now(UTC) - handed.handed_at
     arguments = [shifted(handed.ticket, moved), shifted(handed.state if state is None else state, moved)]
     workflow_id = f"handed-over-{uuid.uuid4()}"
@@ -575,7 +589,9 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     )
     handing_run = str(handing.result_run_id)
     names = {handed.first.workflow_id: workflow_id, handed.run_id: handing_run}
-    found += [f"rebuilt otherwise: {line}" for line in await Seeding(agent, model, names).rebuild(handed.first)]
+    names |= {str(run.started.original_execution_run_id): handing_run for run in before}  # one run stands for all
+    for run in [*before, handed.first]:
+        found += [f"rebuilt otherwise: {line}" for line in await Seeding(agent, model, names).rebuild(run)]
     found += [f"not in the content store: {ref}" for ref in missing_content(agent, arguments[1])]
     model.asked.clear()
     async with agent.worker(model, plugins=[HANDS_OVER]):
