@@ -100,8 +100,8 @@ async def test_patches_names_each_with_its_release_and_the_oldest_open_ticket_fr
     agent: Harness, client: Client
 ) -> None:
     """What an operator reads before retiring a patch: the patches in force, each with the release that added it
-    (none in force: it says so), and the oldest open ticket, from visibility with no worker running; ours is open, so the oldest started no
-    later than it."""
+    (none in force: it says so), and the oldest open ticket, from visibility with no worker running; ours is open, so
+    the oldest started no later than it."""
     cli = ["--address", address(client)]
     async with agent.worker():
         handle = await agent.start(ticket())

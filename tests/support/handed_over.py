@@ -524,7 +524,8 @@ async def told(run: Run) -> list[dict[str, Any]]:
 def runs_before(run: Run, folders: tuple[Path, ...] = FOLDERS) -> list[Run]:
     """The stored runs of ``run``'s ticket that handed it over on the way to ``run``, oldest first: a run that took a
     hand-over over and handed over in its turn (on a server that suggested it early) reads what they left too."""
-    runs, chain = stored_runs(folders), []
+    runs = stored_runs(folders)
+    chain: list[Run] = []
     while run.continued_from:
         earlier = [r for r in runs if str(r.started.original_execution_run_id) == run.continued_from]
         if not earlier:
@@ -579,8 +580,8 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     if handed.continued is None:
         return [f"{handed.name}: the run it continued into is not stored, so there is nothing to compare with"]
     found: list[str] = []
-    before = runs_before(handed.first)
-    model = await HistoryModel.of([*before, handed.first, handed.continued])
+    earlier = runs_before(handed.first)
+    model = await HistoryModel.of([*earlier, handed.first, handed.continued])
     moved = datetime.now(UTC) - handed.handed_at
     arguments = [shifted(handed.ticket, moved), shifted(handed.state if state is None else state, moved)]
     workflow_id = f"handed-over-{uuid.uuid4()}"
@@ -589,8 +590,8 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     )
     handing_run = str(handing.result_run_id)
     names = {handed.first.workflow_id: workflow_id, handed.run_id: handing_run}
-    names |= {str(run.started.original_execution_run_id): handing_run for run in before}  # one run stands for all
-    for run in [*before, handed.first]:
+    names |= {str(run.started.original_execution_run_id): handing_run for run in earlier}  # one run stands for all
+    for run in [*earlier, handed.first]:
         found += [f"rebuilt otherwise: {line}" for line in await Seeding(agent, model, names).rebuild(run)]
     found += [f"not in the content store: {ref}" for ref in missing_content(agent, arguments[1])]
     model.asked.clear()
@@ -621,7 +622,8 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     ]
     before = [
         (request["order_id"], request["amount_cents"])
-        for (request,), _ in await completed(handed.first, "issue_refund")
+        for run in [*earlier, handed.first]
+        for (request,), _ in await completed(run, "issue_refund")
     ]
     made = [(p["order_id"], p["amount_cents"]) for p in ours_did.payouts if p["tool"] == "issue_refund"]
     paid = [(refund.order_id, refund.amount_cents) for refund in agent.store.payments.refunds()]
