@@ -48,9 +48,6 @@ class Rules:
     ``approvers`` then still holds the policy's, and ``approval_rules.decide`` refuses, since a ticket's options may
     only make the policy stricter."""
 
-    def approvals_needed(self, amount_cents: int) -> int:
-        return self.policy.approval.approvals_needed(amount_cents)
-
     def reach(self, person: str) -> int | None:
         """The largest refund ``person`` may approve; None: any (the policy names no roles)."""
         if not self.policy.approval.roles:

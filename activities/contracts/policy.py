@@ -100,10 +100,6 @@ class ApprovalPolicy(_Policy):
             (role.max_cents for role in self.roles if any(same_address(person, p) for p in role.people)), default=0
         )
 
-    def approvals_needed(self, amount_cents: int) -> int:
-        above = self.two_people_above_cents
-        return 2 if above is not None and amount_cents > above else 1
-
 
 class Limits(_Policy):
     """What is refunded without a person, across tickets, counted in the ledger where refunds are booked. A
