@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflow.v1 import PendingActivityInfo
@@ -55,6 +55,7 @@ MESSAGE_WIDTH = 300
 """A failure's first line is cut to this many characters: enough for a field name at the end of a validation
 error, short enough for one line per ticket. ``agent-worker show`` has the whole history."""
 
+NON_DETERMINISTIC = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR
 _PROBLEM_EVENTS = (EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED, EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
 
 
@@ -142,15 +143,43 @@ async def examine(client: Client, workflow_id: str, run_id: str, *, at_least: in
     if attempt < at_least:
         return await activity_failing(handle, description.raw_description.pending_activities)
     problem: HistoryEvent | None = None
+    written: list[str] = []
     async for event in handle.fetch_history_events():
         if event.event_type in _PROBLEM_EVENTS:
             problem = event  # the last one: the first failure of the streak that goes on now
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            written.append(build_of(event))
+    foreign = another_build(problem, written)
     return StuckTicket(
         workflow_id=workflow_id,
         run_id=run_id,
         attempt=attempt,
         since=problem.event_time.ToDatetime(tzinfo=UTC) if problem else None,
-        failure=describe_problem(problem),
+        failure=f"{describe_problem(problem)}; {foreign}" if foreign else describe_problem(problem),
+    )
+
+
+def build_of(completed: HistoryEvent) -> str:
+    """The build of the worker that completed a workflow task, as the history keeps it: its deployment version's,
+    or an unversioned worker's own (``wiring.build_id``)."""
+    attributes = completed.workflow_task_completed_event_attributes
+    return attributes.deployment_version.build_id or attributes.worker_version.build_id
+
+
+def another_build(problem: HistoryEvent | None, written: Sequence[str]) -> str | None:
+    """What to do about a run whose workflow task fails as nondeterministic on a build that wrote none of its history
+    (an unversioned pool upgraded to a release that does not replay the last one's runs): which builds wrote it, and
+    that one of theirs must take it. None for any other failure."""
+    if problem is None or problem.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+        return None
+    failed = problem.workflow_task_failed_event_attributes
+    failing = failed.worker_version.build_id
+    writers = list(dict.fromkeys(build for build in written if build))
+    if failed.cause != NON_DETERMINISTIC or not failing or not writers or failing in writers:
+        return None
+    return (
+        f"written by {', '.join(writers)}, not by {failing}, which does not replay another release's runs: keep a "
+        f"worker of {writers[-1]} on this task queue until the ticket closes (docs/rollouts.md#from-1x-to-20)"
     )
 
 

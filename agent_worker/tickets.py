@@ -36,7 +36,7 @@ from temporalio.client import (
 )
 from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.contracts.approvals import (
     AnsweredRequest,
@@ -63,6 +63,7 @@ from activities.contracts.names import (
     TURNS_QUERY,
     VERIFY_SENDER,
     WAITING_FOR_MEMO,
+    WAKE_SIGNAL,
     WORKFLOW_NAME,
 )
 from activities.contracts.ticket import (
@@ -569,6 +570,18 @@ async def answer_to(client: Client, workflow_id: str, turn: int, *, every: timed
 async def cancel(client: Client, workflow_id: str, *, reason: str, by: str) -> None:
     """``temporal workflow cancel`` with a reason the ticket writes to its audit trail: who asked, and why."""
     await handle(client, workflow_id).cancel(reason=f"by {by}: {reason}")
+
+
+async def wake(client: Client, workflow_id: str) -> bool:
+    """Send the ticket the ``wake`` signal: a waiting one asks whether its deployment has a new target build for it,
+    and moves there. False if it closed meanwhile (nothing to move)."""
+    try:
+        await handle(client, workflow_id).signal(WAKE_SIGNAL)
+    except RPCError as error:
+        if error.status is RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
 
 
 class NotRetryableError(RuntimeError):

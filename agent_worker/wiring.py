@@ -96,9 +96,11 @@ def data_converter(settings: Settings) -> DataConverter:
 
 @functools.cache
 def build_id() -> str:
-    """What a worker tells the server it runs: a digest of this service's own source and the SDK's version, so it
-    changes when the code does. The SDK's default is a digest of the bytecode of every module the process has
-    loaded, which a worker would compute at every start (``bench/cold_start.py``); this one once a process."""
+    """What a worker tells the server it runs: the release, then a digest of this service's own source and the SDK's
+    version, so it changes when the code does (``agent-worker-2.0.0-<20 hex digits>``). The history keeps it for every
+    workflow task, so a ticket stuck on code that did not write it says which release did (``agent_worker.stuck``).
+    The SDK's default is a digest of the bytecode of every module the process has loaded, which a worker would
+    compute at every start (``bench/cold_start.py``); this one once a process."""
     import hashlib  # noqa: PLC0415
     import importlib.metadata  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
@@ -112,18 +114,19 @@ def build_id() -> str:
         root = Path(package.__file__ or "").parent
         for source in sorted(root.rglob("*.py")):
             digest.update(str(source.relative_to(root.parent)).encode() + b"\0" + source.read_bytes())
-    return f"agent-worker-{digest.hexdigest()[:20]}"
+    return f"agent-worker-{importlib.metadata.version('agent-worker')}-{digest.hexdigest()[:20]}"
 
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     """The version of a Worker Deployment a worker polls as: ``AGENT_DEPLOYMENT``'s build ``AGENT_BUILD_ID``, else
-    ``build_id()``; None for an unversioned worker, the default. Its tickets AUTO_UPGRADE (a pinned one would keep its
-    build up until a person answered), set here, not on the workflow, which unversioned workers run (rollouts.md)."""
+    ``build_id()``; None for an unversioned worker. Its tickets are PINNED: no build replays a history another wrote,
+    and a ticket moves to a new build by continuing as new while it waits (``Continuation.retargeted``). Set here, not
+    on the workflow, which unversioned workers run too, and server 1.32 refuses a behaviour from them (rollouts.md)."""
     if settings.versioning.deployment is None:
         return None
     version = WorkerDeploymentVersion(settings.versioning.deployment, settings.versioning.build_id or build_id())
-    auto_upgrade = VersioningBehavior.AUTO_UPGRADE
-    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=auto_upgrade)
+    pinned = VersioningBehavior.PINNED
+    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=pinned)
 
 
 def codec_server_auth(settings: Settings) -> BearerAuth | None:

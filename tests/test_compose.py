@@ -6,6 +6,7 @@ a real dev server and real processes) the namespace step and the inbox's health 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from agent_worker.cli.devserver import free_port
 from agent_worker.config import Settings
 from agent_worker.stuck import STUCK_AFTER_FAILURES
 from agent_worker.wiring import grace_period
-from tests.support import images
+from tests.support import deployments, images
 from tests.support.processes import AGENT_WORKER, address, listening, run, spawn_worker, worker_env
 from workflows import timeouts
 
@@ -365,3 +366,50 @@ def test_the_workers_run_claude_and_as_compose_fills_it_in_refuse_to_start_witho
     assert settings.policy_file is None  # left unset, the defaults
     with pytest.raises(model_choice.NoCredentialsError, match="AGENT_MODEL_BACKEND=claude, but no ANTHROPIC_API_KEY"):
         model_choice.choose_model(settings, Business.sqlite(tmp_path / "business.sqlite3").model_calls)
+
+
+def test_the_workers_join_a_deployment_as_this_release_and_temporal_deployment_knows_the_same_version() -> None:
+    worker = SERVICES["worker"]["environment"]
+    step = SERVICES["temporal-deployment"]["environment"]
+    release = importlib.metadata.version("agent-worker")
+    assert (worker["AGENT_DEPLOYMENT"], worker["AGENT_BUILD_ID"]) == (
+        "support-agent",
+        f"${{AGENT_BUILD_ID:-{release}}}",
+    )
+    assert (step["AGENT_DEPLOYMENT"], step["AGENT_BUILD_ID"]) == (worker["AGENT_DEPLOYMENT"], worker["AGENT_BUILD_ID"])
+    assert (step["TEMPORAL_ADDRESS"], step["NAMESPACE"]) == (worker["TEMPORAL_ADDRESS"], worker["TEMPORAL_NAMESPACE"])
+
+
+async def test_the_first_start_makes_the_workers_build_current_and_a_later_one_leaves_the_current_build_alone(
+    client: Client,
+) -> None:
+    """``first-current.sh`` as compose runs it, against a real dev server and real versioned workers: the first
+    build's workers poll, and it becomes current; a second build's workers poll, and the script, run for it, leaves
+    the first current (a build is made current by the rollout's steps, once the last one's tickets can move)."""
+    (entrypoint, script) = SERVICES["temporal-deployment"]["entrypoint"]
+    (mount,) = SERVICES["temporal-deployment"]["volumes"]
+    local = ROOT / mount.split(":")[0] / Path(script).relative_to(mount.split(":")[1])
+    name, queue = f"compose-{uuid.uuid4().hex[:8]}", f"compose-{uuid.uuid4()}"
+    environment = {
+        **SERVICES["temporal-deployment"]["environment"],
+        "TEMPORAL_ADDRESS": address(client),
+        "NAMESPACE": client.namespace,
+        "AGENT_DEPLOYMENT": name,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    workers = []
+    try:
+        for build, said in (("b1", f"{name}.b1 made current"), ("b2", f"{name} has a current version: left as it is")):
+            settings = {"AGENT_DEPLOYMENT": name, "AGENT_BUILD_ID": build}
+            workers.append(await spawn_worker(worker_env(address(client), queue, None, **settings)))
+            out = await run(entrypoint, str(local), env={**environment, "AGENT_BUILD_ID": build}, timeout=150)
+            assert said in out, out
+        code, described = await deployments.temporal(
+            client, "worker", "deployment", "describe", "--name", name, "-o", "json"
+        )
+        assert code == 0, described
+        assert json.loads(described)["routingConfig"]["currentVersionBuildID"] == "b1"
+    finally:
+        for worker in workers:
+            worker.terminate()
+            await worker.wait()

@@ -615,17 +615,17 @@ def test_a_second_build_runs_beside_the_first_as_its_own_deployment_budget_and_a
     tree = tmp_path / "kubernetes"
     shutil.copytree(KUBERNETES, tree)
     example = tree / "overlays" / "example"
-    shutil.copytree(example / "build-1.5.0", example / "build-1.6.0")
-    build = example / "build-1.6.0" / "kustomization.yaml"
-    build.write_text(build.read_text().replace("1.5.0", "1.6.0").replace("-1-5-0", "-1-6-0"))
+    shutil.copytree(example / "build-2.0.0", example / "build-2.1.0")
+    build = example / "build-2.1.0" / "kustomization.yaml"
+    build.write_text(build.read_text().replace("2.0.0", "2.1.0").replace("-2-0-0", "-2-1-0"))
     overlay = example / "kustomization.yaml"
-    overlay.write_text(overlay.read_text().replace("  - build-1.5.0\n", "  - build-1.5.0\n  - build-1.6.0\n"))
+    overlay.write_text(overlay.read_text().replace("  - build-2.0.0\n", "  - build-2.0.0\n  - build-2.1.0\n"))
 
     built = kustomize(example)
     workers = [
         d for d in of_kind(built, "Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "worker"
     ]
-    assert sorted(d["metadata"]["name"] for d in workers) == ["agent-worker-1-5-0", "agent-worker-1-6-0"]
+    assert sorted(d["metadata"]["name"] for d in workers) == ["agent-worker-2-0-0", "agent-worker-2-1-0"]
     for deployment in workers:
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         version = labels["app.kubernetes.io/version"]
@@ -647,7 +647,7 @@ def test_a_second_build_runs_beside_the_first_as_its_own_deployment_budget_and_a
                 )
     for owner, container in containers(built):
         if owner not in workers:
-            image = f"registry.example.com/support/{images.image_name(images.target_of(container['image']))}:1.5.0"
+            image = f"registry.example.com/support/{images.image_name(images.target_of(container['image']))}:2.0.0"
             assert container["image"] == image, f"{owner['metadata']['name']} runs {container['image']}"
 
 

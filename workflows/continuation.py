@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import NonNegativeInt, model_validator
 
     from activities.contracts.conversation import Message
-    from activities.contracts.fields import Contract
+    from activities.contracts.fields import Snapshot
 
 from workflows.approval_gate import GateSnapshot
 from workflows.audit_log import AuditSnapshot
@@ -25,7 +25,7 @@ from workflows.toolbox import ToolboxSnapshot
 from workflows.waits import EventsSnapshot, RepliesSnapshot
 
 
-class ContinuedState(Contract):
+class ContinuedState(Snapshot):
     """Everything a run hands to the run that continues it."""
 
     steps_taken: NonNegativeInt
@@ -40,6 +40,13 @@ class ContinuedState(Contract):
     toolbox: ToolboxSnapshot = ToolboxSnapshot()
     replies: RepliesSnapshot = RepliesSnapshot()
     events: EventsSnapshot = EventsSnapshot()
+    moving: bool = False
+    """The run before was told that its deployment routes the ticket to another build, and handed over mid-turn, so
+    this run stayed on its build to finish the turn: it moves at its next wait (``Continuation.retargeted``). The
+    server tells a run only of a target that changed after the run began, so without this mark the ticket would
+    stay on the old build."""
+
+    newer = frozenset({"moving"})  # 2.0.0
 
     @model_validator(mode="before")
     @classmethod

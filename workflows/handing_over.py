@@ -6,6 +6,11 @@ workflow id, with a fresh history. What must hold across that seam: steps are nu
 (idempotency keys name the step), a run that has made no model call never continues (or a ticket could continue in
 a loop), and every wait hands over by one rule (``Continuation.wait``).
 
+The seam is also where a ticket moves to a new release. Under Worker Deployment Versioning a run is pinned to the
+build that started it, so no build replays a history another wrote; a run that hears its deployment has a new target
+version for it (``retargeted``) hands over while it waits, when nothing is in flight, and the next run starts on the
+target (``HandOver.at_rest``). What passes between releases is the snapshot, never the history.
+
 This module is a leaf: it knows no piece. What a run hands over, composed of every piece's snapshot, is
 ``workflows.continuation.ContinuedState``, which imports the pieces; the pieces import this, so imports point one way.
 """
@@ -32,10 +37,14 @@ class HandOver(Exception):  # noqa: N818 - what happens, not an error
     sent to the model. Raised by whichever part decides it (the loop at its budget of model calls, a wait the
     server asks to end) and caught by the workflow, which alone gathers what every piece carries over."""
 
-    def __init__(self, steps_taken: int, pending: list[Message]) -> None:
+    def __init__(self, steps_taken: int, pending: list[Message], *, at_rest: bool = False) -> None:
         super().__init__(f"continuing as new after step {steps_taken}")
         self.steps_taken = steps_taken
         self.pending = pending
+        self.at_rest = at_rest
+        """Handed over while it waits (for a person, a reply, an event), with nothing in flight: the next run may
+        start on another build. A run handed over mid-turn (its budget of model calls) stays on its own build, so a
+        turn is finished by the code that began it."""
 
 
 class Continuation:
@@ -48,10 +57,13 @@ class Continuation:
         """Model calls this run made: the budget before it continues as a new run."""
         self.archive_ref: str | None = None
         """The tool calls and per-call usage of the ticket's earlier runs, in the content store."""
+        self._moving = False
+        """The run before was told to move, and handed over mid-turn: this one moves at its next wait."""
 
-    def resume(self, step: int, archive_ref: str | None) -> None:
-        """Take over where the run continued left off: the step it was in, and the archive of earlier records."""
-        self.step, self.archive_ref = step, archive_ref
+    def resume(self, step: int, archive_ref: str | None, *, moving: bool = False) -> None:
+        """Take over where the run continued left off: the step it was in, the archive of earlier records, and
+        whether it was told to move and stayed to finish its turn (``retargeted``)."""
+        self.step, self.archive_ref, self._moving = step, archive_ref, moving
 
     def stepped(self, step: int) -> None:
         """A model call was made at ``step``: it is the step in progress, and counts against this run's share."""
@@ -67,14 +79,28 @@ class Continuation:
 
     def continue_waiting(self) -> NoReturn:
         """Continue in the middle of the step in progress, with something waited for (a person's answer, a reply,
-        an event): the next run waits on for the same thing, until the same moment."""
-        raise HandOver(self.step, [])
+        an event): the next run waits on for the same thing, until the same moment, on the deployment's target
+        build for the ticket if that has changed."""
+        raise HandOver(self.step, [], at_rest=True)
 
     def due(self) -> bool:
-        """Whether a run that waits should continue as new now: the server suggests it, or its history has grown
-        to ``WAIT_EVENTS_BEFORE_CONTINUING`` events, whichever comes first. The one rule of every wait (``wait``)."""
+        """Whether a run that waits should continue as new now: the server suggests it, its history has grown to
+        ``WAIT_EVENTS_BEFORE_CONTINUING`` events, or the ticket is ``retargeted``, whichever comes first. The one
+        rule of every wait (``wait``)."""
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= WAIT_EVENTS_BEFORE_CONTINUING
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= WAIT_EVENTS_BEFORE_CONTINUING
+            or self.retargeted()
+        )
+
+    def retargeted(self) -> bool:
+        """Whether the ticket's Worker Deployment now routes it to another build than the one it is pinned to (a
+        release made current or ramped; recorded in the history, so a replay hears the same), or the run before
+        heard so and handed over mid-turn, staying to finish the turn (the server tells a run only of a change
+        after it began). Always False on an unversioned worker. A sleeping run hears it when something wakes it:
+        ``agent-worker rollout move`` sends the waiting tickets of a build the ``wake`` signal."""
+        return self._moving or workflow.info().is_target_worker_deployment_version_changed()
 
     async def wait(
         self,

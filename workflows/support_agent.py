@@ -29,6 +29,7 @@ from typing import Any, NoReturn, TypedDict
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 # The product's workers run this module without the SDK's sandbox (``wiring.workers_runner``); a team embedding the
 # plugin may keep it, and then everything imported here is passed through it: loaded once per worker, not once per
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         TURNS_QUERY,
         USAGE_QUERY,
         VERIFY_SENDER,
+        WAKE_SIGNAL,
         WORKFLOW_NAME,
     )
     from activities.contracts.ticket import (
@@ -268,6 +270,11 @@ class SupportAgent:
         """Something another system reports about an order (``OrderEvent``), kept until a wait takes it."""
         self._events.receive(args)
 
+    @workflow.signal(name=WAKE_SIGNAL)
+    def wake(self, *_args: Any) -> None:
+        """Nothing but a workflow task: a waiting ticket, woken, asks whether its Worker Deployment has a new target
+        build for it, and if so moves there (``Continuation.retargeted``). Any arguments are ignored."""
+
     @workflow.query(name=TURNS_QUERY)
     def turns(self) -> list[Turn]:
         """The turns answered so far: what the customer wrote, and the agent's answer to it."""
@@ -443,13 +450,23 @@ class SupportAgent:
             toolbox=self._tools.snapshot(),
             replies=self._replies.snapshot(),
             events=self._events.snapshot(),
+            moving=not handover.at_rest and self._continuation.retargeted(),
         )
-        workflow.logger.info("ticket continues as a new run", extra={"steps": handover.steps_taken})
-        workflow.continue_as_new(args=[self._ticket, state], memo=self._gate.memo())
+        # Handed over at rest, with a new target build: the next run starts there (``AUTO_UPGRADE`` until its first
+        # task, then pinned to it). Otherwise it inherits this run's build, so a turn ends on the code that began it,
+        # and moves at its next wait (``moving``).
+        moves = handover.at_rest and self._continuation.retargeted()
+        extra = {"steps": handover.steps_taken, "moves": moves}
+        workflow.logger.info("ticket continues as a new run", extra=extra)
+        workflow.continue_as_new(
+            args=[self._ticket, state],
+            memo=self._gate.memo(),
+            initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE if moves else None,
+        )
 
     def _restore(self, carried: ContinuedState) -> None:
         """Each piece takes over its own state from the run this one continues."""
-        self._continuation.resume(carried.steps_taken, carried.archive_ref)
+        self._continuation.resume(carried.steps_taken, carried.archive_ref, moving=carried.moving)
         self._trail.restore(carried.audit)
         self._model.restore(carried.model)
         self._gate.restore(carried.gate)

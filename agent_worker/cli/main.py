@@ -342,6 +342,20 @@ def parser() -> argparse.ArgumentParser:
     )
     replay.set_defaults(func=Runs("cli.commands", "replay"))
 
+    rollout = commands.add_parser("rollout", help="move tickets between builds of a Worker Deployment")
+    rollout_commands = rollout.add_subparsers(dest="rollout_command", required=True)
+    move = rollout_commands.add_parser(
+        "move",
+        help="wake the running tickets of a build the deployment no longer routes to, so each moves to its target",
+        description="List the running tickets pinned to BUILD (visibility), wait until the task queue routes them "
+        "elsewhere, and send each the wake signal: a waiting ticket continues as new on its target build, one "
+        "mid-turn finishes the turn and moves at its next wait. Exit 0 woken (even none), 1 BUILD is still where "
+        "every ticket goes or the queue did not learn the routing, 2 no deployment named.",
+    )
+    move.add_argument("--from", dest="from_build", required=True, metavar="BUILD", help="the build id to move off")
+    move.add_argument("--deployment", help="the Worker Deployment's name (default AGENT_DEPLOYMENT)")
+    move.set_defaults(func=Runs("cli.rollout", "move"))
+    _where(move)
     history = commands.add_parser("history", help="record a run's history for the replayer")
     history_commands = history.add_subparsers(dest="history_command", required=True)
     export = history_commands.add_parser("export", help="write a run's history as JSON")

@@ -2,9 +2,9 @@
 
 Opt-in. With ``AGENT_DEPLOYMENT`` unset the worker is unversioned, as it always was, and tells the server only its
 build id. Set, it polls as one version of that deployment, and the server routes each ticket to a version: new
-tickets to the deployment's current version (or to the ramping one, for a share of them), tickets in flight to
-the current version at their next step (``docs/rollouts.md``). ``agent_worker.wiring`` turns these into the SDK's
-``WorkerDeploymentConfig``.
+tickets to the deployment's current version (or to the ramping one, for a share of them); a ticket stays on the
+build that started it, and moves to the new target while it waits (``docs/rollouts.md``). ``agent_worker.wiring``
+turns these into the SDK's ``WorkerDeploymentConfig``.
 """
 
 from __future__ import annotations
