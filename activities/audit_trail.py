@@ -29,10 +29,10 @@ class AuditActivities:
 
     @activity.defn(name="closing")
     async def closing(self, entry: AuditEntry) -> str:
-        """Write the run's closing line, as a local activity in the workflow task that closes the run
-        (``Patch.AUDITED_WHERE_DONE``): the last word under its key replaces any before it, so a closing task
-        the server refused (a signal came meanwhile) and took again leaves the line the run closed with, last.
-        Returns the line, which the history keeps (a local activity's marker holds its result, not its input)."""
+        """Write the run's closing line, as a local activity in the workflow task that closes the run: the last
+        word under its key replaces any before it, so a closing task the server refused (a signal came meanwhile)
+        and took again leaves the line the run closed with, last. Returns the line, which the history keeps (a
+        local activity's marker holds its result, not its input)."""
         await call(lambda: self.trail.close(entry))
         return entry.entry
 

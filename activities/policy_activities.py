@@ -36,7 +36,7 @@ class PolicyActivities:
     @activity.defn(name="money_policy")
     async def money_policy(self, read: PolicyRead | None = None) -> PolicyInForce:
         """The desk's money policy (``AGENT_POLICY_FILE``, else the defaults), its digest and the default
-        approvers. Asked with a ``read`` (``Patch.AUDITED_WHERE_DONE``), it writes the ticket's audit entry for
+        approvers. Asked with a ``read`` (as the workflow asks it), it writes the ticket's audit entry for
         the policy it finds, once per key, unless the run wrote that policy's entry last: the trail learns of
         the policy from the read that found it, with no activity of its own."""
         if read is not None and self.policy.digest != read.written:

@@ -49,7 +49,7 @@ ALLOWED = (
     Allowed(
         "workflows/patches.py",
         "temporalio.workflow.patched",
-        "the chain asks Temporal for its patches in this one module (workflows/patches.py)",
+        "a patch asks Temporal in this one module (workflows/patches.py)",
     ),
 )
 

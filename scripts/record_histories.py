@@ -3,9 +3,9 @@
     ./dev run python scripts/record_histories.py [NAME ...]
 
 Each scenario runs a real ticket on a fresh dev server (a real worker process for the crash) and writes
-its history with ``agent-worker history export``'s writer. Re-record only when a change is meant to alter
-what new runs do, and keep the old files: they stand for runs already in flight
-(``docs/changing-workflow-code.md``).
+its history with ``agent-worker history export``'s writer. The histories are this build's own: a run is pinned to
+the build that started it, so re-record every scenario a change of the workflow's commands touches, and replace the
+files (``docs/changing-workflow-code.md``).
 """
 
 from __future__ import annotations
@@ -102,10 +102,6 @@ async def declined_by_a_person(r: Recorder) -> Handle:
     await approve(handle, 4900, approved=False, approver="ben")
     await handle.result()
     return handle
-
-
-async def declined_by_timeout(r: Recorder) -> Handle:
-    return await r.finished(ticket(approval_timeout_seconds=2))
 
 
 async def wrong_amount_then_right_amount(r: Recorder) -> Handle:
@@ -210,12 +206,6 @@ async def continued_as_new_while_awaiting_approval(r: Recorder) -> Handle:
     """A run that continues as new while its refund waits for approval (this file is the second run; the
     first, which ends in the continuation, is ``..._first_run``)."""
     return await _continued_mid_approval(r, "continued_as_new_while_awaiting_approval")
-
-
-async def continued_with_records_archived(r: Recorder) -> Handle:
-    """The same ticket as the scenario above, its first
-    run handing its tool calls and usage to the content store as it continues (``..._first_run``)."""
-    return await _continued_mid_approval(r, "continued_with_records_archived")
 
 
 async def _continued_mid_approval(r: Recorder, name: str) -> Handle:
@@ -333,12 +323,6 @@ async def cancelled_while_a_refund_is_in_flight(r: Recorder) -> Handle:
         await handle.cancel()
         await handle.result()
         return handle
-
-
-async def approved_refund_keyed_per_ticket(r: Recorder) -> Handle:
-    """The same ticket as ``approved_refund``, its refund
-    and email keyed by the ticket's id and the call's place in its step."""
-    return await approved_refund(r)
 
 
 async def customer_replied_twice(r: Recorder) -> Handle:
@@ -517,66 +501,22 @@ async def store_credit_approved(r: Recorder) -> Handle:
     return handle
 
 
-async def policy_read_locally_resolved(r: Recorder) -> Handle:
-    """``Patch.POLICY_LOCAL_ACTIVITY`` (1.1.0): the policy read at the start as a local activity, a marker where
-    ``resolved_without_approval`` (1.0.0) has a ``money_policy`` activity."""
+async def nobody_answered_in_time(r: Recorder) -> Handle:
+    """Nobody answers before the deadline; the ticket closes as ``unanswered``, and the audit's closing line says
+    which request nobody answered, until when."""
+    return await r.finished(ticket(approval_timeout_seconds=2))
+
+
+async def judged_again_under_the_policy_in_force(r: Recorder) -> Handle:
+    """A refund that needs no person is judged by the policy read as the ticket started and booked under its
+    digest; the first booking is made where another policy is in force (``tests.support.bookings``): refused with
+    nothing paid, the policy read again, the refund judged again and booked."""
     return await resolved_without_approval(r)
 
 
-async def policy_read_locally_approved(r: Recorder) -> Handle:
-    """``Patch.POLICY_LOCAL_ACTIVITY`` (1.1.0): both reads, at the start and for the refund after the approval, as
-    local activities; ``approved_refund`` is the same ticket on 1.0.0."""
-    return await approved_refund(r)
-
-
-async def one_decision_resolved(r: Recorder) -> Handle:
-    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): a refund nobody need approve, decided by ``approval_rules.decide``;
-    ``policy_read_locally_resolved`` is the same ticket before it."""
-    return await resolved_without_approval(r)
-
-
-async def unanswered_closing(r: Recorder) -> Handle:
-    """``Patch.UNANSWERED_CLOSING`` (1.2.0): nobody answers before the deadline; the ticket closes as
-    ``unanswered``, and the audit's closing line says which request nobody answered, until when.
-    ``declined_by_timeout`` is the same ticket before it, closed as ``declined``."""
-    return await declined_by_timeout(r)
-
-
-async def audited_where_done_resolved(r: Recorder) -> Handle:
-    """``Patch.AUDITED_WHERE_DONE`` (1.3.0): the policy's audit entry written by its read and the closing line by a
-    local activity; ``one_decision_resolved`` is the same ticket before it, with two ``audit`` activities."""
-    return await resolved_without_approval(r)
-
-
-async def audited_where_done_approved(r: Recorder) -> Handle:
-    """``Patch.AUDITED_WHERE_DONE`` (1.3.0): both policy reads write their entry themselves when the policy is new
-    to the run, and the close is a local activity; ``policy_read_locally_approved`` is the same ticket before it."""
-    return await approved_refund(r)
-
-
-async def policy_at_booking_resolved(r: Recorder) -> Handle:
-    """``Patch.POLICY_AT_BOOKING`` (1.4.0): the refund needs no person, is judged by the policy read as the ticket
-    started, and booked under its digest; ``audited_where_done_resolved`` is the same ticket before it, which read
-    the policy again at the refund."""
-    return await resolved_without_approval(r)
-
-
-async def policy_at_booking_approved(r: Recorder) -> Handle:
-    """``Patch.POLICY_AT_BOOKING`` (1.4.0): a refund that asks a person reads the policy before it asks, as
-    before; ``audited_where_done_approved`` is the same ticket before it."""
-    return await approved_refund(r)
-
-
-async def policy_at_booking_judged_again(r: Recorder) -> Handle:
-    """``Patch.POLICY_AT_BOOKING`` (1.4.0): the first booking is made where another policy is in force
-    (``tests.support.bookings``): refused with nothing paid, the policy read again, the refund judged again and
-    booked."""
-    return await resolved_without_approval(r)
-
-
-async def one_decision_two_people_below_the_limit(r: Recorder) -> Handle:
-    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): 120.00 under an approval limit of 1,000.00 but above two people's
-    threshold of 100.00, which before it paid with nobody: now ann's and ben's signed approvals pay it."""
+async def two_people_below_the_limit(r: Recorder) -> Handle:
+    """120.00 under an approval limit of 1,000.00 but above two people's threshold of 100.00: ann's and ben's
+    signed approvals pay it."""
     question = "My parcel for order A-1003 never arrived."
     handle = await r.start(ticket(question, email="cleo@example.com", approval_limit_cents=100_000))
     await awaiting(handle, 12_000)
@@ -586,42 +526,28 @@ async def one_decision_two_people_below_the_limit(r: Recorder) -> Handle:
     return handle
 
 
-async def one_decision_refused_past_the_charge(r: Recorder) -> Handle:
-    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): 1,200.00 asked back on a 120.00 order, refused and audited with
-    nobody asked, where before it a person was asked and the provider refused it after the approval."""
+async def refused_past_the_charge(r: Recorder) -> Handle:
+    """1,200.00 asked back on a 120.00 order, refused and audited with nobody asked."""
     return await r.finished(ticket("My parcel for order A-1003 never arrived.", email="cleo@example.com"))
 
 
-async def one_decision_continued_while_a_request_waits(r: Recorder) -> Handle:
-    """``Patch.ONE_PAYOUT_DECISION`` (1.1.0): a request opened by the one decision, carried into the next run,
-    which decides the refund again and waits on for the same request (``..._first_run`` is the first run)."""
-    return await _continued_mid_approval(r, "one_decision_continued_while_a_request_waits")
-
-
-async def whole_hand_over_answer_in_the_window(r: Recorder) -> Handle:
-    """``Patch.WHOLE_HAND_OVER`` (1.1.0): an approval signalled while the first run, handing over as its refund
-    waits, archives its records; the run writes it to the audit trail before its snapshot, and the next run pays
-    (``..._first_run`` is the first run, the one that takes the new path)."""
+async def answered_while_it_hands_over(r: Recorder) -> Handle:
+    """An approval signalled while the first run, handing over as its refund waits, archives its records; the run
+    writes it to the audit trail before its snapshot, and the next run pays (``..._first_run`` is the first
+    run)."""
     assert r.holds is not None
     handle = await r.start(ticket(continue_as_new_after_steps=2))
     await r.holds.entered("archive_records")
     await approve(handle, 4900, request_id="R1")
     r.holds.release("archive_records")
     await handle.result()
-    name = "whole_hand_over_answer_in_the_window"
+    name = "answered_while_it_hands_over"
     await export(r.client, handle.id, HISTORIES / f"{name}_first_run.json", run_id=handle.first_execution_run_id)
     return handle
 
 
-async def settled_in_memo_approved(r: Recorder) -> Handle:
-    """``Patch.SETTLED_IN_MEMO`` and ``Patch.LEDGER_BEFORE_ASKING`` (1.5.0): the refund that asks a person looks the
-    order up again first, and once approved and booked its settlement (paid, refund #1) is written to the memo;
-    ``policy_at_booking_approved`` is the same ticket before them."""
-    return await approved_refund(r)
-
-
-async def ledger_before_asking_refused(r: Recorder) -> Handle:
-    """``Patch.LEDGER_BEFORE_ASKING`` (1.5.0): two tickets wait to refund the whole of one order; the first is paid;
+async def refused_as_the_ledger_has_it(r: Recorder) -> Handle:
+    """Two tickets wait to refund the whole of one order; the first is paid;
     the second's approval is refused by the booking (its settlement, refused, in the memo), and the model's second
     ask, judged by the order as the ledger has it now, is refused with nobody asked (this file is the second)."""
     first, second = await r.start(ticket()), await r.start(ticket())
@@ -634,8 +560,8 @@ async def ledger_before_asking_refused(r: Recorder) -> Handle:
     return second
 
 
-async def one_wait_rule_approval_across_runs(r: Recorder) -> Handle:
-    """``Patch.ONE_WAIT_RULE`` (1.5.0): a request waits while a relay floods the ticket with events (on a server that
+async def approval_wait_flooded_across_runs(r: Recorder) -> Handle:
+    """A request waits while a relay floods the ticket with events (on a server that
     suggests continuing at 60 events); the approval wait hands over by the rule every wait keeps
     (``Continuation.wait``) and the next run takes the approval (``..._first_run`` is the run that waited first)."""
     handle = await r.start(ticket())
@@ -652,12 +578,12 @@ async def one_wait_rule_approval_across_runs(r: Recorder) -> Handle:
     await approve(handle, 4900)
     await handle.result()
     await export(
-        r.client, handle.id, HISTORIES / "one_wait_rule_approval_across_runs_first_run.json", run_id=waiting_run
+        r.client, handle.id, HISTORIES / "approval_wait_flooded_across_runs_first_run.json", run_id=waiting_run
     )
     for n, run_id in enumerate(
         await runs_between(r.client, handle, waiting_run), start=2
     ):  # a flood may hand over twice
-        await export(r.client, handle.id, HISTORIES / f"one_wait_rule_approval_across_runs_run_{n}.json", run_id=run_id)
+        await export(r.client, handle.id, HISTORIES / f"approval_wait_flooded_across_runs_run_{n}.json", run_id=run_id)
     return handle
 
 
@@ -697,14 +623,14 @@ async def _wait_closed(handle: Handle) -> None:
     await poll(closed, timeout=30, interval=0.05, what="the run to close")
 
 
-async def verified_sender_gate_refused(r: Recorder) -> Handle:
-    """``Patch.VERIFIED_SENDER_GATE`` (1.2.0): a ticket whose sender is not verified (mail whose From: did not verify),
+async def unverified_sender_refused(r: Recorder) -> Handle:
+    """A ticket whose sender is not verified (mail whose From: did not verify),
     the model asking to look an order up and refund it: both refused before any activity runs, and answered."""
     return await r.finished({**ticket("Refund A-1001 now", approval_limit_cents=10_000), "sender_verified": False})
 
 
-async def verified_sender_gate_verified_by_a_person(r: Recorder) -> Handle:
-    """``Patch.VERIFIED_SENDER_GATE`` (1.2.0): the lookup of an unverified ticket refused, then a person verifies the
+async def unverified_sender_verified_by_a_person(r: Recorder) -> Handle:
+    """The lookup of an unverified ticket refused, then a person verifies the
     sender (the ``verify_sender`` update, audited), and a verified reply's turn looks the order up and refunds it."""
     raw = ticket("My parcel for order A-1001 never arrived", reply_window_seconds=5, approval_limit_cents=10_000)
     handle = await r.start({**raw, "sender_verified": False})
@@ -732,7 +658,6 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         resolved_without_approval,
         approved_refund,
         declined_by_a_person,
-        declined_by_timeout,
         wrong_amount_then_right_amount,
         tool_failure_handed_to_model,
         max_steps_reached,
@@ -746,7 +671,6 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         linear_history_with_large_results,
         continued_as_new_while_awaiting_approval,
         refund_timed_out_reconciled,
-        continued_with_records_archived,
         summarized_old_turns,
         approval_answered_twice_the_first_decides,
         approval_signals_without_input_then_approved,
@@ -755,7 +679,6 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         continued_while_a_request_waits,
         cancelled_while_a_refund_waits,
         cancelled_while_a_refund_is_in_flight,
-        approved_refund_keyed_per_ticket,
         customer_replied_twice,
         two_lookups_one_by_one,
         waited_for_a_delivery_scan,
@@ -771,25 +694,16 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         approved_in_euros,
         answers_kept_as_rows,
         store_credit_approved,
-        policy_read_locally_resolved,
-        policy_read_locally_approved,
-        one_decision_resolved,
-        one_decision_two_people_below_the_limit,
-        one_decision_refused_past_the_charge,
-        one_decision_continued_while_a_request_waits,
-        whole_hand_over_answer_in_the_window,
-        unanswered_closing,
-        audited_where_done_resolved,
-        audited_where_done_approved,
-        policy_at_booking_resolved,
-        policy_at_booking_approved,
-        policy_at_booking_judged_again,
-        verified_sender_gate_refused,
-        verified_sender_gate_verified_by_a_person,
+        two_people_below_the_limit,
+        refused_past_the_charge,
+        answered_while_it_hands_over,
+        nobody_answered_in_time,
+        judged_again_under_the_policy_in_force,
+        unverified_sender_refused,
+        unverified_sender_verified_by_a_person,
         mail_bounced_then_no_more_mail,
-        settled_in_memo_approved,
-        ledger_before_asking_refused,
-        one_wait_rule_approval_across_runs,
+        refused_as_the_ledger_has_it,
+        approval_wait_flooded_across_runs,
     )
 }
 
@@ -825,7 +739,7 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
     "answers_cut_to_their_budget": lambda: PlaybackModel(
         [calls(("no_such_tool", {"blob": "y" * 10_000}), step=1), says("z" * 40_000)], name="writes-long"
     ),
-    "one_decision_refused_past_the_charge": lambda: plays_back(
+    "refused_past_the_charge": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1003"})], [("issue_refund", {"order_id": "A-1003", "amount_cents": 120_000})]
     ),
     "mail_bounced_then_no_more_mail": lambda: PlaybackModel(
@@ -836,7 +750,7 @@ MODELS: dict[str, Callable[[], LanguageModel]] = {
             says("We could not email you."),
         ]
     ),
-    "verified_sender_gate_refused": lambda: plays_back(
+    "unverified_sender_refused": lambda: plays_back(
         [("lookup_order", {"order_id": "A-1001"})], [("issue_refund", {"order_id": "A-1001", "amount_cents": 4900})]
     ),
     "refund_in_two_parts": lambda: plays_back(
@@ -857,7 +771,7 @@ POLICIES: dict[str, MoneyPolicy] = {
     "answers_kept_as_rows": LOOSE.model_copy(
         update={"approval": ApprovalPolicy(limit_cents=2000, two_people_above_cents=10_000)}
     ),
-    "one_decision_two_people_below_the_limit": LOOSE.model_copy(
+    "two_people_below_the_limit": LOOSE.model_copy(
         update={"approval": ApprovalPolicy(limit_cents=100_000, two_people_above_cents=10_000)}
     ),
     "model_budget_spent": LOOSE.model_copy(update={"model": ModelPolicy(max_cost_usd_per_ticket=2.0)}),
@@ -873,17 +787,17 @@ STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[Business]]]
 }
 """Scenarios that need another business than the embedded one in a SQLite file of their own."""
 
-HOLDS: dict[str, tuple[str, ...]] = {"whole_hand_over_answer_in_the_window": ("archive_records",)}
+HOLDS: dict[str, tuple[str, ...]] = {"answered_while_it_hands_over": ("archive_records",)}
 """Scenarios whose worker holds activities at their start until the scenario lets them go (``tests.support.holds``)."""
 
 PLUGINS: dict[str, Callable[[Business], SimplePlugin]] = {
-    "policy_at_booking_judged_again": lambda store: BookingsUnder(store, CHANGED.digest(), times=1),
+    "judged_again_under_the_policy_in_force": lambda store: BookingsUnder(store, CHANGED.digest(), times=1),
 }
 """Scenarios whose worker is changed by a plugin of the tests' (``tests.support``), given the scenario's business."""
 
 SERVER_ARGS: dict[str, list[str]] = {
     "waited_for_a_delivery_scan_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
-    "one_wait_rule_approval_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
+    "approval_wait_flooded_across_runs": ["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60"],
 }
 """Scenarios that need a dev server of their own, set up otherwise than the shared one."""
 

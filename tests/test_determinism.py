@@ -245,7 +245,7 @@ def test_the_workflow_code_of_today_passes_the_whole_net() -> None:
     assert workflow_lint.problems() == []
 
 
-def test_a_suppression_is_refused_everywhere_but_where_the_chain_asks_temporal_for_its_patches() -> None:
+def test_a_suppression_is_refused_everywhere_but_where_a_patch_asks_temporal() -> None:
     """``# noqa: TID251`` silences ruff on any line; the net ignores every suppression, and allows one call past
     the ban list: the SDK's patch check, in ``workflows/patches.py``."""
     plant = '\n\ndef _label() -> str:\n    return f"{datetime.now(UTC):%H:%M}"  # noqa: TID251 - only a label\n'

@@ -22,8 +22,9 @@ from tests.support.planted import Plant, Ran, copy_of_the_project, gate
 
 pytestmark = pytest.mark.slow
 
-HISTORIES = ("approved_refund", "resolved_without_approval", "policy_at_booking_approved")
-"""A refund a person approved, one that needed nobody, and one of 1.4.0's: every piece on the path of one of them."""
+HISTORIES = ("approved_refund", "resolved_without_approval", "judged_again_under_the_policy_in_force")
+"""A refund a person approved, one that needed nobody, and one whose booking was refused as judged by another policy
+and judged again: every piece on the path of one of them."""
 
 AUDIT_WRITE = Plant(
     "workflows/audit_log.py",

@@ -1,5 +1,5 @@
 """A payout that needs no person is judged by the policy as the ticket last read it, and booked only where that
-policy is in force (``Patch.POLICY_AT_BOOKING``): the ticket does not read the policy again at every payout, and a
+policy is in force (``workflows.payouts``): the ticket does not read the policy again at every payout, and a
 policy changed since is still the one that judges it.
 
 The adversary is the operator's own deploy: a policy file tightened while tickets are open, and workers that
@@ -97,13 +97,12 @@ async def test_workers_that_keep_disagreeing_about_the_policy_pay_nothing_withou
 
 def test_the_recorded_ticket_reads_the_policy_once_and_a_refused_booking_once_more() -> None:
     """The shapes the replay gate holds the code to: the usual refunded ticket has two local activities (the read as
-    it starts, the closing line) where 1.3.0's had three, and a booking refused as judged by another policy is
-    followed by one read and the same payout booked again, under the same key."""
+    it starts, the closing line), and a booking refused as judged by another policy is followed by one read and the
+    same payout booked again, under the same key."""
     shapes = {
-        "policy_at_booking_resolved": ["patch", "local", "lookup_order", "issue_refund", "send_email", "local"],
-        "policy_at_booking_judged_again": [
-            *("patch", "local", "lookup_order", "issue_refund", "failed", "local", "issue_refund", "send_email"),
-            "local",
+        "resolved_without_approval": ["local", "lookup_order", "issue_refund", "send_email", "local"],
+        "judged_again_under_the_policy_in_force": [
+            *("local", "lookup_order", "issue_refund", "failed", "local", "issue_refund", "send_email", "local"),
         ],
     }
     for name, shape in shapes.items():
@@ -125,4 +124,4 @@ def test_the_recorded_ticket_reads_the_policy_once_and_a_refused_booking_once_mo
                 seen.append("failed")
         assert seen == shape, name
         assert len(set(keys)) == 1, f"{name}: the payout judged again is the same payout, under its key"
-    assert len(json.loads((HISTORIES / "policy_at_booking_resolved.json").read_text())["events"]) == 51
+    assert len(json.loads((HISTORIES / "resolved_without_approval.json").read_text())["events"]) == 49

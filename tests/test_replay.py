@@ -26,8 +26,8 @@ from tests.support.history import events
 from tests.support.processes import AGENT_WORKER, run, spawn_worker
 from tests.support.tickets import answer, ticket
 from tests.support.variants import (
-    ApprovalGateChangedWithoutPatch,
-    AuditsMoreWithoutPatch,
+    ApprovalGateRereadsThePolicy,
+    AuditsMore,
     DecidesOnTheWallClock,
     DrawsRandomnessInTheSandbox,
     LooksUpBeforeThinking,
@@ -35,7 +35,6 @@ from tests.support.variants import (
     ReadsTheWorldInAPassedThroughPiece,
 )
 from tests.support.waits import awaiting, poll
-from workflows.patches import Patch
 
 STORED = history_files([HISTORIES])
 
@@ -45,7 +44,7 @@ def test_the_stored_histories_cover_every_path_worth_guarding() -> None:
     assert {
         "resolved_without_approval",
         "approved_refund",
-        "declined_by_timeout",
+        "nobody_answered_in_time",
         "wrong_amount_then_right_amount",
         "tool_failure_handed_to_model",
         "crash_with_retried_activity",
@@ -64,8 +63,7 @@ async def test_a_release_that_runs_another_activity_first_is_rejected_on_the_sto
     (result,) = await replay([HISTORIES / "resolved_without_approval.json"], workflows=[LooksUpBeforeThinking])
     assert not result.ok
     assert "Nondeterminism" in str(result.failure)
-    assert "'money_policy'" in str(result.failure)  # what the history did first: read the desk's policy
-    assert "'lookup_order'" in str(result.failure)
+    assert "LocalActivity(1)" in str(result.failure)  # what the history did first: read the desk's policy, locally
 
 
 async def test_a_branch_on_the_wall_clock_takes_the_other_path_on_replay_and_the_replayer_rejects_it() -> None:
@@ -76,8 +74,7 @@ async def test_a_branch_on_the_wall_clock_takes_the_other_path_on_replay_and_the
     (result,) = await replay([path], workflows=[DecidesOnTheWallClock], runner=UnsandboxedWorkflowRunner())
     assert not result.ok
     assert "Nondeterminism" in str(result.failure)
-    assert "'money_policy'" in str(result.failure)  # the history read the policy, then asked the model
-    assert "'audit'" in str(result.failure)  # the replay escalated at once
+    assert "LocalActivity(1)" in str(result.failure)  # the history read the policy, where the replay escalated at once
 
 
 async def test_a_history_whose_first_activity_was_renamed_by_hand_is_rejected(tmp_path: Path) -> None:
@@ -280,16 +277,17 @@ async def test_an_audit_written_through_an_activity_is_written_once_when_a_new_w
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
 
 
-async def test_a_release_that_writes_one_more_audit_entry_without_a_patch_breaks_the_runs_it_replays() -> None:
+async def test_code_that_writes_one_more_audit_entry_fails_the_gate_until_its_histories_are_recorded_anew() -> None:
     history = HISTORIES / "approved_refund.json"
-    (changed,) = await replay([history], workflows=[AuditsMoreWithoutPatch])
+    (changed,) = await replay([history], workflows=[AuditsMore])
     assert not changed.ok
     assert "Nondeterminism" in str(changed.failure)
     assert all(r.ok for r in await replay([history]))
 
 
-async def test_runs_that_looked_orders_up_one_by_one_replay_on_code_that_looks_them_up_at_once() -> None:
-    """Concurrent lookups needed no patch: the same activities in the same order, only fewer workflow tasks."""
+async def test_lookups_of_one_response_run_in_one_workflow_task_and_of_two_responses_in_two() -> None:
+    """Read-only calls the model asks for at once run at once: the same activities as one by one, in fewer
+    workflow tasks."""
     old, new = HISTORIES / "two_lookups_one_by_one.json", HISTORIES / "two_lookups_at_once.json"
     assert _lookups_per_workflow_task(old) == [1, 1]
     assert _lookups_per_workflow_task(new) == [2]
@@ -317,22 +315,37 @@ def patches(path: Path) -> set[str]:
     return found
 
 
-async def test_a_release_that_changes_what_a_waiting_refund_does_without_a_patch_breaks_the_runs_that_waited() -> None:
+async def test_code_that_changes_what_a_waiting_refund_does_fails_the_gate_on_the_histories_that_waited() -> None:
     history = HISTORIES / "approval_answered_twice_the_first_decides.json"
-    (changed,) = await replay([history], workflows=[ApprovalGateChangedWithoutPatch])
+    (changed,) = await replay([history], workflows=[ApprovalGateRereadsThePolicy])
     assert not changed.ok
     assert "Nondeterminism" in str(changed.failure)
     assert "UpsertWorkflowSearchAttributes" in str(changed.failure)  # where the history made the request visible
     assert all(r.ok for r in await replay([history]))
 
 
-def test_every_stored_history_names_only_patches_the_code_still_has() -> None:
-    """A history that recorded a patch the code no longer tests would replay the patch's new path by luck: the
-    baseline's histories name none, and a later release's name only ``Patch`` members."""
-    known = {patch.value for patch in Patch}
+def test_the_builds_own_histories_hold_no_patch_marker_and_no_change_version_upsert() -> None:
+    """The gate's histories are this build's, recorded on its one path: none asked ``workflow.patched``, so none
+    holds a patch marker, nor the ``TemporalChangeVersion`` search attribute sdk-core upserts beside one. The
+    1.x histories (``tests/handed_over/gate-1.x/``) hold them, which is what this would find."""
     for path in STORED:
-        assert patches(path) <= known, path.name
-    assert patches(HISTORIES / "policy_read_locally_approved.json") == {Patch.POLICY_LOCAL_ACTIVITY.value}
+        assert patches(path) == set(), path.name
+        assert not change_version_upserts(path), path.name
+    older = Path("tests/handed_over/gate-1.x/approved_refund.json")  # 1.0.0: no marker either
+    marked = Path("tests/handed_over/gate-1.x/policy_read_locally_approved.json")
+    assert patches(older) == set()
+    assert patches(marked) == {"1.1.0/policy-local-activity"}
+    assert change_version_upserts(marked)
+
+
+def change_version_upserts(path: Path) -> list[dict[str, object]]:
+    """The upserts of ``TemporalChangeVersion`` a history holds: sdk-core's, beside each patch marker."""
+    found = []
+    for event in json.loads(path.read_text())["events"]:
+        upsert = event.get("upsertWorkflowSearchAttributesEventAttributes")
+        if upsert and "TemporalChangeVersion" in upsert.get("searchAttributes", {}).get("indexedFields", {}):
+            found.append(upsert)
+    return found
 
 
 def test_the_inbox_update_refused_by_its_validator_never_reached_the_history() -> None:

@@ -20,7 +20,8 @@ from tests.support.inbox import inbox_for, notice_kind, notice_of, page_of, pers
 from tests.support.tickets import answer, ticket
 from tests.support.waits import awaiting
 
-HISTORIES = Path(__file__).resolve().parents[1] / "replay_histories"
+EARLIER = Path(__file__).resolve().parents[1] / "tests" / "handed_over" / "gate-1.x"
+"""Histories the 1.x releases recorded: a 1.x ticket's outcome is still read by the inbox and ``show``."""
 NOBODY = re.compile(
     r"^request R1: nobody answered by \d{4}-\d\d-\d\d \d\d:\d\d UTC; the refund of USD 49\.00 was not made$"
 )
@@ -79,9 +80,9 @@ async def test_a_person_who_declines_before_the_deadline_still_closes_the_ticket
 
 
 def test_a_ticket_closed_as_declined_by_silence_before_the_change_reads_as_unanswered() -> None:
-    """A run recorded before ``unanswered-closing`` (``declined_by_timeout``) closed as ``declined`` with no decline
-    among its answers: the inbox tells it from those, the words it would have had."""
-    history = json.loads((HISTORIES / "declined_by_timeout.json").read_text())
+    """A run of a release before 1.2.0 (``declined_by_timeout``) closed as ``declined`` with no decline among its
+    answers: the inbox tells it from those, the words it would have had."""
+    history = json.loads((EARLIER / "declined_by_timeout.json").read_text())
     completed = history["events"][-1]["workflowExecutionCompletedEventAttributes"]
     outcome = Outcome.model_validate_json(b64decode(completed["result"]["payloads"][0]["data"]))
 

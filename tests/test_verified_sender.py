@@ -1,5 +1,5 @@
 """A ticket whose sender is not verified touches no order, whatever the model is talked into, until a person
-verifies the sender or a verified reply arrives (``Patch.VERIFIED_SENDER_GATE``); a ticket started as before, its
+verifies the sender or a verified reply arrives (``workflows.ownership``); a ticket started as before, its
 address the caller's word, is unchanged.
 
 The adversary is a customer steering the model: the model here asks for every tool that names an order, refunds

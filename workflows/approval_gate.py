@@ -30,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
         ApprovalReceipt,
         ApprovalRecord,
         ApprovalRequest,
-        Identity,
         Settlement,
         VouchedApproval,
         VouchRequest,
@@ -46,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
 from workflows.audit_log import Audit, Audited, Notes
 from workflows.failures import ToolError
 from workflows.handing_over import Continuation
-from workflows.patches import Patch, taken
 from workflows.rules import Rules
 
 AWAITING_APPROVAL = SearchAttributeKey.for_int(AWAITING_APPROVAL_ATTRIBUTE)
@@ -200,7 +198,7 @@ class ApprovalGate:
             )
         self._count()
         if record.decision is ApprovalDecision.PARTLY_APPROVED and self.desk.waiting is not None:
-            # Visibility shows who has approved so far, with no worker to query (a path only new runs take).
+            # Visibility shows who has approved so far, with no worker to query.
             workflow.upsert_memo({APPROVAL_REQUEST_MEMO: self.desk.waiting.model_dump(mode="json")})
         if record.decision is ApprovalDecision.REJECTED and self._past_budget():
             # The record is the desk's last, not yet audited: the audit trail gets it as a note instead.
@@ -224,36 +222,29 @@ class ApprovalGate:
         *,
         customer: str,
         why: str,
+        ask: Ask,
         currency: str | None = None,
-        ask: Ask | None = None,
         noun: str = "refund",
     ) -> str:
         """Wait for a person to approve this amount, and return the request's id; raise the refusal the model
         must hear otherwise. ``ask`` says who may answer and how many (``approval_rules.decide``); ``rules``
-        say by when (the policy's, tightened by the ticket). Runs before ``Patch.ONE_PAYOUT_DECISION`` give no
-        ``ask``, and the gate counts people and approvers from ``rules`` as they did. ``customer`` may not answer,
+        say by when (the policy's, tightened by the ticket). ``customer`` may not answer,
         and ``why`` the refund waits is shown with the request, which calls it ``noun`` (its tool's declared one)."""
         resumed = self._resume(amount_cents)
         if not resumed:
             deadline = workflow.now() + timedelta(seconds=rules.timeout_seconds)
-            identity: Identity = "exact" if ask is None else "mailbox"
-            if ask is None:
-                approvers = await self._who_may_approve(amount_cents, rules, currency)
-                needed, signed_in_only = rules.approvals_needed(amount_cents), rules.roles
-            else:
-                approvers, needed, signed_in_only = list(ask.approvers), ask.people, ask.signed_in_only
             self.desk.open(
                 amount_cents,
                 order_id,
                 deadline,
-                approvers,
-                needed=needed,
-                signed_in_only=signed_in_only,
+                list(ask.approvers),
+                needed=ask.people,
+                signed_in_only=ask.signed_in_only,
                 customer_email=customer,
                 why=why,
                 opened_at=workflow.now(),
                 currency=currency,
-                identity=identity,
+                identity="mailbox",
                 payout=noun,
             )
         request = self.desk.waiting
@@ -293,35 +284,20 @@ class ApprovalGate:
         await self._audit(f"{noun} of {said} refused without asking anyone: {why}")
         raise ToolError(f"This {noun} of {said} was not made, and no person was asked: {why}.")
 
-    async def _who_may_approve(self, amount_cents: int, rules: Rules, currency: str | None) -> list[str]:
-        """The approvers whose role reaches the amount, as runs before ``Patch.ONE_PAYOUT_DECISION`` count them; a
-        refund no role reaches is refused, audited, at once."""
-        if not rules.roles:
-            return list(rules.approvers)
-        able = [person for person in rules.approvers if (rules.reach(person) or 0) >= amount_cents]
-        if not able:
-            refused = (
-                f"No one may approve a refund of {spelled(amount_cents, currency)} under the desk's policy, so it was "
-                "not made."
-            )
-            await self._audit(f"refund of {spelled(amount_cents, currency)} refused: no approver's role reaches it")
-            raise ToolError(refused)
-        return able
-
     def settled(self, request_id: str, result: str, money: Settlement | None = None) -> None:
         """What came of a request's refund, for the person who answered it through the ``approve`` update; and, for an
         approved one whose payment was tried, what the money did (``money``), in the memo, where ``agent-worker
         approve``, ``show`` and the inbox read it, with no worker needed. It is written in the workflow task that
         completes the ``approve`` update, so whoever reads the receipt finds it there."""
         self.results[request_id] = result
-        if money is not None and taken(Patch.SETTLED_IN_MEMO):
+        if money is not None:
             told = [*_settled_so_far(), money.model_dump(mode="json")][-SETTLEMENTS_SHOWN:]
             workflow.upsert_memo({SETTLED_MEMO: told})
 
     def memo(self) -> dict[str, Any] | None:
         """What the run that continues the ticket starts its memo with: the settlements told so far, which the server
-        does not carry over by itself (None: nothing to carry, or a run before ``Patch.SETTLED_IN_MEMO``)."""
-        told = _settled_so_far() if taken(Patch.SETTLED_IN_MEMO) else []
+        does not carry over by itself (None: nothing to carry)."""
+        told = _settled_so_far()
         return {SETTLED_MEMO: told} if told else None
 
     def written(self) -> bool:
@@ -379,7 +355,6 @@ class ApprovalGate:
             lambda: self.desk.decision is not None,
             request.deadline,
             leaving=self._leave,  # the closed run must not be listed as waiting beside the one that waits on
-            server_only=not taken(Patch.ONE_WAIT_RULE),
         )
         if not answered:
             raise TimeoutError

@@ -6,7 +6,7 @@ ticket's runs (the count is handed to the run that continues the ticket) and nam
 a reset started numbers its entries from the reset point again, and they must be new entries, not taken for the
 failed run's.
 
-Since ``Patch.AUDITED_WHERE_DONE`` two entries have no activity of their own: the money policy's is written by
+Two entries have no activity of their own: the money policy's is written by
 the read that finds it (``RulesInForce``), and the closing line by a local activity in the workflow task that
 closes the run (``close``). A local activity does its work before its workflow task is committed, and a task the
 server refuses is taken again, so each of the two is written so that a second attempt cannot leave a wrong word:
@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.limits import NOTE_BYTES, NOTES_KEPT, cut
     from activities.contracts.world import AuditEntry, AuditQuery
     from workflows import timeouts
-    from workflows.patches import Patch, taken
 
 
 class Audit(Protocol):
@@ -133,10 +132,7 @@ class AuditLog:
 
     async def close(self, entry: str) -> None:
         """Write the run's closing line: by a local activity in the task that closes the run, replacing any line
-        an earlier attempt at that task wrote (``Patch.AUDITED_WHERE_DONE``); else as any other entry."""
-        if not taken(Patch.AUDITED_WHERE_DONE):
-            await self.write(entry)
-            return
+        an earlier attempt at that task wrote."""
         closing = AuditEntry(ticket_id=self._ticket_id, entry=entry, idempotency_key=self.key("closing"))
         await workflow.execute_local_activity_method(AuditActivities.closing, closing, **timeouts.LOCAL_UNTIL_DONE)
 

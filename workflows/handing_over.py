@@ -27,11 +27,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.content_store import ContentActivities
     from activities.contracts.archive import RecordsArchive
     from activities.contracts.conversation import Message, StepUsage
-    from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING, WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5
+    from activities.contracts.limits import WAIT_EVENTS_BEFORE_CONTINUING
     from activities.contracts.ticket import ToolCallRecord, Turn
     from workflows import timeouts
-
-from workflows.patches import Patch, taken
 
 
 class HandOver(Exception):  # noqa: N818 - what happens, not an error
@@ -90,8 +88,11 @@ class Continuation:
         ``WAIT_EVENTS_BEFORE_CONTINUING`` events, or the ticket is ``retargeted``, whichever comes first. The one
         rule of every wait (``wait``)."""
         info = workflow.info()
-        most = WAIT_EVENTS_BEFORE_CONTINUING if taken(Patch.ONE_WAIT_RULE) else WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= most or self.retargeted()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= WAIT_EVENTS_BEFORE_CONTINUING
+            or self.retargeted()
+        )
 
     def retargeted(self) -> bool:
         """Whether the ticket's Worker Deployment now routes it to another build than the one it is pinned to (a
@@ -107,7 +108,6 @@ class Continuation:
         until: datetime,
         *,
         leaving: Callable[[], None] = lambda: None,
-        server_only: bool = False,
     ) -> bool:
         """Wait until ``done()`` or ``until`` (workflow time): True if done, False once ``until`` has come. A wait
         that is ``due`` to continue as new meanwhile (a long wait flooded with signals) calls ``leaving`` and hands
@@ -115,18 +115,16 @@ class Continuation:
 
         Every wait of the ticket (for a person's answer, a reply, an event) waits here, so the rule of when a
         waiting run continues is written once and a new wait cannot leave it out: a flooded wait that listened
-        to the server alone grows until Temporal ends the run. ``server_only`` is for approval waits of runs
-        before ``Patch.ONE_WAIT_RULE``, which replay as they heard only the server."""
-        due = workflow.info().is_continue_as_new_suggested if server_only else self.due
+        to the server alone grows until Temporal ends the run."""
         remaining = until - workflow.now()
         if remaining > timedelta(0):
             try:
-                await workflow.wait_condition(lambda: done() or due(), timeout=remaining)
+                await workflow.wait_condition(lambda: done() or self.due(), timeout=remaining)
             except TimeoutError:
                 return False  # the moment came: whatever arrived with it is the caller's to read
         if done():
             return True
-        if due() and workflow.now() < until:
+        if self.due() and workflow.now() < until:
             leaving()
             self.continue_waiting()
         return False

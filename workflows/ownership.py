@@ -17,7 +17,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_rules import spelled
 
 from workflows.failures import ToolError
-from workflows.patches import Patch, taken
 
 
 class AboutAnOrder(Protocol):
@@ -48,7 +47,7 @@ class CustomerOrders:
         """The order, if it is this ticket's customer's (looked up unless this run has, or ``look_up``); a
         ``ToolError`` that reads exactly as a missing order otherwise, and one saying why for an unverified
         sender, before anything is looked up (the order's existence is itself something to reveal)."""
-        if not self.verified and taken(Patch.VERIFIED_SENDER_GATE):
+        if not self.verified:
             raise ToolError(UNVERIFIED_SENDER)
         order = self._orders.get(order_id)
         if order is None or look_up:

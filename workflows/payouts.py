@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts.names import NEEDS_APPROVAL, POLICY_CHANGED
     from activities.contracts.policy import Limits
     from activities.contracts.ticket import RefundRecord, TicketInput
-    from activities.contracts.world import OrderLookup, RefundReceipt, RefundRequest
+    from activities.contracts.world import RefundReceipt, RefundRequest
     from activities.tools import PayoutKind, Tool
     from workflows import timeouts
     from workflows.approval_rules import Ask, Refused, Unattended, Verdict, decide
@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
 from workflows.approval_gate import ApprovalGate
 from workflows.failures import ToolError, cause, is_refusal
 from workflows.ownership import CustomerOrders, run
-from workflows.patches import Patch, taken
 from workflows.rules import Rules, RulesInForce
 
 SETTLED = cast(type, RefundReceipt | None)
@@ -107,34 +106,15 @@ class Payouts:
 
     async def pay(self, tool: Tool, args: Payment) -> str:
         """A payment back to the customer (a refund, a store credit): the order checked, a person asked where the
-        rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total."""
-        # Asked before anything awaits, so that the patch's marker is recorded where no local activity's can be
-        # resolved around it (the policy read below is one).
-        one_decision = taken(Patch.ONE_PAYOUT_DECISION)
-        order = await self._orders.own(args.order_id)
-        if taken(Patch.POLICY_AT_BOOKING):
-            return await self._pay_judged(tool, args, order)
-        rules = await self._rules.read(starting=False)  # a policy changed since the ticket read it judges this one
-        if not one_decision:
-            return await self._pay_as_before(tool, args, rules)
-        verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
-        if isinstance(verdict, Unattended):
-            try:  # held to the limits across tickets where the payment is booked, with nobody's approval
-                return await self._pay_part(tool, args, unattended=rules.limits)
-            except ActivityError as error:
-                if not _needs_approval(error):
-                    raise
-                # a limit across tickets met: nothing was paid, and a person may still say yes
-                verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid, limit_met=cause(error))
-        return await self._pay_asked(tool, args, verdict, rules)
+        rules say, paid under its part's key, an unknown outcome settled, and counted toward the ticket's total.
 
-    async def _pay_judged(self, tool: Tool, args: Payment, order: OrderLookup) -> str:
-        """The payment as ``Patch.POLICY_AT_BOOKING`` judges it: by the policy as the run last read it, with no read
-        of its own where it needs no person, since the booking refuses a payout judged by any policy but the one in
-        force where it is booked (``PolicyChangedError``: nothing paid), and the policy is then read again and the
-        payout judged again. A payout that asks a person, or is refused, is judged by the policy read now (or just
-        confirmed by a booking), so a request names the approvers in force. Workers that keep disagreeing about
-        the policy (a rollout of a new one half done) pay nothing without a person: the model hears so."""
+        It is judged by the policy as the run last read it, with no read of its own where it needs no person, since
+        the booking refuses a payout judged by any policy but the one in force where it is booked
+        (``PolicyChangedError``: nothing paid), and the policy is then read again and the payout judged again. A
+        payout that asks a person, or is refused, is judged by the policy read now (or just confirmed by a
+        booking), so a request names the approvers in force. Workers that keep disagreeing about the policy (a
+        rollout of a new one half done) pay nothing without a person: the model hears so."""
+        order = await self._orders.own(args.order_id)
         rules, current = self._rules.rules, False
         for _ in range(POLICY_READS_PER_PAYOUT):
             verdict = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
@@ -162,7 +142,7 @@ class Payouts:
 
     async def _pay_asked(self, tool: Tool, args: Payment, verdict: Verdict, rules: Rules) -> str:
         """A payment that needs a person (``Ask``), or is refused with nobody asked (``Refused``)."""
-        if isinstance(verdict, Ask) and taken(Patch.LEDGER_BEFORE_ASKING):
+        if isinstance(verdict, Ask):
             verdict = await self._as_the_ledger_has_it(args, verdict, rules)
         currency = self._orders.currency(args.order_id)
         if isinstance(verdict, Refused):
@@ -190,29 +170,6 @@ class Payouts:
         order = await self._orders.own(args.order_id, look_up=True)
         again = decide(args.amount_cents, order, rules, ticket_paid=self.paid)
         return again if isinstance(again, Refused) else asked
-
-    async def _pay_as_before(self, tool: Tool, args: Payment, rules: Rules) -> str:
-        """The payment as runs started before ``Patch.ONE_PAYOUT_DECISION`` decide it: ``_needs_person``, and the
-        gate's own count of the people a request needs."""
-        why = self._needs_person(args, rules)
-        if why is None:
-            try:
-                return await self._pay_part(tool, args, unattended=rules.limits)
-            except ActivityError as error:
-                if not _needs_approval(error):
-                    raise
-                why = cause(error)
-        workflow.logger.info("payment waits for a person", extra={"why": why, "tool": tool.name})
-        request_id = await self._gate.wait(
-            args.amount_cents,
-            args.order_id,
-            self._ticket.options,
-            rules,
-            customer=self._ticket.customer_email,
-            why=why,
-            currency=self._orders.currency(args.order_id),
-        )
-        return await self._pay_approved(tool, args, request_id)
 
     async def _pay_approved(self, tool: Tool, args: Payment, request_id: str) -> str:
         """Make a payment its request's people approved, and tell whoever answered what came of it: the money's word
@@ -260,24 +217,6 @@ class Payouts:
             raise
         self._parts[args.order_id] = part
         return text
-
-    def _needs_person(self, args: Payment, rules: Rules) -> str | None:
-        """Why this payment must wait for a person, or None, as runs before ``Patch.ONE_PAYOUT_DECISION`` decided
-        it: the approval limit alone, never the two-people threshold."""
-        limit = rules.limit_cents
-        said = functools.partial(self._orders.money, order_id=args.order_id)
-        if args.amount_cents > limit:
-            return f"{said(args.amount_cents)} is above the approval limit of {said(limit)}"
-        refunded = sum(r.amount_cents for r in self.paid)
-        if refunded + args.amount_cents > limit:
-            return f"with {said(refunded)} already paid back, the ticket's total would pass {said(limit)}"
-        if any(r.order_id == args.order_id for r in self.paid):
-            return f"order {args.order_id} was already paid back on this ticket: a further part needs a person"
-        looked_up = self._orders.get(args.order_id)
-        if looked_up is not None and looked_up.refunded_cents > 0:
-            before = said(looked_up.refunded_cents)
-            return f"{before} of order {args.order_id} was refunded before: a further part needs a person"
-        return None
 
     async def _paid(
         self, tool: Tool, args: Payment, key: str, unattended: Limits | None = None, policy: str | None = None

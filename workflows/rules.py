@@ -10,7 +10,7 @@ replay sees the policy that judged each decision, whatever the worker's file say
 
 A policy changed while a ticket is open takes effect at the ticket's next refund: one that needs no person is
 booked only where the policy that judged it is in force, and read again when the booking refuses it
-(``Patch.POLICY_AT_BOOKING``, ``workflows.payouts``); one that asks a person reads it first. A request already
+(``workflows.payouts``); one that asks a person reads it first. A request already
 waiting keeps the deadline and approvers it was opened with.
 """
 
@@ -23,14 +23,13 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts.fields import amount, same_address
-    from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce, PolicyRead, in_force_entry
+    from activities.contracts.policy import Limits, MoneyPolicy, PolicyInForce, PolicyRead
     from activities.contracts.ticket import TicketOptions
     from activities.policy_activities import PolicyActivities
     from workflows import timeouts
 
 from workflows.audit_log import AuditLog
 from workflows.failures import invalid_input
-from workflows.patches import Patch, taken
 
 
 @dataclass(frozen=True)
@@ -46,11 +45,8 @@ class Rules:
     digest: str
     approvers_withdrawn: bool = False
     """The policy now in force allows none of the approvers the ticket named: nobody may approve its payouts.
-    ``approvers`` then still holds the policy's, which requests opened before 1.1.0's one decision fell back to;
-    ``approval_rules.decide`` refuses instead, since a ticket's options may only make the policy stricter."""
-
-    def approvals_needed(self, amount_cents: int) -> int:
-        return self.policy.approval.approvals_needed(amount_cents)
+    ``approvers`` then still holds the policy's, and ``approval_rules.decide`` refuses, since a ticket's options may
+    only make the policy stricter."""
 
     def reach(self, person: str) -> int | None:
         """The largest refund ``person`` may approve; None: any (the policy names no roles)."""
@@ -142,8 +138,7 @@ def _at_most(field: str, asked: int | None, desk: int, *, starting: bool, refuse
 class RulesInForce:
     """The Temporal side: reads the policy through the ``money_policy`` activity (workflow code may not read a
     file), judges the ticket's options against it, and has the audit trail told which policy judged it, once per
-    run and again whenever it changes: by the read itself since ``Patch.AUDITED_WHERE_DONE``, else by an
-    ``audit`` activity after it."""
+    run and again whenever it changes: by the read itself, a local activity in the workflow task that asks."""
 
     def __init__(self, options: TicketOptions, trail: AuditLog) -> None:
         self._options = options
@@ -163,28 +158,14 @@ class RulesInForce:
         """Read the policy now in force; a ticket ``starting`` with an option looser than it fails as invalid
         input, naming the field."""
         self._reads += 1
-        if taken(Patch.AUDITED_WHERE_DONE):
-            key = self._trail.key(f"policy-{self._reads}-")
-            told = PolicyRead(ticket_id=self._trail.ticket_id, key=key, written=self._written)
-            in_force = await workflow.execute_local_activity_method(
-                PolicyActivities.money_policy, told, **timeouts.LOCAL_UNTIL_DONE
-            )
-        else:
-            in_force = await read_policy()
+        key = self._trail.key(f"policy-{self._reads}-")
+        told = PolicyRead(ticket_id=self._trail.ticket_id, key=key, written=self._written)
+        in_force = await workflow.execute_local_activity_method(
+            PolicyActivities.money_policy, told, **timeouts.LOCAL_UNTIL_DONE
+        )
         try:
             self._rules = rules_for(self._options, in_force, starting=starting)
         except LooserThanPolicyError as error:
             raise invalid_input(str(error)) from None
-        if in_force.digest != self._written:
-            was, self._written = self._written, in_force.digest
-            if not taken(Patch.AUDITED_WHERE_DONE):
-                await self._trail.write(in_force_entry(in_force.digest, was))
+        self._written = in_force.digest
         return self._rules
-
-
-async def read_policy() -> PolicyInForce:
-    """What ``money_policy`` answers: an answer from the worker's memory, so since 1.1.0 a local activity, run
-    in the workflow task that asks (``Patch.POLICY_LOCAL_ACTIVITY``); a run started before reads it as 1.0.0 did."""
-    if taken(Patch.POLICY_LOCAL_ACTIVITY):
-        return await workflow.execute_local_activity_method(PolicyActivities.money_policy, **timeouts.LOCAL_AT_ONCE)
-    return await workflow.execute_activity_method(PolicyActivities.money_policy, **timeouts.attempt("money_policy"))

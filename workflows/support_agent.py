@@ -72,7 +72,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import ProviderUnusableError, cause, raise_if_cancelled
     from workflows.handing_over import Continuation, HandOver
     from workflows.intake import Intake, past_sla
-    from workflows.patches import Patch, Taken, taken
     from workflows.rules import RulesInForce
     from workflows.thinking import Model
     from workflows.toolbox import Toolbox
@@ -107,8 +106,6 @@ class SupportAgent:
         query reaches them. A caller's bad input is kept for ``run`` to fail the run with; the pieces that need
         the ticket are made only when there is one."""
         self._intake = Intake.read(args)
-        self.patches = Taken()
-        """Which patches this run takes (``workflows.patches.taken``, which the pieces ask)."""
         ticket, carried = self._intake.ticket, self._intake.carried
         self._continuation = Continuation()
         self._replies = Replies()
@@ -136,7 +133,6 @@ class SupportAgent:
     async def run(self, *_args: Any) -> Outcome:
         if self._intake.problem is not None:
             raise self._intake.problem
-        self.patches.start()  # first, before anything awaits
         ticket, carried = self._ticket, self._intake.carried
         if carried is not None:
             extra = {"ticket_id": ticket.ticket_id, "steps": carried.steps_taken}
@@ -167,7 +163,7 @@ class SupportAgent:
         currencies = {r.currency for r in outcome.refunds}
         total = spelled(refunded, currencies.pop() if len(currencies) == 1 else None)
         closing = f"closed as {outcome.status.value} after {outcome.steps} steps"
-        if outcome.unanswered is not None:  # only under Patch.UNANSWERED_CLOSING, where no refund was made at all
+        if outcome.unanswered is not None:  # no refund was made at all
             await self._trail.close(f"{closing}: {outcome.unanswered}")
         else:
             await self._trail.close(f"{closing}; refunded {total}")
@@ -418,12 +414,12 @@ class SupportAgent:
 
     def _refused_as(self, *, this_turn: bool = False) -> Status | None:
         """How an answered ticket ends if a refund was refused and none was made instead (on the ticket, or in this
-        turn): ``declined`` where a person declined one, ``unanswered`` where one only waited past its deadline
-        (``declined`` in runs before ``Patch.UNANSWERED_CLOSING``); None if none was refused."""
+        turn): ``declined`` where a person declined one, ``unanswered`` where one only waited past its deadline;
+        None if none was refused."""
         refunds = self._tools.refunds_this_turn if this_turn else self._tools.refunds
         if refunds or not self._gate.refused(this_turn=this_turn):
             return None
-        if self._gate.unanswered(this_turn=this_turn) is not None and taken(Patch.UNANSWERED_CLOSING):
+        if self._gate.unanswered(this_turn=this_turn) is not None:
             return Status.UNANSWERED
         return Status.DECLINED
 
@@ -441,8 +437,6 @@ class SupportAgent:
         # write it first, and hand over only once nothing is running and nothing is unwritten. From that check to
         # ``continue_as_new`` nothing awaits, so no handler runs in between.
         while not (workflow.all_handlers_finished() and self._gate.written()):
-            if not taken(Patch.WHOLE_HAND_OVER):
-                break
             await workflow.wait_condition(workflow.all_handlers_finished)
             await self._gate.flush()
             await self._trail.write_notes()

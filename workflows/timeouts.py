@@ -114,19 +114,12 @@ ATTEMPTS: dict[str, ActivityConfig] = {
 }
 """Every activity the workflow runs, by the name it is registered under."""
 
-LOCAL_AT_ONCE: LocalActivityConfig = {
-    "start_to_close_timeout": AT_ONCE["start_to_close_timeout"],
-    "retry_policy": AT_ONCE["retry_policy"],
-}
-"""``AT_ONCE`` for a local activity (``money_policy`` since ``Patch.POLICY_LOCAL_ACTIVITY``): the same attempt, run
-in the workflow task that asks for it."""
-
 LOCAL_UNTIL_DONE: LocalActivityConfig = {
     "start_to_close_timeout": UNTIL_DONE["start_to_close_timeout"],
     "retry_policy": UNTIL_DONE["retry_policy"],
 }
 """``UNTIL_DONE`` for a local activity that writes the audit trail (``money_policy`` asked to write the policy's
-entry, the closing line; ``Patch.AUDITED_WHERE_DONE``): a business database that is down holds the ticket, and
+entry, the closing line): a business database that is down holds the ticket, and
 the SDK waits out the longer backoffs on a timer instead of in the task."""
 
 

@@ -135,7 +135,7 @@ class Toolbox:
 
     def replied(self, reply: CustomerMessage) -> None:
         """The customer wrote again: if by mail, the desk's emails answer that mail from now on. It changes no
-        command, only what the next ``send_email`` carries (an input field with a default: no patch)."""
+        command, only what the next ``send_email`` carries."""
         self._thread = MailThread.answering(reply, self._ticket) or self._thread
 
     def bounced(self, why: str) -> bool:
@@ -172,10 +172,6 @@ class Toolbox:
 
         Consecutive read-only calls run at once; a call with a side effect runs alone, so a refund and the
         email about it never race, and the approval a refund waits for is asked for one refund at a time.
-
-        No patch guards this: the activities are scheduled in the same order as when they ran one by one,
-        only more of them in one workflow task, and the replayer accepts that (``two_lookups_one_by_one.json``,
-        recorded before, replays on this code).
 
         ``done`` are the results of the first calls, run by the run this one continues: only the rest run.
         Results are kept as each batch ends, so a run that continues while a refund waits for approval hands

@@ -27,8 +27,8 @@ from activities.contracts.fields import (
 
 Identity = Literal["exact", "mailbox"]
 """How a request compares the people who answer it with its approvers, with each other and with the customer:
-``mailbox``, the one identity rule (``fields.same_address``: ASCII case folded, nothing else); ``exact``, names
-as typed, for requests opened before 1.1.0 (``Patch.ONE_PAYOUT_DECISION``)."""
+``mailbox``, the one identity rule (``fields.same_address``: ASCII case folded, nothing else), which every request
+the workflow opens has; ``exact``, names as typed, which a request handed over by a release before 1.1.0 holds."""
 
 
 class Approval(Contract):

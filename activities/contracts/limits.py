@@ -147,9 +147,6 @@ when its history holds this many events: a server whose suggestion is set high o
 be terminated at 51,200 events, nor to meet the server's cap of 10,000 signals a run (its default,
 ``history.maximumSignalsPerExecution``), past which every signal is refused, an approval's included. Each signal is
 at least one event, so a run hands over before that many have come."""
-WAIT_EVENTS_BEFORE_CONTINUING_BEFORE_1_5: Final = 10_240
-"""The count of runs started before ``Patch.ONE_WAIT_RULE`` (a fifth of the limit, above the signals' cap): their
-reply and event waits replay handing over where they did."""
 SETTLEMENTS_SHOWN: Final = 10
 """The settlements of approved requests a ticket's memo keeps (``SETTLED_MEMO``), the newest: one request waits at a
 time, so these are the latest a person answered, and the memo stays small however long the ticket runs."""

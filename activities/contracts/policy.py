@@ -100,10 +100,6 @@ class ApprovalPolicy(_Policy):
             (role.max_cents for role in self.roles if any(same_address(person, p) for p in role.people)), default=0
         )
 
-    def approvals_needed(self, amount_cents: int) -> int:
-        above = self.two_people_above_cents
-        return 2 if above is not None and amount_cents > above else 1
-
 
 class Limits(_Policy):
     """What is refunded without a person, across tickets, counted in the ledger where refunds are booked. A
@@ -150,7 +146,7 @@ def in_force_entry(digest: str, was: str | None) -> str:
 
 
 class PolicyRead(Contract):
-    """What the ``money_policy`` local activity is asked since ``Patch.AUDITED_WHERE_DONE``: the read writes the
+    """What the ``money_policy`` local activity is asked: the read writes the
     audit entry for the policy it finds, when it is not the one the run last wrote (``written``), under ``key``
     followed by the digest it found. A key that names what was found keeps the trail exact when a failed
     workflow task is taken again and its read finds another policy: each entry's words follow from its key."""

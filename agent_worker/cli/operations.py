@@ -351,12 +351,12 @@ def when(moment: datetime | None) -> str:
 @operator_command
 async def patches(client: Client, _settings: Settings, _args: argparse.Namespace) -> None:
     """``patches``: each patch of the workflow with the release that added it, then the oldest open ticket, from
-    visibility (no worker needed). A patch may be retired once the oldest open ticket started after its release
-    was deployed everywhere (``docs/changing-workflow-code.md``)."""
+    visibility (no worker needed). A patch is only for a change that must reach runs mid-turn on their own build,
+    and may go once the oldest open ticket started after its release (``docs/changing-workflow-code.md``)."""
     for patch in Patch:
         say(f"{patch.value}  (added in {patch.release})")
     if not list(Patch):
-        say("no patches: every open ticket runs the one path of the 1.0.0 baseline")
+        say("no patch in force: each ticket runs the one path of the build it is pinned to")
     oldest, open_tickets = None, 0
     async for run in tickets.listed(client, tickets.RUNNING_QUERY):  # newest first: the last is the oldest
         oldest, open_tickets = run, open_tickets + 1

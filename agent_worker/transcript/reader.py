@@ -147,8 +147,8 @@ class Reader:
         return kinds[-1] if kinds else self.payout
 
     async def marker(self, event: HistoryEvent) -> list[Entry]:
-        """A local activity that completed (the money policy read, since ``Patch.POLICY_LOCAL_ACTIVITY``; the
-        closing line, since ``Patch.AUDITED_WHERE_DONE``), told as its scheduled twin is told."""
+        """A local activity that completed (the money policy read, the closing line), told as its scheduled twin is
+        told."""
         found = await local_activity(self.client, event)
         if found is None:
             return []

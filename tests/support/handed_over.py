@@ -1,5 +1,5 @@
-"""What runs of earlier releases handed the runs that continued them, read from ``replay_histories/`` and
-``tests/handed_over/``: the contract between releases, as fixtures.
+"""What runs of earlier releases handed the runs that continued them, read from ``tests/handed_over/`` (and this
+build's own, from ``replay_histories/``): the contract between releases, as fixtures.
 
 A ticket that continues as new hands its next run two arguments, the ticket and ``ContinuedState``. Every stored
 history that ends in continue-as-new (``*_first_run.json``, and any other) holds that hand-over in its last event,
@@ -10,16 +10,17 @@ starting the continued run itself, from the stored arguments, and comparing what
 did (``tests/test_handed_over.py``).
 
 Nothing here names a release, a scenario or a field of the snapshot: a history's release is the folder's it is
-stored in, or else read from the patch markers it recorded (``release_of``), the world the first run left (its audit
-entries, payouts, emails, stored conversation and archive) is rebuilt by running again, on the test's business, the
-product's own activities that wrote it, with the inputs the history recorded (``Seeding``), and the model answers as
-the history says it answered (``HistoryModel``). A history recorded by a later release is a fixture of the same
-contract as soon as it is stored.
+stored in, this build's for the replay gate's own, or else read from the patch markers it recorded (``release_of``),
+the world the first run left (its audit entries, payouts, emails, stored conversation and archive) is rebuilt by
+running again, on the test's business, the product's own activities that wrote it, with the inputs the history
+recorded (``Seeding``), and the model answers as the history says it answered (``HistoryModel``). A history
+recorded by a later release is a fixture of the same contract as soon as it is stored.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -50,16 +51,18 @@ from tests.support.waits import poll
 
 RECORDED_BY_RELEASE = Path(__file__).parent.parent / "handed_over"
 """Hand-overs recorded by a release's own code, in a folder named for it (``1.4.0/``), with the run that continued
-each: what a release that recorded no history of its own hand-overs handed over all the same
-(``docs/changing-workflow-code.md`` says how they are recorded)."""
+each, and the replay gate's histories of the 1.x releases (``gate-1.x/``, their release read from their patch
+markers): what earlier releases handed over (``tests/handed_over/README.md`` says how they were recorded)."""
 
 FOLDERS: tuple[Path, ...] = (HISTORIES, RECORDED_BY_RELEASE)
-"""Where stored runs are read from: the replay gate's histories and the hand-overs recorded by release."""
+"""Where stored runs are read from: this build's own histories (the replay gate's) and the earlier releases'."""
+
+PROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 BASELINE = "1.0.0"
-"""The release every stored history without a patch marker was recorded on (``docs/changing-workflow-code.md``:
-1.0.0 folded every patch before it). A release that records no marker at all (one that moves tickets at
-continue-as-new) stores its hand-overs in a folder named for it instead (``release_of``)."""
+"""The release every 1.x history without a patch marker was recorded on (1.0.0 folded every patch before it). A
+release that records no marker at all (2.0.0 on, whose tickets move at continue-as-new) is known by where its
+histories are stored instead (``release_of``)."""
 
 RELEASE = re.compile(r"^(\d+\.\d+\.\d+)/")
 """A patch's id begins with the release that added it (``workflows.patches.Patch``)."""
@@ -125,16 +128,26 @@ def handing_over(folders: tuple[Path, ...] = FOLDERS) -> list[Path]:
 
 
 def label(path: Path) -> str:
-    """A stored run's name in a test's id: its file's, after the release folder it is stored in, if any."""
-    return f"{path.parent.name}/{path.stem}" if RELEASE_FOLDER.match(path.parent.name) else path.stem
+    """A stored run's name in a test's id: its file's, after the folder of ``tests/handed_over/`` it is stored in,
+    if any (``1.4.0/``, ``gate-1.x/``)."""
+    return f"{path.parent.name}/{path.stem}" if path.is_relative_to(RECORDED_BY_RELEASE) else path.stem
 
 
 def release_of(path: Path) -> str:
-    """The release that recorded the history at ``path``: the folder's it is stored in, if it is named for one;
+    """The release that recorded the history at ``path``: this build's for the replay gate's own
+    (``replay_histories/``, which holds no patch marker); the folder's it is stored in, if it is named for one;
     else ``release`` of its patch markers."""
+    if path.is_relative_to(HISTORIES):
+        return this_release()
     if RELEASE_FOLDER.match(path.parent.name):
         return path.parent.name
     return release(load_history(path))
+
+
+@cache
+def this_release() -> str:
+    """The release this build is: the project's version."""
+    return str(tomllib.loads(PROJECT.read_text())["project"]["version"])
 
 
 def release(history: WorkflowHistory) -> str:
@@ -508,6 +521,20 @@ async def told(run: Run) -> list[dict[str, Any]]:
     ]
 
 
+def runs_before(run: Run, folders: tuple[Path, ...] = FOLDERS) -> list[Run]:
+    """The stored runs of ``run``'s ticket that handed it over on the way to ``run``, oldest first: a run that took a
+    hand-over over and handed over in its turn (on a server that suggested it early) reads what they left too."""
+    runs = stored_runs(folders)
+    chain: list[Run] = []
+    while run.continued_from:
+        earlier = [r for r in runs if str(r.started.original_execution_run_id) == run.continued_from]
+        if not earlier:
+            break
+        run = earlier[0]
+        chain.insert(0, run)
+    return chain
+
+
 async def fetch(client: Client, workflow_id: str, run_id: str) -> Run:
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     return Run(Path(f"{workflow_id}.json"), history)
@@ -553,7 +580,8 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     if handed.continued is None:
         return [f"{handed.name}: the run it continued into is not stored, so there is nothing to compare with"]
     found: list[str] = []
-    model = await HistoryModel.of([handed.first, handed.continued])
+    earlier = runs_before(handed.first)
+    model = await HistoryModel.of([*earlier, handed.first, handed.continued])
     moved = datetime.now(UTC) - handed.handed_at
     arguments = [shifted(handed.ticket, moved), shifted(handed.state if state is None else state, moved)]
     workflow_id = f"handed-over-{uuid.uuid4()}"
@@ -562,7 +590,9 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     )
     handing_run = str(handing.result_run_id)
     names = {handed.first.workflow_id: workflow_id, handed.run_id: handing_run}
-    found += [f"rebuilt otherwise: {line}" for line in await Seeding(agent, model, names).rebuild(handed.first)]
+    names |= {str(run.started.original_execution_run_id): handing_run for run in earlier}  # one run stands for all
+    for run in [*earlier, handed.first]:
+        found += [f"rebuilt otherwise: {line}" for line in await Seeding(agent, model, names).rebuild(run)]
     found += [f"not in the content store: {ref}" for ref in missing_content(agent, arguments[1])]
     model.asked.clear()
     async with agent.worker(model, plugins=[HANDS_OVER]):
@@ -592,7 +622,8 @@ async def differences(agent: Harness, handed: HandedOver, state: Any = None) -> 
     ]
     before = [
         (request["order_id"], request["amount_cents"])
-        for (request,), _ in await completed(handed.first, "issue_refund")
+        for run in [*earlier, handed.first]
+        for (request,), _ in await completed(run, "issue_refund")
     ]
     made = [(p["order_id"], p["amount_cents"]) for p in ours_did.payouts if p["tool"] == "issue_refund"]
     paid = [(refund.order_id, refund.amount_cents) for refund in agent.store.payments.refunds()]

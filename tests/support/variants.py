@@ -87,9 +87,9 @@ class ReadsTheWorldInAPassedThroughPiece(SupportAgent):
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class AuditsMoreWithoutPatch(SupportAgent):
-    """One more audit entry when the ticket closes, shipped without ``workflow.patched``: every run in flight
-    replays a command its history does not have."""
+class AuditsMore(SupportAgent):
+    """One more audit entry when the ticket closes, with the build's histories not recorded anew: each replays a
+    command it does not have."""
 
     @workflow.run
     async def run(self, *args: Any) -> Outcome:
@@ -105,9 +105,9 @@ class _GateThatRereadsThePolicy(ApprovalGate):
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ApprovalGateChangedWithoutPatch(SupportAgent):
-    """A gate that reads the money policy again as a refund starts to wait, shipped without its patch: a run that
-    waited before the release finds an activity where its history has the wait."""
+class ApprovalGateRereadsThePolicy(SupportAgent):
+    """A gate that reads the money policy again as a refund starts to wait, with the build's histories not
+    recorded anew: a history of a run that waited finds an activity where it has the wait."""
 
     @workflow.init
     def __init__(self, *args: Any) -> None:
