@@ -167,18 +167,18 @@ def build_of(completed: HistoryEvent) -> str:
 
 
 def another_build(problem: HistoryEvent | None, written: Sequence[str]) -> str | None:
-    """What to do about a run whose workflow task fails as nondeterministic on a build that wrote none of its history
-    (an unversioned pool upgraded to a release that does not replay the last one's runs): which builds wrote it, and
-    that one of theirs must take it. None for any other failure."""
+    """What to do about a run whose workflow task fails as nondeterministic: the builds that wrote its history, one of
+    whose workers must take it on. A worker of another release refuses a history it did not write (a pool without
+    versioning upgraded while the release before still had tickets open); the failed event does not say which build
+    failed, and a build that cannot replay its own history is the bug the replay gate is there to catch, so the
+    builds named say which case it is. None for any other failure."""
     if problem is None or problem.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
         return None
-    failed = problem.workflow_task_failed_event_attributes
-    failing = failed.worker_version.build_id
     writers = list(dict.fromkeys(build for build in written if build))
-    if failed.cause != NON_DETERMINISTIC or not failing or not writers or failing in writers:
+    if problem.workflow_task_failed_event_attributes.cause != NON_DETERMINISTIC or not writers:
         return None
     return (
-        f"written by {', '.join(writers)}, not by {failing}, which does not replay another release's runs: keep a "
+        f"written by {', '.join(writers)}: a build replays only the histories its own release wrote, so keep a "
         f"worker of {writers[-1]} on this task queue until the ticket closes (docs/rollouts.md#from-1x-to-20)"
     )
 

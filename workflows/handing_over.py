@@ -98,8 +98,8 @@ class Continuation:
         """Whether the ticket's Worker Deployment now routes it to another build than the one it is pinned to (a
         release made current or ramped; recorded in the history, so a replay hears the same), or the run before
         heard so and handed over mid-turn, staying to finish the turn (the server does not tell a run again of a
-        target its hand-over declined). Always False on an unversioned worker. A sleeping run hears it when something wakes it:
-        ``agent-worker rollout move`` sends the waiting tickets of a build the ``wake`` signal."""
+        target its hand-over declined). Always False on an unversioned worker. A sleeping run hears it when
+        something wakes it: ``agent-worker rollout move`` sends the waiting tickets of a build the ``wake`` signal."""
         return self._moving or workflow.info().is_target_worker_deployment_version_changed()
 
     async def wait(
