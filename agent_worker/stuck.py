@@ -23,6 +23,7 @@ Either way the failure comes from the run's history: the server records the firs
 
 from __future__ import annotations
 
+import importlib.metadata
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -167,19 +168,26 @@ def build_of(completed: HistoryEvent) -> str:
 
 
 def another_build(problem: HistoryEvent | None, written: Sequence[str]) -> str | None:
-    """What to do about a run whose workflow task fails as nondeterministic: the builds that wrote its history, one of
-    whose workers must take it on. A worker of another release refuses a history it did not write (a pool without
-    versioning upgraded while the release before still had tickets open); the failed event does not say which build
-    failed, and a build that cannot replay its own history is the bug the replay gate is there to catch, so the
-    builds named say which case it is. None for any other failure."""
+    """What to do about a run whose workflow task fails as nondeterministic, written by workers of another release
+    than this program's (a pool without versioning upgraded while the release before still had tickets open): which
+    builds wrote it, one of whose workers must take it on. The failed event does not say which build failed, so the
+    release is read from the writers' default build ids (``wiring.build_id``: ``agent-worker-<release>-<digest>``;
+    1.x's name none); a history this release wrote that it cannot replay is the bug the replay gate is there to
+    catch, and a build named by hand says nothing of its release. None in those cases, and for any other failure."""
     if problem is None or problem.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
         return None
+    if problem.workflow_task_failed_event_attributes.cause != NON_DETERMINISTIC:
+        return None
     writers = list(dict.fromkeys(build for build in written if build))
-    if problem.workflow_task_failed_event_attributes.cause != NON_DETERMINISTIC or not writers:
+    ours = f"agent-worker-{importlib.metadata.version('agent-worker')}-"
+    if not writers or not all(build.startswith("agent-worker-") for build in writers):
+        return None
+    if any(build.startswith(ours) for build in writers):
         return None
     return (
-        f"written by {', '.join(writers)}: a build replays only the histories its own release wrote, so keep a "
-        f"worker of {writers[-1]} on this task queue until the ticket closes (docs/rollouts.md#from-1x-to-20)"
+        f"written by {', '.join(writers)}, of another release: a build replays only the histories its own release "
+        f"wrote, so keep a worker of {writers[-1]} on this task queue until the ticket closes "
+        "(docs/rollouts.md#from-1x-to-20)"
     )
 
 

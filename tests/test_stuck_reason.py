@@ -9,10 +9,14 @@ import asyncio
 import re
 import sqlite3
 
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.api.history.v1 import HistoryEvent, WorkflowTaskFailedEventAttributes
 from temporalio.client import Client
 
 from activities.contracts.names import APPROVE_SIGNAL
 from activities.contracts.ticket import Status
+from agent_worker import wiring
+from agent_worker.stuck import another_build
 from tests.support.harness import Harness
 from tests.support.processes import AGENT_WORKER, address, run
 from tests.support.tickets import answer, ticket
@@ -70,3 +74,30 @@ async def test_a_ticket_stuck_on_an_audit_store_that_refuses_writes_is_told_by_t
     assert len(failure.SerializeToString()) < 4_000
     assert outcome.status is Status.RESOLVED
     assert [r.amount_cents for r in agent.store.payments.refunds()] == [4900]
+
+
+def _failed(cause: WorkflowTaskFailedCause.ValueType) -> HistoryEvent:
+    return HistoryEvent(
+        event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+        workflow_task_failed_event_attributes=WorkflowTaskFailedEventAttributes(cause=cause),
+    )
+
+
+def test_a_history_another_release_wrote_is_named_with_what_to_do_and_nothing_else_is() -> None:
+    """Only where the writers' default build ids name another release than this program's (1.x's name none) does
+    the stuck line say which build must take the ticket on: the failed event names no build, so a history this
+    release wrote, or one of builds named by hand, is told as what it is, a failure."""
+    nondeterministic = _failed(WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR)
+    ours = wiring.build_id()
+    said = another_build(nondeterministic, ["agent-worker-0c350755b036c6f68b85"])
+    assert said is not None
+    assert said.startswith("written by agent-worker-0c350755b036c6f68b85, of another release")
+    assert "keep a worker of agent-worker-0c350755b036c6f68b85 on this task queue" in said
+    assert another_build(nondeterministic, ["agent-worker-1.9.0-0c350755b036c6f68b85"]) is not None
+    assert another_build(nondeterministic, [ours]) is None, "this release's own: a determinism bug, not a release"
+    assert another_build(nondeterministic, ["agent-worker-0c350755b036c6f68b85", ours]) is None
+    assert another_build(nondeterministic, ["1.5.0"]) is None, "a build named by hand says nothing of its release"
+    assert another_build(nondeterministic, []) is None
+    other = _failed(WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE)
+    assert another_build(other, ["agent-worker-0c350755b036c6f68b85"]) is None
+    assert another_build(None, ["agent-worker-0c350755b036c6f68b85"]) is None
