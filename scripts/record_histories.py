@@ -24,6 +24,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker
 
 from activities import vouching
 from activities.business import Business
@@ -36,6 +37,7 @@ from activities.contracts.names import (
     MAIL_BOUNCED,
     ORDER_EVENT_SIGNAL,
     VERIFY_SENDER,
+    WAKE_SIGNAL,
 )
 from activities.contracts.policy import ApprovalPolicy, Limits, ModelPolicy, MoneyPolicy
 from activities.contracts.world import Order
@@ -45,11 +47,12 @@ from agent_worker.cli.devserver import start_dev_server
 from agent_worker.cli.replay import HISTORIES, export
 from agent_worker.cli.worker import build_worker, local_worker
 from agent_worker.config import Settings
+from agent_worker.config.deployment import DeploymentSettings
 from agent_worker.config.model_settings import ClaudeSettings
 from agent_worker.config.web import WebSettings
 from agent_worker.exits import exit_hard
 from agent_worker.model_choice import choose_model
-from tests.support import faults, tickets
+from tests.support import deployments, faults, tickets
 from tests.support.bookings import BookingsUnder
 from tests.support.desk import LOOSE, LOOSE_FILE
 from tests.support.fake_stripe import FakeStripe, pay_at_stripe, stripe_business
@@ -72,8 +75,18 @@ def plays_back(*steps: list[tuple[str, dict[str, Any]]]) -> PlaybackModel:
 
 
 class Recorder:
-    def __init__(self, client: Client, store: Business, task_queue: str, holds: Holds | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        store: Business,
+        task_queue: str,
+        holds: Holds | None = None,
+        build: Callable[[str], Worker] | None = None,
+    ) -> None:
         self.client, self.store, self.task_queue, self.holds = client, store, task_queue, holds
+        self.build = build
+        """For a scenario whose workers join a Worker Deployment (``DEPLOYMENTS``): a worker of another build of
+        it, the same in every other way."""
 
     async def start(self, raw: Any) -> Handle:
         return await tickets.start(self.client, self.task_queue, raw, prefix="record")
@@ -587,6 +600,41 @@ async def approval_wait_flooded_across_runs(r: Recorder) -> Handle:
     return handle
 
 
+async def moved_to_a_new_build_while_it_waits(r: Recorder) -> Handle:
+    """A ticket waits for a person on build v1 of its deployment; v2 is made current, and the ticket, woken as
+    ``agent-worker rollout move`` wakes it, hears its target changed and continues as new on v2
+    (``Continuation.retargeted``), waiting for the same request, which is approved and paid there (``..._first_run``
+    is the run that waited on v1)."""
+    assert r.build is not None, "recorded with a deployment (DEPLOYMENTS)"
+    name = DEPLOYMENTS["moved_to_a_new_build_while_it_waits"]
+    await deployments.registered(r.client, name, "v1")
+    await deployments.deployment(
+        r.client, "set-current-version", "--deployment-name", name, "--build-id", "v1", "--yes"
+    )
+    await deployments.routed_to(r.client, r.task_queue, "v1")
+    handle = await r.start(ticket())
+    await awaiting(handle, 4900)
+    waiting_run = (await handle.describe()).run_id
+    async with r.build("v2"):
+        await deployments.registered(r.client, name, "v2")
+        await deployments.deployment(
+            r.client, "set-current-version", "--deployment-name", name, "--build-id", "v2", "--yes"
+        )
+        await deployments.routed_to(r.client, r.task_queue, "v2")
+        await handle.signal(WAKE_SIGNAL)
+
+        async def moved() -> bool:
+            return (await handle.describe()).run_id != waiting_run
+
+        await poll(moved, timeout=30, what="the waiting ticket to continue on v2")
+        await awaiting(handle, 4900)
+        await approve(handle, 4900)
+        await handle.result()
+    first = HISTORIES / "moved_to_a_new_build_while_it_waits_first_run.json"
+    await export(r.client, handle.id, first, run_id=waiting_run)
+    return handle
+
+
 async def runs_between(client: Client, handle: Handle, first: str) -> list[str]:
     """The runs of ``handle``'s ticket after ``first`` and before its latest, oldest first: each stored beside the
     run that handed over to it, so every hand-over has the run that took it over stored too."""
@@ -704,6 +752,7 @@ SCENARIOS: dict[str, Callable[[Recorder], Awaitable[Handle]]] = {
         mail_bounced_then_no_more_mail,
         refused_as_the_ledger_has_it,
         approval_wait_flooded_across_runs,
+        moved_to_a_new_build_while_it_waits,
     )
 }
 
@@ -801,6 +850,10 @@ SERVER_ARGS: dict[str, list[str]] = {
 }
 """Scenarios that need a dev server of their own, set up otherwise than the shared one."""
 
+DEPLOYMENTS: dict[str, str] = {"moved_to_a_new_build_while_it_waits": f"record-{uuid.uuid4().hex[:8]}"}
+"""Scenarios whose workers join a Worker Deployment of this name (tickets pinned, as under ``AGENT_DEPLOYMENT``),
+as build v1; the scenario makes others (``Recorder.build``)."""
+
 
 def scripted(task_queue: str, store: Business) -> Settings:
     """Settings that run the scripted model even where ANTHROPIC_API_KEY is set: histories are recorded from the
@@ -812,6 +865,22 @@ def scripted(task_queue: str, store: Business) -> Settings:
         web=WebSettings(approval_keys=[INBOX_KEY]),
         policy_file=LOOSE_FILE,
     )
+
+
+def deployed(
+    client: Client, settings: Settings, activities: Any, plugins: list[SimplePlugin], deployment: str
+) -> Callable[[str], Worker]:
+    """How a scenario of ``DEPLOYMENTS`` makes a worker of a build of ``deployment``, as ``AGENT_DEPLOYMENT`` and
+    ``AGENT_BUILD_ID`` make one: the same settings, activities and plugins otherwise."""
+
+    def build(build_id: str) -> Worker:
+        versioned = settings.model_copy(
+            update={"versioning": DeploymentSettings(deployment=deployment, build_id=build_id)}
+        )
+        config = wiring.deployment_config(versioned)
+        return build_worker(client, versioned, activities, deployment=config, plugins=plugins)
+
+    return build
 
 
 async def record(names: list[str], out: Path) -> None:
@@ -843,8 +912,16 @@ async def record(names: list[str], out: Path) -> None:
                         blobs=store.blobs,
                         policy=in_force,
                     )
-                    async with build_worker(client, settings, activities, plugins=plugins):
-                        handle = await SCENARIOS[name](Recorder(client, store, task_queue, holds))
+
+                    build = (
+                        deployed(client, settings, activities, plugins, DEPLOYMENTS[name])
+                        if name in DEPLOYMENTS
+                        else None
+                    )
+                    worker = build("v1") if build else build_worker(client, settings, activities, plugins=plugins)
+                    async with worker:
+                        recorder = Recorder(client, store, task_queue, holds, build)
+                        handle = await SCENARIOS[name](recorder)
                     count = await export(client, handle.id, out / f"{name}.json")
                     print(f"recorded {name}: {count} events", flush=True)
             finally:

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -334,3 +335,19 @@ async def test_a_ticket_handed_over_mid_turn_stays_on_its_build_and_moves_at_its
             turns = await latest.query(TURNS_QUERY, result_type=list[Turn])
             assert [turn.answer for turn in turns] == ["It left the depot today."]
             await latest.terminate("shown: moved while it waits")
+
+
+def test_the_gate_holds_a_ticket_that_moved_to_a_new_build_while_it_waited() -> None:
+    """The replay gate's history of a move (``scripts/record_histories.py``): the waiting run was told its target
+    changed, and continued as new asking to move; the run that took it over ran on v2 from its first task."""
+    stored = Path(__file__).resolve().parent.parent / "replay_histories"
+    first = json.loads((stored / "moved_to_a_new_build_while_it_waits_first_run.json").read_text())["events"]
+    started_tasks = [e.get("workflowTaskStartedEventAttributes", {}) for e in first]
+    assert any(task.get("targetWorkerDeploymentVersionChanged") for task in started_tasks), "told its target moved"
+    assert first[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
+    moved = json.loads((stored / "moved_to_a_new_build_while_it_waits.json").read_text())["events"]
+    started = moved[0]["workflowExecutionStartedEventAttributes"]["inheritedAutoUpgradeInfo"]
+    assert started["continueAsNewInitialVersioningBehavior"] == "CONTINUE_AS_NEW_VERSIONING_BEHAVIOR_AUTO_UPGRADE"
+    assert started["sourceDeploymentVersion"]["buildId"] == "v1"
+    completed = [e for e in moved if e["eventType"] == "EVENT_TYPE_WORKFLOW_TASK_COMPLETED"]
+    assert {e["workflowTaskCompletedEventAttributes"]["deploymentVersion"]["buildId"] for e in completed} == {"v2"}
