@@ -276,6 +276,11 @@ async def test_rollout_move_names_no_deployment_and_is_refused_before_it_connect
     code, _, err = await exited(AGENT_WORKER, "rollout", "move", "--from", "v1", "--address", nowhere)
     assert code == 2
     assert "rollout move needs the deployment: --deployment NAME, or AGENT_DEPLOYMENT" in err
+    for name, build in (("support-agent", "v1' OR WorkflowType='x"), ("it's", "v1"), ("support-agent", " ")):
+        move = ("rollout", "move", "--from", build, "--deployment", name, "--address", nowhere)
+        code, _, err = await exited(AGENT_WORKER, *move)
+        assert code == 2, err
+        assert "not a deployment or build id" in err
 
 
 async def test_rollout_move_refuses_to_wake_the_build_every_ticket_still_goes_to(server: WorkflowEnvironment) -> None:

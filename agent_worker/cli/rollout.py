@@ -66,6 +66,9 @@ def move(args: argparse.Namespace) -> int:
     if not args.deployment:
         print("rollout move needs the deployment: --deployment NAME, or AGENT_DEPLOYMENT", file=sys.stderr)
         return 2
+    if quoted := [value for value in (args.deployment, args.from_build) if "'" in value or not value.strip()]:
+        print(f"not a deployment or build id: {quoted[0]!r}", file=sys.stderr)  # it goes into a visibility query
+        return 2
     return _move(args)
 
 
