@@ -582,11 +582,7 @@ async def approval_wait_flooded_across_runs(r: Recorder) -> Handle:
     waiting_run = (await handle.describe()).run_id
     for n in range(30):
         await handle.signal(ORDER_EVENT_SIGNAL, {"order_id": "B-9999", "event": "scanned", "detail": str(n)})
-
-    async def continued() -> bool:
-        return (await handle.describe()).run_id != waiting_run
-
-    await poll(continued, timeout=30, what="the waiting ticket to continue as a new run")
+    await continued_from(handle, waiting_run)
     await awaiting(handle, 4900)
     await approve(handle, 4900)
     await handle.result()
@@ -607,32 +603,39 @@ async def moved_to_a_new_build_while_it_waits(r: Recorder) -> Handle:
     is the run that waited on v1)."""
     assert r.build is not None, "recorded with a deployment (DEPLOYMENTS)"
     name = DEPLOYMENTS["moved_to_a_new_build_while_it_waits"]
-    await deployments.registered(r.client, name, "v1")
-    await deployments.deployment(
-        r.client, "set-current-version", "--deployment-name", name, "--build-id", "v1", "--yes"
-    )
-    await deployments.routed_to(r.client, r.task_queue, "v1")
+    await current(r, name, "v1")
     handle = await r.start(ticket())
     await awaiting(handle, 4900)
     waiting_run = (await handle.describe()).run_id
     async with r.build("v2"):
-        await deployments.registered(r.client, name, "v2")
-        await deployments.deployment(
-            r.client, "set-current-version", "--deployment-name", name, "--build-id", "v2", "--yes"
-        )
-        await deployments.routed_to(r.client, r.task_queue, "v2")
+        await current(r, name, "v2")
         await handle.signal(WAKE_SIGNAL)
-
-        async def moved() -> bool:
-            return (await handle.describe()).run_id != waiting_run
-
-        await poll(moved, timeout=30, what="the waiting ticket to continue on v2")
+        await continued_from(handle, waiting_run)
         await awaiting(handle, 4900)
         await approve(handle, 4900)
         await handle.result()
     first = HISTORIES / "moved_to_a_new_build_while_it_waits_first_run.json"
     await export(r.client, handle.id, first, run_id=waiting_run)
     return handle
+
+
+async def current(r: Recorder, name: str, build: str) -> None:
+    """Make ``build`` the current version of deployment ``name`` once its workers have polled, and wait until the
+    scenario's task queue routes to it (a ticket woken before then is not told its target changed)."""
+    await deployments.registered(r.client, name, build)
+    await deployments.deployment(
+        r.client, "set-current-version", "--deployment-name", name, "--build-id", build, "--yes"
+    )
+    await deployments.routed_to(r.client, r.task_queue, build)
+
+
+async def continued_from(handle: Handle, run_id: str) -> None:
+    """Wait until the ticket's latest run is no longer ``run_id``: the waiting run has handed over."""
+
+    async def continued() -> bool:
+        return (await handle.describe()).run_id != run_id
+
+    await poll(continued, timeout=30, what="the waiting ticket to continue as a new run")
 
 
 async def runs_between(client: Client, handle: Handle, first: str) -> list[str]:
